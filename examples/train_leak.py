@@ -1,0 +1,1 @@
+../tests/gpu/train_leak.py
