@@ -1,0 +1,143 @@
+#include "device_memory.h"
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace fakecuda {
+namespace {
+
+constexpr uint64_t kDefaultTotalBytes = 1ull << 30;  // 1 GiB per device
+constexpr int kDefaultDevices = 2;
+
+uint64_t env_u64(const char* name, uint64_t fallback) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return fallback;
+  char* end = nullptr;
+  unsigned long long value = std::strtoull(text, &end, 0);
+  return (end && *end == '\0' && value > 0) ? value : fallback;
+}
+
+struct Allocation {
+  int device;
+  uint64_t size;
+  MemoryKind kind;
+};
+
+struct PhysicalAllocation {
+  int device;
+  uint64_t size;
+};
+
+// One lock for everything: the double is about exact accounting, not speed.
+struct State {
+  std::mutex lock;
+  int devices;
+  uint64_t total_bytes;
+  std::vector<uint64_t> used_bytes;
+  std::map<uintptr_t, Allocation> allocations;
+  std::map<uint64_t, PhysicalAllocation> physical;
+  uint64_t next_handle = 1;
+
+  State()
+      : devices(static_cast<int>(env_u64("FAKECUDA_DEVICES", kDefaultDevices))),
+        total_bytes(env_u64("FAKECUDA_TOTAL_BYTES", kDefaultTotalBytes)),
+        used_bytes(devices, 0) {}
+};
+
+State& state() {
+  static State* s = new State();  // never destroyed: atexit handlers of traced programs may still free
+  return *s;
+}
+
+bool charge(State& s, int device, uint64_t size) {
+  if (size > s.total_bytes - s.used_bytes[device]) return false;
+  s.used_bytes[device] += size;
+  return true;
+}
+
+}  // namespace
+
+int device_count() { return state().devices; }
+uint64_t device_total_bytes() { return state().total_bytes; }
+bool device_valid(int device) { return device >= 0 && device < state().devices; }
+
+uint64_t device_free_bytes(int device) {
+  State& s = state();
+  std::lock_guard<std::mutex> guard(s.lock);
+  return s.total_bytes - s.used_bytes[device];
+}
+
+uintptr_t memory_allocate(int device, uint64_t size, MemoryKind kind) {
+  State& s = state();
+  std::lock_guard<std::mutex> guard(s.lock);
+  bool charged = kind != MemoryKind::kManaged;
+  if (charged && !charge(s, device, size)) return 0;
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    if (charged) s.used_bytes[device] -= size;
+    return 0;
+  }
+  auto address = reinterpret_cast<uintptr_t>(p);
+  s.allocations[address] = Allocation{device, size, kind};
+  return address;
+}
+
+bool memory_free(uintptr_t address) {
+  State& s = state();
+  std::lock_guard<std::mutex> guard(s.lock);
+  auto it = s.allocations.find(address);
+  if (it == s.allocations.end()) return false;
+  if (it->second.kind != MemoryKind::kManaged) s.used_bytes[it->second.device] -= it->second.size;
+  munmap(reinterpret_cast<void*>(address), it->second.size);
+  s.allocations.erase(it);
+  return true;
+}
+
+bool memory_lookup(uintptr_t address, int* device, uintptr_t* start, uint64_t* size, MemoryKind* kind) {
+  State& s = state();
+  std::lock_guard<std::mutex> guard(s.lock);
+  auto it = s.allocations.upper_bound(address);
+  if (it == s.allocations.begin()) return false;
+  --it;
+  if (address >= it->first + it->second.size) return false;
+  *device = it->second.device;
+  *start = it->first;
+  *size = it->second.size;
+  *kind = it->second.kind;
+  return true;
+}
+
+uint64_t physical_create(int device, uint64_t size) {
+  State& s = state();
+  std::lock_guard<std::mutex> guard(s.lock);
+  if (!charge(s, device, size)) return 0;
+  uint64_t handle = s.next_handle++;
+  s.physical[handle] = PhysicalAllocation{device, size};
+  return handle;
+}
+
+bool physical_release(uint64_t handle) {
+  State& s = state();
+  std::lock_guard<std::mutex> guard(s.lock);
+  auto it = s.physical.find(handle);
+  if (it == s.physical.end()) return false;
+  s.used_bytes[it->second.device] -= it->second.size;
+  s.physical.erase(it);
+  return true;
+}
+
+bool physical_lookup(uint64_t handle, int* device, uint64_t* size) {
+  State& s = state();
+  std::lock_guard<std::mutex> guard(s.lock);
+  auto it = s.physical.find(handle);
+  if (it == s.physical.end()) return false;
+  *device = it->second.device;
+  *size = it->second.size;
+  return true;
+}
+
+}  // namespace fakecuda

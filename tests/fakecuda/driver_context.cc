@@ -1,0 +1,120 @@
+// Initialization, devices and contexts of the fake driver: just enough state to know the calling
+// thread's current device, as the memory functions and a tracer asking cuCtxGetDevice need.
+#include <atomic>
+
+#include "device_memory.h"
+#include "driver_internal.h"
+
+namespace fakecuda {
+namespace {
+
+constexpr int kMaxDevices = 64;
+std::atomic<bool> g_initialized{false};
+CUctx_st g_primary_contexts[kMaxDevices];
+CUmemPoolHandle_st g_default_pools[kMaxDevices];
+thread_local CUcontext t_current = nullptr;
+
+}  // namespace
+
+bool driver_initialized() { return g_initialized.load(); }
+
+CUcontext primary_context(int device) {
+  g_primary_contexts[device].device = device;
+  return &g_primary_contexts[device];
+}
+
+CUmemoryPool default_pool(int device) {
+  g_default_pools[device].device = device;
+  return &g_default_pools[device];
+}
+
+CUresult current_device(int* device) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
+  *device = t_current->device;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace fakecuda
+
+using namespace fakecuda;
+
+extern "C" {
+
+CUresult cuInit(unsigned int flags) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (device_count() > kMaxDevices) return CUDA_ERROR_INVALID_DEVICE;
+  g_initialized = true;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDriverGetVersion(int* version) {
+  if (!version) return CUDA_ERROR_INVALID_VALUE;
+  *version = CUDA_VERSION;  // the headers this double is built with (13000)
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int* count) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!count) return CUDA_ERROR_INVALID_VALUE;
+  *count = device_count();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!device) return CUDA_ERROR_INVALID_VALUE;
+  if (!device_valid(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!context) return CUDA_ERROR_INVALID_VALUE;
+  if (!device_valid(device)) return CUDA_ERROR_INVALID_DEVICE;
+  *context = primary_context(device);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCurrent(CUcontext context) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  t_current = context;  // nullptr unbinds, as in the real driver
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext* context) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!context) return CUDA_ERROR_INVALID_VALUE;
+  *context = t_current;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice(CUdevice* device) {
+  if (!device) return CUDA_ERROR_INVALID_VALUE;
+  int current = 0;
+  CUresult result = current_device(&current);
+  if (result == CUDA_SUCCESS) *device = current;
+  return result;
+}
+
+// Free and total bytes of the current context's device.
+CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
+  int device = 0;
+  CUresult result = current_device(&device);
+  if (result != CUDA_SUCCESS) return result;
+  if (!free_bytes || !total_bytes) return CUDA_ERROR_INVALID_VALUE;
+  *free_bytes = device_free_bytes(device);
+  *total_bytes = device_total_bytes();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice device) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!pool) return CUDA_ERROR_INVALID_VALUE;
+  if (!device_valid(device)) return CUDA_ERROR_INVALID_DEVICE;
+  *pool = default_pool(device);
+  return CUDA_SUCCESS;
+}
+
+}  // extern "C"

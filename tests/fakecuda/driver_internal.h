@@ -1,0 +1,23 @@
+// Shared by the fake driver's source files (libcuda.so.1). Not a public interface.
+#pragma once
+#include <cuda.h>
+
+// cuda.h declares these handle types but leaves them opaque; the fake driver gives them a body.
+struct CUctx_st {
+  int device;
+};
+struct CUmemPoolHandle_st {
+  int device;
+};
+
+namespace fakecuda {
+
+// The calling thread's current device, from its current context (cuCtxSetCurrent). Like the real
+// driver: CUDA_ERROR_NOT_INITIALIZED before cuInit, CUDA_ERROR_INVALID_CONTEXT without a context.
+CUresult current_device(int* device);
+bool driver_initialized();
+// The primary context / default memory pool of a valid device (one static object each).
+CUcontext primary_context(int device);
+CUmemoryPool default_pool(int device);
+
+}  // namespace fakecuda

@@ -1,0 +1,115 @@
+// The fake driver's allocation functions: linear device memory, pitched, managed and stream-ordered
+// (pool) allocations. Streams are accepted and ignored: every operation completes at once.
+#include <cstring>
+
+#include "device_memory.h"
+#include "driver_internal.h"
+
+using namespace fakecuda;
+
+namespace {
+
+// cuMemAllocPitch rounds each row up to this many bytes (the texture pitch alignment of current GPUs).
+constexpr size_t kPitchAlignmentBytes = 512;
+
+CUresult allocate_on(int device, CUdeviceptr* pointer, size_t size, MemoryKind kind) {
+  if (!pointer || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  uintptr_t address = memory_allocate(device, size, kind);
+  if (!address) return CUDA_ERROR_OUT_OF_MEMORY;
+  *pointer = address;
+  return CUDA_SUCCESS;
+}
+
+CUresult allocate_current(CUdeviceptr* pointer, size_t size, MemoryKind kind) {
+  int device = 0;
+  CUresult result = current_device(&device);
+  if (result != CUDA_SUCCESS) return result;
+  return allocate_on(device, pointer, size, kind);
+}
+
+CUresult free_pointer(CUdeviceptr pointer) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (pointer == 0) return CUDA_SUCCESS;
+  return memory_free(pointer) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult allocate_from_pool(CUdeviceptr* pointer, size_t size, CUmemoryPool pool) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!pool) return CUDA_ERROR_INVALID_VALUE;
+  return allocate_on(pool->device, pointer, size, MemoryKind::kPool);
+}
+
+}  // namespace
+
+extern "C" {
+
+CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t size) {
+  return allocate_current(pointer, size, MemoryKind::kDevice);
+}
+
+// Allocates height rows of `width` bytes, each row padded to kPitchAlignmentBytes; *pitch gets the
+// padded row length. element_size must be 4, 8 or 16 (cuda.h).
+CUresult cuMemAllocPitch_v2(CUdeviceptr* pointer, size_t* pitch, size_t width, size_t height,
+                            unsigned int element_size) {
+  if (!pitch || width == 0 || height == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (element_size != 4 && element_size != 8 && element_size != 16) return CUDA_ERROR_INVALID_VALUE;
+  size_t row = (width + kPitchAlignmentBytes - 1) / kPitchAlignmentBytes * kPitchAlignmentBytes;
+  CUresult result = allocate_current(pointer, row * height, MemoryKind::kDevice);
+  if (result == CUDA_SUCCESS) *pitch = row;
+  return result;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr pointer) { return free_pointer(pointer); }
+
+CUresult cuMemAllocManaged(CUdeviceptr* pointer, size_t size, unsigned int flags) {
+  if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
+  return allocate_current(pointer, size, MemoryKind::kManaged);
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr* pointer, size_t size, CUstream) {
+  return allocate_current(pointer, size, MemoryKind::kPool);
+}
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr* pointer, size_t size, CUstream) {
+  return allocate_current(pointer, size, MemoryKind::kPool);
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr* pointer, size_t size, CUmemoryPool pool, CUstream) {
+  return allocate_from_pool(pointer, size, pool);
+}
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* pointer, size_t size, CUmemoryPool pool, CUstream) {
+  return allocate_from_pool(pointer, size, pool);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream) { return free_pointer(pointer); }
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr pointer, CUstream) { return free_pointer(pointer); }
+
+// Answers the attributes a profiler asks about an address: its device, its allocation's range and
+// its memory type. Anything else is CUDA_ERROR_INVALID_VALUE.
+CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr pointer) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!data) return CUDA_ERROR_INVALID_VALUE;
+  int device = 0;
+  uintptr_t start = 0;
+  uint64_t size = 0;
+  MemoryKind kind;
+  if (!memory_lookup(pointer, &device, &start, &size, &kind)) return CUDA_ERROR_INVALID_VALUE;
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *static_cast<int*>(data) = device;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      *static_cast<CUdeviceptr*>(data) = start;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      *static_cast<size_t*>(data) = size;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *static_cast<unsigned int*>(data) =
+          kind == MemoryKind::kManaged ? CU_MEMORYTYPE_UNIFIED : CU_MEMORYTYPE_DEVICE;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+}  // extern "C"

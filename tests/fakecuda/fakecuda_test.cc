@@ -1,0 +1,143 @@
+// Checks of the CUDA test double on its own. Runs with FAKECUDA_TOTAL_BYTES=64 MiB and 2 devices
+// (set by CMake), so every free/total figure below follows from 64 MiB = 67108864 bytes.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#undef cuGetProcAddress
+extern "C" CUresult cuGetProcAddress(const char*, void**, int, cuuint64_t);
+extern "C" unsigned long fakecuda_proc_address_lookups();
+
+namespace {
+
+constexpr size_t kMiB = 1u << 20;
+constexpr size_t kTotalBytes = 64 * kMiB;
+
+void* resolve(const char* name, int version, cuuint64_t flags, CUdriverProcAddressQueryResult* status) {
+  void* fn = nullptr;
+  cuGetProcAddress_v2(name, &fn, version, flags, status);
+  return fn;
+}
+
+void bind(int device) {
+  ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+  CUcontext context = nullptr;
+  ASSERT_EQ(cuDevicePrimaryCtxRetain(&context, device), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSetCurrent(context), CUDA_SUCCESS);
+}
+
+size_t free_bytes() {
+  size_t free = 0, total = 0;
+  EXPECT_EQ(cuMemGetInfo_v2(&free, &total), CUDA_SUCCESS);
+  EXPECT_EQ(total, kTotalBytes);
+  return free;
+}
+
+TEST(Resolver, PicksTheAbiOfTheRequestedVersion) {
+  CUdriverProcAddressQueryResult status;
+  EXPECT_EQ(resolve("cuMemAlloc", 3020, 0, &status), dlsym(RTLD_DEFAULT, "cuMemAlloc_v2"));
+  EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SUCCESS);
+  EXPECT_EQ(resolve("cuMemAlloc", 3010, 0, &status), nullptr);  // only the _v2 ABI exists here
+  EXPECT_EQ(status, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  EXPECT_EQ(resolve("cuNoSuchFunction", 13000, 0, &status), nullptr);
+  EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+}
+
+TEST(Resolver, PerThreadStreamFlagSelectsPtsz) {
+  EXPECT_EQ(resolve("cuMemAllocAsync", 11020, 0, nullptr), dlsym(RTLD_DEFAULT, "cuMemAllocAsync"));
+  EXPECT_EQ(resolve("cuMemAllocAsync", 11020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, nullptr),
+            dlsym(RTLD_DEFAULT, "cuMemAllocAsync_ptsz"));
+  // No per-thread variant: the one entry point serves both flavours.
+  EXPECT_EQ(resolve("cuMemAlloc", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, nullptr),
+            dlsym(RTLD_DEFAULT, "cuMemAlloc_v2"));
+}
+
+TEST(Resolver, ResolvesItselfWithTheAbiOfTheVersion) {
+  EXPECT_EQ(resolve("cuGetProcAddress", 11030, 0, nullptr), dlsym(RTLD_DEFAULT, "cuGetProcAddress"));
+  EXPECT_EQ(resolve("cuGetProcAddress", 12000, 0, nullptr), dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2"));
+  void* fn = nullptr;
+  EXPECT_EQ(cuGetProcAddress("cuMemFree", &fn, 3020, 0), CUDA_SUCCESS);
+  EXPECT_EQ(fn, dlsym(RTLD_DEFAULT, "cuMemFree_v2"));
+}
+
+TEST(Driver, AllocationBeyondFreeMemoryFailsAndChargesNothing) {
+  bind(0);
+  CUdeviceptr a = 0, b = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&a, 40 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(free_bytes(), 24 * kMiB);  // 64 - 40
+  EXPECT_EQ(cuMemAlloc_v2(&b, 30 * kMiB), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(free_bytes(), 24 * kMiB);
+  bind(1);
+  EXPECT_EQ(free_bytes(), 64 * kMiB);  // device 1 untouched
+  EXPECT_EQ(cuMemFree_v2(a), CUDA_SUCCESS);  // freeing device 0 memory while device 1 is current
+  bind(0);
+  EXPECT_EQ(free_bytes(), 64 * kMiB);
+  EXPECT_EQ(cuMemFree_v2(a), CUDA_ERROR_INVALID_VALUE);  // double free
+}
+
+TEST(Driver, PitchManagedAndPoolAccounting) {
+  bind(0);
+  CUdeviceptr pitched = 0, managed = 0, pooled = 0;
+  size_t pitch = 0;
+  ASSERT_EQ(cuMemAllocPitch_v2(&pitched, &pitch, 1000, 100, 4), CUDA_SUCCESS);
+  EXPECT_EQ(pitch, 1024u);                          // 1000 rounded up to 512
+  EXPECT_EQ(free_bytes(), kTotalBytes - 102400);    // 1024 * 100
+  ASSERT_EQ(cuMemAllocManaged(&managed, 8 * kMiB, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  EXPECT_EQ(free_bytes(), kTotalBytes - 102400);    // managed memory is not charged
+  ASSERT_EQ(cuMemAllocAsync(&pooled, 2 * kMiB, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(free_bytes(), kTotalBytes - 102400 - 2 * kMiB);
+  int device = -1;
+  EXPECT_EQ(cuPointerGetAttribute(&device, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, pooled + 5), CUDA_SUCCESS);
+  EXPECT_EQ(device, 0);
+  EXPECT_EQ(cuMemFree_v2(pooled), CUDA_SUCCESS);    // cuMemFree of pool memory is legal
+  EXPECT_EQ(cuMemFree_v2(managed), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(pitched), CUDA_SUCCESS);
+  EXPECT_EQ(free_bytes(), kTotalBytes);
+}
+
+TEST(Driver, PhysicalMemoryIsChargedToItsDeviceUntilReleased) {
+  bind(0);
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 1;
+  CUmemGenericAllocationHandle handle = 0;
+  ASSERT_EQ(cuMemCreate(&handle, 4 * kMiB, &prop, 0), CUDA_SUCCESS);
+  EXPECT_EQ(free_bytes(), kTotalBytes);  // device 0 is current; device 1 was charged
+  CUdeviceptr va = 0;
+  ASSERT_EQ(cuMemAddressReserve(&va, 8 * kMiB, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemMap(va, 4 * kMiB, 0, handle, 0), CUDA_SUCCESS);
+  CUmemAccessDesc access = {};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  ASSERT_EQ(cuMemSetAccess(va, 4 * kMiB, &access, 1), CUDA_SUCCESS);
+  reinterpret_cast<char*>(va)[4 * kMiB - 1] = 1;  // mapped memory is usable
+  bind(1);
+  EXPECT_EQ(free_bytes(), 60 * kMiB);
+  EXPECT_EQ(cuMemUnmap(va, 4 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemRelease(handle), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAddressFree(va, 8 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(free_bytes(), 64 * kMiB);
+}
+
+TEST(Runtime, UsesTheDriverThroughTheResolverOnly) {
+  unsigned long lookups_before = fakecuda_proc_address_lookups();
+  void* p = nullptr;
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  int device = -1;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  EXPECT_EQ(device, 1);
+  ASSERT_EQ(cudaMalloc(&p, 3 * kMiB), cudaSuccess);
+  size_t free = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+  EXPECT_EQ(free, 61 * kMiB);  // 64 - 3
+  EXPECT_EQ(cudaMalloc(&p, 100 * kMiB), cudaErrorMemoryAllocation);
+  EXPECT_EQ(p, nullptr);
+  // The runtime loaded its table at first use: 2 self look-ups + 17 driver entry points. (Earlier
+  // tests in this process may have loaded it already; then no new look-up happens at all.)
+  unsigned long lookups = fakecuda_proc_address_lookups() - lookups_before;
+  EXPECT_TRUE(lookups == 0 || lookups == 19) << lookups;
+}
+
+}  // namespace
