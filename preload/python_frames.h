@@ -23,7 +23,8 @@ enum class PythonSupport {
 
 // Detects CPython in the process (dlsym(RTLD_DEFAULT, "Py_Version") and friends). Call it from outside
 // any hook (the writer thread does, at start and when new modules appear); idempotent; once it returns
-// kSupported or kUnsupported it never changes. `hex_version` receives PY_VERSION_HEX (0 when absent).
+// kSupported or kUnsupported it never changes. `hex_version` receives PY_VERSION_HEX (0 when absent or
+// older than 3.11, which lacks Py_Version).
 PythonSupport python_frames_init(uint32_t* hex_version);
 
 // One frame as read from the interpreter. The strings are NOT NUL-terminated and point into the code
@@ -47,10 +48,61 @@ int python_frames_read(PythonFrameView* out, int capacity);
 // True when `pc` (a native return address) lies inside _PyEval_EvalFrameDefault.
 bool python_is_eval_pc(uintptr_t pc);
 
-}  // namespace memtrace
+// Why python_frames_init returned kUnsupported, as one line for the user (for example
+// "CPython 3.10 has no frame reader (3.11, 3.12 and 3.13 have one)"); "" otherwise.
+const char* python_frames_unsupported_reason();
 
-namespace memtrace {
 // True once the interpreter has begun Py_FinalizeEx (reads _PyRuntime's finalizing state: no GIL, no
 // object). False when support is not kSupported.
 bool python_is_finalizing();
+
+// ---- Layout of the interpreter structures the reader follows (exposed so that tests can check it) ----
+// Every field is a byte offset from the start of the named C structure, -1 when this version lacks it.
+// 3.11 and 3.12: from the built-in tables, derived with offsetof() from that version's internal headers.
+// 3.13: from _Py_DebugOffsets at the start of _PyRuntime, plus the few fields it does not publish.
+struct PythonLayout {
+  uint32_t minor_version;          // 11 for CPython 3.11 ...
+  int32_t tstate_cframe;           // PyThreadState.cframe (3.11, 3.12); -1 on 3.13
+  int32_t cframe_current_frame;    // _PyCFrame.current_frame (3.11, 3.12); -1 on 3.13
+  int32_t tstate_current_frame;    // PyThreadState.current_frame (3.13); -1 before
+  int32_t frame_code;              // _PyInterpreterFrame.f_code (3.11, 3.12) / f_executable (3.13)
+  int32_t frame_previous;          // _PyInterpreterFrame.previous
+  int32_t frame_instr;             // .prev_instr (3.11, 3.12: last instruction started) / .instr_ptr (3.13)
+  int32_t frame_owner;             // .owner, one byte (enum _frameowner)
+  int32_t frame_is_entry;          // .is_entry, one byte (3.11 only)
+  int32_t owner_generator;         // FRAME_OWNED_BY_GENERATOR
+  int32_t owner_cstack;            // FRAME_OWNED_BY_CSTACK (3.12+: the shim frame each eval-loop call pushes)
+  int32_t code_filename;           // PyCodeObject.co_filename (str)
+  int32_t code_qualname;           // PyCodeObject.co_qualname (str)
+  int32_t code_linetable;          // PyCodeObject.co_linetable (bytes, PEP 626/657 location table)
+  int32_t code_firstlineno;        // PyCodeObject.co_firstlineno (int)
+  int32_t code_firsttraceable;     // PyCodeObject._co_firsttraceable (int, in code units)
+  int32_t code_code_adaptive;      // PyCodeObject.co_code_adaptive (first instruction)
+  int32_t object_type;             // PyObject.ob_type
+  int32_t bytes_size;              // PyVarObject.ob_size of a bytes object
+  int32_t bytes_data;              // PyBytesObject.ob_sval
+  int32_t unicode_length;          // PyASCIIObject.length (code points)
+  int32_t unicode_state;           // PyASCIIObject.state (bit field, read as a uint32_t)
+  int32_t unicode_ascii_size;      // sizeof(PyASCIIObject): where compact ASCII data starts
+  int32_t unicode_utf8_length;     // PyCompactUnicodeObject.utf8_length
+  int32_t unicode_utf8;            // PyCompactUnicodeObject.utf8 (cached UTF-8, may be NULL)
+  uint32_t unicode_compact_mask;   // state.compact bit within the uint32_t at unicode_state
+  uint32_t unicode_ascii_mask;     // state.ascii bit
+  int32_t runtime_finalizing;      // _PyRuntimeState._finalizing (PyThreadState*, non-NULL once finalizing)
+};
+
+// The source line of the instruction `offset_bytes` bytes after a code object's first instruction, decoded
+// from its location table (co_linetable: the PEP 626/657 format of 3.11+, described in CPython's
+// Objects/locations.md) of `table_len` bytes, starting from co_firstlineno `first_line`. 0 when the
+// instruction has no location or lies past the table; a negative offset (a frame that has not started its
+// first instruction) gives `first_line`, as PyCode_Addr2Line does.
+uint32_t python_line_from_table(const uint8_t* table, int64_t table_len, int32_t first_line, int64_t offset_bytes);
+
+// The built-in table for CPython 3.`minor` (11 or 12). False for any other version.
+bool python_builtin_layout(uint32_t minor, PythonLayout* out);
+
+// The layout read from `runtime` (the address of _PyRuntime) of CPython 3.13, whose first member is
+// _Py_DebugOffsets (cookie "xdebugpy", then the PY_VERSION_HEX it was built for). False, with `*why`
+// set to a one-line reason, when the cookie, version or build kind does not match.
+bool python_layout_from_debug_offsets(const void* runtime, PythonLayout* out, const char** why);
 }  // namespace memtrace

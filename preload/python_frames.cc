@@ -1,0 +1,441 @@
+// Python frame reader: follows the calling thread's interpreter frames by raw memory reads (see
+// python_frames.h for why no Python API may be called). Built into libmemtrace.so without any Python
+// header, so that one tracer works with whichever CPython the traced job runs; every structure offset
+// comes from a PythonLayout (built-in tables for 3.11/3.12, _Py_DebugOffsets for 3.13).
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "python_frames.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <atomic>
+
+namespace memtrace {
+namespace {
+
+// Bounds on every walk, so that a corrupt or cyclic chain cannot hang or overrun the hook.
+constexpr int kMaxFramesWalked = 1024;         // interpreter frames visited per read, shims included
+constexpr uint32_t kMaxStringBytes = 4096;     // longest file or function name returned
+constexpr int64_t kMaxLineTableBytes = 1 << 20;  // longest co_linetable decoded
+const char kUnknownString[] = "?";
+
+// CPython 3.11 internal headers (3.11.7): offsetof() of each field, checked by tests/python/layout_check.c.
+constexpr PythonLayout kLayout311 = {
+    .minor_version = 11, .tstate_cframe = 56, .cframe_current_frame = 8, .tstate_current_frame = -1,
+    .frame_code = 32, .frame_previous = 48, .frame_instr = 56, .frame_owner = 69, .frame_is_entry = 68,
+    .owner_generator = 1, .owner_cstack = -1,
+    .code_filename = 112, .code_qualname = 128, .code_linetable = 136, .code_firstlineno = 72,
+    .code_firsttraceable = 168, .code_code_adaptive = 184, .object_type = 8, .bytes_size = 16,
+    .bytes_data = 32, .unicode_length = 16, .unicode_state = 32, .unicode_ascii_size = 48,
+    .unicode_utf8_length = 48, .unicode_utf8 = 56, .unicode_compact_mask = 1u << 5,
+    .unicode_ascii_mask = 1u << 6, .runtime_finalizing = 24};
+
+// CPython 3.12 internal headers (3.12.1). is_entry is gone: each eval-loop call pushes a shim frame
+// owned by the C stack instead.
+constexpr PythonLayout kLayout312 = {
+    .minor_version = 12, .tstate_cframe = 56, .cframe_current_frame = 0, .tstate_current_frame = -1,
+    .frame_code = 0, .frame_previous = 8, .frame_instr = 56, .frame_owner = 70, .frame_is_entry = -1,
+    .owner_generator = 1, .owner_cstack = 3,
+    .code_filename = 112, .code_qualname = 128, .code_linetable = 136, .code_firstlineno = 68,
+    .code_firsttraceable = 176, .code_code_adaptive = 192, .object_type = 8, .bytes_size = 16,
+    .bytes_data = 32, .unicode_length = 16, .unicode_state = 32, .unicode_ascii_size = 40,
+    .unicode_utf8_length = 40, .unicode_utf8 = 48, .unicode_compact_mask = 1u << 5,
+    .unicode_ascii_mask = 1u << 6, .runtime_finalizing = 24};
+
+// Word indices into CPython 3.13's _Py_DebugOffsets (Include/internal/pycore_runtime.h): a char[8]
+// cookie followed only by uint64_t members, so each member is one 8-byte word.
+enum DebugOffsetWord313 : int {
+  kDoVersion = 1, kDoFreeThreaded = 2, kDoRuntimeFinalizing = 4, kDoThreadCurrentFrame = 23,
+  kDoFramePrevious = 29, kDoFrameExecutable = 30, kDoFrameInstrPtr = 31, kDoFrameOwner = 33,
+  kDoCodeFilename = 35, kDoCodeQualname = 37, kDoCodeLinetable = 38, kDoCodeFirstlineno = 39,
+  kDoCodeAdaptive = 43, kDoObjectType = 45, kDoBytesSize = 65, kDoBytesData = 66, kDoUnicodeState = 68,
+  kDoUnicodeLength = 69, kDoUnicodeAsciiSize = 70,
+  kDoWords313 = 73,  // sizeof(_Py_DebugOffsets) / 8 in 3.13.0
+};
+// 3.13 fields _Py_DebugOffsets does not publish (3.13.0 headers): _co_firsttraceable.
+constexpr int32_t kCodeFirsttraceable313 = 184;
+
+struct Reader {
+  PythonLayout layout;
+  uintptr_t runtime;            // &_PyRuntime
+  void* (*get_tstate)();        // PyGILState_GetThisThreadState: a thread-local read, NULL without Python
+  uintptr_t code_type;          // &PyCode_Type
+  uintptr_t unicode_type;       // &PyUnicode_Type
+  uintptr_t bytes_type;         // &PyBytes_Type
+  uintptr_t eval_begin;         // [eval_begin, eval_end) = _PyEval_EvalFrameDefault's machine code
+  uintptr_t eval_end;
+};
+
+Reader g_reader;
+std::atomic<int> g_support{static_cast<int>(PythonSupport::kAbsent)};
+pthread_mutex_t g_init_mutex = PTHREAD_MUTEX_INITIALIZER;
+char g_unsupported_reason[200];
+
+bool supported() {
+  return g_support.load(std::memory_order_acquire) == static_cast<int>(PythonSupport::kSupported);
+}
+
+// ---- raw reads: never through NULL, never with a missing offset ----
+template <class T>
+bool read_at(uintptr_t base, int32_t offset, T* out) {
+  if (base == 0 || offset < 0) return false;
+  memcpy(out, reinterpret_cast<const void*>(base + static_cast<uintptr_t>(offset)), sizeof(T));
+  return true;
+}
+
+uintptr_t read_pointer(uintptr_t base, int32_t offset) {
+  uintptr_t value = 0;
+  return read_at(base, offset, &value) ? value : 0;
+}
+
+bool has_type(uintptr_t object, uintptr_t type) {
+  return object != 0 && read_pointer(object, g_reader.layout.object_type) == type;
+}
+
+// A str's text without creating anything: compact ASCII strings keep it right after the header;
+// compact non-ASCII ones may have a cached UTF-8 copy. Anything else reads as "?".
+void read_string(uintptr_t object, const char** text, uint32_t* text_len) {
+  const PythonLayout& l = g_reader.layout;
+  *text = kUnknownString;
+  *text_len = 1;
+  uint32_t state = 0;
+  if (!has_type(object, g_reader.unicode_type) || !read_at(object, l.unicode_state, &state)) return;
+  if ((state & l.unicode_compact_mask) == 0) return;
+  int64_t length = 0;
+  const char* data = nullptr;
+  if (state & l.unicode_ascii_mask) {
+    if (!read_at(object, l.unicode_length, &length)) return;
+    data = reinterpret_cast<const char*>(object + static_cast<uintptr_t>(l.unicode_ascii_size));
+  } else {
+    data = reinterpret_cast<const char*>(read_pointer(object, l.unicode_utf8));
+    if (data == nullptr || !read_at(object, l.unicode_utf8_length, &length)) return;
+  }
+  if (length < 0) return;
+  *text = data;
+  *text_len = length > kMaxStringBytes ? kMaxStringBytes : static_cast<uint32_t>(length);
+}
+
+// ---- location table (PEP 626/657 format of 3.11+, Objects/locations.md in CPython) ----
+// Each entry: one byte 1cccclll (code c, covering l+1 code units of 2 bytes), then code-specific varints.
+// Codes 0-9: short form, same line; 10-12: one-line form, line delta c-10; 13: no columns, signed-varint
+// line delta; 14: long form, signed-varint line delta first; 15: no location.
+struct TableCursor {
+  const uint8_t* p;
+  const uint8_t* end;
+};
+
+uint32_t read_varint(TableCursor* c) {
+  if (c->p >= c->end) return 0;
+  uint8_t byte = *c->p++;
+  uint32_t value = byte & 63;
+  unsigned shift = 0;
+  while ((byte & 64) && c->p < c->end && shift < 30) {
+    byte = *c->p++;
+    shift += 6;
+    value |= static_cast<uint32_t>(byte & 63) << shift;
+  }
+  return value;
+}
+
+int32_t read_signed_varint(TableCursor* c) {
+  uint32_t value = read_varint(c);
+  return (value & 1) ? -static_cast<int32_t>(value >> 1) : static_cast<int32_t>(value >> 1);
+}
+
+// ---- line cache: (code object, line table, offset) -> line, lock-free, fixed size ----
+// A per-entry sequence number makes a reader drop an entry that a writer is changing; a writer skips an
+// entry another writer holds. The line table pointer guards against a freed code object whose address
+// has been reused by another.
+struct LineCacheEntry {
+  std::atomic<uint32_t> sequence;
+  std::atomic<uintptr_t> code;
+  std::atomic<uintptr_t> line_table;
+  std::atomic<uint64_t> offset_and_line;  // offset_bytes << 32 | line
+};
+constexpr size_t kLineCacheEntries = 4096;
+LineCacheEntry g_line_cache[kLineCacheEntries];
+
+LineCacheEntry& cache_slot(uintptr_t code, uint32_t offset_bytes) {
+  uint64_t h = (static_cast<uint64_t>(code) >> 4) * 0x9E3779B97F4A7C15ull ^ offset_bytes * 0xC2B2AE3D27D4EB4Full;
+  return g_line_cache[(h >> 40) % kLineCacheEntries];
+}
+
+bool cache_lookup(uintptr_t code, uintptr_t line_table, uint32_t offset_bytes, uint32_t* line) {
+  LineCacheEntry& e = cache_slot(code, offset_bytes);
+  uint32_t before = e.sequence.load(std::memory_order_acquire);
+  if (before & 1) return false;
+  uintptr_t cached_code = e.code.load(std::memory_order_relaxed);
+  uintptr_t cached_table = e.line_table.load(std::memory_order_relaxed);
+  uint64_t packed = e.offset_and_line.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (e.sequence.load(std::memory_order_relaxed) != before) return false;
+  if (cached_code != code || cached_table != line_table || (packed >> 32) != offset_bytes) return false;
+  *line = static_cast<uint32_t>(packed);
+  return true;
+}
+
+void cache_store(uintptr_t code, uintptr_t line_table, uint32_t offset_bytes, uint32_t line) {
+  LineCacheEntry& e = cache_slot(code, offset_bytes);
+  uint32_t sequence = e.sequence.load(std::memory_order_relaxed);
+  if ((sequence & 1) ||
+      !e.sequence.compare_exchange_strong(sequence, sequence + 1, std::memory_order_acquire)) {
+    return;
+  }
+  std::atomic_thread_fence(std::memory_order_release);
+  e.code.store(code, std::memory_order_relaxed);
+  e.line_table.store(line_table, std::memory_order_relaxed);
+  e.offset_and_line.store(static_cast<uint64_t>(offset_bytes) << 32 | line, std::memory_order_relaxed);
+  e.sequence.store(sequence + 2, std::memory_order_release);
+}
+
+uint32_t line_of(uintptr_t code, int64_t offset_bytes) {
+  const PythonLayout& l = g_reader.layout;
+  int32_t first_line = 0;
+  read_at(code, l.code_firstlineno, &first_line);
+  if (offset_bytes < 0 || offset_bytes > UINT32_MAX) return python_line_from_table(nullptr, 0, first_line, -1);
+  uintptr_t table = read_pointer(code, l.code_linetable);
+  if (!has_type(table, g_reader.bytes_type)) return 0;
+  uint32_t offset32 = static_cast<uint32_t>(offset_bytes);
+  uint32_t line = 0;
+  if (cache_lookup(code, table, offset32, &line)) return line;
+  int64_t table_len = 0;
+  if (!read_at(table, l.bytes_size, &table_len) || table_len < 0 || table_len > kMaxLineTableBytes) return 0;
+  const uint8_t* bytes = reinterpret_cast<const uint8_t*>(table + static_cast<uintptr_t>(l.bytes_data));
+  line = python_line_from_table(bytes, table_len, first_line, offset_bytes);
+  cache_store(code, table, offset32, line);
+  return line;
+}
+
+// ---- frame walk ----
+uintptr_t current_frame(uintptr_t tstate) {
+  const PythonLayout& l = g_reader.layout;
+  if (l.tstate_cframe >= 0) return read_pointer(read_pointer(tstate, l.tstate_cframe), l.cframe_current_frame);
+  return read_pointer(tstate, l.tstate_current_frame);
+}
+
+// A frame whose function has not yet run its first traceable instruction (arguments still being set
+// up); CPython's own tracebacks skip these too (_PyFrame_IsIncomplete).
+bool is_incomplete(uintptr_t code, int8_t owner, int64_t offset_bytes) {
+  const PythonLayout& l = g_reader.layout;
+  int32_t first_traceable = 0;
+  if (owner == l.owner_generator || !read_at(code, l.code_firsttraceable, &first_traceable)) return false;
+  return offset_bytes < static_cast<int64_t>(first_traceable) * 2;
+}
+
+// ---- init ----
+// Fills `r` for the CPython `hex` found in the process. False, with the reason written to
+// g_unsupported_reason, when this version cannot be read.
+bool resolve_reader(uint32_t hex, Reader* r) {
+  const unsigned major = hex >> 24, minor = (hex >> 16) & 0xff;
+  r->runtime = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "_PyRuntime"));
+  r->get_tstate = reinterpret_cast<void* (*)()>(dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState"));
+  r->code_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyCode_Type"));
+  r->unicode_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyUnicode_Type"));
+  r->bytes_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyBytes_Type"));
+  const char* missing = !r->runtime ? "_PyRuntime"
+                        : !r->get_tstate ? "PyGILState_GetThisThreadState"
+                        : !r->code_type ? "PyCode_Type"
+                        : !r->unicode_type ? "PyUnicode_Type"
+                        : !r->bytes_type ? "PyBytes_Type" : nullptr;
+  if (missing) {
+    snprintf(g_unsupported_reason, sizeof g_unsupported_reason,
+             "CPython %u.%u does not export %s; Python frames are not recorded", major, minor, missing);
+    return false;
+  }
+  void* eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+  Dl_info info;
+  ElfW(Sym)* symbol = nullptr;
+  if (eval && dladdr1(eval, &info, reinterpret_cast<void**>(&symbol), RTLD_DL_SYMENT) && symbol) {
+    r->eval_begin = reinterpret_cast<uintptr_t>(eval);
+    r->eval_end = r->eval_begin + symbol->st_size;
+  }
+  if (major == 3 && (minor == 11 || minor == 12)) return python_builtin_layout(minor, &r->layout);
+  if (major == 3 && minor == 13) {
+    const char* why = "";
+    if (python_layout_from_debug_offsets(reinterpret_cast<const void*>(r->runtime), &r->layout, &why)) return true;
+    snprintf(g_unsupported_reason, sizeof g_unsupported_reason,
+             "CPython %u.%u: %s; Python frames are not recorded", major, minor, why);
+    return false;
+  }
+  snprintf(g_unsupported_reason, sizeof g_unsupported_reason,
+           "CPython %u.%u has no frame reader (3.11, 3.12 and 3.13 have one); Python frames are not recorded",
+           major, minor);
+  return false;
+}
+
+}  // namespace
+
+uint32_t python_line_from_table(const uint8_t* table, int64_t table_len, int32_t first_line, int64_t offset_bytes) {
+  if (offset_bytes < 0) return first_line > 0 ? static_cast<uint32_t>(first_line) : 0;
+  TableCursor c{table, table + table_len};
+  int64_t line = first_line;
+  int64_t range_start = 0;
+  while (c.p < c.end) {
+    uint8_t first = *c.p++;
+    int code = (first >> 3) & 15;
+    int64_t range_end = range_start + ((first & 7) + 1) * 2;
+    bool no_location = code == 15;
+    if (code == 13 || code == 14) {
+      line += read_signed_varint(&c);
+    } else if (code >= 10 && code <= 12) {
+      line += code - 10;
+    }
+    if (offset_bytes < range_end) {
+      if (no_location || line <= 0) return 0;
+      return static_cast<uint32_t>(line);
+    }
+    while (c.p < c.end && (*c.p & 128) == 0) ++c.p;  // skip the rest of this entry
+    range_start = range_end;
+  }
+  return 0;
+}
+
+bool python_builtin_layout(uint32_t minor, PythonLayout* out) {
+  if (minor == 11) *out = kLayout311;
+  else if (minor == 12) *out = kLayout312;
+  else return false;
+  return true;
+}
+
+bool python_layout_from_debug_offsets(const void* runtime, PythonLayout* out, const char** why) {
+  const uint64_t* words = static_cast<const uint64_t*>(runtime);
+  if (runtime == nullptr || memcmp(runtime, "xdebugpy", 8) != 0) {
+    *why = "_PyRuntime does not start with the _Py_DebugOffsets cookie \"xdebugpy\"";
+    return false;
+  }
+  if (((words[kDoVersion] >> 16) & 0xffff) != 0x030D) {
+    *why = "_Py_DebugOffsets is not the 3.13 layout";
+    return false;
+  }
+  if (words[kDoFreeThreaded] != 0) {
+    *why = "free-threaded builds are not supported";
+    return false;
+  }
+  for (int i = 3; i < kDoWords313; ++i) {
+    if (words[i] > 1u << 20) {
+      *why = "_Py_DebugOffsets holds an implausible offset";
+      return false;
+    }
+  }
+  auto at = [&](int word) { return static_cast<int32_t>(words[word]); };
+  PythonLayout l{};
+  l.minor_version = 13;
+  l.tstate_cframe = -1;
+  l.cframe_current_frame = -1;
+  l.tstate_current_frame = at(kDoThreadCurrentFrame);
+  l.frame_code = at(kDoFrameExecutable);
+  l.frame_previous = at(kDoFramePrevious);
+  l.frame_instr = at(kDoFrameInstrPtr);
+  l.frame_owner = at(kDoFrameOwner);
+  l.frame_is_entry = -1;
+  l.owner_generator = 1;  // enum _frameowner, pycore_frame.h
+  l.owner_cstack = 3;
+  l.code_filename = at(kDoCodeFilename);
+  l.code_qualname = at(kDoCodeQualname);
+  l.code_linetable = at(kDoCodeLinetable);
+  l.code_firstlineno = at(kDoCodeFirstlineno);
+  l.code_firsttraceable = kCodeFirsttraceable313;
+  l.code_code_adaptive = at(kDoCodeAdaptive);
+  l.object_type = at(kDoObjectType);
+  l.bytes_size = at(kDoBytesSize);
+  l.bytes_data = at(kDoBytesData);
+  l.unicode_length = at(kDoUnicodeLength);
+  l.unicode_state = at(kDoUnicodeState);
+  l.unicode_ascii_size = at(kDoUnicodeAsciiSize);
+  // PyCompactUnicodeObject = PyASCIIObject, then Py_ssize_t utf8_length, then char* utf8.
+  l.unicode_utf8_length = l.unicode_ascii_size;
+  l.unicode_utf8 = l.unicode_ascii_size + 8;
+  l.unicode_compact_mask = 1u << 5;  // state bit field: interned:2, kind:3, compact:1, ascii:1
+  l.unicode_ascii_mask = 1u << 6;
+  l.runtime_finalizing = at(kDoRuntimeFinalizing);
+  *out = l;
+  return true;
+}
+
+PythonSupport python_frames_init(uint32_t* hex_version) {
+  pthread_mutex_lock(&g_init_mutex);
+  int state = g_support.load(std::memory_order_relaxed);
+  uint32_t hex = 0;
+  if (const auto* py_version = static_cast<const unsigned long*>(dlsym(RTLD_DEFAULT, "Py_Version"))) {
+    hex = static_cast<uint32_t>(*py_version);
+  }
+  if (state == static_cast<int>(PythonSupport::kAbsent)) {
+    if (hex != 0) {
+      Reader reader{};
+      if (resolve_reader(hex, &reader)) {
+        g_reader = reader;
+        state = static_cast<int>(PythonSupport::kSupported);
+      } else {
+        state = static_cast<int>(PythonSupport::kUnsupported);
+      }
+    } else if (dlsym(RTLD_DEFAULT, "Py_IsInitialized") != nullptr) {
+      // CPython before 3.11 (Py_Version appeared in 3.11): its frames are PyFrameObjects.
+      snprintf(g_unsupported_reason, sizeof g_unsupported_reason,
+               "CPython older than 3.11 has no frame reader; Python frames are not recorded");
+      state = static_cast<int>(PythonSupport::kUnsupported);
+    }
+    g_support.store(state, std::memory_order_release);
+  }
+  pthread_mutex_unlock(&g_init_mutex);
+  if (hex_version) *hex_version = hex;
+  return static_cast<PythonSupport>(state);
+}
+
+const char* python_frames_unsupported_reason() {
+  return g_support.load(std::memory_order_acquire) == static_cast<int>(PythonSupport::kUnsupported)
+             ? g_unsupported_reason
+             : "";
+}
+
+int python_frames_read(PythonFrameView* out, int capacity) {
+  if (!supported() || out == nullptr || capacity <= 0) return 0;
+  const PythonLayout& l = g_reader.layout;
+  uintptr_t tstate = reinterpret_cast<uintptr_t>(g_reader.get_tstate());
+  uintptr_t frame = current_frame(tstate);
+  int written = 0;
+  // Index of the frame written at the previous step of the walk; a C-stack shim right after it means it
+  // was the first frame its eval-loop call ran (3.12+).
+  int just_written = -1;
+  int walked = 0;
+  for (; frame != 0 && walked < kMaxFramesWalked; frame = read_pointer(frame, l.frame_previous), ++walked) {
+    int8_t owner = -1;
+    read_at(frame, l.frame_owner, &owner);
+    if (l.owner_cstack >= 0 && owner == l.owner_cstack) {
+      if (just_written >= 0) out[just_written].ends_eval_call = true;
+      just_written = -1;
+      continue;
+    }
+    if (written == capacity) break;
+    just_written = -1;
+    uintptr_t code = read_pointer(frame, l.frame_code);
+    if (!has_type(code, g_reader.code_type)) continue;
+    uintptr_t instr = read_pointer(frame, l.frame_instr);
+    int64_t offset_bytes = static_cast<int64_t>(instr - (code + static_cast<uintptr_t>(l.code_code_adaptive)));
+    if (is_incomplete(code, owner, offset_bytes)) continue;
+    PythonFrameView& view = out[written];
+    read_string(read_pointer(code, l.code_filename), &view.file, &view.file_len);
+    read_string(read_pointer(code, l.code_qualname), &view.function, &view.function_len);
+    view.line = line_of(code, offset_bytes);
+    uint8_t is_entry = 0;
+    view.ends_eval_call = read_at(frame, l.frame_is_entry, &is_entry) && is_entry != 0;
+    just_written = written++;
+  }
+  // The bottom of the chain ends the outermost eval-loop call.
+  if (frame == 0 && just_written >= 0) out[just_written].ends_eval_call = true;
+  return written;
+}
+
+bool python_is_eval_pc(uintptr_t pc) {
+  return supported() && pc >= g_reader.eval_begin && pc < g_reader.eval_end;
+}
+
+bool python_is_finalizing() {
+  return supported() && read_pointer(g_reader.runtime, g_reader.layout.runtime_finalizing) != 0;
+}
+
+}  // namespace memtrace
