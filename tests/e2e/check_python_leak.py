@@ -1,0 +1,34 @@
+"""A Python program (ctypes + the shared runtime) leaking from a known line: the top leak names it.
+
+leak.py runs 5 steps; step k holds 4(k-1) MiB, allocates 1 MiB scratch (4k-3), keeps 4 MiB (4k+1),
+frees the scratch (4k). Device 0: peak 4*5+1 = 21 MiB = 22020096, final 20 MiB = 20971520;
+10 allocations, 5 frees. Live at exit: 5 x 4 MiB = 20971520 bytes, all allocated by the line marked
+"marker: leak" (through the line marked "marker: cudaMalloc call").
+"""
+import sys
+
+import e2e_lib
+from e2e_lib import MIB
+
+case = e2e_lib.Case()
+script = case.source("leak.py")
+leak_line = e2e_lib.marker_line(script, "marker: leak")
+malloc_line = e2e_lib.marker_line(script, "marker: cudaMalloc call")
+_, trace = case.run_traced([sys.executable, script])
+summary = case.analyze("summary", trace)
+case.check_health(summary)
+case.check_devices(summary, {
+    0: {"peak_driver_bytes": 21 * MIB, "final_driver_bytes": 20 * MIB,
+        "driver_allocations": 10, "driver_frees": 5},
+})
+leaks = case.analyze("leaks", trace)["leaks"]
+top = leaks[0]["frames"] if leaks else []
+case.check(f"leaks[0].frames has leak.py:{leak_line}", True, e2e_lib.has_frame(top, "leak.py", leak_line))
+case.check(f"leaks[0].frames has leak.py:{malloc_line}", True, e2e_lib.has_frame(top, "leak.py", malloc_line))
+# The 5 kept blocks share one Python stack; count them over every site that names the leak line, in
+# case the interpreter's native frames differ between the first and later iterations.
+sites = [s for s in leaks if e2e_lib.has_frame(s["frames"], "leak.py", leak_line)]
+case.check("bytes live at exit from the leak line", 20 * MIB, sum(s["bytes"] for s in sites))
+case.check("allocations live at exit from the leak line", 5, sum(s["count"] for s in sites))
+case.check("sites live at exit not from the leak line", 0, len(leaks) - len(sites))
+case.finish()
