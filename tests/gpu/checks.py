@@ -3,9 +3,10 @@
     checks.py train_leak NAME --summary S.json --leaks L.json --truth T.json --trace T.mtrace [--expect-backend B]
     checks.py program    NAME --summary S.json --leaks L.json --expected E.json --trace T.mtrace
     checks.py cupy       NAME --summary S.json --leaks L.json --truth T.json --trace T.mtrace
+    checks.py jax        NAME --summary S.json --leaks L.json --truth T.json --trace T.mtrace
 
 S.json / L.json are `memtrace summary --json` / `memtrace leaks --json` (keys documented in README.md).
-T.json is the side file train_leak.py or cupy_pool.py wrote; E.json is the JSON line an nvcc program printed.
+T.json is the side file train_leak.py, cupy_pool.py or jax_alloc.py wrote; E.json is the JSON line an nvcc program printed.
 Prints one line per check, `check <name>: expected <x>, measured <y>: ok|FAIL`, plus `info` lines for figures
 that are shown but not checked. Exit status 1 when any check failed, 2 when an input cannot be read.
 """
@@ -134,9 +135,24 @@ def check_cupy(c, summary, leaks, truth, trace_path):
                    f"{dev.get('driver_allocations')} driver allocations")
 
 
+def check_jax(c, summary, leaks, truth, trace_path):
+    dev = device_entry(summary, truth["device"])
+    common_trace_checks(c, summary, trace_path)
+    # XLA's pool is one driver allocation carved up by its own allocator: memtrace sees the pool, so only a bound
+    # on the arrays' total can be exact; XLA's own figures are shown beside it.
+    peak = dev.get("peak_driver_bytes")
+    c.check("peak driver bytes >= arrays' bytes", f">= {truth['arrays_bytes']}", peak,
+            isinstance(peak, int) and peak >= truth["arrays_bytes"])
+    stats = truth["memory_stats"]
+    c.info("xla", f"jax {truth['jax_version']}, memory_stats bytes_in_use {stats.get('bytes_in_use')}, "
+                  f"pool_bytes {stats.get('pool_bytes')}, bytes_reserved {stats.get('bytes_reserved')}, "
+                  f"bytes_limit {stats.get('bytes_limit')}; memtrace driver allocations "
+                  f"{dev.get('driver_allocations')}, peak driver {peak}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=["train_leak", "program", "cupy"])
+    parser.add_argument("kind", choices=["train_leak", "program", "cupy", "jax"])
     parser.add_argument("name")
     parser.add_argument("--summary", required=True)
     parser.add_argument("--leaks", required=True)
@@ -154,8 +170,10 @@ def main():
     elif args.kind == "train_leak":
         check_train_leak(c, summary, leaks, load_json(args.truth, "train_leak.py's side file"), args.trace,
                          args.expect_backend)
-    else:
+    elif args.kind == "cupy":
         check_cupy(c, summary, leaks, load_json(args.truth, "cupy_pool.py's side file"), args.trace)
+    else:
+        check_jax(c, summary, leaks, load_json(args.truth, "jax_alloc.py's side file"), args.trace)
     return 1 if c.failed else 0
 
 
