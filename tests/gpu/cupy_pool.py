@@ -1,6 +1,6 @@
 """CuPy arrays of known sizes through CuPy's default memory pool, for scripts/gpu-check.
 
-    python3 cupy_pool.py [TRUTH_JSON]        (or CUPY_POOL_TRUTH=path; default cupy_pool.truth.json)
+    python3 cupy_pool.py [TRUTH_JSON]        (or CUPY_POOL_TRUTH=path; without one, no side file)
 
 CuPy's MemoryPool rounds each request up to 512 bytes and, when no cached chunk fits, gets a new one from
 cudaMalloc (with CuPy 14's static cudart that reaches the driver as cuMemAlloc). The pool keeps freed chunks
@@ -27,7 +27,7 @@ def round_up_512(n):
 def truth_path():
     if len(sys.argv) > 1:
         return sys.argv[1]
-    return os.environ.get("CUPY_POOL_TRUTH", "cupy_pool.truth.json")
+    return os.environ.get("CUPY_POOL_TRUTH")
 
 
 def main():
@@ -53,8 +53,9 @@ def main():
         "pool_final_total_bytes": pool_final_total,
         "cupy_version": cp.__version__,
     }
-    with open(truth_path(), "w") as f:
-        json.dump(truth, f, indent=1)
+    if truth_path():
+        with open(truth_path(), "w") as f:
+            json.dump(truth, f, indent=1)
     print(f"cupy_pool: pool total at max {pool_max_total} B (expected {truth['expected_pool_bytes']} B), "
           f"final {pool_final_total} B")
 

@@ -1,6 +1,6 @@
 """JAX arrays of known sizes on the first GPU, for scripts/gpu-check.
 
-    python3 jax_alloc.py [TRUTH_JSON]        (or JAX_ALLOC_TRUTH=path; default jax_alloc.truth.json)
+    python3 jax_alloc.py [TRUTH_JSON]        (or JAX_ALLOC_TRUTH=path; without one, no side file)
 
 XLA loads libcuda with dlopen and looks its memory functions up with dlsym (cuMemCreate, cuMemMap, ...), a path
 no exported wrapper sees (see ../shared/notes/cuda-interception.md). Its BFC allocator takes one large pool from
@@ -22,7 +22,7 @@ ELEMENTS = [1 * MiB, 3 * MiB, 9 * MiB, 25 * MiB]
 def truth_path():
     if len(sys.argv) > 1:
         return sys.argv[1]
-    return os.environ.get("JAX_ALLOC_TRUTH", "jax_alloc.truth.json")
+    return os.environ.get("JAX_ALLOC_TRUTH")
 
 
 def main():
@@ -38,8 +38,9 @@ def main():
         "jax_version": jax.__version__,
         "preallocate": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", ""),
     }
-    with open(truth_path(), "w") as f:
-        json.dump(truth, f, indent=1)
+    if truth_path():
+        with open(truth_path(), "w") as f:
+            json.dump(truth, f, indent=1)
     print(f"jax_alloc: arrays {truth['arrays_bytes']} B, memory_stats {truth['memory_stats']}")
 
 
