@@ -1,0 +1,80 @@
+#include "analysis.h"
+
+#include <algorithm>
+
+namespace memtrace {
+namespace {
+
+struct StopReading {};  // thrown from the record callback once the second pass has what it needs
+
+void replay_all(Analysis& analysis) {
+  analysis.read = read_trace(analysis.path, [&](const proto::Record& record) {
+    switch (record.kind_case()) {
+      case proto::Record::kEvent:
+        analysis.model.apply(record.event());
+        analysis.last_event_time_ns = analysis.model.now_ns();
+        break;
+      case proto::Record::kStart:
+        analysis.info.start = record.start();
+        break;
+      case proto::Record::kEnd:
+        analysis.info.end = record.end();
+        analysis.model.apply_end(record.end());
+        break;
+      case proto::Record::kNotice:
+        analysis.info.notices.push_back(record.notice());
+        break;
+      default:
+        analysis.stacks.add(record);
+        break;
+    }
+  });
+  analysis.model.finish();
+}
+
+// Replays again up to the last device peak, snapshotting each device at its own peak event.
+void collect_live_at_peak(Analysis& analysis) {
+  std::map<uint64_t, std::vector<int32_t>> devices_by_peak_event;
+  for (const auto& [device, state] : analysis.model.devices())
+    if (state.peak_allocated().bytes > 0) devices_by_peak_event[state.peak_allocated().event_index].push_back(device);
+  if (devices_by_peak_event.empty()) return;
+  uint64_t last_needed = devices_by_peak_event.rbegin()->first;
+
+  MemoryModel replay;
+  replay.set_layer_hints(analysis.model.layer_hints());
+  uint64_t event_index = 0;
+  try {
+    read_trace(analysis.path, [&](const proto::Record& record) {
+      if (record.kind_case() != proto::Record::kEvent) return;
+      replay.apply(record.event());
+      auto it = devices_by_peak_event.find(event_index);
+      if (it != devices_by_peak_event.end()) {
+        for (int32_t device : it->second) {
+          std::vector<LiveAllocation> live;
+          replay.for_each_allocated(device, [&](const LiveAllocation& a) { live.push_back(a); });
+          analysis.live_at_peak[device] = group_by_call_site(live);
+        }
+      }
+      if (event_index++ == last_needed) throw StopReading{};
+    });
+  } catch (const StopReading&) {
+  }
+}
+
+}  // namespace
+
+bool Analysis::allocator_layer_seen() const {
+  const auto& devices = model.devices();
+  return std::any_of(devices.begin(), devices.end(), [](const auto& d) { return d.second.allocator_layer_seen; });
+}
+
+std::unique_ptr<Analysis> analyze_trace(const std::string& path, bool with_live_at_peak) {
+  auto analysis = std::make_unique<Analysis>();
+  analysis->path = path;
+  replay_all(*analysis);
+  analysis->leaks = find_leak_sites(analysis->model.live_at_exit(), analysis->duration_ns());
+  if (with_live_at_peak) collect_live_at_peak(*analysis);
+  return analysis;
+}
+
+}  // namespace memtrace

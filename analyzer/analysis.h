@@ -1,0 +1,47 @@
+// The whole offline analysis of one trace: a first pass replays every event (totals, peaks, OOMs,
+// live at exit), a second pass stops at each device's peak allocated to see what was live there.
+// Two passes instead of keeping history keep memory flat however long the trace is.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "call_sites.h"
+#include "memory_model.h"
+#include "stack_table.h"
+#include "trace_reader.h"
+
+namespace memtrace {
+
+struct TraceInfo {
+  std::optional<proto::TraceStart> start;
+  std::optional<proto::TraceEnd> end;
+  std::vector<proto::Notice> notices;
+};
+
+struct Analysis {
+  std::string path;
+  TraceReadSummary read;
+  TraceInfo info;
+  StackTable stacks;
+  MemoryModel model;
+  int64_t last_event_time_ns = 0;  // time of the last complete event read
+  // Per device: the allocated-kind allocations live at its peak allocated, grouped by call site.
+  std::map<int32_t, std::vector<CallSite>> live_at_peak;
+  std::vector<LeakSite> leaks;
+
+  bool allocator_layer_seen() const;
+  int64_t duration_ns() const { return model.now_ns(); }
+};
+
+// Throws TraceError (see read_trace) for a file that is not a readable trace.
+std::unique_ptr<Analysis> analyze_trace(const std::string& path, bool with_live_at_peak);
+
+// Seconds from trace start.
+inline double seconds(int64_t ns) { return double(ns) / 1e9; }
+
+}  // namespace memtrace

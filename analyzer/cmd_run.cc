@@ -1,0 +1,65 @@
+// `memtrace run [-o PATH] -- CMD ARGS...`: replaces itself with CMD (execvp, no shell) with the tracer
+// preloaded, so CMD's exit status is the command's own.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+
+#include "commands.h"
+
+namespace memtrace {
+namespace {
+
+// The tracer is installed next to the analyzer: <prefix>/bin/memtrace and <prefix>/lib/libmemtrace.so.
+std::filesystem::path tracer_library_path() {
+  std::error_code error;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return {};
+  return (self.parent_path() / ".." / "lib" / "libmemtrace.so").lexically_normal();
+}
+
+}  // namespace
+
+int cmd_run(const std::vector<std::string>& args) {
+  std::string output;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    if (args[i] == "--") {
+      ++i;
+      break;
+    }
+    if (args[i] == "-o" || args[i] == "--output") {
+      if (i + 1 == args.size()) throw UsageError(args[i] + " needs a path");
+      output = args[++i];
+    } else if (args[i].rfind("-", 0) == 0) {
+      throw UsageError("unknown run option '" + args[i] + "'");
+    } else {
+      break;  // CMD without a `--` before it
+    }
+  }
+  if (i >= args.size()) throw UsageError("run needs a command: memtrace run [-o PATH] -- CMD ARGS...");
+
+  std::filesystem::path library = tracer_library_path();
+  if (library.empty() || !std::filesystem::exists(library)) {
+    std::cerr << "memtrace: " << (library.empty() ? std::string("libmemtrace.so") : library.string())
+              << ": tracer library not found next to the memtrace executable\n";
+    return kExitBadInput;
+  }
+  std::string preload = library.string();
+  if (const char* existing = std::getenv("LD_PRELOAD"); existing && *existing) preload += ":" + std::string(existing);
+  setenv("LD_PRELOAD", preload.c_str(), 1);
+  if (!output.empty()) setenv("MEMTRACE_OUTPUT", output.c_str(), 1);
+
+  std::vector<char*> argv;
+  for (size_t j = i; j < args.size(); ++j) argv.push_back(const_cast<char*>(args[j].c_str()));
+  argv.push_back(nullptr);
+  execvp(argv[0], argv.data());
+  int error = errno;
+  std::cerr << "memtrace: " << argv[0] << ": cannot run: " << std::strerror(error) << '\n';
+  return error == ENOENT ? 127 : 126;  // the shell's codes for not found / not executable
+}
+
+}  // namespace memtrace

@@ -1,0 +1,37 @@
+#include "format.h"
+
+#include <cstdio>
+
+namespace memtrace {
+
+std::string with_thousands(uint64_t value) {
+  std::string digits = std::to_string(value);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string format_bytes(uint64_t bytes) {
+  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  double value = double(bytes) / 1024;
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[64];
+  std::snprintf(text, sizeof text, "%.2f %s", value, kUnits[unit]);
+  return std::string(text) + " (" + with_thousands(bytes) + " B)";
+}
+
+std::string format_seconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f s", seconds);
+  return text;
+}
+
+}  // namespace memtrace

@@ -1,0 +1,16 @@
+// Number formatting for the human-readable reports.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace memtrace {
+
+// "1,234,567"
+std::string with_thousands(uint64_t value);
+// "9.31 GiB (9,999,999,999 B)"; below 1 KiB just "512 B".
+std::string format_bytes(uint64_t bytes);
+// "12.345 s"
+std::string format_seconds(double seconds);
+
+}  // namespace memtrace

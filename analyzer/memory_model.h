@@ -1,0 +1,173 @@
+// Replays trace events, in file order, into per-device memory totals, peaks, live allocations, OOM
+// events and trace-health counts. Memory use is bounded by the number of allocations live at once.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "memtrace.pb.h"
+
+namespace memtrace {
+
+// Which table an address is looked up in. Driver pointers and VMM handles (cuMemCreate returns a
+// handle, not a pointer) are different namespaces; PyTorch blocks and stream-ordered pool blocks are
+// kept apart so that the same address reported by both never collides.
+enum class AddressSpace : uint8_t { kDriverPointer, kDriverHandle, kTorchBlock, kPoolBlock };
+
+// LAYER_BLOCK allocations (PyTorch blocks, pool blocks) as opposed to memory obtained from the driver.
+bool is_block_space(AddressSpace space);
+
+struct LiveAllocation {
+  AddressSpace space = AddressSpace::kDriverPointer;
+  bool managed = false;         // cudaMallocManaged / cuMemAllocManaged: tracked, charged to no device
+  int32_t device = -1;
+  uint64_t size_bytes = 0;
+  uint64_t stack_id = 0;
+  int64_t time_ns = 0;          // since trace start
+  uint64_t event_index = 0;
+};
+
+// The three per-device totals (see DeviceState::totals for what each one means).
+struct DeviceTotals {
+  uint64_t allocated_bytes = 0;
+  uint64_t reserved_bytes = 0;
+  uint64_t driver_bytes = 0;
+  bool operator==(const DeviceTotals&) const = default;
+};
+
+// The first moment a total reached its maximum.
+struct Peak {
+  uint64_t bytes = 0;
+  int64_t time_ns = 0;
+  uint64_t event_index = 0;
+};
+
+struct DeviceState {
+  int32_t device = -1;
+  uint64_t driver_layer_bytes = 0;   // live LAYER_DRIVER bytes, managed memory excluded
+  uint64_t pool_block_bytes = 0;     // live stream-ordered pool blocks (cudaMallocAsync...)
+  uint64_t torch_block_bytes = 0;    // live PyTorch caching-allocator blocks
+  uint64_t torch_reserved_bytes = 0; // allocator_reserved_bytes of the latest TORCH_ALLOCATOR event
+  bool block_layer_seen = false;     // any LAYER_BLOCK event on this device
+  bool allocator_layer_seen = false; // any TORCH_ALLOCATOR event on this device
+  uint64_t driver_allocations = 0, driver_frees = 0, block_allocations = 0, block_frees = 0;
+  // Peaks of the raw quantities; which of them is "allocated" and "reserved" depends on the layers
+  // the device has seen over the whole trace (see peak_allocated / peak_reserved).
+  Peak peak_driver;          // of driver_bytes
+  Peak peak_blocks;          // of torch_block_bytes + pool_block_bytes
+  Peak peak_torch_reserved;  // of torch_reserved_bytes
+
+  // The peaks of the totals below, with "ever seen" meaning over the whole trace: the driver segment
+  // PyTorch allocates before its first block report does not count as allocated memory.
+  Peak peak_allocated() const { return block_layer_seen ? peak_blocks : peak_driver; }
+  Peak peak_reserved() const { return allocator_layer_seen ? peak_torch_reserved : peak_driver; }
+
+  // driver: everything this process holds from CUDA (driver layer + pool blocks, which the pool
+  //   obtained from the driver). allocated: live blocks once the device has a block layer (then it
+  //   equals torch.cuda.memory_allocated()), else driver. reserved: PyTorch's own reserved total once
+  //   its allocator has reported on this device (torch.cuda.memory_reserved()), else driver.
+  DeviceTotals totals() const;
+  // Whether `a` counts towards this device's allocated total (the "allocated kind").
+  bool counts_as_allocated(const LiveAllocation& a) const;
+};
+
+struct OomEvent {
+  uint64_t requested_bytes = 0;
+  int32_t device = -1;
+  uint64_t device_free_bytes = 0;
+  uint64_t device_total_bytes = 0;
+  uint64_t stack_id = 0;
+  int64_t time_ns = 0;
+  proto::Api api = proto::API_UNKNOWN;
+  proto::Layer layer = proto::LAYER_UNKNOWN;
+  int32_t result = 0;
+};
+
+struct TraceHealth {
+  uint64_t events = 0;
+  uint64_t unknown_frees = 0;          // free of an address never seen allocated
+  uint64_t double_frees = 0;           // free of an address already freed and not allocated again
+  uint64_t duplicate_allocations = 0;  // allocation at an address that was still live (old one dropped)
+  uint64_t failed_allocations = 0;     // ALLOC with result != 0 (not charged)
+  uint64_t failed_frees = 0;
+  uint64_t managed_allocations = 0;
+  uint64_t maps = 0, unmaps = 0, address_reserves = 0, address_frees = 0;
+};
+
+// Which layers a device shows over a whole trace, learnt by an earlier pass, so that a replay's running
+// totals mean from the first event what they mean at the end.
+struct LayerHint {
+  bool block_layer = false;
+  bool allocator_layer = false;
+};
+
+class MemoryModel {
+ public:
+  void set_layer_hints(std::map<int32_t, LayerHint> hints) { hints_ = std::move(hints); }
+  std::map<int32_t, LayerHint> layer_hints() const;
+
+  using TotalsCallback = std::function<void(int32_t device, int64_t time_ns, const DeviceTotals&)>;
+
+  // Called after every event that changes a device's totals.
+  void set_totals_callback(TotalsCallback callback) { on_totals_changed_ = std::move(callback); }
+
+  // Applies the next Event of the file.
+  void apply(const proto::Event& event);
+  // TraceEnd carries the time of the end of the trace.
+  void apply_end(const proto::TraceEnd& end);
+  // Takes the live-at-exit snapshot if no PYTHON_FINALIZING event took it already.
+  void finish();
+
+  const std::map<int32_t, DeviceState>& devices() const { return devices_; }
+  const TraceHealth& health() const { return health_; }
+  const std::vector<OomEvent>& ooms() const { return ooms_; }
+  int64_t now_ns() const { return now_ns_; }  // time of the last event (or TraceEnd)
+  // Allocations of the allocated kind live at exit (first PYTHON_FINALIZING, else end of trace).
+  const std::vector<LiveAllocation>& live_at_exit() const { return live_at_exit_; }
+  std::optional<int64_t> finalizing_time_ns() const { return finalizing_time_ns_; }
+  // Calls `visit` for every allocation of the allocated kind currently live on `device`.
+  void for_each_allocated(int32_t device, const std::function<void(const LiveAllocation&)>& visit) const;
+
+ private:
+  struct Key {
+    AddressSpace space;
+    uint64_t address;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const { return std::hash<uint64_t>()(k.address * 4 + size_t(k.space)); }
+  };
+
+  void on_alloc(const proto::Event& event, AddressSpace space);
+  void on_free(const proto::Event& event, AddressSpace space);
+  void charge(DeviceState& state, const LiveAllocation& a, int64_t sign);
+  void note_torch_totals(const proto::Event& event, int32_t device);
+  void update_peaks_and_notify(DeviceState& state);
+  void snapshot_live_at_exit();
+  DeviceState& device_state(int32_t device);
+
+  std::map<int32_t, LayerHint> hints_;
+  std::map<int32_t, DeviceState> devices_;
+  std::map<int32_t, DeviceTotals> last_totals_;
+  std::unordered_map<Key, LiveAllocation, KeyHash> live_;
+  // Freed and not allocated again: tells a double free from a free of an unknown address. Bounded so
+  // that a trace with endlessly new addresses cannot grow it without limit.
+  std::unordered_set<Key, KeyHash> freed_;
+  static constexpr size_t kMaxFreedRemembered = 1 << 20;
+  std::vector<int32_t> touched_;  // devices whose totals the current event may have changed
+  TraceHealth health_;
+  std::vector<OomEvent> ooms_;
+  std::vector<LiveAllocation> live_at_exit_;
+  bool exit_snapshot_taken_ = false;
+  std::optional<int64_t> finalizing_time_ns_;
+  int64_t now_ns_ = 0;
+  uint64_t event_index_ = 0;
+  TotalsCallback on_totals_changed_;
+};
+
+}  // namespace memtrace

@@ -1,0 +1,129 @@
+#include "report_json.h"
+
+namespace memtrace {
+
+using nlohmann::json;
+
+json frames_json(const std::vector<Frame>& frames) {
+  json out = json::array();
+  for (const Frame& f : frames) {
+    json frame = {{"function", f.function}, {"file", f.file}, {"line", f.line}, {"python", f.python}};
+    if (!f.python) {
+      frame["module"] = f.module;
+      frame["module_offset"] = f.module_offset;
+    }
+    out.push_back(std::move(frame));
+  }
+  return out;
+}
+
+json trace_json(const Analysis& a) {
+  const TraceHealth& h = a.model.health();
+  json notices = json::array();
+  for (const proto::Notice& n : a.info.notices)
+    notices.push_back({{"code", proto::Notice_Code_Name(n.code())}, {"message", n.message()}, {"count", n.count()}});
+  json trace = {
+      {"file", a.path},
+      {"events", h.events},
+      {"records", a.read.records},
+      {"chunks", a.read.chunks},
+      {"truncated", a.read.truncated},
+      {"complete_bytes", a.read.complete_bytes},
+      {"ended_normally", a.info.end.has_value()},
+      {"last_event_time_s", seconds(a.last_event_time_ns)},
+      {"duration_s", seconds(a.duration_ns())},
+      {"allocator_layer", a.allocator_layer_seen()},
+      {"unknown_frees", h.unknown_frees},
+      {"double_frees", h.double_frees},
+      {"duplicate_allocations", h.duplicate_allocations},
+      {"failed_allocations", h.failed_allocations},
+      {"failed_frees", h.failed_frees},
+      {"managed_allocations", h.managed_allocations},
+      {"maps", h.maps},
+      {"unmaps", h.unmaps},
+      {"address_reserves", h.address_reserves},
+      {"address_frees", h.address_frees},
+      {"notices", notices},
+  };
+  trace["python_finalizing_time_s"] =
+      a.model.finalizing_time_ns() ? json(seconds(*a.model.finalizing_time_ns())) : json(nullptr);
+  if (a.info.start) {
+    trace["pid"] = a.info.start->pid();
+    trace["hostname"] = a.info.start->hostname();
+    trace["argv"] = std::vector<std::string>(a.info.start->argv().begin(), a.info.start->argv().end());
+    trace["tracer_version"] = a.info.start->tracer_version();
+    trace["python_version"] = a.info.start->python_frames();
+  }
+  if (a.info.end) trace["dropped_events"] = a.info.end->dropped_events();
+  return trace;
+}
+
+static json sites_json(const std::vector<CallSite>& sites, FrameResolver& resolver) {
+  json out = json::array();
+  for (const CallSite& s : sites)
+    out.push_back({{"device", s.device}, {"bytes", s.bytes}, {"count", s.count}, {"frames", frames_json(resolver.resolve(s.stack_id))}});
+  return out;
+}
+
+json devices_json(const Analysis& a, FrameResolver& resolver) {
+  json out = json::array();
+  for (const auto& [device, d] : a.model.devices()) {
+    DeviceTotals final_totals = d.totals();
+    json entry = {
+        {"device", device},
+        {"peak_allocated_bytes", d.peak_allocated().bytes},
+        {"peak_allocated_time_s", seconds(d.peak_allocated().time_ns)},
+        {"peak_allocated_event", d.peak_allocated().event_index},
+        {"peak_reserved_bytes", d.peak_reserved().bytes},
+        {"peak_reserved_time_s", seconds(d.peak_reserved().time_ns)},
+        {"peak_reserved_event", d.peak_reserved().event_index},
+        {"peak_driver_bytes", d.peak_driver.bytes},
+        {"peak_driver_time_s", seconds(d.peak_driver.time_ns)},
+        {"peak_driver_event", d.peak_driver.event_index},
+        {"final_allocated_bytes", final_totals.allocated_bytes},
+        {"final_reserved_bytes", final_totals.reserved_bytes},
+        {"final_driver_bytes", final_totals.driver_bytes},
+        {"driver_allocations", d.driver_allocations},
+        {"driver_frees", d.driver_frees},
+        {"block_allocations", d.block_allocations},
+        {"block_frees", d.block_frees},
+        {"allocator_layer", d.allocator_layer_seen},
+        {"block_layer", d.block_layer_seen},
+    };
+    auto peak = a.live_at_peak.find(device);
+    entry["live_at_peak"] = peak == a.live_at_peak.end() ? json::array() : sites_json(peak->second, resolver);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+json leaks_json(const Analysis& a, FrameResolver& resolver) {
+  json out = json::array();
+  for (const LeakSite& l : a.leaks)
+    out.push_back({{"device", l.site.device},
+                   {"bytes", l.site.bytes},
+                   {"count", l.site.count},
+                   {"growing", l.growing},
+                   {"growth_count", l.growth_count},
+                   {"growth_bytes_per_step", l.growth_bytes_per_step},
+                   {"median_interval_s", l.median_interval_s},
+                   {"frames", frames_json(resolver.resolve(l.site.stack_id))}});
+  return out;
+}
+
+json ooms_json(const Analysis& a, FrameResolver& resolver) {
+  json out = json::array();
+  for (const OomEvent& o : a.model.ooms())
+    out.push_back({{"requested_bytes", o.requested_bytes},
+                   {"device", o.device},
+                   {"device_free_bytes", o.device_free_bytes},
+                   {"device_total_bytes", o.device_total_bytes},
+                   {"time_s", seconds(o.time_ns)},
+                   {"api", proto::Api_Name(o.api)},
+                   {"layer", proto::Layer_Name(o.layer)},
+                   {"result", o.result},
+                   {"frames", frames_json(resolver.resolve(o.stack_id))}});
+  return out;
+}
+
+}  // namespace memtrace

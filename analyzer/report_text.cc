@@ -1,0 +1,143 @@
+#include "report_text.h"
+
+#include "format.h"
+
+namespace memtrace {
+namespace {
+
+constexpr const char* kIndent = "      ";
+
+void print_frames(std::ostream& out, const std::vector<Frame>& frames, const TextOptions& options) {
+  if (frames.empty()) {
+    out << kIndent << "(no stack)\n";
+    return;
+  }
+  size_t hidden = 0;
+  for (const Frame& f : frames) {
+    if (f.in_python_interpreter && !options.show_interpreter_frames) {
+      ++hidden;
+      continue;
+    }
+    out << kIndent;
+    if (f.python) {
+      out << f.file << ':' << f.line << ' ' << f.function;
+    } else {
+      out << f.function;
+      if (!f.module.empty() && f.function.find(f.module + "+") != 0)
+        out << " (" << f.module << '+' << hex(f.module_offset) << ')';
+      if (!f.file.empty()) {
+        out << ' ' << f.file;
+        if (f.line) out << ':' << f.line;
+      }
+    }
+    out << '\n';
+  }
+  if (hidden) out << kIndent << "(" << hidden << " Python interpreter frames hidden)\n";
+}
+
+void print_peak(std::ostream& out, const char* name, const Peak& peak) {
+  out << "  peak " << name << format_bytes(peak.bytes) << " at " << format_seconds(seconds(peak.time_ns))
+      << " (event " << with_thousands(peak.event_index) << ")\n";
+}
+
+}  // namespace
+
+void print_trace_overview(std::ostream& out, const Analysis& a) {
+  out << "memtrace: " << a.path << '\n';
+  if (a.info.start) {
+    out << "  process: pid " << a.info.start->pid();
+    if (!a.info.start->hostname().empty()) out << " on " << a.info.start->hostname();
+    out << ',';
+    for (const std::string& arg : a.info.start->argv()) out << ' ' << arg;
+    out << '\n';
+  }
+  out << "  events:  " << with_thousands(a.model.health().events) << " in " << with_thousands(a.read.chunks)
+      << " chunks over " << format_seconds(seconds(a.duration_ns())) << '\n';
+  if (a.read.truncated)
+    out << "  TRUNCATED: the writer was cut off; read up to byte " << with_thousands(a.read.complete_bytes) << " of "
+        << with_thousands(a.read.file_bytes) << ", last complete event at "
+        << format_seconds(seconds(a.last_event_time_ns)) << '\n';
+}
+
+void print_devices(std::ostream& out, const Analysis& a, FrameResolver& resolver, const TextOptions& options) {
+  for (const auto& [device, d] : a.model.devices()) {
+    DeviceTotals final_totals = d.totals();
+    out << "\nDevice " << device
+        << (d.allocator_layer_seen ? " (PyTorch allocator layer seen)"
+                                   : d.block_layer_seen ? " (pool blocks seen)" : " (driver level only)")
+        << '\n';
+    print_peak(out, "allocated ", d.peak_allocated());
+    print_peak(out, "reserved  ", d.peak_reserved());
+    print_peak(out, "driver    ", d.peak_driver);
+    out << "  final allocated " << format_bytes(final_totals.allocated_bytes) << ", reserved "
+        << format_bytes(final_totals.reserved_bytes) << ", driver " << format_bytes(final_totals.driver_bytes) << '\n';
+    out << "  driver allocations " << with_thousands(d.driver_allocations) << " (" << with_thousands(d.driver_frees)
+        << " freed), block allocations " << with_thousands(d.block_allocations) << " ("
+        << with_thousands(d.block_frees) << " freed)\n";
+    auto peak = a.live_at_peak.find(device);
+    if (peak == a.live_at_peak.end() || peak->second.empty()) continue;
+    const auto& sites = peak->second;
+    out << "  Live at peak allocated: " << sites.size() << " call sites";
+    if (sites.size() > options.top) out << " (top " << options.top << " shown)";
+    out << '\n';
+    for (size_t i = 0; i < sites.size() && i < options.top; ++i) {
+      out << "    #" << i + 1 << ' ' << format_bytes(sites[i].bytes) << " in " << with_thousands(sites[i].count)
+          << " allocations\n";
+      print_frames(out, resolver.resolve(sites[i].stack_id), options);
+    }
+  }
+}
+
+void print_leaks(std::ostream& out, const Analysis& a, FrameResolver& resolver, const TextOptions& options) {
+  out << "\nLive at exit (leak candidates, "
+      << (a.model.finalizing_time_ns() ? "at Python finalization " + format_seconds(seconds(*a.model.finalizing_time_ns()))
+                                       : std::string("at end of trace"))
+      << "): " << a.leaks.size() << " call sites";
+  if (a.leaks.size() > options.top) out << " (top " << options.top << " shown)";
+  out << '\n';
+  for (size_t i = 0; i < a.leaks.size() && i < options.top; ++i) {
+    const LeakSite& l = a.leaks[i];
+    out << "    #" << i + 1 << " device " << l.site.device << ": " << format_bytes(l.site.bytes) << " in "
+        << with_thousands(l.site.count) << " allocations";
+    if (l.growing)
+      out << ", GROWS step after step: " << with_thousands(l.growth_count) << " allocations of "
+          << format_bytes(l.growth_bytes_per_step) << " each, one every " << format_seconds(l.median_interval_s)
+          << " (median)";
+    out << '\n';
+    print_frames(out, resolver.resolve(l.site.stack_id), options);
+  }
+}
+
+void print_ooms(std::ostream& out, const Analysis& a, FrameResolver& resolver, const TextOptions& options) {
+  const auto& ooms = a.model.ooms();
+  if (ooms.empty()) return;
+  out << "\nOut-of-memory events: " << ooms.size() << '\n';
+  for (size_t i = 0; i < ooms.size() && i < options.top; ++i) {
+    const OomEvent& o = ooms[i];
+    out << "    #" << i + 1 << " device " << o.device << " at " << format_seconds(seconds(o.time_ns)) << " ("
+        << proto::Api_Name(o.api) << "): requested " << format_bytes(o.requested_bytes) << ", free "
+        << format_bytes(o.device_free_bytes) << " of " << format_bytes(o.device_total_bytes) << '\n';
+    print_frames(out, resolver.resolve(o.stack_id), options);
+  }
+}
+
+void print_health(std::ostream& out, const Analysis& a) {
+  const TraceHealth& h = a.model.health();
+  out << "\nTrace health\n";
+  out << "  events read " << with_thousands(h.events) << (a.read.truncated ? ", TRUNCATED" : ", complete")
+      << (a.info.end ? ", process ended normally" : ", no end record") << ", last event at "
+      << format_seconds(seconds(a.last_event_time_ns)) << '\n';
+  out << "  PyTorch allocator layer: " << (a.allocator_layer_seen() ? "seen" : "not seen") << '\n';
+  out << "  unknown frees " << h.unknown_frees << ", double frees " << h.double_frees << ", allocations at a live address "
+      << h.duplicate_allocations << ", failed allocations " << h.failed_allocations << '\n';
+  if (a.info.end && a.info.end->dropped_events())
+    out << "  DROPPED EVENTS: " << with_thousands(a.info.end->dropped_events()) << '\n';
+  for (const proto::Notice& n : a.info.notices) {
+    out << "  notice " << proto::Notice_Code_Name(n.code());
+    if (!n.message().empty()) out << ": " << n.message();
+    if (n.count()) out << " (" << with_thousands(n.count()) << ")";
+    out << '\n';
+  }
+}
+
+}  // namespace memtrace

@@ -1,0 +1,39 @@
+// The interned records a trace refers to by id: modules, Python frames and stacks. Kept for the whole
+// analysis (their number grows with distinct call sites, not with events).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "memtrace.pb.h"
+
+namespace memtrace {
+
+// Bit 63 of a Stack frame marks a PythonFrame id; otherwise the frame is a native return address.
+inline constexpr uint64_t kPythonFrameBit = 1ull << 63;
+
+struct PythonSource {
+  std::string file;
+  std::string function;  // the code object's qualified name
+  uint32_t line = 0;
+};
+
+class StackTable {
+ public:
+  // Takes Module, PythonFrame and Stack records; ignores every other kind.
+  void add(const proto::Record& record);
+
+  // Frames innermost first, or nullptr for an unknown id (0 = no stack).
+  const std::vector<uint64_t>* frames(uint64_t stack_id) const;
+  const PythonSource* python_frame(uint64_t id) const;
+  const std::vector<proto::Module>& modules() const { return modules_; }
+
+ private:
+  std::vector<proto::Module> modules_;
+  std::unordered_map<uint64_t, PythonSource> python_frames_;
+  std::unordered_map<uint64_t, std::vector<uint64_t>> stacks_;
+};
+
+}  // namespace memtrace

@@ -1,0 +1,87 @@
+// The two-pass analysis of a file: peaks, live at peak (second pass), leak sites, frames.
+#include <gtest/gtest.h>
+
+#include "analysis.h"
+#include "analysis_trace.h"
+#include "frames.h"
+
+namespace memtrace {
+namespace {
+
+using test::kMiB;
+
+std::unique_ptr<Analysis> analyze_small_trace(const std::string& name) {
+  std::string path = test::temp_path(name);
+  test::write_file(path, test::small_torch_trace().bytes());
+  return analyze_trace(path, true);
+}
+
+TEST(Analysis, PeaksOfTheSmallTrace) {
+  auto a = analyze_small_trace("analysis-peaks.mtrace");
+  EXPECT_EQ(a->model.health().events, 8u);
+  EXPECT_FALSE(a->read.truncated);
+  const DeviceState& d = a->model.devices().at(0);
+  EXPECT_EQ(d.peak_allocated().bytes, 5 * kMiB);
+  EXPECT_EQ(d.peak_allocated().event_index, 3u);
+  EXPECT_EQ(d.peak_allocated().time_ns, 4'000'000);
+  EXPECT_EQ(d.peak_reserved().bytes, 8 * kMiB);
+  EXPECT_EQ(d.peak_reserved().time_ns, 2'000'000);  // first PyTorch report
+  EXPECT_EQ(d.peak_driver.bytes, 8 * kMiB);
+  EXPECT_EQ(d.peak_driver.time_ns, 1'000'000);
+  EXPECT_EQ(d.totals(), (DeviceTotals{2 * kMiB, 8 * kMiB, 8 * kMiB}));  // C and D live at the end
+  EXPECT_EQ(a->duration_ns(), 8'000'000);
+  ASSERT_EQ(a->info.notices.size(), 1u);
+  EXPECT_TRUE(a->allocator_layer_seen());
+}
+
+TEST(Analysis, LiveAtPeakGroupedByCallSite) {
+  auto a = analyze_small_trace("analysis-live-at-peak.mtrace");
+  const auto& sites = a->live_at_peak.at(0);
+  // At e3: B (3 MiB, stack 11) and A + C (1 + 1 MiB, stack 10). The 8 MiB segment is not a block.
+  ASSERT_EQ(sites.size(), 2u);
+  EXPECT_EQ(sites[0].stack_id, 11u);
+  EXPECT_EQ(sites[0].bytes, 3 * kMiB);
+  EXPECT_EQ(sites[0].count, 1u);
+  EXPECT_EQ(sites[1].stack_id, 10u);
+  EXPECT_EQ(sites[1].bytes, 2 * kMiB);
+  EXPECT_EQ(sites[1].count, 2u);
+}
+
+TEST(Analysis, LeakSiteGrowsStepAfterStep) {
+  auto a = analyze_small_trace("analysis-leaks.mtrace");
+  // Live at finalization (7 ms): A, C, D from stack 10 at 2, 4, 6 ms. Span 4 ms >= 8 ms / 2.
+  ASSERT_EQ(a->leaks.size(), 1u);
+  const LeakSite& l = a->leaks[0];
+  EXPECT_EQ(l.site.stack_id, 10u);
+  EXPECT_EQ(l.site.bytes, 3 * kMiB);
+  EXPECT_EQ(l.site.count, 3u);
+  EXPECT_TRUE(l.growing);
+  EXPECT_EQ(l.growth_count, 3u);
+  EXPECT_EQ(l.growth_bytes_per_step, kMiB);
+  EXPECT_DOUBLE_EQ(l.median_interval_s, 0.002);
+
+  Symbolizer symbolizer(a->stacks.modules());
+  FrameResolver resolver(a->stacks, symbolizer);
+  std::vector<Frame> frames = resolver.resolve(l.site.stack_id);
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_TRUE(frames[0].python);
+  EXPECT_EQ(frames[0].function, "train_step");
+  EXPECT_EQ(frames[0].file, "train.py");
+  EXPECT_EQ(frames[0].line, 42u);
+  EXPECT_EQ(frames[1].function, "<module>");
+  EXPECT_EQ(frames[1].line, 50u);
+}
+
+TEST(Analysis, TruncatedTraceKeepsCompleteChunks) {
+  test::TraceBuilder b = test::small_torch_trace();
+  std::string path = test::temp_path("analysis-truncated.mtrace");
+  test::write_file(path, b.bytes().substr(0, b.bytes().size() - 3));  // cut inside the last chunk
+  auto a = analyze_trace(path, true);
+  EXPECT_TRUE(a->read.truncated);
+  EXPECT_EQ(a->model.health().events, 3u);  // e0..e2 from chunk 1
+  EXPECT_EQ(a->last_event_time_ns, 3'000'000);
+  EXPECT_EQ(a->model.devices().at(0).peak_allocated().bytes, 4 * kMiB);
+}
+
+}  // namespace
+}  // namespace memtrace

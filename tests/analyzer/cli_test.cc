@@ -1,0 +1,134 @@
+// The memtrace executable itself: exit codes, the one-line error, and the JSON/CSV outputs scripts use.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "analysis_trace.h"
+
+namespace memtrace {
+namespace {
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+CliResult run_memtrace(const std::string& args) {
+  std::string out = test::temp_path("cli.out"), err = test::temp_path("cli.err");
+  int status = std::system((std::string(MEMTRACE_BIN) + " " + args + " >" + out + " 2>" + err).c_str());
+  CliResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+TEST(Cli, BadFileIsOneErrorLineAndExitCode2) {
+  std::string path = test::temp_path("not-a-trace.mtrace");
+  test::write_file(path, "this is not a trace\n");
+  CliResult r = run_memtrace("summary " + path);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "memtrace: " + path + ": not a memtrace trace (no memtrace header frame) (at byte 0)\n");
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(Cli, CorruptChunkNamesItsByte) {
+  test::TraceBuilder b = test::small_torch_trace();
+  std::string bytes = b.bytes();
+  size_t checksum_byte = b.chunk_offsets()[2] - 1;  // last byte of chunk 1's checksum
+  bytes[checksum_byte] = char(bytes[checksum_byte] ^ 0xff);
+  std::string path = test::temp_path("corrupt.mtrace");
+  test::write_file(path, bytes);
+  CliResult r = run_memtrace("leaks " + path + " --json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "memtrace: " + path + ": corrupt chunk: Restored data doesn't match checksum (at byte " +
+                       std::to_string(b.chunk_offsets()[1]) + ")\n");
+}
+
+TEST(Cli, UsageErrorsExit1) {
+  EXPECT_EQ(run_memtrace("").exit_code, 1);
+  EXPECT_EQ(run_memtrace("frobnicate x").exit_code, 1);
+  EXPECT_EQ(run_memtrace("timeline x.mtrace").exit_code, 1);  // needs --csv or --json
+  EXPECT_EQ(run_memtrace("summary a.mtrace b.mtrace").exit_code, 1);
+}
+
+TEST(Cli, SummaryJsonHasTheDocumentedKeys) {
+  std::string path = test::temp_path("small.mtrace");
+  test::write_file(path, test::small_torch_trace().bytes());
+  CliResult r = run_memtrace("summary " + path + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["trace"]["events"], 8);
+  EXPECT_EQ(j["trace"]["truncated"], false);
+  ASSERT_EQ(j["devices"].size(), 1u);
+  const auto& d = j["devices"][0];
+  EXPECT_EQ(d["device"], 0);
+  EXPECT_EQ(d["peak_allocated_bytes"], 5 * test::kMiB);
+  EXPECT_EQ(d["peak_reserved_bytes"], 8 * test::kMiB);
+  EXPECT_EQ(d["peak_driver_bytes"], 8 * test::kMiB);
+  EXPECT_EQ(d["final_allocated_bytes"], 2 * test::kMiB);
+  EXPECT_EQ(d["final_reserved_bytes"], 8 * test::kMiB);
+  EXPECT_EQ(d["final_driver_bytes"], 8 * test::kMiB);
+  EXPECT_EQ(d["driver_allocations"], 1);
+  EXPECT_EQ(d["driver_frees"], 0);
+  EXPECT_EQ(d["block_allocations"], 4);
+  EXPECT_EQ(d["block_frees"], 2);
+  EXPECT_EQ(d["allocator_layer"], true);
+  ASSERT_EQ(j["leaks"].size(), 1u);
+  EXPECT_EQ(j["leaks"][0]["bytes"], 3 * test::kMiB);
+  EXPECT_EQ(j["leaks"][0]["count"], 3);
+  EXPECT_EQ(j["leaks"][0]["growing"], true);
+  EXPECT_EQ(j["leaks"][0]["frames"][0], (nlohmann::json{{"function", "train_step"}, {"file", "train.py"}, {"line", 42}, {"python", true}}));
+  EXPECT_TRUE(j["ooms"].is_array());
+}
+
+TEST(Cli, SummaryTextShowsBytesAndFrames) {
+  std::string path = test::temp_path("small-text.mtrace");
+  test::write_file(path, test::small_torch_trace().bytes());
+  CliResult r = run_memtrace("summary " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("peak allocated 5.00 MiB (5,242,880 B) at 0.004 s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("      train.py:42 train_step\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GROWS step after step: 3 allocations of 1.00 MiB (1,048,576 B) each"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("TORCH_HOOK_MISSING"), std::string::npos) << r.out;
+}
+
+TEST(Cli, TimelineCsvOneRowPerChange) {
+  test::TraceBuilder b;
+  b.start().event(test::driver_alloc(0, 0xA000, 1000, 500'000'000)).event(test::driver_alloc(0, 0xB000, 24, 250'000'000));
+  b.event(test::driver_free(0, 0xA000, 250'000'000)).end_chunk();
+  std::string path = test::temp_path("timeline.mtrace");
+  test::write_file(path, b.bytes());
+  CliResult r = run_memtrace("timeline " + path + " --csv");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "time_s,device,allocated_bytes,reserved_bytes,driver_bytes\n"
+            "0.500000000,0,1000,1000,1000\n"
+            "0.750000000,0,1024,1024,1024\n"
+            "1.000000000,0,24,24,24\n");
+  // Sampled every second: the rows at 0.5 and 0.75 s share the first interval, the last state wins.
+  r = run_memtrace("timeline " + path + " --csv --interval 1");
+  EXPECT_EQ(r.out,
+            "time_s,device,allocated_bytes,reserved_bytes,driver_bytes\n"
+            "0.750000000,0,1024,1024,1024\n"
+            "1.000000000,0,24,24,24\n");
+  r = run_memtrace("timeline " + path + " --json");
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["rows"].size(), 3u);
+  EXPECT_EQ(j["rows"][1]["driver_bytes"], 1024);
+  EXPECT_EQ(j["trace"]["events"], 3);
+}
+
+}  // namespace
+}  // namespace memtrace

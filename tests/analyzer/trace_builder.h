@@ -1,0 +1,157 @@
+// Test helper: builds .mtrace files the way the tracer lays them out (proto/memtrace.proto): the
+// header skippable frame, then one zstd frame (content checksum on) per chunk of length-delimited
+// Records. Events are added with small helpers; time deltas are in nanoseconds.
+#pragma once
+
+#include <zstd.h>
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "memtrace.pb.h"
+
+namespace memtrace::test {
+
+inline std::string header_frame(uint32_t version = 1, uint32_t magic = 0x184D2A50) {
+  std::string out;
+  auto put32 = [&](uint32_t v) {
+    for (int i = 0; i < 4; ++i) out.push_back(char((v >> (8 * i)) & 0xff));
+  };
+  put32(magic);
+  put32(16);
+  out += "MEMTRACE";
+  put32(version);
+  put32(0);
+  return out;
+}
+
+inline std::string varint(uint64_t v) {
+  std::string out;
+  while (v >= 0x80) {
+    out.push_back(char(v | 0x80));
+    v >>= 7;
+  }
+  out.push_back(char(v));
+  return out;
+}
+
+inline std::string compress_frame(const std::string& content) {
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+  std::string out(ZSTD_compressBound(content.size()), '\0');
+  size_t n = ZSTD_compress2(cctx, out.data(), out.size(), content.data(), content.size());
+  ZSTD_freeCCtx(cctx);
+  out.resize(n);
+  return out;
+}
+
+class TraceBuilder {
+ public:
+  TraceBuilder() : bytes_(header_frame()) {}
+
+  TraceBuilder& record(const proto::Record& r) {
+    std::string body = r.SerializeAsString();
+    pending_ += varint(body.size()) + body;
+    return *this;
+  }
+  // Appends raw bytes to the current chunk's decompressed content (for malformed-record tests).
+  TraceBuilder& raw(const std::string& content) {
+    pending_ += content;
+    return *this;
+  }
+  TraceBuilder& event(const proto::Event& e) {
+    proto::Record r;
+    *r.mutable_event() = e;
+    return record(r);
+  }
+  // Closes the current chunk: everything recorded since the last one becomes one zstd frame.
+  TraceBuilder& end_chunk() {
+    chunk_offsets_.push_back(bytes_.size());
+    bytes_ += compress_frame(pending_);
+    pending_.clear();
+    return *this;
+  }
+  const std::string& bytes() const { return bytes_; }
+  const std::vector<size_t>& chunk_offsets() const { return chunk_offsets_; }  // file offset of each chunk
+
+  TraceBuilder& start(uint64_t start_ns = 1'000'000'000) {
+    proto::Record r;
+    r.mutable_start()->set_pid(4242);
+    r.mutable_start()->set_start_monotonic_ns(start_ns);
+    r.mutable_start()->add_argv("python");
+    r.mutable_start()->add_argv("train.py");
+    return record(r);
+  }
+  TraceBuilder& stack(uint64_t id, std::vector<uint64_t> frames) {
+    proto::Record r;
+    r.mutable_stack()->set_id(id);
+    for (uint64_t f : frames) r.mutable_stack()->add_frames(f);
+    return record(r);
+  }
+  TraceBuilder& python_frame(uint64_t id, const std::string& file, const std::string& function, uint32_t line) {
+    proto::Record r;
+    auto* f = r.mutable_python_frame();
+    f->set_id(id);
+    f->set_file(file);
+    f->set_function(function);
+    f->set_line(line);
+    return record(r);
+  }
+  TraceBuilder& notice(proto::Notice::Code code, const std::string& message) {
+    proto::Record r;
+    r.mutable_notice()->set_code(code);
+    r.mutable_notice()->set_message(message);
+    return record(r);
+  }
+
+ private:
+  std::string bytes_;
+  std::string pending_;
+  std::vector<size_t> chunk_offsets_;
+};
+
+// Event constructors. `delta_ns` is the time since the previous event.
+inline proto::Event make_event(proto::EventKind kind, proto::Layer layer, proto::Api api, int32_t device,
+                               uint64_t address, uint64_t size, int64_t delta_ns = 0, uint64_t stack_id = 0) {
+  proto::Event e;
+  e.set_kind(kind);
+  e.set_layer(layer);
+  e.set_api(api);
+  e.set_device(device);
+  e.set_address(address);
+  e.set_size(size);
+  e.set_time_delta_ns(delta_ns);
+  e.set_stack_id(stack_id);
+  return e;
+}
+inline proto::Event driver_alloc(int32_t device, uint64_t address, uint64_t size, int64_t delta_ns = 0,
+                                 uint64_t stack_id = 0, proto::Api api = proto::CUDA_MALLOC) {
+  return make_event(proto::ALLOC, proto::LAYER_DRIVER, api, device, address, size, delta_ns, stack_id);
+}
+// A free that, like cudaFree, does not say its size.
+inline proto::Event driver_free(int32_t device, uint64_t address, int64_t delta_ns = 0,
+                                proto::Api api = proto::CUDA_FREE) {
+  return make_event(proto::FREE, proto::LAYER_DRIVER, api, device, address, 0, delta_ns);
+}
+inline proto::Event torch_event(proto::EventKind kind, int32_t device, uint64_t address, uint64_t size,
+                                uint64_t allocated_total, uint64_t reserved_total, int64_t delta_ns = 0,
+                                uint64_t stack_id = 0) {
+  proto::Event e = make_event(kind, proto::LAYER_BLOCK, proto::TORCH_ALLOCATOR, device, address, size, delta_ns, stack_id);
+  e.set_allocator_allocated_bytes(allocated_total);
+  e.set_allocator_reserved_bytes(reserved_total);
+  return e;
+}
+inline proto::Event finalizing(int64_t delta_ns = 0) {
+  return make_event(proto::PYTHON_FINALIZING, proto::LAYER_UNKNOWN, proto::API_UNKNOWN, -1, 0, 0, delta_ns);
+}
+
+inline void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+// A path under the test's temporary directory, unique per test name.
+std::string temp_path(const std::string& name);
+
+}  // namespace memtrace::test

@@ -1,0 +1,174 @@
+// The chunked zstd stream: records come back in file order across chunks, a cut-off last chunk is
+// "truncated" (everything before it kept), and damaged files are clean TraceErrors with the byte offset.
+#include <gtest/gtest.h>
+
+#include "trace_builder.h"
+#include "trace_reader.h"
+
+namespace memtrace {
+namespace {
+
+using test::TraceBuilder;
+
+// Three chunks: [start, alloc A, alloc B] [free A, alloc C, alloc D] [free B, free C] = 3 + 3 + 2 records.
+TraceBuilder three_chunks() {
+  TraceBuilder b;
+  b.start().event(test::driver_alloc(0, 0xA000, 100)).event(test::driver_alloc(0, 0xB000, 200)).end_chunk();
+  b.event(test::driver_free(0, 0xA000)).event(test::driver_alloc(0, 0xC000, 300)).event(test::driver_alloc(0, 0xD000, 400)).end_chunk();
+  b.event(test::driver_free(0, 0xB000)).event(test::driver_free(0, 0xC000)).end_chunk();
+  return b;
+}
+
+struct ReadResult {
+  TraceReadSummary summary;
+  std::vector<uint64_t> sizes;  // Event.size of every event, in order
+  uint64_t records = 0;
+};
+
+ReadResult read_bytes(const std::string& name, const std::string& bytes) {
+  std::string path = test::temp_path(name);
+  test::write_file(path, bytes);
+  ReadResult result;
+  result.summary = read_trace(path, [&](const proto::Record& r) {
+    ++result.records;
+    if (r.has_event()) result.sizes.push_back(r.event().size());
+  });
+  return result;
+}
+
+TraceError read_error(const std::string& name, const std::string& bytes) {
+  try {
+    read_bytes(name, bytes);
+  } catch (const TraceError& e) {
+    return e;
+  }
+  ADD_FAILURE() << name << ": expected a TraceError";
+  return TraceError("", 0);
+}
+
+TEST(TraceReader, ReadsEveryRecordInFileOrder) {
+  TraceBuilder b = three_chunks();
+  ReadResult r = read_bytes("complete.mtrace", b.bytes());
+  EXPECT_EQ(r.records, 8u);
+  EXPECT_EQ(r.summary.records, 8u);
+  EXPECT_EQ(r.summary.chunks, 3u);
+  EXPECT_EQ(r.summary.format_version, 1u);
+  EXPECT_FALSE(r.summary.truncated);
+  EXPECT_EQ(r.summary.complete_bytes, b.bytes().size());
+  EXPECT_EQ(r.sizes, (std::vector<uint64_t>{100, 200, 0, 300, 400, 0, 0}));
+}
+
+TEST(TraceReader, HeaderOnlyIsAnEmptyCompleteTrace) {
+  ReadResult r = read_bytes("header-only.mtrace", test::header_frame());
+  EXPECT_EQ(r.records, 0u);
+  EXPECT_FALSE(r.summary.truncated);
+}
+
+TEST(TraceReader, CutInsideLastChunkKeepsEarlierChunksAndIsTruncated) {
+  TraceBuilder b = three_chunks();
+  size_t last = b.chunk_offsets()[2];
+  size_t last_bytes = b.bytes().size() - last;
+  // Cuts: one byte into the last chunk, its middle, and one byte short of its end.
+  for (size_t cut : {last + 1, last + last_bytes / 2, b.bytes().size() - 1}) {
+    SCOPED_TRACE("cut at byte " + std::to_string(cut));
+    ReadResult r = read_bytes("cut.mtrace", b.bytes().substr(0, cut));
+    EXPECT_TRUE(r.summary.truncated);
+    EXPECT_EQ(r.records, 6u);  // chunks 0 and 1: 3 + 3
+    EXPECT_EQ(r.sizes, (std::vector<uint64_t>{100, 200, 0, 300, 400}));
+    EXPECT_EQ(r.summary.complete_bytes, last);
+    EXPECT_EQ(r.summary.file_bytes, cut);
+  }
+}
+
+TEST(TraceReader, CutInsideMiddleChunkKeepsOnlyTheFirst) {
+  TraceBuilder b = three_chunks();
+  ReadResult r = read_bytes("cut-middle.mtrace", b.bytes().substr(0, b.chunk_offsets()[1] + 5));
+  EXPECT_TRUE(r.summary.truncated);
+  EXPECT_EQ(r.records, 3u);
+  EXPECT_EQ(r.summary.complete_bytes, b.chunk_offsets()[1]);
+}
+
+TEST(TraceReader, CutAtAChunkBoundaryIsComplete) {
+  TraceBuilder b = three_chunks();
+  ReadResult r = read_bytes("cut-boundary.mtrace", b.bytes().substr(0, b.chunk_offsets()[2]));
+  EXPECT_FALSE(r.summary.truncated);
+  EXPECT_EQ(r.records, 6u);
+}
+
+TEST(TraceReader, EmptyFileIsAnError) {
+  TraceError e = read_error("empty.mtrace", "");
+  EXPECT_STREQ(e.what(), "empty file, not a memtrace trace");
+  EXPECT_EQ(e.byte_offset(), 0u);
+}
+
+TEST(TraceReader, BadMagicIsNotATrace) {
+  TraceError e = read_error("bad-magic.mtrace", test::header_frame(1, 0x184D2A51) + "rest");
+  EXPECT_STREQ(e.what(), "not a memtrace trace (no memtrace header frame)");
+  EXPECT_EQ(e.byte_offset(), 0u);
+  TraceError text = read_error("text.mtrace", "hello, this is a text file\n");
+  EXPECT_STREQ(text.what(), "not a memtrace trace (no memtrace header frame)");
+}
+
+TEST(TraceReader, WrongTagIsNotATrace) {
+  std::string bytes = test::header_frame();
+  bytes[8] = 'X';  // "XEMTRACE"
+  TraceError e = read_error("bad-tag.mtrace", bytes);
+  EXPECT_STREQ(e.what(), "not a memtrace trace (header tag is not \"MEMTRACE\")");
+  EXPECT_EQ(e.byte_offset(), 8u);
+}
+
+TEST(TraceReader, UnknownVersionIsAnError) {
+  TraceError e = read_error("version2.mtrace", test::header_frame(2));
+  EXPECT_STREQ(e.what(), "unsupported trace format version 2 (this memtrace reads version 1)");
+  EXPECT_EQ(e.byte_offset(), 16u);  // 8 bytes of frame header + 8 of "MEMTRACE"
+}
+
+TEST(TraceReader, CutInsideTheHeaderIsAnError) {
+  TraceError e = read_error("short-header.mtrace", test::header_frame().substr(0, 20));
+  EXPECT_STREQ(e.what(), "truncated header frame");
+  EXPECT_EQ(e.byte_offset(), 20u);
+}
+
+TEST(TraceReader, ChecksumMismatchInMiddleChunkIsAnErrorAtThatChunk) {
+  TraceBuilder b = three_chunks();
+  std::string bytes = b.bytes();
+  // The last 4 bytes of a frame are its content checksum: flipping one can only fail the checksum.
+  size_t checksum_byte = b.chunk_offsets()[2] - 1;
+  bytes[checksum_byte] = char(bytes[checksum_byte] ^ 0x01);
+  TraceError e = read_error("bad-checksum.mtrace", bytes);
+  EXPECT_EQ(std::string(e.what()).rfind("corrupt chunk: ", 0), 0u) << e.what();
+  EXPECT_EQ(e.byte_offset(), b.chunk_offsets()[1]);
+}
+
+TEST(TraceReader, GarbageInPlaceOfMiddleChunkIsAnError) {
+  TraceBuilder b = three_chunks();
+  std::string bytes = b.bytes().substr(0, b.chunk_offsets()[1]) + "garbage, not zstd" + b.bytes().substr(b.chunk_offsets()[2]);
+  TraceError e = read_error("garbage.mtrace", bytes);
+  EXPECT_EQ(std::string(e.what()).rfind("corrupt chunk: ", 0), 0u) << e.what();
+  EXPECT_EQ(e.byte_offset(), b.chunk_offsets()[1]);
+}
+
+TEST(TraceReader, RecordThatDoesNotParseIsAnError) {
+  TraceBuilder b;
+  b.start().end_chunk();
+  // Length 1, then tag byte 0x0f: field 1 with wire type 7, which does not exist.
+  b.event(test::driver_alloc(0, 0xA000, 100)).raw(std::string("\x01\x0f", 2)).end_chunk();
+  TraceError e = read_error("bad-record.mtrace", b.bytes());
+  EXPECT_STREQ(e.what(), "record 1 of a chunk does not parse");
+  EXPECT_EQ(e.byte_offset(), b.chunk_offsets()[1]);
+}
+
+TEST(TraceReader, RecordLengthPastChunkEndIsAnError) {
+  TraceBuilder b;
+  b.start().raw(std::string("\x64\x08\x01", 3)).end_chunk();  // says 100 bytes, 2 follow
+  TraceError e = read_error("long-record.mtrace", b.bytes());
+  EXPECT_STREQ(e.what(), "record 1 of a chunk runs past the chunk's end");
+  EXPECT_EQ(e.byte_offset(), b.chunk_offsets()[0]);
+}
+
+TEST(TraceReader, MissingFileIsAnError) {
+  EXPECT_THROW(read_trace(test::temp_path("does-not-exist.mtrace"), [](const proto::Record&) {}), TraceError);
+}
+
+}  // namespace
+}  // namespace memtrace
