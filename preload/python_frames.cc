@@ -244,7 +244,7 @@ bool resolve_reader(uint32_t hex, Reader* r) {
                         : !r->bytes_type ? "PyBytes_Type" : nullptr;
   if (missing) {
     snprintf(g_unsupported_reason, sizeof g_unsupported_reason,
-             "CPython %u.%u does not export %s; Python frames are not recorded", major, minor, missing);
+             "CPython %u.%u does not export %s", major, minor, missing);
     return false;
   }
   void* eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
@@ -259,11 +259,11 @@ bool resolve_reader(uint32_t hex, Reader* r) {
     const char* why = "";
     if (python_layout_from_debug_offsets(reinterpret_cast<const void*>(r->runtime), &r->layout, &why)) return true;
     snprintf(g_unsupported_reason, sizeof g_unsupported_reason,
-             "CPython %u.%u: %s; Python frames are not recorded", major, minor, why);
+             "CPython %u.%u: %s", major, minor, why);
     return false;
   }
   snprintf(g_unsupported_reason, sizeof g_unsupported_reason,
-           "CPython %u.%u has no frame reader (3.11, 3.12 and 3.13 have one); Python frames are not recorded",
+           "CPython %u.%u has no frame reader (3.11, 3.12 and 3.13 have one)",
            major, minor);
   return false;
 }
@@ -376,7 +376,7 @@ PythonSupport python_frames_init(uint32_t* hex_version) {
     } else if (dlsym(RTLD_DEFAULT, "Py_IsInitialized") != nullptr) {
       // CPython before 3.11 (Py_Version appeared in 3.11): its frames are PyFrameObjects.
       snprintf(g_unsupported_reason, sizeof g_unsupported_reason,
-               "CPython older than 3.11 has no frame reader; Python frames are not recorded");
+               "CPython older than 3.11 has no frame reader");
       state = static_cast<int>(PythonSupport::kUnsupported);
     }
     g_support.store(state, std::memory_order_release);
