@@ -1,0 +1,77 @@
+#include "config.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <unistd.h>
+
+namespace memtrace {
+namespace {
+
+uint64_t env_uint(const char* name, uint64_t fallback, uint64_t min, uint64_t max) {
+  const char* s = getenv(name);
+  if (!s || !*s) return fallback;
+  char* end = nullptr;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (*end != '\0' || v < min || v > max) return fallback;
+  return v;
+}
+
+bool append(char*& out, char* end, const char* s, size_t n) {
+  if (static_cast<size_t>(end - out) <= n) return false;
+  memcpy(out, s, n);
+  out += n;
+  return true;
+}
+
+}  // namespace
+
+bool config_expand_output(const char* pattern, int pid, const char* host, char* out, size_t out_size) {
+  char* cur = out;
+  char* end = out + out_size;
+  char number[32];
+  for (const char* p = pattern; *p; p++) {
+    bool fits = true;
+    if (p[0] == '%' && p[1] != '\0') {
+      switch (*++p) {
+        case 'p': {
+          int n = snprintf(number, sizeof number, "%d", pid);
+          fits = append(cur, end, number, n);
+          break;
+        }
+        case 'h': fits = append(cur, end, host, strlen(host)); break;
+        case 'r': {
+          const char* rank = getenv("RANK");
+          if (!rank || !*rank) rank = getenv("LOCAL_RANK");
+          if (!rank || !*rank) rank = "0";
+          fits = append(cur, end, rank, strlen(rank));
+          break;
+        }
+        case '%': fits = append(cur, end, "%", 1); break;
+        default: fits = append(cur, end, p - 1, 2); break;
+      }
+    } else {
+      fits = append(cur, end, p, 1);
+    }
+    if (!fits) return false;
+  }
+  *cur = '\0';
+  return true;
+}
+
+void config_load(Config* out) {
+  const char* pattern = getenv("MEMTRACE_OUTPUT");
+  if (!pattern || !*pattern) pattern = "memtrace-%h-%p.mtrace";
+  char host[256] = "unknown";
+  gethostname(host, sizeof host - 1);
+  host[sizeof host - 1] = '\0';
+  if (!config_expand_output(pattern, getpid(), host, out->output_path, sizeof out->output_path))
+    snprintf(out->output_path, sizeof out->output_path, "memtrace-%d.mtrace", getpid());
+  out->flush_interval_ms = static_cast<uint32_t>(env_uint("MEMTRACE_FLUSH_MS", 200, 1, 60000));
+  out->max_native_frames = static_cast<uint32_t>(env_uint("MEMTRACE_MAX_FRAMES", 64, 0, 256));
+  out->python_frames = env_uint("MEMTRACE_PYTHON_FRAMES", 1, 0, 1) == 1;
+  out->buffer_bytes = static_cast<size_t>(env_uint("MEMTRACE_BUFFER_MB", 8, 1, 4096)) << 20;
+  out->quiet = env_uint("MEMTRACE_QUIET", 0, 0, 1) == 1;
+}
+
+}  // namespace memtrace

@@ -1,0 +1,369 @@
+// The interposed CUDA memory entry points (runtime, driver, and PyTorch's allocator hook). Each wrapper
+// forwards to the real function and, if it is the outermost hook on this thread, records what happened.
+// Wrappers never call a public CUDA entry point: only the real pointers stored in g_hooks.
+#include <dlfcn.h>
+
+#include "hooks_internal.h"
+#include "recorder.h"
+
+#define MEMTRACE_EXPORT __attribute__((visibility("default")))
+
+namespace memtrace {
+namespace {
+
+template <typename Fn>
+Fn real_fn(HookId id) {
+  return reinterpret_cast<Fn>(hook_real(id));
+}
+
+// One successful or failed allocation. A failure because memory ran out is an OOM event carrying the
+// request and the device's free/total memory at that moment; other failures are not memory events.
+void on_alloc(Api api, Layer layer, bool ok, bool out_of_memory, uint64_t address, uint64_t size,
+              uint64_t stream, int device, int result) {
+  if (!ok && !out_of_memory) return;
+  MemoryEvent e;
+  e.kind = ok ? EventKind::kAlloc : EventKind::kOom;
+  e.layer = layer;
+  e.api = api;
+  e.device = device;
+  e.stream = stream;
+  e.address = ok ? address : 0;
+  e.size = size;
+  e.result = result;
+  if (!ok) device_memory_info(&e.device_free_bytes, &e.device_total_bytes);
+  record_event(e);
+}
+
+// The device of a free is the device of the allocation it frees: the analyzer takes it from there, so a
+// block freed while another device is current is still charged to its own.
+void on_free(Api api, Layer layer, uint64_t address, uint64_t size, uint64_t stream, int device) {
+  if (address == 0) return;  // cudaFree(nullptr) is the classic "create the context" call
+  MemoryEvent e;
+  e.kind = EventKind::kFree;
+  e.layer = layer;
+  e.api = api;
+  e.device = device;
+  e.stream = stream;
+  e.address = address;
+  e.size = size;
+  record_event(e);
+}
+
+void on_other(EventKind kind, Api api, uint64_t address, uint64_t size, uint64_t handle, int device) {
+  MemoryEvent e;
+  e.kind = kind;
+  e.layer = Layer::kDriver;
+  e.api = api;
+  e.device = device;
+  e.address = address;
+  e.size = size;
+  e.handle = handle;
+  record_event(e);
+}
+
+uint64_t ptr_value(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+uint64_t stream_value(const void* s) { return reinterpret_cast<uintptr_t>(s); }
+
+constexpr int kRuntimeOom = cudaErrorMemoryAllocation;
+constexpr int kDriverOom = CUDA_ERROR_OUT_OF_MEMORY;
+
+}  // namespace
+}  // namespace memtrace
+
+using namespace memtrace;
+
+// Forwards and returns early when the real function cannot be found (no CUDA library loaded).
+#define MEMTRACE_FORWARD_OR(symbol, error) \
+  auto real = real_fn<decltype(&symbol)>(kHook_##symbol); \
+  if (!real) return error;                                \
+  HookScope scope
+
+// ---- CUDA runtime ----------------------------------------------------------------------------------------
+
+MEMTRACE_EXPORT cudaError_t cudaMalloc(void** devPtr, size_t size) {
+  MEMTRACE_FORWARD_OR(cudaMalloc, cudaErrorInitializationError);
+  cudaError_t r = real(devPtr, size);
+  if (scope.outermost())
+    on_alloc(Api::kCudaMalloc, Layer::kDriver, r == cudaSuccess, r == kRuntimeOom, devPtr ? ptr_value(*devPtr) : 0,
+             size, 0, current_device(), r);
+  return r;
+}
+
+MEMTRACE_EXPORT cudaError_t cudaFree(void* devPtr) {
+  MEMTRACE_FORWARD_OR(cudaFree, cudaErrorInitializationError);
+  cudaError_t r = real(devPtr);
+  if (scope.outermost() && r == cudaSuccess) on_free(Api::kCudaFree, Layer::kDriver, ptr_value(devPtr), 0, 0, -1);
+  return r;
+}
+
+MEMTRACE_EXPORT cudaError_t cudaMallocPitch(void** devPtr, size_t* pitch, size_t width, size_t height) {
+  MEMTRACE_FORWARD_OR(cudaMallocPitch, cudaErrorInitializationError);
+  cudaError_t r = real(devPtr, pitch, width, height);
+  if (scope.outermost()) {
+    bool ok = r == cudaSuccess;
+    on_alloc(Api::kCudaMallocPitch, Layer::kDriver, ok, r == kRuntimeOom, ok ? ptr_value(*devPtr) : 0,
+             ok ? *pitch * height : width * height, 0, current_device(), r);
+  }
+  return r;
+}
+
+MEMTRACE_EXPORT cudaError_t cudaMallocManaged(void** devPtr, size_t size, unsigned int flags) {
+  MEMTRACE_FORWARD_OR(cudaMallocManaged, cudaErrorInitializationError);
+  cudaError_t r = real(devPtr, size, flags);
+  if (scope.outermost())
+    on_alloc(Api::kCudaMallocManaged, Layer::kDriver, r == cudaSuccess, r == kRuntimeOom,
+             devPtr ? ptr_value(*devPtr) : 0, size, 0, current_device(), r);
+  return r;
+}
+
+// Stream-ordered allocations are blocks of the device's memory pool: LAYER_BLOCK (see memtrace.proto).
+#define MEMTRACE_RUNTIME_MALLOC_ASYNC(symbol)                                                                \
+  MEMTRACE_EXPORT cudaError_t symbol(void** devPtr, size_t size, cudaStream_t stream) {                     \
+    MEMTRACE_FORWARD_OR(symbol, cudaErrorInitializationError);                                              \
+    cudaError_t r = real(devPtr, size, stream);                                                             \
+    if (scope.outermost())                                                                                  \
+      on_alloc(Api::kCudaMallocAsync, Layer::kBlock, r == cudaSuccess, r == kRuntimeOom,                    \
+               devPtr ? ptr_value(*devPtr) : 0, size, stream_value(stream), current_device(), r);           \
+    return r;                                                                                               \
+  }
+MEMTRACE_RUNTIME_MALLOC_ASYNC(cudaMallocAsync)
+MEMTRACE_RUNTIME_MALLOC_ASYNC(cudaMallocAsync_ptsz)
+
+#define MEMTRACE_RUNTIME_FREE_ASYNC(symbol)                                                                  \
+  MEMTRACE_EXPORT cudaError_t symbol(void* devPtr, cudaStream_t stream) {                                   \
+    MEMTRACE_FORWARD_OR(symbol, cudaErrorInitializationError);                                              \
+    cudaError_t r = real(devPtr, stream);                                                                   \
+    if (scope.outermost() && r == cudaSuccess)                                                              \
+      on_free(Api::kCudaFreeAsync, Layer::kBlock, ptr_value(devPtr), 0, stream_value(stream), -1);          \
+    return r;                                                                                               \
+  }
+MEMTRACE_RUNTIME_FREE_ASYNC(cudaFreeAsync)
+MEMTRACE_RUNTIME_FREE_ASYNC(cudaFreeAsync_ptsz)
+
+#define MEMTRACE_RUNTIME_MALLOC_FROM_POOL(symbol)                                                            \
+  MEMTRACE_EXPORT cudaError_t symbol(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream) {    \
+    MEMTRACE_FORWARD_OR(symbol, cudaErrorInitializationError);                                              \
+    cudaError_t r = real(ptr, size, pool, stream);                                                          \
+    if (scope.outermost())                                                                                  \
+      on_alloc(Api::kCudaMallocFromPoolAsync, Layer::kBlock, r == cudaSuccess, r == kRuntimeOom,            \
+               ptr ? ptr_value(*ptr) : 0, size, stream_value(stream), current_device(), r);                 \
+    return r;                                                                                               \
+  }
+MEMTRACE_RUNTIME_MALLOC_FROM_POOL(cudaMallocFromPoolAsync)
+MEMTRACE_RUNTIME_MALLOC_FROM_POOL(cudaMallocFromPoolAsync_ptsz)
+
+// ---- CUDA driver -----------------------------------------------------------------------------------------
+
+MEMTRACE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  MEMTRACE_FORWARD_OR(cuMemAlloc_v2, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = real(dptr, bytesize);
+  if (scope.outermost())
+    on_alloc(Api::kCuMemAlloc, Layer::kDriver, r == CUDA_SUCCESS, r == kDriverOom, dptr ? *dptr : 0, bytesize, 0,
+             current_device(), r);
+  return r;
+}
+
+MEMTRACE_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
+                                           unsigned int elementSizeBytes) {
+  MEMTRACE_FORWARD_OR(cuMemAllocPitch_v2, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = real(dptr, pitch, width, height, elementSizeBytes);
+  if (scope.outermost()) {
+    bool ok = r == CUDA_SUCCESS;
+    on_alloc(Api::kCuMemAllocPitch, Layer::kDriver, ok, r == kDriverOom, ok ? *dptr : 0,
+             ok ? *pitch * height : width * height, 0, current_device(), r);
+  }
+  return r;
+}
+
+MEMTRACE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  MEMTRACE_FORWARD_OR(cuMemFree_v2, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = real(dptr);
+  if (scope.outermost() && r == CUDA_SUCCESS) on_free(Api::kCuMemFree, Layer::kDriver, dptr, 0, 0, -1);
+  return r;
+}
+
+MEMTRACE_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
+  MEMTRACE_FORWARD_OR(cuMemAllocManaged, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = real(dptr, bytesize, flags);
+  if (scope.outermost())
+    on_alloc(Api::kCuMemAllocManaged, Layer::kDriver, r == CUDA_SUCCESS, r == kDriverOom, dptr ? *dptr : 0,
+             bytesize, 0, current_device(), r);
+  return r;
+}
+
+#define MEMTRACE_DRIVER_ALLOC_ASYNC(symbol)                                                                  \
+  MEMTRACE_EXPORT CUresult symbol(CUdeviceptr* dptr, size_t bytesize, CUstream stream) {                    \
+    MEMTRACE_FORWARD_OR(symbol, CUDA_ERROR_NOT_INITIALIZED);                                                \
+    CUresult r = real(dptr, bytesize, stream);                                                              \
+    if (scope.outermost())                                                                                  \
+      on_alloc(Api::kCuMemAllocAsync, Layer::kBlock, r == CUDA_SUCCESS, r == kDriverOom, dptr ? *dptr : 0,  \
+               bytesize, stream_value(stream), current_device(), r);                                        \
+    return r;                                                                                               \
+  }
+MEMTRACE_DRIVER_ALLOC_ASYNC(cuMemAllocAsync)
+MEMTRACE_DRIVER_ALLOC_ASYNC(cuMemAllocAsync_ptsz)
+
+#define MEMTRACE_DRIVER_ALLOC_FROM_POOL(symbol)                                                              \
+  MEMTRACE_EXPORT CUresult symbol(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream stream) { \
+    MEMTRACE_FORWARD_OR(symbol, CUDA_ERROR_NOT_INITIALIZED);                                                \
+    CUresult r = real(dptr, bytesize, pool, stream);                                                        \
+    if (scope.outermost())                                                                                  \
+      on_alloc(Api::kCuMemAllocFromPoolAsync, Layer::kBlock, r == CUDA_SUCCESS, r == kDriverOom,            \
+               dptr ? *dptr : 0, bytesize, stream_value(stream), current_device(), r);                      \
+    return r;                                                                                               \
+  }
+MEMTRACE_DRIVER_ALLOC_FROM_POOL(cuMemAllocFromPoolAsync)
+MEMTRACE_DRIVER_ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz)
+
+#define MEMTRACE_DRIVER_FREE_ASYNC(symbol)                                                                   \
+  MEMTRACE_EXPORT CUresult symbol(CUdeviceptr dptr, CUstream stream) {                                      \
+    MEMTRACE_FORWARD_OR(symbol, CUDA_ERROR_NOT_INITIALIZED);                                                \
+    CUresult r = real(dptr, stream);                                                                        \
+    if (scope.outermost() && r == CUDA_SUCCESS)                                                             \
+      on_free(Api::kCuMemFreeAsync, Layer::kBlock, dptr, 0, stream_value(stream), -1);                      \
+    return r;                                                                                               \
+  }
+MEMTRACE_DRIVER_FREE_ASYNC(cuMemFreeAsync)
+MEMTRACE_DRIVER_FREE_ASYNC(cuMemFreeAsync_ptsz)
+
+// Virtual memory management. cuMemCreate is physical memory (keyed by its handle); map/unmap and address
+// reservations are recorded for the analyzer but are not memory of their own.
+MEMTRACE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                                     const CUmemAllocationProp* prop, unsigned long long flags) {
+  MEMTRACE_FORWARD_OR(cuMemCreate, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = real(handle, size, prop, flags);
+  if (scope.outermost()) {
+    int device = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
+    on_alloc(Api::kCuMemCreate, Layer::kDriver, r == CUDA_SUCCESS, r == kDriverOom, handle ? *handle : 0, size, 0,
+             device, r);
+  }
+  return r;
+}
+
+MEMTRACE_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  MEMTRACE_FORWARD_OR(cuMemRelease, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = real(handle);
+  if (scope.outermost() && r == CUDA_SUCCESS) on_free(Api::kCuMemRelease, Layer::kDriver, handle, 0, 0, -1);
+  return r;
+}
+
+MEMTRACE_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                                  unsigned long long flags) {
+  MEMTRACE_FORWARD_OR(cuMemMap, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = real(ptr, size, offset, handle, flags);
+  if (scope.outermost() && r == CUDA_SUCCESS) on_other(EventKind::kMap, Api::kCuMemMap, ptr, size, handle, -1);
+  return r;
+}
+
+MEMTRACE_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  MEMTRACE_FORWARD_OR(cuMemUnmap, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = real(ptr, size);
+  if (scope.outermost() && r == CUDA_SUCCESS) on_other(EventKind::kUnmap, Api::kCuMemUnmap, ptr, size, 0, -1);
+  return r;
+}
+
+MEMTRACE_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                             unsigned long long flags) {
+  MEMTRACE_FORWARD_OR(cuMemAddressReserve, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = real(ptr, size, alignment, addr, flags);
+  if (scope.outermost() && r == CUDA_SUCCESS)
+    on_other(EventKind::kAddressReserve, Api::kCuMemAddressReserve, *ptr, size, 0, -1);
+  return r;
+}
+
+MEMTRACE_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  MEMTRACE_FORWARD_OR(cuMemAddressFree, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = real(ptr, size);
+  if (scope.outermost() && r == CUDA_SUCCESS)
+    on_other(EventKind::kAddressFree, Api::kCuMemAddressFree, ptr, size, 0, -1);
+  return r;
+}
+
+// ---- PyTorch's caching allocator -------------------------------------------------------------------------
+// libc10_cuda.so calls c10::reportMemoryUsageToProfiler on every block allocation (+size) and free (-size)
+// of the native caching allocator (default and expandable segments), with PyTorch's own allocated and
+// reserved totals after the change, whether or not a profiler runs (c10/core/Allocator.cpp; measured on
+// torch 2.11). Our definition is found first; we record, then forward to libc10.so's own so that
+// torch.profiler still gets its memory events. libc10.so is loaded RTLD_LOCAL by Python, where
+// dlsym(RTLD_NEXT) finds nothing: it is looked up on its own handle.
+namespace c10 {
+// The ABI of c10::Device (c10/core/Device.h): DeviceType (int8_t enum) and DeviceIndex (int8_t), passed by
+// value in one register.
+struct Device {
+  int8_t type;
+  int8_t index;
+};
+
+namespace {
+template <typename Fn>
+Fn real_c10(const char* symbol, std::atomic<void*>& cache) {
+  void* fn = cache.load(std::memory_order_acquire);
+  if (!fn) {
+    void* handle = dlopen("libc10.so", RTLD_NOLOAD | RTLD_LAZY);
+    if (handle) {
+      fn = real_dlsym(handle, symbol);
+      dlclose(handle);
+    }
+    if (fn) cache.store(fn, std::memory_order_release);
+  }
+  return reinterpret_cast<Fn>(fn);
+}
+std::atomic<void*> g_real_report_usage{nullptr};
+std::atomic<void*> g_real_report_oom{nullptr};
+}  // namespace
+
+MEMTRACE_EXPORT void reportMemoryUsageToProfiler(void* ptr, int64_t alloc_size, size_t total_allocated,
+                                                 size_t total_reserved, Device device) {
+  {
+    HookScope scope;
+    if (scope.outermost() && alloc_size != 0) {
+      MemoryEvent e;
+      e.kind = alloc_size > 0 ? EventKind::kAlloc : EventKind::kFree;
+      e.layer = Layer::kBlock;
+      e.api = Api::kTorchAllocator;
+      e.device = device.index;
+      e.address = ptr_value(ptr);
+      e.size = static_cast<uint64_t>(alloc_size > 0 ? alloc_size : -alloc_size);
+      e.allocator_allocated_bytes = total_allocated;
+      e.allocator_reserved_bytes = total_reserved;
+      record_event(e);
+    }
+  }
+  using Fn = void (*)(void*, int64_t, size_t, size_t, Device);
+  if (Fn real = real_c10<Fn>("_ZN3c1027reportMemoryUsageToProfilerEPvlmmNS_6DeviceE", g_real_report_usage))
+    real(ptr, alloc_size, total_allocated, total_reserved, device);
+}
+
+MEMTRACE_EXPORT void reportOutOfMemoryToProfiler(int64_t alloc_size, size_t total_allocated, size_t total_reserved,
+                                                 Device device) {
+  {
+    HookScope scope;
+    if (scope.outermost()) {
+      MemoryEvent e;
+      e.kind = EventKind::kOom;
+      e.layer = Layer::kBlock;
+      e.api = Api::kTorchAllocator;
+      e.device = device.index;
+      e.size = static_cast<uint64_t>(alloc_size);
+      e.allocator_allocated_bytes = total_allocated;
+      e.allocator_reserved_bytes = total_reserved;
+      device_memory_info(&e.device_free_bytes, &e.device_total_bytes);
+      record_event(e);
+    }
+  }
+  using Fn = void (*)(int64_t, size_t, size_t, Device);
+  if (Fn real = real_c10<Fn>("_ZN3c1027reportOutOfMemoryToProfilerElmmNS_6DeviceE", g_real_report_oom))
+    real(alloc_size, total_allocated, total_reserved, device);
+}
+}  // namespace c10
+
+// ---- the table -------------------------------------------------------------------------------------------
+
+namespace memtrace {
+HookSlot g_hooks[kHookCount] = {
+#define MEMTRACE_RUNTIME_HOOK(symbol) {#symbol, nullptr, 0, false, reinterpret_cast<void*>(&::symbol), {nullptr}},
+#define MEMTRACE_DRIVER_HOOK(symbol, base_name, min_version, per_thread_stream) \
+  {#symbol, base_name, min_version, per_thread_stream, reinterpret_cast<void*>(&::symbol), {nullptr}},
+#include "hooks.def"
+};
+}  // namespace memtrace

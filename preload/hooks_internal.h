@@ -1,0 +1,61 @@
+// Shared between hooks.cc (the wrappers) and resolver.cc (how wrappers are handed out): the table of
+// interposed functions generated from hooks.def, each with the real function it forwards to.
+#pragma once
+#include <atomic>
+#include <cstdint>
+
+// The CUDA headers are included with default visibility so that our definitions of the declared entry
+// points are exported; everything else in the library is hidden (and exports.map lists only the hooks).
+#pragma GCC visibility push(default)
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+extern "C" {
+// Per-thread-default-stream variants: declared by the CUDA headers only when a program opts into them.
+cudaError_t cudaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t stream);
+cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream_t stream);
+cudaError_t cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream);
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
+void* dlsym(void* handle, const char* name) noexcept;
+}
+#pragma GCC visibility pop
+
+namespace memtrace {
+
+enum HookId : int {
+#define MEMTRACE_RUNTIME_HOOK(symbol) kHook_##symbol,
+#define MEMTRACE_DRIVER_HOOK(symbol, base_name, min_version, per_thread_stream) kHook_##symbol,
+#include "hooks.def"
+  kHookCount
+};
+
+struct HookSlot {
+  const char* symbol;       // exported name
+  const char* base_name;    // name asked of cuGetProcAddress; null for runtime functions
+  int min_version;          // lowest CUDA version (as cuGetProcAddress takes it) whose ABI this is
+  bool per_thread_stream;   // the _ptsz variant
+  void* wrapper;            // our function
+  std::atomic<void*> real;  // the function we forward to, once known
+};
+
+extern HookSlot g_hooks[kHookCount];
+
+// The real function behind hook `id`: the one recorded when our wrapper was handed out, else found with
+// dlsym(RTLD_NEXT) or on libcudart.so.13 / libcuda.so.1 when already loaded (torch loads them RTLD_LOCAL,
+// where RTLD_NEXT does not look). Null when none is found.
+void* hook_real(HookId id);
+
+// If `real` is the function behind one of our hooks (by exported name), remembers it and returns our
+// wrapper; otherwise returns `real`. Also remembers the driver helpers below.
+void* substitute_by_symbol(const char* symbol, void* real);
+
+// The driver's own cuCtxGetDevice / cuMemGetInfo_v2, never a public entry point of ours. -1 / false when
+// the driver is not reachable.
+int current_device();
+bool device_memory_info(uint64_t* free_bytes, uint64_t* total_bytes);
+
+// glibc's dlsym, bypassing our interposed one.
+void* real_dlsym(void* handle, const char* name);
+
+}  // namespace memtrace

@@ -1,0 +1,84 @@
+// Hand-written protobuf encoder for the tracer's hot path: writes the wire format of proto/memtrace.proto
+// into a caller-provided byte range and never allocates.
+//
+// Why not the generated classes: building a message object allocates (repeated fields, strings), and linking
+// a protobuf runtime into a library preloaded into someone else's process risks clashing with their own
+// copy (two descriptor pools registering the same file). The analyzer parses what this writes with the
+// generated lite classes, and tests/preload/proto_writer_test.cc checks the two agree field by field.
+//
+// Field numbers are spelled out at the call sites (preload/records.h) next to the .proto names.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace memtrace {
+
+// Appends protobuf fields to [cur, end). On overflow nothing more is written and ok() turns false; the
+// caller then discards the whole record.
+class ProtoWriter {
+ public:
+  ProtoWriter(uint8_t* begin, uint8_t* end) : begin_(begin), cur_(begin), end_(end) {}
+
+  bool ok() const { return ok_; }
+  size_t size() const { return static_cast<size_t>(cur_ - begin_); }
+  uint8_t* data() const { return begin_; }
+
+  void raw_varint(uint64_t v) {
+    if (!ok_ || static_cast<size_t>(end_ - cur_) < varint_size(v)) { ok_ = false; return; }
+    while (v >= 0x80) { *cur_++ = static_cast<uint8_t>(v) | 0x80; v >>= 7; }
+    *cur_++ = static_cast<uint8_t>(v);
+  }
+  void raw_bytes(const void* p, size_t n) {
+    if (!ok_ || static_cast<size_t>(end_ - cur_) < n) { ok_ = false; return; }
+    if (n) std::memcpy(cur_, p, n);
+    cur_ += n;
+  }
+
+  // proto3 omits fields equal to their default; so do we (the reader cannot tell the difference).
+  void uint(uint32_t field, uint64_t v) {
+    if (v == 0) return;
+    raw_varint(uint64_t{field} << 3 | 0);
+    raw_varint(v);
+  }
+  void sint(uint32_t field, int64_t v) {  // sint32/sint64: zigzag
+    uint(field, (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63));
+  }
+  void bytes(uint32_t field, const void* p, size_t n) {
+    if (n == 0) return;
+    raw_varint(uint64_t{field} << 3 | 2);
+    raw_varint(n);
+    raw_bytes(p, n);
+  }
+  void string(uint32_t field, const char* s) { bytes(field, s, s ? std::strlen(s) : 0); }
+  void packed_uints(uint32_t field, const uint64_t* v, size_t n) {
+    if (n == 0) return;
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) len += varint_size(v[i]);
+    raw_varint(uint64_t{field} << 3 | 2);
+    raw_varint(len);
+    for (size_t i = 0; i < n && ok_; i++) raw_varint(v[i]);
+  }
+  // Writes `inner` (an already encoded message) as a length-delimited field.
+  void message(uint32_t field, const ProtoWriter& inner) { bytes_always(field, inner.data(), inner.size()); }
+
+  static size_t varint_size(uint64_t v) {
+    size_t n = 1;
+    while (v >= 0x80) { v >>= 7; n++; }
+    return n;
+  }
+
+ private:
+  void bytes_always(uint32_t field, const void* p, size_t n) {
+    raw_varint(uint64_t{field} << 3 | 2);
+    raw_varint(n);
+    raw_bytes(p, n);
+  }
+
+  uint8_t* begin_;
+  uint8_t* cur_;
+  uint8_t* end_;
+  bool ok_ = true;
+};
+
+}  // namespace memtrace

@@ -1,0 +1,482 @@
+#include "recorder.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "config.h"
+#include "intern_table.h"
+#include "module_map.h"
+#include "proto_writer.h"
+#include "python_frames.h"
+#include "stack_capture.h"
+#include "trace_writer.h"
+
+namespace memtrace {
+namespace {
+
+// ---- state ---------------------------------------------------------------------------------------------
+enum State : int { kNotStarted = 0, kRunning = 1, kOff = 2 };
+std::atomic<int> g_state{kNotStarted};
+pthread_mutex_t g_start_lock = PTHREAD_MUTEX_INITIALIZER;
+Config g_config;
+
+// g_lock guards everything below it up to g_flush_lock. It is a leaf lock: nothing that takes another lock
+// (the loader's, the allocator's) is ever called while it is held, and it is never held while unwinding.
+pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+struct ChunkBuffer {
+  uint8_t* data;
+  size_t size;
+};
+ChunkBuffer g_buffers[2];
+int g_active = 0;
+InternTable g_stacks;
+InternTable g_python_frames;
+uint64_t g_start_ns = 0;
+uint64_t g_last_event_ns = 0;
+uint64_t g_events = 0;
+uint64_t g_dropped = 0;
+bool g_finalizing_marked = false;
+bool g_wake_sent = false;
+
+// g_flush_lock serializes flushes (writer thread, exit, fork) and guards the writer and the notices.
+pthread_mutex_t g_flush_lock = PTHREAD_MUTEX_INITIALIZER;
+TraceWriter g_writer;
+uint64_t g_dropped_reported = 0;
+bool g_torch_checked = false;
+bool g_python_notice_written = false;  // the notice written at start counts too (set there)
+bool g_exited = false;
+
+std::atomic<bool> g_python_ready{false};
+PythonSupport g_python_support = PythonSupport::kAbsent;
+
+// Bumped in a forked child so that every thread announces its name again in the child's new trace.
+std::atomic<uint32_t> g_generation{1};
+
+// Initial-exec TLS: no allocation and no lock on first access from a hook, unlike the dynamic TLS model.
+#define MEMTRACE_TLS __thread __attribute__((tls_model("initial-exec")))
+MEMTRACE_TLS int t_hook_depth;
+MEMTRACE_TLS uint32_t t_announced_generation;
+MEMTRACE_TLS uint32_t t_tid;
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint32_t current_tid() {
+  if (!t_tid) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  return t_tid;
+}
+
+// ---- appending records (g_lock held) -------------------------------------------------------------------
+
+// Appends one length-delimited Record whose oneof member `kind` is the encoded message `inner`.
+// All or nothing: returns false, writing nothing, when the active buffer has no room.
+bool append_record_locked(uint32_t kind, const ProtoWriter& inner) {
+  if (!inner.ok()) return false;
+  size_t body = ProtoWriter::varint_size(uint64_t{kind} << 3 | 2) + ProtoWriter::varint_size(inner.size()) +
+                inner.size();
+  size_t total = ProtoWriter::varint_size(body) + body;
+  ChunkBuffer& b = g_buffers[g_active];
+  if (b.size + total > g_config.buffer_bytes) return false;
+  ProtoWriter out(b.data + b.size, b.data + b.size + total);
+  out.raw_varint(body);
+  out.message(kind, inner);
+  b.size += out.size();
+  return true;
+}
+
+void wake_writer_if_filling_locked() {
+  if (!g_wake_sent && g_buffers[g_active].size > g_config.buffer_bytes / 2) {
+    g_wake_sent = true;
+    g_writer.wake();
+  }
+}
+
+void append_thread_info_locked() {
+  char name[64] = "";
+  pthread_getname_np(pthread_self(), name, sizeof name);
+  uint8_t buf[128];
+  ProtoWriter w(buf, buf + sizeof buf);
+  w.uint(1, current_tid());
+  w.string(2, name);
+  if (append_record_locked(field::kThread, w)) t_announced_generation = g_generation.load();
+}
+
+// Returns the PythonFrame id of stack->python[i], writing the record the first time it is seen; 0 if the
+// record could not be written.
+uint64_t intern_python_frame_locked(const CapturedStack& stack, int i) {
+  uint64_t key = stack.python_keys[i];
+  if (uint64_t id = g_python_frames.find(key)) return id;
+  const PythonFrameView& f = stack.python[i];
+  uint8_t buf[2200];
+  ProtoWriter w(buf, buf + sizeof buf);
+  uint64_t id = g_python_frames.next_id();
+  w.uint(1, id);
+  w.bytes(2, f.file, f.file_len > 1024 ? 1024 : f.file_len);
+  w.bytes(3, f.function, f.function_len > 1024 ? 1024 : f.function_len);
+  w.uint(4, f.line);
+  if (!append_record_locked(field::kPythonFrame, w)) return 0;
+  return g_python_frames.insert(key);
+}
+
+// Returns the Stack id of `stack`, writing it (and its new Python frames) the first time it is seen.
+// 0 = no stack (none captured, a table full, or no room in the buffer).
+uint64_t intern_stack_locked(const CapturedStack& stack) {
+  if (stack.frame_count == 0) return 0;
+  if (uint64_t id = g_stacks.find(stack.key)) return id;
+  uint64_t frames[kMaxNativeFrames + kMaxPythonFrames];
+  for (int i = 0; i < stack.frame_count; i++) {
+    uint64_t f = stack.frames[i];
+    if (f & kPythonFrameBit) {
+      uint64_t id = intern_python_frame_locked(stack, static_cast<int>(f & ~kPythonFrameBit));
+      if (!id) return 0;
+      f = kPythonFrameBit | id;
+    }
+    frames[i] = f;
+  }
+  uint8_t buf[(kMaxNativeFrames + kMaxPythonFrames) * 10 + 32];
+  ProtoWriter w(buf, buf + sizeof buf);
+  w.uint(1, g_stacks.next_id());
+  w.packed_uints(2, frames, static_cast<size_t>(stack.frame_count));
+  if (!append_record_locked(field::kStack, w)) return 0;
+  return g_stacks.insert(stack.key);
+}
+
+bool append_event_locked(const MemoryEvent& e, uint64_t stack_id) {
+  uint64_t t = now_ns();
+  uint8_t buf[192];
+  ProtoWriter w(buf, buf + sizeof buf);
+  w.uint(1, static_cast<uint64_t>(e.kind));
+  w.uint(2, static_cast<uint64_t>(e.layer));
+  w.uint(3, static_cast<uint64_t>(e.api));
+  w.sint(4, static_cast<int64_t>(t - g_last_event_ns));
+  w.uint(5, current_tid());
+  w.sint(6, e.device);
+  w.uint(7, e.stream);
+  w.uint(8, e.address);
+  w.uint(9, e.size);
+  w.sint(10, e.result);
+  w.uint(11, stack_id);
+  w.uint(12, e.allocator_allocated_bytes);
+  w.uint(13, e.allocator_reserved_bytes);
+  w.uint(14, e.device_free_bytes);
+  w.uint(15, e.device_total_bytes);
+  w.uint(16, e.handle);
+  if (!append_record_locked(field::kEvent, w)) return false;
+  g_last_event_ns = t;
+  g_events++;
+  return true;
+}
+
+void append_notice_locked(NoticeCode code, const char* message, uint64_t count) {
+  uint8_t buf[600];
+  ProtoWriter w(buf, buf + sizeof buf);
+  w.uint(1, static_cast<uint64_t>(code));
+  w.bytes(2, message, strnlen(message, 512));
+  w.uint(3, count);
+  append_record_locked(field::kNotice, w);
+}
+
+// ---- start ---------------------------------------------------------------------------------------------
+
+void append_start_locked(uint32_t python_hex) {
+  static char cmdline[8192];
+  size_t cmdline_size = 0;
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t n = read(fd, cmdline, sizeof cmdline - 1);
+    cmdline_size = n > 0 ? static_cast<size_t>(n) : 0;
+    close(fd);
+  }
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  timespec wall;
+  clock_gettime(CLOCK_REALTIME, &wall);
+
+  static uint8_t buf[8192 + 1024];
+  ProtoWriter w(buf, buf + sizeof buf);
+  w.uint(1, static_cast<uint64_t>(getpid()));
+  w.uint(2, static_cast<uint64_t>(getppid()));
+  w.string(3, host);
+  for (size_t i = 0; i < cmdline_size;) {  // NUL-separated arguments; an empty one is still an argument
+    size_t len = strnlen(cmdline + i, cmdline_size - i);
+    w.raw_varint(4 << 3 | 2);
+    w.raw_varint(len);
+    w.raw_bytes(cmdline + i, len);
+    i += len + 1;
+  }
+  w.uint(5, g_start_ns);
+  w.uint(6, static_cast<uint64_t>(wall.tv_sec) * 1000000000ULL + static_cast<uint64_t>(wall.tv_nsec));
+  w.string(7, "memtrace 0.1.0");
+  w.uint(8, g_config.flush_interval_ms);
+  w.uint(9, python_hex);
+  append_record_locked(field::kStart, w);
+}
+
+void* map_bytes(size_t n) {
+  void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+void append_python_unsupported_locked() {
+  char message[400];
+  snprintf(message, sizeof message, "Python frames not recorded: %s", python_frames_unsupported_reason());
+  append_notice_locked(NoticeCode::kPythonUnsupported, message, 0);
+}
+
+// Python may be absent at start and appear later (a C++ program that embeds it): detection is retried
+// from the writer thread, when new modules appear, until it gives a definite answer.
+void detect_python(uint32_t* hex) {
+  if (g_python_support != PythonSupport::kAbsent || !g_config.python_frames) return;
+  g_python_support = python_frames_init(hex);
+  if (g_python_support == PythonSupport::kSupported) g_python_ready.store(true, std::memory_order_release);
+}
+
+void on_exit_handler();
+void on_fork_prepare();
+void on_fork_parent();
+void on_fork_child();
+
+// Runs once, inside the first hook that records something.
+void start() {
+  config_load(&g_config);
+  if (!g_stacks.init(1 << 20) || !g_python_frames.init(1 << 16)) return;
+  for (ChunkBuffer& b : g_buffers) {
+    b.data = static_cast<uint8_t*>(map_bytes(g_config.buffer_bytes));
+    b.size = 0;
+    if (!b.data) return;
+  }
+  Sink* sink = sink_open(g_config.output_path);
+  if (!sink) {
+    fprintf(stderr, "memtrace: cannot create trace file %s: %s; not tracing this process\n",
+            g_config.output_path, strerror(errno));
+    return;
+  }
+  if (!g_writer.begin(sink, g_config.buffer_bytes)) {
+    fprintf(stderr, "memtrace: cannot write trace file %s: %s; not tracing this process\n",
+            g_config.output_path, strerror(errno));
+    return;
+  }
+  stack_capture_init();
+  uint32_t python_hex = 0;
+  detect_python(&python_hex);
+
+  g_start_ns = now_ns();
+  g_last_event_ns = g_start_ns;
+  pthread_mutex_lock(&g_lock);
+  append_start_locked(g_python_support == PythonSupport::kSupported ? python_hex : 0);
+  if (g_python_support == PythonSupport::kUnsupported) append_python_unsupported_locked();
+  g_python_notice_written = g_python_support == PythonSupport::kUnsupported;
+  pthread_mutex_unlock(&g_lock);
+
+  if (!g_config.quiet) fprintf(stderr, "memtrace: tracing to %s\n", g_config.output_path);
+  static bool registered = false;
+  if (!registered) {
+    registered = true;
+    atexit(on_exit_handler);
+    pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
+  }
+  g_state.store(kRunning, std::memory_order_release);
+  g_writer.start_thread(recorder_flush, g_config.flush_interval_ms);
+}
+
+bool ensure_started() {
+  int state = g_state.load(std::memory_order_acquire);
+  if (state == kRunning) return true;
+  if (state == kOff) return false;
+  pthread_mutex_lock(&g_start_lock);
+  if (g_state.load() == kNotStarted) {
+    start();
+    if (g_state.load() != kRunning) g_state.store(kOff);
+  }
+  pthread_mutex_unlock(&g_start_lock);
+  return g_state.load() == kRunning;
+}
+
+// ---- metadata from the writer thread -------------------------------------------------------------------
+
+void emit_module(const ModuleView& m, void*) {
+  static uint8_t buf[4096 + 256];
+  ProtoWriter w(buf, buf + sizeof buf);
+  w.string(1, m.path);
+  w.uint(2, m.load_address);
+  w.uint(3, m.start);
+  w.uint(4, m.end);
+  w.bytes(5, m.build_id, m.build_id_size > 64 ? 64 : m.build_id_size);
+  pthread_mutex_lock(&g_lock);
+  append_record_locked(field::kModule, w);
+  pthread_mutex_unlock(&g_lock);
+}
+
+constexpr const char* kTorchHookSymbol = "_ZN3c1027reportMemoryUsageToProfilerEPvlmmNS_6DeviceE";
+
+// PyTorch's allocator layer is seen through libc10.so's exported hook (see preload/hooks.cc). When libc10.so
+// is loaded but has no symbol of that name, this torch version changed it: say so once.
+void check_torch_hook() {
+  if (g_torch_checked) return;
+  void* c10 = dlopen("libc10.so", RTLD_NOLOAD | RTLD_LAZY);
+  if (!c10) return;
+  g_torch_checked = true;
+  void* (*real_dlsym)(void*, const char*) = reinterpret_cast<void* (*)(void*, const char*)>(
+      dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"));
+  if (!real_dlsym) real_dlsym = reinterpret_cast<void* (*)(void*, const char*)>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5"));
+  bool found = real_dlsym && real_dlsym(c10, kTorchHookSymbol);
+  dlclose(c10);
+  if (found) return;
+  pthread_mutex_lock(&g_lock);
+  append_notice_locked(NoticeCode::kTorchHookMissing,
+                       "libc10.so is loaded but exports no c10::reportMemoryUsageToProfiler(void*, int64_t, size_t, "
+                       "size_t, c10::Device): PyTorch allocator blocks are not recorded, only driver-level segments",
+                       0);
+  pthread_mutex_unlock(&g_lock);
+}
+
+void report_write_failure() {
+  fprintf(stderr, "memtrace: writing trace file %s failed: %s; tracing stopped, the file holds what came before\n",
+          g_config.output_path, strerror(errno));
+  g_state.store(kOff);
+}
+
+void flush_locked_flush(bool final_flush) {
+  if (g_state.load() != kRunning && !final_flush) return;
+  if (module_map_changed()) {
+    module_map_emit_new(emit_module, nullptr);
+    uint32_t hex = 0;
+    detect_python(&hex);
+    if (g_python_support == PythonSupport::kUnsupported && !g_python_notice_written) {
+      g_python_notice_written = true;
+      pthread_mutex_lock(&g_lock);
+      append_python_unsupported_locked();
+      pthread_mutex_unlock(&g_lock);
+    }
+    check_torch_hook();
+  }
+  pthread_mutex_lock(&g_lock);
+  if (g_dropped != g_dropped_reported) {
+    append_notice_locked(NoticeCode::kEventsDropped, "the writer fell behind: events were not recorded",
+                         g_dropped - g_dropped_reported);
+    g_dropped_reported = g_dropped;
+  }
+  ChunkBuffer& full = g_buffers[g_active];
+  g_active ^= 1;
+  g_wake_sent = false;
+  pthread_mutex_unlock(&g_lock);
+  // g_flush_lock keeps the other buffer ours until it is written and emptied.
+  if (full.size && g_state.load() != kOff && !g_writer.write_chunk(full.data, full.size)) report_write_failure();
+  full.size = 0;
+}
+
+void append_end_locked() {
+  uint8_t buf[64];
+  ProtoWriter w(buf, buf + sizeof buf);
+  w.uint(1, g_events);
+  w.uint(2, g_dropped);
+  w.sint(3, static_cast<int64_t>(now_ns() - g_last_event_ns));
+  append_record_locked(field::kEnd, w);
+}
+
+// atexit: the job is ending. Stop the thread and write what is buffered. Events after this (static
+// destructors freeing memory) are written by the library destructor below.
+void on_exit_handler() {
+  if (g_state.load() != kRunning) return;
+  g_writer.stop_thread();
+  pthread_mutex_lock(&g_flush_lock);
+  flush_locked_flush(true);
+  g_exited = true;
+  pthread_mutex_unlock(&g_flush_lock);
+}
+
+__attribute__((destructor)) void on_unload() {
+  if (g_state.load() != kRunning) return;
+  g_writer.stop_thread();
+  pthread_mutex_lock(&g_flush_lock);
+  pthread_mutex_lock(&g_lock);
+  append_end_locked();
+  pthread_mutex_unlock(&g_lock);
+  flush_locked_flush(true);
+  pthread_mutex_unlock(&g_flush_lock);
+}
+
+// fork: hold both locks across fork() so the child never inherits one mid-update. The child starts a new
+// trace (its own file) at its first CUDA call; what the parent had buffered stays the parent's.
+void on_fork_prepare() {
+  pthread_mutex_lock(&g_start_lock);
+  pthread_mutex_lock(&g_flush_lock);
+  pthread_mutex_lock(&g_lock);
+}
+void on_fork_parent() {
+  pthread_mutex_unlock(&g_lock);
+  pthread_mutex_unlock(&g_flush_lock);
+  pthread_mutex_unlock(&g_start_lock);
+}
+void on_fork_child() {
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  g_lock = fresh;
+  g_flush_lock = fresh;
+  g_start_lock = fresh;
+  t_tid = 0;
+  g_generation.fetch_add(1);
+  if (g_state.load() != kRunning) return;
+  g_writer.forget_thread();
+  for (ChunkBuffer& b : g_buffers) b.size = 0;
+  g_stacks.clear();
+  g_python_frames.clear();
+  module_map_reset();
+  g_events = g_dropped = g_dropped_reported = 0;
+  g_finalizing_marked = false;
+  g_torch_checked = false;
+  g_state.store(kNotStarted);
+}
+
+}  // namespace
+
+// ---- public --------------------------------------------------------------------------------------------
+
+HookScope::HookScope() : outermost_(t_hook_depth++ == 0) {}
+HookScope::~HookScope() { t_hook_depth--; }
+
+void recorder_flush() {
+  pthread_mutex_lock(&g_flush_lock);
+  flush_locked_flush(false);
+  pthread_mutex_unlock(&g_flush_lock);
+}
+
+void record_event(const MemoryEvent& e) {
+  if (!ensure_started()) return;
+  CapturedStack stack;
+  bool python = g_python_ready.load(std::memory_order_acquire);
+  if (e.kind == EventKind::kAlloc || e.kind == EventKind::kOom) {
+    capture_stack(&stack, static_cast<int>(g_config.max_native_frames), python);
+  } else {
+    stack.frame_count = 0;
+    stack.python_count = 0;
+  }
+  bool finalizing = python && !g_finalizing_marked && python_is_finalizing();
+
+  pthread_mutex_lock(&g_lock);
+  if (t_announced_generation != g_generation.load(std::memory_order_relaxed)) append_thread_info_locked();
+  if (finalizing && !g_finalizing_marked) {
+    MemoryEvent marker;
+    marker.kind = EventKind::kPythonFinalizing;
+    g_finalizing_marked = append_event_locked(marker, 0);
+  }
+  uint64_t stack_id = intern_stack_locked(stack);
+  if (!append_event_locked(e, stack_id)) g_dropped++;
+  wake_writer_if_filling_locked();
+  pthread_mutex_unlock(&g_lock);
+}
+
+}  // namespace memtrace

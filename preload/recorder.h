@@ -1,0 +1,51 @@
+// The recorder: turns what a hook saw into trace records. It owns the trace's state: the settings, the two
+// chunk buffers (one filling, one being written), the stack and Python-frame intern tables and the
+// background writer.
+//
+// Nothing starts before the first hook calls record_event(): no thread, no file. The first call reads the
+// settings, creates the file, and starts the writer thread.
+#pragma once
+#include <cstdint>
+
+#include "schema.h"
+
+namespace memtrace {
+
+// What a hook observed. Sizes in bytes; device is the CUDA device ordinal (-1 when unknown).
+struct MemoryEvent {
+  EventKind kind = EventKind::kUnknown;
+  Layer layer = Layer::kUnknown;
+  Api api = Api::kUnknown;
+  int32_t device = -1;
+  uint64_t stream = 0;
+  uint64_t address = 0;
+  uint64_t size = 0;
+  int32_t result = 0;
+  uint64_t allocator_allocated_bytes = 0;
+  uint64_t allocator_reserved_bytes = 0;
+  uint64_t device_free_bytes = 0;
+  uint64_t device_total_bytes = 0;
+  uint64_t handle = 0;
+};
+
+// Records one event with the calling thread's stack (for allocations and OOMs). Thread-safe; never throws;
+// takes the recorder's lock only after the stack is captured. A no-op when tracing is off.
+void record_event(const MemoryEvent& event);
+
+// Marks the calling thread as inside a hook for the scope's lifetime. An allocation is recorded once, by the
+// outermost hook that sees it (cudaMalloc of the shared runtime reaches the driver's cuMemAlloc through our
+// resolver wrapper too; only the runtime call is recorded).
+class HookScope {
+ public:
+  HookScope();
+  ~HookScope();
+  bool outermost() const { return outermost_; }
+
+ private:
+  bool outermost_;
+};
+
+// Writes everything buffered so far as one chunk (the writer thread calls this every flush interval).
+void recorder_flush();
+
+}  // namespace memtrace

@@ -1,0 +1,94 @@
+#include "stack_capture.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include "intern_table.h"
+#include "schema.h"
+
+namespace memtrace {
+namespace {
+
+uintptr_t g_self_begin = 0;
+uintptr_t g_self_end = 0;
+
+int find_self(dl_phdr_info* info, size_t, void* data) {
+  uintptr_t probe = reinterpret_cast<uintptr_t>(data);
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
+    uintptr_t begin = info->dlpi_addr + ph.p_vaddr;
+    if (probe >= begin && probe < begin + ph.p_memsz) {
+      g_self_begin = begin;
+      g_self_end = begin + ph.p_memsz;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+bool is_self(uintptr_t pc) { return pc >= g_self_begin && pc < g_self_end; }
+
+uint64_t python_frame_key(const PythonFrameView& f) {
+  uint64_t h = hash_bytes(kHashSeed, f.file, f.file_len);
+  h = hash_bytes(h ^ 0xff, f.function, f.function_len);
+  return nonzero_key(hash_u64(h, f.line));
+}
+
+// Emits the Python frames of one evaluation-loop call (up to and including the frame marked
+// ends_eval_call) in place of the native frame of that call.
+int splice_one_eval_call(CapturedStack* out, int next_python) {
+  while (next_python < out->python_count) {
+    out->frames[out->frame_count++] = kPythonFrameBit | static_cast<uint64_t>(next_python);
+    if (out->python[next_python++].ends_eval_call) break;
+  }
+  return next_python;
+}
+
+}  // namespace
+
+void stack_capture_init() {
+  unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+  dl_iterate_phdr(find_self, reinterpret_cast<void*>(&find_self));
+}
+
+void capture_stack(CapturedStack* out, int max_native, bool with_python) {
+  void* pcs[kMaxNativeFrames + 8];
+  int native = 0;
+  if (max_native > 0) {
+    int limit = max_native + 8;  // room for our own frames, dropped below
+    if (limit > kMaxNativeFrames + 8) limit = kMaxNativeFrames + 8;
+    native = unw_backtrace(pcs, limit);
+    if (native < 0) native = 0;
+  }
+  out->python_count = with_python ? python_frames_read(out->python, kMaxPythonFrames) : 0;
+  for (int i = 0; i < out->python_count; i++) out->python_keys[i] = python_frame_key(out->python[i]);
+
+  out->frame_count = 0;
+  int next_python = 0;
+  int kept_native = 0;
+  for (int i = 0; i < native && kept_native < max_native; i++) {
+    uintptr_t pc = reinterpret_cast<uintptr_t>(pcs[i]);
+    if (is_self(pc)) continue;
+    if (next_python < out->python_count && python_is_eval_pc(pc)) {
+      next_python = splice_one_eval_call(out, next_python);
+      continue;
+    }
+    out->frames[out->frame_count++] = pc;
+    kept_native++;
+  }
+  // Frames the native unwind did not reach (a capped depth) still belong to the stack: append them outermost.
+  while (next_python < out->python_count)
+    out->frames[out->frame_count++] = kPythonFrameBit | static_cast<uint64_t>(next_python++);
+
+  uint64_t h = kHashSeed;
+  for (int i = 0; i < out->frame_count; i++) {
+    uint64_t f = out->frames[i];
+    h = hash_u64(h, (f & kPythonFrameBit) ? out->python_keys[f & ~kPythonFrameBit] : f);
+  }
+  out->key = out->frame_count ? nonzero_key(h) : 0;
+}
+
+}  // namespace memtrace

@@ -1,0 +1,31 @@
+// Captures the calling thread's stack inside a hook: native return addresses through libunwind, with the
+// thread's Python frames spliced in place of the interpreter's evaluation-loop frames that run them.
+// Called with no lock held (unwinding can take the loader's lock through dl_iterate_phdr).
+#pragma once
+#include <cstdint>
+
+#include "python_frames.h"
+
+namespace memtrace {
+
+constexpr int kMaxNativeFrames = 256;
+constexpr int kMaxPythonFrames = 128;
+
+struct CapturedStack {
+  // Innermost first. A native return address, or kPythonFrameBit | i where i indexes python[].
+  uint64_t frames[kMaxNativeFrames + kMaxPythonFrames];
+  int frame_count;
+  PythonFrameView python[kMaxPythonFrames];
+  uint64_t python_keys[kMaxPythonFrames];  // content hash of each python[] entry (file, function, line)
+  int python_count;
+  uint64_t key;  // content hash of the whole stack, 0 when frame_count == 0
+};
+
+// Fills `out`. `max_native` caps the native frames kept (0 = none); `with_python` reads Python frames.
+// Frames inside libmemtrace itself are dropped.
+void capture_stack(CapturedStack* out, int max_native, bool with_python);
+
+// Records the address range of libmemtrace's own code, so that its frames are skipped. Call once at start.
+void stack_capture_init();
+
+}  // namespace memtrace

@@ -1,0 +1,163 @@
+#include "trace_writer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <cstring>
+#include <new>
+
+namespace memtrace {
+namespace {
+
+class FileSink final : public Sink {
+ public:
+  explicit FileSink(int fd) : fd_(fd) {}
+  ~FileSink() override { close(fd_); }
+  bool write(const void* data, size_t n) override {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      ssize_t w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return false;
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+    return true;
+  }
+
+ private:
+  int fd_;
+};
+
+class NullSink final : public Sink {
+ public:
+  bool write(const void*, size_t) override { return true; }
+};
+
+// The thread's state lives outside TraceWriter so the thread function needs no object pointer dance.
+pthread_t g_thread;
+bool g_thread_running = false;
+pthread_mutex_t g_wake_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t g_wake_cond;
+bool g_wake_requested = false;
+bool g_stop_requested = false;
+void (*g_flush)() = nullptr;
+uint32_t g_interval_ms = 200;
+
+void* writer_main(void*) {
+  // Block every signal: the job's signal handlers must run on its own threads, not on ours.
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  pthread_setname_np(pthread_self(), "memtrace-writer");
+  pthread_mutex_lock(&g_wake_lock);
+  while (!g_stop_requested) {
+    if (!g_wake_requested) {
+      timespec deadline;
+      clock_gettime(CLOCK_MONOTONIC, &deadline);
+      deadline.tv_sec += g_interval_ms / 1000;
+      deadline.tv_nsec += static_cast<long>(g_interval_ms % 1000) * 1000000L;
+      if (deadline.tv_nsec >= 1000000000L) { deadline.tv_sec++; deadline.tv_nsec -= 1000000000L; }
+      pthread_cond_timedwait(&g_wake_cond, &g_wake_lock, &deadline);
+    }
+    g_wake_requested = false;
+    bool stop = g_stop_requested;
+    pthread_mutex_unlock(&g_wake_lock);
+    if (!stop) g_flush();
+    pthread_mutex_lock(&g_wake_lock);
+  }
+  pthread_mutex_unlock(&g_wake_lock);
+  return nullptr;
+}
+
+// The file header: a zstd skippable frame (see proto/memtrace.proto) so that the whole file is a zstd stream.
+constexpr uint32_t kSkippableMagic = 0x184D2A50;
+constexpr uint32_t kFormatVersion = 1;
+
+void put_le32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+}  // namespace
+
+Sink* sink_open(const char* path) {
+  if (strcmp(path, "/dev/null") == 0) return new (std::nothrow) NullSink();
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return nullptr;
+  Sink* sink = new (std::nothrow) FileSink(fd);
+  if (!sink) close(fd);
+  return sink;
+}
+
+bool TraceWriter::begin(Sink* sink, size_t max_chunk_bytes) {
+  sink_ = sink;
+  cctx_ = ZSTD_createCCtx();
+  if (!cctx_) return false;
+  ZSTD_CCtx_setParameter(static_cast<ZSTD_CCtx*>(cctx_), ZSTD_c_compressionLevel, 3);
+  ZSTD_CCtx_setParameter(static_cast<ZSTD_CCtx*>(cctx_), ZSTD_c_checksumFlag, 1);
+  frame_capacity_ = ZSTD_compressBound(max_chunk_bytes);
+  void* p = mmap(nullptr, frame_capacity_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return false;
+  frame_ = static_cast<uint8_t*>(p);
+
+  uint8_t header[8 + 16];
+  put_le32(header, kSkippableMagic);
+  put_le32(header + 4, 16);
+  memcpy(header + 8, "MEMTRACE", 8);
+  put_le32(header + 16, kFormatVersion);
+  put_le32(header + 20, 0);
+  return sink_->write(header, sizeof header);
+}
+
+bool TraceWriter::write_chunk(const uint8_t* records, size_t n) {
+  if (n == 0) return true;
+  size_t z = ZSTD_compress2(static_cast<ZSTD_CCtx*>(cctx_), frame_, frame_capacity_, records, n);
+  if (ZSTD_isError(z)) return false;
+  return sink_->write(frame_, z);
+}
+
+bool TraceWriter::start_thread(void (*flush)(), uint32_t interval_ms) {
+  g_flush = flush;
+  g_interval_ms = interval_ms;
+  g_stop_requested = false;
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&g_wake_cond, &attr);
+  pthread_condattr_destroy(&attr);
+  g_thread_running = pthread_create(&g_thread, nullptr, writer_main, nullptr) == 0;
+  return g_thread_running;
+}
+
+void TraceWriter::wake() {
+  pthread_mutex_lock(&g_wake_lock);
+  g_wake_requested = true;
+  pthread_cond_signal(&g_wake_cond);
+  pthread_mutex_unlock(&g_wake_lock);
+}
+
+void TraceWriter::stop_thread() {
+  if (!g_thread_running) return;
+  pthread_mutex_lock(&g_wake_lock);
+  g_stop_requested = true;
+  pthread_cond_signal(&g_wake_cond);
+  pthread_mutex_unlock(&g_wake_lock);
+  pthread_join(g_thread, nullptr);
+  g_thread_running = false;
+}
+
+void TraceWriter::forget_thread() {
+  g_thread_running = false;
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  g_wake_lock = fresh;
+  g_wake_requested = false;
+  g_stop_requested = false;
+}
+
+}  // namespace memtrace

@@ -1,0 +1,74 @@
+#include "config.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <string>
+
+#include "intern_table.h"
+
+namespace memtrace {
+namespace {
+
+std::string expand(const char* pattern, size_t size = 256) {
+  char out[256];
+  if (!config_expand_output(pattern, 4321, "gpu7", out, size)) return "<too long>";
+  return out;
+}
+
+TEST(ConfigExpandOutput, Placeholders) {
+  unsetenv("RANK");
+  unsetenv("LOCAL_RANK");
+  EXPECT_EQ(expand("memtrace-%h-%p.mtrace"), "memtrace-gpu7-4321.mtrace");
+  EXPECT_EQ(expand("/tmp/r%r/%p%%.mtrace"), "/tmp/r0/4321%.mtrace");
+  setenv("LOCAL_RANK", "5", 1);
+  EXPECT_EQ(expand("%r"), "5");
+  setenv("RANK", "12", 1);  // RANK wins over LOCAL_RANK
+  EXPECT_EQ(expand("%r"), "12");
+  unsetenv("RANK");
+  unsetenv("LOCAL_RANK");
+  EXPECT_EQ(expand("%x%"), "%x%");  // unknown placeholders and a trailing % are kept as written
+}
+
+TEST(ConfigExpandOutput, RefusesWhatDoesNotFit) {
+  EXPECT_EQ(expand("memtrace-%p.mtrace", 10), "<too long>");
+  EXPECT_EQ(expand("123456789", 10), "123456789");  // 9 characters + NUL fit in 10
+}
+
+TEST(ConfigLoad, DefaultsAndBadValues) {
+  unsetenv("MEMTRACE_OUTPUT");
+  setenv("MEMTRACE_FLUSH_MS", "abc", 1);
+  setenv("MEMTRACE_MAX_FRAMES", "32", 1);
+  Config c;
+  config_load(&c);
+  EXPECT_EQ(c.flush_interval_ms, 200u);
+  EXPECT_EQ(c.max_native_frames, 32u);
+  EXPECT_EQ(c.buffer_bytes, size_t{8} << 20);
+  EXPECT_TRUE(c.python_frames);
+  EXPECT_EQ(std::string(c.output_path).rfind("memtrace-", 0), 0u);
+  unsetenv("MEMTRACE_FLUSH_MS");
+  unsetenv("MEMTRACE_MAX_FRAMES");
+}
+
+TEST(InternTable, GivesEachKeyOneIdAndRefusesWhenThreeQuartersFull) {
+  InternTable t;
+  ASSERT_TRUE(t.init(8));  // room for 6 keys (3/4 of 8)
+  EXPECT_EQ(t.find(42), 0u);
+  EXPECT_EQ(t.insert(42), 1u);
+  EXPECT_EQ(t.insert(50), 2u);  // 42 and 50 collide in an 8-slot table (both & 7 == 2): probing
+  EXPECT_EQ(t.find(42), 1u);
+  EXPECT_EQ(t.find(50), 2u);
+  EXPECT_EQ(t.insert(3), 3u);
+  EXPECT_EQ(t.insert(4), 4u);
+  EXPECT_EQ(t.insert(5), 5u);
+  EXPECT_EQ(t.insert(6), 6u);
+  EXPECT_EQ(t.next_id(), 7u);
+  EXPECT_EQ(t.insert(7), 0u);  // full
+  EXPECT_EQ(t.find(6), 6u);
+  t.clear();
+  EXPECT_EQ(t.find(42), 0u);
+  EXPECT_EQ(t.insert(42), 1u);
+}
+
+}  // namespace
+}  // namespace memtrace
