@@ -14,7 +14,7 @@ from e2e_lib import MIB
 case = e2e_lib.Case()
 _, trace = case.run_traced([case.program("driver_linked")])
 summary = case.analyze("summary", trace)
-case.check_health(summary)
+case.check_health(summary, 7)  # 4 allocations (managed too) + 3 frees
 case.check_devices(summary, {
     0: {"peak_driver_bytes": 7 * MIB + 5120, "final_driver_bytes": 5120,
         "peak_allocated_bytes": 2 * MIB, "final_allocated_bytes": 0,

@@ -9,7 +9,7 @@ case = e2e_lib.Case()
 _, trace = case.run_traced([case.program("oom")],
                            {"FAKECUDA_TOTAL_BYTES": str(64 * MIB), "FAKECUDA_DEVICES": "1"})
 summary = case.analyze("summary", trace)
-case.check_health(summary)
+case.check_health(summary, 3)  # allocation, OOM, free
 ooms = summary.get("ooms", [])
 case.check("oom events", 1, len(ooms))
 first = ooms[0] if ooms else {}

@@ -18,7 +18,7 @@ from e2e_lib import MIB
 case = e2e_lib.Case()
 _, trace = case.run_traced([case.program("runtime_two_devices")])
 summary = case.analyze("summary", trace)
-case.check_health(summary)
+case.check_health(summary, 10)  # 6 allocations + 4 frees
 case.check_devices(summary, {
     0: {"peak_driver_bytes": 12 * MIB, "final_driver_bytes": 6 * MIB,
         "peak_allocated_bytes": 12 * MIB, "final_allocated_bytes": 6 * MIB,

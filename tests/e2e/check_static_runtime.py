@@ -15,7 +15,7 @@ from e2e_lib import MIB
 case = e2e_lib.Case()
 _, trace = case.run_traced([case.program("static_runtime")])
 summary = case.analyze("summary", trace)
-case.check_health(summary)
+case.check_health(summary, 7)  # 4 allocations + 3 frees
 case.check_devices(summary, {
     0: {"peak_driver_bytes": 6 * MIB, "final_driver_bytes": 102400,
         "peak_allocated_bytes": 3 * MIB, "final_allocated_bytes": 0,

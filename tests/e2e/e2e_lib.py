@@ -20,13 +20,14 @@ class Case:
         parser = argparse.ArgumentParser()
         for flag in ("--preload", "--memtrace", "--fake-lib-dir", "--program-dir", "--source-dir", "--out-dir"):
             parser.add_argument(flag, required=True)
+        parser.add_argument("--python", default=sys.executable, help="interpreter for Python programs")
         self.args = parser.parse_args()
         self.failures = 0
         shutil.rmtree(self.args.out_dir, ignore_errors=True)
         os.makedirs(self.args.out_dir)
 
     def program(self, name):
-        return os.path.join(self.args.program_dir, name)
+        return os.path.join(self.args.program_dir, "e2e_" + name)
 
     def source(self, name):
         return os.path.join(self.args.source_dir, name)
@@ -83,9 +84,13 @@ class Case:
                 self.check(f"device {ordinal} peak_driver_bytes (no memory expected)", 0,
                            measured.get("peak_driver_bytes"))
 
-    def check_health(self, summary):
+    def check_health(self, summary, events):
+        """events: the number of Event records the program must produce (each allocation and free once)."""
         trace = summary.get("trace", {})
         self.check("trace.truncated", False, trace.get("truncated"))
+        self.check("trace.events", events, trace.get("events"))
+        self.check("trace.unknown_frees", 0, trace.get("unknown_frees"))
+        self.check("trace.double_frees", 0, trace.get("double_frees"))
 
     def finish(self):
         if self.failures:
