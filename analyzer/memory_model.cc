@@ -54,6 +54,11 @@ bool DeviceState::counts_as_allocated(const LiveAllocation& a) const {
   return block_layer_seen ? is_block_space(a.space) : true;
 }
 
+bool DeviceState::counts_as_leak(const LiveAllocation& a) const {
+  if (a.managed || a.device != device) return false;
+  return allocator_layer_seen ? is_block_space(a.space) : true;
+}
+
 DeviceState& MemoryModel::device_state(int32_t device) {
   auto [it, inserted] = devices_.try_emplace(device);
   if (inserted) {
@@ -106,6 +111,7 @@ void MemoryModel::apply_end(const proto::TraceEnd& end) { now_ns_ += end.time_de
 
 void MemoryModel::finish() {
   if (!exit_snapshot_taken_) snapshot_live_at_exit();
+  keep_only_leak_candidates();
 }
 
 void MemoryModel::on_alloc(const proto::Event& event, AddressSpace space) {
@@ -221,13 +227,19 @@ void MemoryModel::for_each_allocated(int32_t device,
 void MemoryModel::snapshot_live_at_exit() {
   exit_snapshot_taken_ = true;
   live_at_exit_.clear();
-  for (const auto& [key, a] : live_) {
-    auto it = devices_.find(a.device);
-    if (it != devices_.end() && it->second.counts_as_allocated(a)) live_at_exit_.push_back(a);
-  }
+  // Filtered in finish(): whether a device has an allocator layer is known only at the end.
+  for (const auto& [key, a] : live_)
+    if (!a.managed) live_at_exit_.push_back(a);
   // Hash order is arbitrary: keep the snapshot in allocation order so that reports are stable.
   std::sort(live_at_exit_.begin(), live_at_exit_.end(),
             [](const LiveAllocation& x, const LiveAllocation& y) { return x.event_index < y.event_index; });
+}
+
+void MemoryModel::keep_only_leak_candidates() {
+  std::erase_if(live_at_exit_, [this](const LiveAllocation& a) {
+    auto it = devices_.find(a.device);
+    return it == devices_.end() || !it->second.counts_as_leak(a);
+  });
 }
 
 }  // namespace memtrace

@@ -74,6 +74,11 @@ struct DeviceState {
   DeviceTotals totals() const;
   // Whether `a` counts towards this device's allocated total (the "allocated kind").
   bool counts_as_allocated(const LiveAllocation& a) const;
+  // Whether `a`, live at exit, is a leak candidate. Where PyTorch's allocator reports, its blocks are;
+  // the driver memory under them is the allocator's cache (reserved), not something the program
+  // kept. Elsewhere every charged allocation is: a cudaMalloc nobody freed is kept memory even on a
+  // device that also uses pool blocks.
+  bool counts_as_leak(const LiveAllocation& a) const;
 };
 
 struct OomEvent {
@@ -127,7 +132,8 @@ class MemoryModel {
   const TraceHealth& health() const { return health_; }
   const std::vector<OomEvent>& ooms() const { return ooms_; }
   int64_t now_ns() const { return now_ns_; }  // time of the last event (or TraceEnd)
-  // Allocations of the allocated kind live at exit (first PYTHON_FINALIZING, else end of trace).
+  // Leak candidates (DeviceState::counts_as_leak) live at exit: at the first PYTHON_FINALIZING, else
+  // at the end of the trace; in allocation order. Complete after finish().
   const std::vector<LiveAllocation>& live_at_exit() const { return live_at_exit_; }
   std::optional<int64_t> finalizing_time_ns() const { return finalizing_time_ns_; }
   // Calls `visit` for every allocation of the allocated kind currently live on `device`.
@@ -149,6 +155,7 @@ class MemoryModel {
   void note_torch_totals(const proto::Event& event, int32_t device);
   void update_peaks_and_notify(DeviceState& state);
   void snapshot_live_at_exit();
+  void keep_only_leak_candidates();
   DeviceState& device_state(int32_t device);
 
   std::map<int32_t, LayerHint> hints_;

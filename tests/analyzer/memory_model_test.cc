@@ -261,5 +261,21 @@ TEST(MemoryModel, DriverOnlyLiveAtExitIsTheDriverAllocations) {
   EXPECT_EQ(model.live_at_exit()[1].stack_id, 4u);
 }
 
+TEST(MemoryModel, WithoutPyTorchLayerLiveAtExitIsEveryChargedAllocation) {
+  // Device 0 uses pool blocks (so allocated = pool blocks) and also a cudaMalloc that is never freed:
+  // both are kept memory. Device 1 has PyTorch's layer: its segment is cache, only the block counts.
+  MemoryModel model = replay({
+      make_event(proto::ALLOC, proto::LAYER_BLOCK, proto::CUDA_MALLOC_ASYNC, 0, 0x5000, 4096, 0, 1),
+      driver_alloc(0, 0x9000, 5120, 0, 2, proto::CUDA_MALLOC_PITCH),
+      driver_alloc(1, 0x100000, 2 * kMiB, 0, 3),
+      torch_event(proto::ALLOC, 1, 0x100000, 512, 512, 2 * kMiB, 0, 4),
+  });
+  ASSERT_EQ(model.live_at_exit().size(), 3u);
+  EXPECT_EQ(model.live_at_exit()[0].stack_id, 1u);
+  EXPECT_EQ(model.live_at_exit()[1].stack_id, 2u);
+  EXPECT_EQ(model.live_at_exit()[2].stack_id, 4u);
+  EXPECT_EQ(model.devices().at(0).totals().allocated_bytes, 4096u);  // the pitched one is driver only
+}
+
 }  // namespace
 }  // namespace memtrace
