@@ -61,6 +61,13 @@ void on_other(EventKind kind, Api api, uint64_t address, uint64_t size, uint64_t
   record_event(e);
 }
 
+// An explicit pool may belong to any device, whichever is current: ask the driver whose the block is.
+// (Plain stream-ordered allocations come from the current device's pool and need no extra driver call.)
+int pool_block_device(bool ok, uint64_t address) {
+  int current = current_device();
+  return ok ? device_of_pointer(address, current) : current;
+}
+
 uint64_t ptr_value(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 uint64_t stream_value(const void* s) { return reinterpret_cast<uintptr_t>(s); }
 
@@ -146,7 +153,7 @@ MEMTRACE_RUNTIME_FREE_ASYNC(cudaFreeAsync_ptsz)
     cudaError_t r = real(ptr, size, pool, stream);                                                          \
     if (scope.outermost())                                                                                  \
       on_alloc(Api::kCudaMallocFromPoolAsync, Layer::kBlock, r == cudaSuccess, r == kRuntimeOom,            \
-               ptr ? ptr_value(*ptr) : 0, size, stream_value(stream), current_device(), r);                 \
+               ptr ? ptr_value(*ptr) : 0, size, stream_value(stream), pool_block_device(r == cudaSuccess, ptr ? ptr_value(*ptr) : 0), r); \
     return r;                                                                                               \
   }
 MEMTRACE_RUNTIME_MALLOC_FROM_POOL(cudaMallocFromPoolAsync)
@@ -209,7 +216,7 @@ MEMTRACE_DRIVER_ALLOC_ASYNC(cuMemAllocAsync_ptsz)
     CUresult r = real(dptr, bytesize, pool, stream);                                                        \
     if (scope.outermost())                                                                                  \
       on_alloc(Api::kCuMemAllocFromPoolAsync, Layer::kBlock, r == CUDA_SUCCESS, r == kDriverOom,            \
-               dptr ? *dptr : 0, bytesize, stream_value(stream), current_device(), r);                      \
+               dptr ? *dptr : 0, bytesize, stream_value(stream), pool_block_device(r == CUDA_SUCCESS, dptr ? *dptr : 0), r); \
     return r;                                                                                               \
   }
 MEMTRACE_DRIVER_ALLOC_FROM_POOL(cuMemAllocFromPoolAsync)

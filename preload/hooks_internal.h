@@ -54,6 +54,9 @@ void* substitute_by_symbol(const char* symbol, void* real);
 // the driver is not reachable.
 int current_device();
 bool device_memory_info(uint64_t* free_bytes, uint64_t* total_bytes);
+// The device ordinal `address` belongs to (cuPointerGetAttribute, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL), for
+// allocations from an explicit pool, which may belong to any device; `fallback` when the driver cannot say.
+int device_of_pointer(uint64_t address, int fallback);
 
 // glibc's dlsym, bypassing our interposed one.
 void* real_dlsym(void* handle, const char* name);

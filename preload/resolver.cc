@@ -43,6 +43,7 @@ std::atomic<void*> g_real_get_proc_v2{nullptr};
 // Helpers the wrappers use, never handed out.
 std::atomic<void*> g_real_ctx_get_device{nullptr};
 std::atomic<void*> g_real_mem_get_info{nullptr};
+std::atomic<void*> g_real_pointer_get_attribute{nullptr};
 
 void* substitute_proc(const char* base, void* real, int version, cuuint64_t flags);
 
@@ -86,6 +87,7 @@ void* substitute_proc(const char* base, void* real, int version, cuuint64_t flag
                             : install(g_real_get_proc_v1, real, reinterpret_cast<void*>(&wrapped_get_proc_v1));
   if (strcmp(base, "cuCtxGetDevice") == 0) remember(g_real_ctx_get_device, real);
   if (strcmp(base, "cuMemGetInfo") == 0 && version >= 3020) remember(g_real_mem_get_info, real);
+  if (strcmp(base, "cuPointerGetAttribute") == 0) remember(g_real_pointer_get_attribute, real);
   bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
   for (HookSlot& h : g_hooks) {
     if (!h.base_name || version < h.min_version || strcmp(h.base_name, base) != 0) continue;
@@ -121,6 +123,7 @@ void* substitute_by_symbol(const char* symbol, void* real) {
     return install(g_real_get_proc_v2, real, reinterpret_cast<void*>(&wrapped_get_proc_v2));
   if (strcmp(symbol, "cuCtxGetDevice") == 0) remember(g_real_ctx_get_device, real);
   if (strcmp(symbol, "cuMemGetInfo_v2") == 0) remember(g_real_mem_get_info, real);
+  if (strcmp(symbol, "cuPointerGetAttribute") == 0) remember(g_real_pointer_get_attribute, real);
   for (HookSlot& h : g_hooks)
     if (strcmp(h.symbol, symbol) == 0) return install(h.real, real, h.wrapper);
   return real;
@@ -158,6 +161,14 @@ bool device_memory_info(uint64_t* free_bytes, uint64_t* total_bytes) {
   *free_bytes = f;
   *total_bytes = t;
   return true;
+}
+
+int device_of_pointer(uint64_t address, int fallback) {
+  using Fn = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
+  auto fn = reinterpret_cast<Fn>(driver_helper(g_real_pointer_get_attribute, "cuPointerGetAttribute"));
+  int ordinal = -1;
+  if (!fn || fn(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address) != CUDA_SUCCESS) return fallback;
+  return ordinal;
 }
 
 }  // namespace memtrace
