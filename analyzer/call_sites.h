@@ -22,7 +22,7 @@ std::vector<CallSite> group_by_call_site(const std::vector<LiveAllocation>& live
 struct LeakSite {
   CallSite site;
   // A site "grows step after step" when it has >= kMinGrowthAllocations allocations live at exit whose
-  // allocation times span at least half of the trace's duration.
+  // allocation times span at least half of the trace's duration (up to the live-at-exit moment).
   bool growing = false;
   uint64_t growth_count = 0;           // allocations live at exit from this site
   uint64_t growth_bytes_per_step = 0;  // median of their sizes: what each repetition kept

@@ -120,7 +120,10 @@ struct Symbolizer::Impl {
     GElf_Sym sym;
     const char* name = dwfl_module_addrinfo(loaded->dwfl_module, pc, &offset, &sym, nullptr, nullptr, nullptr);
     if (name) {
-      frame.function = demangle(name);
+      // Versioned dynamic symbols come back as "name@@VERSION": the version is not part of the name.
+      std::string plain(name);
+      if (size_t at = plain.find('@'); at != std::string::npos && at > 0) plain.resize(at);
+      frame.function = demangle(plain.c_str());
       frame.function_offset = offset + 1;
     }
     if (Dwfl_Line* line = dwfl_module_getsrc(loaded->dwfl_module, pc)) {

@@ -49,7 +49,7 @@ TEST(Analysis, LiveAtPeakGroupedByCallSite) {
 
 TEST(Analysis, LeakSiteGrowsStepAfterStep) {
   auto a = analyze_small_trace("analysis-leaks.mtrace");
-  // Live at finalization (7 ms): A, C, D from stack 10 at 2, 4, 6 ms. Span 4 ms >= 8 ms / 2.
+  // Live at finalization (7 ms): A, C, D from stack 10 at 2, 4, 6 ms. Span 4 ms >= 7 ms / 2.
   ASSERT_EQ(a->leaks.size(), 1u);
   const LeakSite& l = a->leaks[0];
   EXPECT_EQ(l.site.stack_id, 10u);
@@ -70,6 +70,26 @@ TEST(Analysis, LeakSiteGrowsStepAfterStep) {
   EXPECT_EQ(frames[0].line, 42u);
   EXPECT_EQ(frames[1].function, "<module>");
   EXPECT_EQ(frames[1].line, 50u);
+}
+
+TEST(Analysis, GrowthIsMeasuredUpToFinalizationNotTheTeardown) {
+  // Three 256-byte blocks at 1, 2, 3 ms, finalization at 4 ms, then 100 ms of teardown before the end
+  // record. Span 2 ms >= 4 ms / 2: growing, although 2 ms is far less than half of 104 ms.
+  constexpr int64_t ms = 1'000'000;
+  test::TraceBuilder b;
+  b.start().stack(10, {test::kPy | 1}).python_frame(1, "loop.py", "step", 7);
+  for (uint64_t i = 0; i < 3; ++i)
+    b.event(test::torch_event(proto::ALLOC, 0, 0x1000 + 256 * i, 256, 256 * (i + 1), 2 * kMiB, ms, 10));
+  b.event(test::finalizing(ms)).end(4, 100 * ms).end_chunk();
+  std::string path = test::temp_path("analysis-teardown.mtrace");
+  test::write_file(path, b.bytes());
+  auto a = analyze_trace(path, false);
+  EXPECT_EQ(a->duration_ns(), 104 * ms);
+  EXPECT_EQ(a->leak_window_ns(), 4 * ms);
+  ASSERT_EQ(a->leaks.size(), 1u);
+  EXPECT_TRUE(a->leaks[0].growing);
+  EXPECT_EQ(a->leaks[0].growth_bytes_per_step, 256u);
+  EXPECT_DOUBLE_EQ(a->leaks[0].median_interval_s, 0.001);
 }
 
 TEST(Analysis, TruncatedTraceKeepsCompleteChunks) {

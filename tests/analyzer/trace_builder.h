@@ -99,6 +99,12 @@ class TraceBuilder {
     f->set_line(line);
     return record(r);
   }
+  TraceBuilder& end(uint64_t events, int64_t delta_ns) {
+    proto::Record r;
+    r.mutable_end()->set_events(events);
+    r.mutable_end()->set_time_delta_ns(delta_ns);
+    return record(r);
+  }
   TraceBuilder& notice(proto::Notice::Code code, const std::string& message) {
     proto::Record r;
     r.mutable_notice()->set_code(code);
