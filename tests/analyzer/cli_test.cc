@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -128,6 +129,29 @@ TEST(Cli, TimelineCsvOneRowPerChange) {
   EXPECT_EQ(j["rows"].size(), 3u);
   EXPECT_EQ(j["rows"][1]["driver_bytes"], 1024);
   EXPECT_EQ(j["trace"]["events"], 3);
+}
+
+TEST(Cli, RunPrependsTheTracerToLdPreloadAndReturnsTheCommandsStatus) {
+  // An installed layout <prefix>/bin/memtrace + <prefix>/lib/libmemtrace.so. The library here is an
+  // empty file: the dynamic loader says it cannot preload it and carries on, which is all this needs.
+  namespace fs = std::filesystem;
+  fs::path prefix = test::temp_path("run-prefix");
+  fs::remove_all(prefix);
+  fs::create_directories(prefix / "bin");
+  fs::create_directories(prefix / "lib");
+  fs::copy_file(MEMTRACE_BIN, prefix / "bin" / "memtrace");
+  test::write_file((prefix / "lib" / "libmemtrace.so").string(), "");
+  std::string out = test::temp_path("run.out");
+  std::string command = "LD_PRELOAD=/nonexistent/other.so " + (prefix / "bin" / "memtrace").string() +
+                        " run -o /tmp/x-%p.mtrace -- /bin/sh -c 'echo \"$LD_PRELOAD|$MEMTRACE_OUTPUT\"; exit 3' >" +
+                        out + " 2>/dev/null";
+  int status = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 3);
+  EXPECT_EQ(slurp(out), (prefix / "lib" / "libmemtrace.so").string() + ":/nonexistent/other.so|/tmp/x-%p.mtrace\n");
+  // A command that does not exist: the shell's 127.
+  status = std::system(((prefix / "bin" / "memtrace").string() + " run -- /nonexistent/program 2>/dev/null").c_str());
+  EXPECT_EQ(WEXITSTATUS(status), 127);
 }
 
 }  // namespace
