@@ -24,7 +24,7 @@ int cmd_leaks(const std::vector<std::string>& args) {
   FrameResolver resolver(analysis->stacks, symbolizer);
   if (parsed.has("--json")) {
     nlohmann::json report = {{"trace", trace_json(*analysis)}, {"leaks", leaks_json(*analysis, resolver)}};
-    std::cout << report.dump(2) << '\n';
+    std::cout << report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     return kExitOk;
   }
   print_trace_overview(std::cout, *analysis);

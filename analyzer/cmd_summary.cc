@@ -27,7 +27,7 @@ int cmd_summary(const std::vector<std::string>& args) {
                              {"devices", devices_json(*analysis, resolver)},
                              {"leaks", leaks_json(*analysis, resolver)},
                              {"ooms", ooms_json(*analysis, resolver)}};
-    std::cout << report.dump(2) << '\n';
+    std::cout << report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     return kExitOk;
   }
   print_trace_overview(std::cout, *analysis);

@@ -1,5 +1,6 @@
 // memtrace: the offline analyzer for .mtrace files, and `memtrace run` to record one.
 #include <cstring>
+#include <exception>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -37,5 +38,9 @@ int main(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << "memtrace: " << e.what() << '\n' << kUsage;
     return kExitUsage;
+  } catch (const std::exception& e) {
+    // Anything a damaged input gets past the checks: one line, not a crash.
+    std::cerr << "memtrace: " << command << ": " << e.what() << '\n';
+    return kExitBadInput;
   }
 }

@@ -29,6 +29,7 @@ json trace_json(const Analysis& a) {
       {"chunks", a.read.chunks},
       {"truncated", a.read.truncated},
       {"complete_bytes", a.read.complete_bytes},
+      {"records_with_invalid_text", a.read.records_with_invalid_text},
       {"ended_normally", a.info.end.has_value()},
       {"last_event_time_s", seconds(a.last_event_time_ns)},
       {"duration_s", seconds(a.duration_ns())},

@@ -130,6 +130,9 @@ void print_health(std::ostream& out, const Analysis& a) {
   out << "  PyTorch allocator layer: " << (a.allocator_layer_seen() ? "seen" : "not seen") << '\n';
   out << "  unknown frees " << h.unknown_frees << ", double frees " << h.double_frees << ", allocations at a live address "
       << h.duplicate_allocations << ", failed allocations " << h.failed_allocations << '\n';
+  if (a.read.records_with_invalid_text)
+    out << "  " << with_thousands(a.read.records_with_invalid_text)
+        << " records had text that is not UTF-8 (shown with '?' in its place)\n";
   if (a.info.end && a.info.end->dropped_events())
     out << "  DROPPED EVENTS: " << with_thousands(a.info.end->dropped_events()) << '\n';
   for (const proto::Notice& n : a.info.notices) {

@@ -1,8 +1,17 @@
 #include "trace_reader.h"
 
+#include "utf8_repair.h"
+
 #include <zstd.h>
 
+// The runtime logs every refused record to stderr; the reader reports problems itself, in one line.
+#if __has_include(<google/protobuf/stubs/logging.h>)
+#include <google/protobuf/stubs/logging.h>
+#define MEMTRACE_HAVE_LOG_SILENCER 1
+#endif
+
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -54,8 +63,23 @@ uint32_t read_header(FILE* f, uint64_t* offset) {
 }
 
 // Parses one decompressed chunk: a sequence of (varint length, Record bytes).
+// Parses one record; a record refused only for invalid UTF-8 in a text field is repaired and kept.
+bool parse_record(const char* data, size_t length, proto::Record& record, std::string& scratch,
+                  uint64_t* repaired) {
+#ifdef MEMTRACE_HAVE_LOG_SILENCER
+  google::protobuf::LogSilencer quiet;
+#endif
+  if (record.ParseFromArray(data, int(length))) return true;
+  scratch.assign(data, length);
+  if (repair_record_strings(scratch.data(), scratch.size()) == 0) return false;
+  if (!record.ParseFromString(scratch)) return false;
+  ++*repaired;
+  return true;
+}
+
 void split_records(std::string_view chunk, uint64_t chunk_offset, proto::Record& record,
-                   const RecordCallback& on_record, uint64_t* records) {
+                   const RecordCallback& on_record, TraceReadSummary& summary) {
+  std::string scratch;
   size_t pos = 0;
   uint64_t index = 0;
   while (pos < chunk.size()) {
@@ -73,10 +97,11 @@ void split_records(std::string_view chunk, uint64_t chunk_offset, proto::Record&
     if (length > chunk.size() - pos)
       throw TraceError("record " + std::to_string(index) + " of a chunk runs past the chunk's end",
                        chunk_offset);
-    if (!record.ParseFromArray(chunk.data() + pos, int(length)))
+    if (length > uint64_t(INT32_MAX) ||
+        !parse_record(chunk.data() + pos, length, record, scratch, &summary.records_with_invalid_text))
       throw TraceError("record " + std::to_string(index) + " of a chunk does not parse", chunk_offset);
     on_record(record);
-    ++*records;
+    ++summary.records;
     ++index;
     pos += length;
   }
@@ -122,7 +147,7 @@ TraceReadSummary read_trace(const std::string& path, const RecordCallback& on_re
                          chunk_offset);
       chunk.append(out_block.data(), out.pos);
       if (ret == 0) {  // frame complete and its checksum verified
-        split_records(chunk, chunk_offset, record, on_record, &summary.records);
+        split_records(chunk, chunk_offset, record, on_record, summary);
         chunk.clear();
         in_frame = false;
         ++summary.chunks;

@@ -29,6 +29,7 @@ class TraceError : public std::runtime_error {
 struct TraceReadSummary {
   uint32_t format_version = 0;
   uint64_t records = 0;
+  uint64_t records_with_invalid_text = 0;  // kept with invalid UTF-8 bytes replaced by '?'
   uint64_t chunks = 0;
   bool truncated = false;
   uint64_t complete_bytes = 0;  // file offset one past the last complete chunk
