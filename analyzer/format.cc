@@ -14,6 +14,10 @@ std::string with_thousands(uint64_t value) {
   return out;
 }
 
+std::string count_of(uint64_t count, const std::string& singular) {
+  return with_thousands(count) + " " + singular + (count == 1 ? "" : "s");
+}
+
 std::string format_bytes(uint64_t bytes) {
   static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
   if (bytes < 1024) return std::to_string(bytes) + " B";

@@ -51,8 +51,8 @@ void print_trace_overview(std::ostream& out, const Analysis& a) {
     for (const std::string& arg : a.info.start->argv()) out << ' ' << arg;
     out << '\n';
   }
-  out << "  events:  " << with_thousands(a.model.health().events) << " in " << with_thousands(a.read.chunks)
-      << " chunks over " << format_seconds(seconds(a.duration_ns())) << '\n';
+  out << "  events:  " << with_thousands(a.model.health().events) << " in " << count_of(a.read.chunks, "chunk")
+      << " over " << format_seconds(seconds(a.duration_ns())) << '\n';
   if (a.read.truncated)
     out << "  TRUNCATED: the writer was cut off; read up to byte " << with_thousands(a.read.complete_bytes) << " of "
         << with_thousands(a.read.file_bytes) << ", last complete event at "
@@ -77,12 +77,11 @@ void print_devices(std::ostream& out, const Analysis& a, FrameResolver& resolver
     auto peak = a.live_at_peak.find(device);
     if (peak == a.live_at_peak.end() || peak->second.empty()) continue;
     const auto& sites = peak->second;
-    out << "  Live at peak allocated: " << sites.size() << " call sites";
+    out << "  Live at peak allocated: " << count_of(sites.size(), "call site");
     if (sites.size() > options.top) out << " (top " << options.top << " shown)";
     out << '\n';
     for (size_t i = 0; i < sites.size() && i < options.top; ++i) {
-      out << "    #" << i + 1 << ' ' << format_bytes(sites[i].bytes) << " in " << with_thousands(sites[i].count)
-          << " allocations\n";
+      out << "    #" << i + 1 << ' ' << format_bytes(sites[i].bytes) << " in " << count_of(sites[i].count, "allocation") << '\n';
       print_frames(out, resolver.resolve(sites[i].stack_id), options);
     }
   }
@@ -92,15 +91,15 @@ void print_leaks(std::ostream& out, const Analysis& a, FrameResolver& resolver, 
   out << "\nLive at exit (leak candidates, "
       << (a.model.finalizing_time_ns() ? "at Python finalization " + format_seconds(seconds(*a.model.finalizing_time_ns()))
                                        : std::string("at end of trace"))
-      << "): " << a.leaks.size() << " call sites";
+      << "): " << count_of(a.leaks.size(), "call site");
   if (a.leaks.size() > options.top) out << " (top " << options.top << " shown)";
   out << '\n';
   for (size_t i = 0; i < a.leaks.size() && i < options.top; ++i) {
     const LeakSite& l = a.leaks[i];
     out << "    #" << i + 1 << " device " << l.site.device << ": " << format_bytes(l.site.bytes) << " in "
-        << with_thousands(l.site.count) << " allocations";
+        << count_of(l.site.count, "allocation");
     if (l.growing)
-      out << ", GROWS step after step: " << with_thousands(l.growth_count) << " allocations of "
+      out << ", GROWS step after step: " << count_of(l.growth_count, "allocation") << " of "
           << format_bytes(l.growth_bytes_per_step) << " each, one every " << format_seconds(l.median_interval_s)
           << " (median)";
     out << '\n';
