@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <regex>
+#include <utility>
 
 namespace memtrace {
 namespace {
@@ -43,11 +44,20 @@ std::string demangle(const char* name) {
 }
 
 struct Symbolizer::Impl {
+  struct FunctionSymbol {
+    uint64_t address;  // absolute, load bias applied
+    uint64_t size;
+    const char* name;  // owned by libdwfl's copy of the ELF
+  };
   struct LoadedModule {
     proto::Module module;
     std::string name;
     Dwfl_Module* dwfl_module = nullptr;  // null when the file is missing or is not the one that ran
     bool build_id_mismatch = false;
+    // Function symbols sorted by address, built on first use: libdwfl's own address lookup scans the
+    // whole symbol table on every call, far too slow for libraries with 100,000s of symbols.
+    bool symbols_loaded = false;
+    std::vector<FunctionSymbol> functions;
   };
 
   Dwfl* dwfl = nullptr;
@@ -93,6 +103,45 @@ struct Symbolizer::Impl {
     loaded.dwfl_module = mod;
   }
 
+  static void load_functions(LoadedModule& loaded) {
+    loaded.symbols_loaded = true;
+    int count = dwfl_module_getsymtab(loaded.dwfl_module);
+    // Globals first among symbols at one address, as libdwfl prefers them too.
+    std::vector<std::pair<FunctionSymbol, int>> ranked;
+    for (int i = 1; i < count; ++i) {
+      GElf_Sym sym;
+      GElf_Addr address = 0;
+      const char* name = dwfl_module_getsym_info(loaded.dwfl_module, i, &sym, &address, nullptr, nullptr, nullptr);
+      int type = GELF_ST_TYPE(sym.st_info);
+      if (!name || !*name || sym.st_shndx == SHN_UNDEF || (type != STT_FUNC && type != STT_GNU_IFUNC)) continue;
+      int rank = GELF_ST_BIND(sym.st_info) == STB_GLOBAL ? 0 : GELF_ST_BIND(sym.st_info) == STB_WEAK ? 1 : 2;
+      ranked.push_back({FunctionSymbol{address, sym.st_size, name}, rank});
+    }
+    std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+      return a.first.address != b.first.address ? a.first.address < b.first.address : a.second < b.second;
+    });
+    for (const auto& [symbol, rank] : ranked)
+      if (loaded.functions.empty() || loaded.functions.back().address != symbol.address) loaded.functions.push_back(symbol);
+  }
+
+  // The function containing `pc`, or nullptr.
+  static const FunctionSymbol* function_containing(LoadedModule& loaded, uint64_t pc) {
+    if (!loaded.symbols_loaded) load_functions(loaded);
+    auto it = std::upper_bound(loaded.functions.begin(), loaded.functions.end(), pc,
+                               [](uint64_t a, const FunctionSymbol& f) { return a < f.address; });
+    if (it == loaded.functions.begin()) return nullptr;
+    --it;
+    // A symbol without a size covers up to the next one.
+    if (it->size == 0 ? std::next(it) != loaded.functions.end() && pc >= std::next(it)->address
+                      : pc >= it->address + it->size)
+      return nullptr;
+    return &*it;
+  }
+
+  LoadedModule* module_containing(uint64_t address) {
+    return const_cast<LoadedModule*>(std::as_const(*this).module_containing(address));
+  }
+
   const LoadedModule* module_containing(uint64_t address) const {
     auto it = std::upper_bound(modules.begin(), modules.end(), address,
                                [](uint64_t a, const LoadedModule& m) { return a < m.module.start(); });
@@ -101,10 +150,10 @@ struct Symbolizer::Impl {
     return address < it->module.end() ? &*it : nullptr;
   }
 
-  NativeFrame lookup(uint64_t return_address) const {
+  NativeFrame lookup(uint64_t return_address) {
     NativeFrame frame;
     frame.address = return_address;
-    const LoadedModule* loaded = module_containing(return_address);
+    LoadedModule* loaded = module_containing(return_address);
     if (!loaded) return frame;
     frame.module_path = loaded->module.path();
     frame.module_name = loaded->name;
@@ -116,15 +165,12 @@ struct Symbolizer::Impl {
       return frame;
     }
     Dwarf_Addr pc = return_address - 1;  // inside the call instruction
-    GElf_Off offset = 0;
-    GElf_Sym sym;
-    const char* name = dwfl_module_addrinfo(loaded->dwfl_module, pc, &offset, &sym, nullptr, nullptr, nullptr);
-    if (name) {
+    if (const FunctionSymbol* function = function_containing(*loaded, pc)) {
       // Versioned dynamic symbols come back as "name@@VERSION": the version is not part of the name.
-      std::string plain(name);
+      std::string plain(function->name);
       if (size_t at = plain.find('@'); at != std::string::npos && at > 0) plain.resize(at);
       frame.function = demangle(plain.c_str());
-      frame.function_offset = offset + 1;
+      frame.function_offset = return_address - function->address;
     }
     if (Dwfl_Line* line = dwfl_module_getsrc(loaded->dwfl_module, pc)) {
       int lineno = 0;
