@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string_view>
@@ -55,9 +56,17 @@ uint32_t read_header(FILE* f, uint64_t* offset) {
     throw TraceError("unsupported trace format version " + std::to_string(version) +
                          " (this memtrace reads version " + std::to_string(kTraceFormatVersion) + ")",
                      16);
+  // A later version may put more in the header payload; skip it, but only as far as the file goes.
   uint64_t extra = payload_bytes - 16;
-  if (extra > 0 && std::fseek(f, long(extra), SEEK_CUR) != 0)
-    throw TraceError("truncated header frame", kHeaderBytes);
+  if (extra > 0) {
+    std::vector<char> skipped(4096);
+    for (uint64_t left = extra; left > 0;) {
+      size_t want = size_t(std::min<uint64_t>(left, skipped.size()));
+      if (std::fread(skipped.data(), 1, want, f) != want)
+        throw TraceError("truncated header frame", kHeaderBytes + (extra - left));
+      left -= want;
+    }
+  }
   *offset = kHeaderBytes + extra;
   return version;
 }

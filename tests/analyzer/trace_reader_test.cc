@@ -129,6 +129,23 @@ TEST(TraceReader, CutInsideTheHeaderIsAnError) {
   EXPECT_EQ(e.byte_offset(), 20u);
 }
 
+TEST(TraceReader, LongerHeaderPayloadIsSkipped) {
+  // A header whose payload is 16 + 4 bytes: the 4 extra bytes are skipped, then the chunks follow.
+  TraceBuilder b = three_chunks();
+  std::string bytes = b.bytes();
+  bytes[4] = 20;
+  bytes.insert(24, "more");
+  ReadResult r = read_bytes("long-header.mtrace", bytes);
+  EXPECT_EQ(r.records, 8u);
+  EXPECT_FALSE(r.summary.truncated);
+  // The same header in a file that ends inside the extra bytes.
+  bytes[4] = char(0xff);
+  bytes[5] = char(0xff);  // payload size 0xffff = 65,535 bytes: more than the whole file
+  TraceError e = read_error("long-header-cut.mtrace", bytes);
+  EXPECT_STREQ(e.what(), "truncated header frame");
+  EXPECT_EQ(e.byte_offset(), 24u);  // the first 4,096-byte piece of the payload is already short
+}
+
 TEST(TraceReader, ChecksumMismatchInMiddleChunkIsAnErrorAtThatChunk) {
   TraceBuilder b = three_chunks();
   std::string bytes = b.bytes();
