@@ -18,7 +18,7 @@ struct NativeFrame {
   std::string module_name;       // basename of module_path
   uint64_t module_offset = 0;    // address - the module's load address
   std::string function;          // demangled; empty when unknown
-  uint64_t function_offset = 0;  // bytes from the function's start to the call instruction
+  uint64_t function_offset = 0;  // return address - the function's start
   std::string source_file;       // empty without debug info
   uint32_t line = 0;
   bool build_id_mismatch = false;  // the file on disk is not the one that ran: names would be wrong
