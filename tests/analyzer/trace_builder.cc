@@ -6,11 +6,27 @@
 #include <filesystem>
 
 namespace memtrace::test {
+namespace {
+
+std::filesystem::path temp_dir() {
+  return std::filesystem::temp_directory_path() / ("memtrace-analyzer-tests-" + std::to_string(getpid()));
+}
+
+// Removes this process's temporary files once its tests have run.
+class TempDirCleanup : public testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ignored;
+    std::filesystem::remove_all(temp_dir(), ignored);
+  }
+};
+[[maybe_unused]] testing::Environment* const cleanup = testing::AddGlobalTestEnvironment(new TempDirCleanup);
+
+}  // namespace
 
 std::string temp_path(const std::string& name) {
-  std::filesystem::path dir = std::filesystem::temp_directory_path() / ("memtrace-analyzer-tests-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
+  std::filesystem::create_directories(temp_dir());
+  return (temp_dir() / name).string();
 }
 
 }  // namespace memtrace::test
