@@ -72,7 +72,8 @@ std::unique_ptr<Analysis> analyze_trace(const std::string& path, bool with_live_
   auto analysis = std::make_unique<Analysis>();
   analysis->path = path;
   replay_all(*analysis);
-  analysis->leaks = find_leak_sites(analysis->model.live_at_exit(), analysis->leak_window_ns());
+  analysis->leaks = find_leak_sites(analysis->model.live_at_exit(), analysis->leak_window_ns(),
+                                    analysis->model.first_allocation_ns());
   if (with_live_at_peak) collect_live_at_peak(*analysis);
   return analysis;
 }

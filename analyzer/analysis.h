@@ -37,8 +37,8 @@ struct Analysis {
   bool allocator_layer_seen() const;
   // From the first CUDA call to the end record (or the last event).
   int64_t duration_ns() const { return model.now_ns(); }
-  // The span that "live at exit" closes: up to the first PYTHON_FINALIZING when there is one, so that
-  // a long interpreter teardown does not make a step-after-step leak look short.
+  // The moment "live at exit" is taken: the first PYTHON_FINALIZING when there is one (so that a long
+  // interpreter teardown does not make a step-after-step leak look short), else the end.
   int64_t leak_window_ns() const { return model.finalizing_time_ns().value_or(model.now_ns()); }
 };
 

@@ -40,7 +40,8 @@ std::vector<CallSite> group_by_call_site(const std::vector<LiveAllocation>& live
   return result;
 }
 
-std::vector<LeakSite> find_leak_sites(const std::vector<LiveAllocation>& live_at_exit, int64_t trace_duration_ns) {
+std::vector<LeakSite> find_leak_sites(const std::vector<LiveAllocation>& live_at_exit, int64_t exit_ns,
+                                      const FirstAllocationTimes& first_allocation_ns) {
   std::vector<LeakSite> result;
   for (const auto& [key, allocations] : by_site(live_at_exit)) {
     LeakSite leak;
@@ -54,8 +55,9 @@ std::vector<LeakSite> find_leak_sites(const std::vector<LiveAllocation>& live_at
     }
     std::sort(times.begin(), times.end());
     int64_t span_ns = times.back() - times.front();
-    leak.growing = allocations.size() >= kMinGrowthAllocations && trace_duration_ns > 0 &&
-                   2 * span_ns >= trace_duration_ns;
+    auto first = first_allocation_ns.find(key);
+    int64_t window_ns = exit_ns - std::min(times.front(), first == first_allocation_ns.end() ? 0 : first->second);
+    leak.growing = allocations.size() >= kMinGrowthAllocations && window_ns > 0 && 2 * span_ns >= window_ns;
     if (leak.growing) {
       leak.growth_count = allocations.size();
       leak.growth_bytes_per_step = lower_median(sizes);

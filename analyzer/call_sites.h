@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "memory_model.h"
@@ -22,7 +24,10 @@ std::vector<CallSite> group_by_call_site(const std::vector<LiveAllocation>& live
 struct LeakSite {
   CallSite site;
   // A site "grows step after step" when it has >= kMinGrowthAllocations allocations live at exit whose
-  // allocation times span at least half of the trace's duration (up to the live-at-exit moment).
+  // allocation times span at least half of the time from the site's first allocation (freed ones
+  // included) to the live-at-exit moment. Measured from the site's own start rather than from the
+  // trace's, because start-up (CUDA context, kernel loading, model set-up) can take most of a short
+  // traced run; a site that kept everything it allocated in one burst still spans almost nothing.
   bool growing = false;
   uint64_t growth_count = 0;           // allocations live at exit from this site
   uint64_t growth_bytes_per_step = 0;  // median of their sizes: what each repetition kept
@@ -31,9 +36,14 @@ struct LeakSite {
 
 inline constexpr uint64_t kMinGrowthAllocations = 3;
 
-// Leak candidates from the allocations live at exit: growing sites first (bytes desc), then the rest
-// (bytes desc). Medians of an even count take the lower middle value, so that the bytes per step is
-// a size that was really allocated.
-std::vector<LeakSite> find_leak_sites(const std::vector<LiveAllocation>& live_at_exit, int64_t trace_duration_ns);
+// First allocation time of each call site, keyed (device, stack id); see MemoryModel.
+using FirstAllocationTimes = std::map<std::pair<int32_t, uint64_t>, int64_t>;
+
+// Leak candidates from the allocations live at exit (at `exit_ns` from trace start): growing sites
+// first (bytes desc), then the rest (bytes desc). A site missing from `first_allocation_ns` is taken to
+// start at 0. Medians of an even count take the lower middle value, so that the bytes per step is a
+// size that was really allocated.
+std::vector<LeakSite> find_leak_sites(const std::vector<LiveAllocation>& live_at_exit, int64_t exit_ns,
+                                      const FirstAllocationTimes& first_allocation_ns = {});
 
 }  // namespace memtrace

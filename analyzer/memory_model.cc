@@ -130,6 +130,7 @@ void MemoryModel::on_alloc(const proto::Event& event, AddressSpace space) {
     it->second = a;
   }
   freed_.erase(key);
+  first_allocation_ns_.try_emplace({a.device, a.stack_id}, now_ns_);
   if (a.managed) ++health_.managed_allocations;
   charge(device_state(a.device), a, +1);
   if (space == AddressSpace::kTorchBlock) note_torch_totals(event, a.device);

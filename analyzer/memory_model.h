@@ -8,6 +8,7 @@
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "memtrace.pb.h"
@@ -136,6 +137,8 @@ class MemoryModel {
   // at the end of the trace; in allocation order. Complete after finish().
   const std::vector<LiveAllocation>& live_at_exit() const { return live_at_exit_; }
   std::optional<int64_t> finalizing_time_ns() const { return finalizing_time_ns_; }
+  // Time of the first successful allocation from each call site (device, stack id), freed or not.
+  const std::map<std::pair<int32_t, uint64_t>, int64_t>& first_allocation_ns() const { return first_allocation_ns_; }
   // Calls `visit` for every allocation of the allocated kind currently live on `device`.
   void for_each_allocated(int32_t device, const std::function<void(const LiveAllocation&)>& visit) const;
 
@@ -172,6 +175,7 @@ class MemoryModel {
   std::vector<LiveAllocation> live_at_exit_;
   bool exit_snapshot_taken_ = false;
   std::optional<int64_t> finalizing_time_ns_;
+  std::map<std::pair<int32_t, uint64_t>, int64_t> first_allocation_ns_;
   int64_t now_ns_ = 0;
   uint64_t event_index_ = 0;
   TotalsCallback on_totals_changed_;

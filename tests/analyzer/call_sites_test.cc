@@ -74,6 +74,37 @@ TEST(CallSites, SpanOfExactlyHalfTheTraceGrows) {
   EXPECT_FALSE(leaks[0].growing);
 }
 
+TEST(CallSites, GrowthWindowStartsAtTheSitesFirstAllocation) {
+  // A run whose start-up takes 6 s of 9.1: the loop keeps one 512-byte loss per step from 6.5 s to 9 s
+  // (6 steps, 0.5 s apart). Span 2.5 s is less than half of 9.1 s, but the site started at 6.5 s:
+  // window 9.1 - 6.5 = 2.6 s, and 2.5 >= 2.6 / 2 -> growing.
+  const int64_t ms = 1'000'000;
+  std::vector<LiveAllocation> live;
+  for (int64_t t = 6500; t <= 9000; t += 500) live.push_back(alloc(0, 1, 512, t * ms));
+  // Site 2: parameters, 3 x 4 MiB at 100, 120, 150 ms, kept: window 9 s, span 50 ms -> not growing.
+  for (int64_t t : {100, 120, 150}) live.push_back(alloc(0, 2, 4 << 20, t * ms));
+  // Site 3: first allocated (and freed) at 0 s, then 3 kept at 8.90, 8.95, 9.00 s: window 9.1 s,
+  // span 0.1 s -> not growing.
+  for (int64_t t : {8900, 8950, 9000}) live.push_back(alloc(0, 3, 64, t * ms));
+  FirstAllocationTimes first = {{{0, 1}, 6500 * ms}, {{0, 2}, 100 * ms}, {{0, 3}, 0}};
+  std::vector<LeakSite> leaks = find_leak_sites(live, 9100 * ms, first);
+  ASSERT_EQ(leaks.size(), 3u);
+  EXPECT_EQ(leaks[0].site.stack_id, 1u);
+  EXPECT_TRUE(leaks[0].growing);
+  EXPECT_EQ(leaks[0].growth_count, 6u);
+  EXPECT_EQ(leaks[0].growth_bytes_per_step, 512u);
+  EXPECT_DOUBLE_EQ(leaks[0].median_interval_s, 0.5);
+  EXPECT_EQ(leaks[1].site.stack_id, 2u);  // 12 MiB, the most bytes of the rest
+  EXPECT_FALSE(leaks[1].growing);
+  EXPECT_EQ(leaks[2].site.stack_id, 3u);
+  EXPECT_FALSE(leaks[2].growing);
+  // Measured from the start of the trace instead, nothing grows and the loss site (3,072 bytes) ranks
+  // after the parameters' 12 MiB.
+  std::vector<LeakSite> from_start = find_leak_sites(live, 9100 * ms);
+  EXPECT_EQ(from_start[1].site.stack_id, 1u);
+  EXPECT_FALSE(from_start[1].growing);
+}
+
 TEST(CallSites, NoLiveAllocationsNoSites) {
   EXPECT_TRUE(find_leak_sites({}, kSecond).empty());
   EXPECT_TRUE(group_by_call_site({}).empty());

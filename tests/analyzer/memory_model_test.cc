@@ -246,6 +246,13 @@ TEST(MemoryModel, LiveAtExitIsTakenAtPythonFinalizing) {
   EXPECT_EQ(live[1].stack_id, 2u);
 }
 
+TEST(MemoryModel, FirstAllocationTimeOfEachSiteIncludesFreedOnes) {
+  MemoryModel model = replay(finalizing_sequence(true));
+  // Stack 9: the segment at 1000 ns; stack 1: A at 2000 ns (freed later); stack 2: B at 3000 ns.
+  std::map<std::pair<int32_t, uint64_t>, int64_t> expected = {{{0, 9}, 1000}, {{0, 1}, 2000}, {{0, 2}, 3000}};
+  EXPECT_EQ(model.first_allocation_ns(), expected);
+}
+
 TEST(MemoryModel, LiveAtExitWithoutFinalizingIsEndOfTrace) {
   MemoryModel model = replay(finalizing_sequence(false));
   EXPECT_FALSE(model.finalizing_time_ns());
