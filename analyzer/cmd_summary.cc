@@ -1,4 +1,4 @@
-// `memtrace summary TRACE [--json] [--top N] [--show-interpreter-frames]`: peaks, finals, what was
+// `memtrace summary TRACE [--json] [--top N] [--all-frames]`: peaks, finals, what was
 // live at each peak, leak candidates, OOM events and trace health.
 #include <iostream>
 
@@ -10,10 +10,10 @@
 namespace memtrace {
 
 int cmd_summary(const std::vector<std::string>& args) {
-  ParsedArgs parsed = parse_report_args(args, {"--json", "--show-interpreter-frames"}, {"--top"});
+  ParsedArgs parsed = parse_report_args(args, {"--json", "--all-frames"}, {"--top"});
   TextOptions options;
   if (const std::string* top = parsed.value("--top")) options.top = parse_count("--top", *top);
-  options.show_interpreter_frames = parsed.has("--show-interpreter-frames");
+  options.all_frames = parsed.has("--all-frames");
   std::unique_ptr<Analysis> analysis;
   try {
     analysis = analyze_trace(parsed.trace, /*with_live_at_peak=*/true);

@@ -11,9 +11,9 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: memtrace run [-o PATH] -- CMD ARGS...      run CMD with the tracer preloaded\n"
-    "       memtrace summary TRACE [--json] [--top N] [--show-interpreter-frames]\n"
+    "       memtrace summary TRACE [--json] [--top N] [--all-frames]\n"
     "       memtrace timeline TRACE --csv|--json [--interval SECONDS]\n"
-    "       memtrace leaks TRACE [--json] [--top N] [--show-interpreter-frames]\n";
+    "       memtrace leaks TRACE [--json] [--top N] [--all-frames]\n";
 
 }  // namespace
 

@@ -1,5 +1,7 @@
 #include "report_text.h"
 
+#include <algorithm>
+
 #include "format.h"
 
 namespace memtrace {
@@ -7,31 +9,58 @@ namespace {
 
 constexpr const char* kIndent = "      ";
 
+bool unsymbolized(const Frame& f) { return !f.python && !f.module.empty() && f.function.rfind(f.module + "+", 0) == 0; }
+
+void print_frame(std::ostream& out, const Frame& f) {
+  out << kIndent;
+  if (f.python) {
+    out << f.file << ':' << f.line << ' ' << f.function;
+  } else {
+    out << f.function;
+    if (!f.module.empty() && !unsymbolized(f)) out << " (" << f.module << '+' << hex(f.module_offset) << ')';
+    if (!f.file.empty()) {
+      out << ' ' << f.file;
+      if (f.line) out << ':' << f.line;
+    }
+  }
+  out << '\n';
+}
+
+// One line for a run of frames that have no name here: "[3 frames in libtorch_cpu.so, libc10.so: ...]".
+void print_unsymbolized_run(std::ostream& out, const std::vector<const Frame*>& run) {
+  std::vector<std::string> modules;
+  for (const Frame* f : run)
+    if (std::find(modules.begin(), modules.end(), f->module) == modules.end()) modules.push_back(f->module);
+  out << kIndent << '[' << count_of(run.size(), "frame") << " in ";
+  for (size_t i = 0; i < modules.size(); ++i) out << (i ? ", " : "") << modules[i];
+  out << ": not symbolized on this machine, --all-frames shows the offsets]\n";
+}
+
 void print_frames(std::ostream& out, const std::vector<Frame>& frames, const TextOptions& options) {
   if (frames.empty()) {
     out << kIndent << "(no stack)\n";
     return;
   }
   size_t hidden = 0;
+  std::vector<const Frame*> run;  // pending unsymbolized frames
+  auto flush_run = [&] {
+    if (run.size() == 1) print_frame(out, *run[0]);
+    else if (!run.empty()) print_unsymbolized_run(out, run);
+    run.clear();
+  };
   for (const Frame& f : frames) {
-    if (f.in_python_interpreter && !options.show_interpreter_frames) {
+    if (options.all_frames) {
+      print_frame(out, f);
+    } else if (f.in_python_interpreter) {
       ++hidden;
-      continue;
-    }
-    out << kIndent;
-    if (f.python) {
-      out << f.file << ':' << f.line << ' ' << f.function;
+    } else if (unsymbolized(f)) {
+      run.push_back(&f);
     } else {
-      out << f.function;
-      if (!f.module.empty() && f.function.find(f.module + "+") != 0)
-        out << " (" << f.module << '+' << hex(f.module_offset) << ')';
-      if (!f.file.empty()) {
-        out << ' ' << f.file;
-        if (f.line) out << ':' << f.line;
-      }
+      flush_run();
+      print_frame(out, f);
     }
-    out << '\n';
   }
+  flush_run();
   if (hidden) out << kIndent << "(" << hidden << " Python interpreter frames hidden)\n";
 }
 

@@ -1,6 +1,7 @@
 // The human-readable reports (summary and leaks). Frames one per line: Python as `file:line function`,
-// native as `function (module+0xoff) file:line`; the interpreter's own native frames are hidden unless
-// `show_interpreter_frames`.
+// native as `function (module+0xoff) file:line`. Unless `all_frames`: the interpreter's own native
+// frames are hidden, and a run of native frames that could not be symbolized here (module file
+// missing or another build) is one line naming the modules; --json always has every frame.
 #pragma once
 
 #include <cstddef>
@@ -13,7 +14,7 @@ namespace memtrace {
 
 struct TextOptions {
   size_t top = 10;  // call sites shown per list
-  bool show_interpreter_frames = false;
+  bool all_frames = false;
 };
 
 void print_trace_overview(std::ostream& out, const Analysis& analysis);

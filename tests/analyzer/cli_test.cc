@@ -105,6 +105,34 @@ TEST(Cli, SummaryTextShowsBytesAndFrames) {
   EXPECT_NE(r.out.find("TORCH_HOOK_MISSING"), std::string::npos) << r.out;
 }
 
+TEST(Cli, UnsymbolizedNativeFramesAreOneLineUnlessAllFrames) {
+  // Three return addresses in a module whose file is not on this machine, then a Python frame.
+  test::TraceBuilder b;
+  proto::Record module;
+  module.mutable_module()->set_path("/nonexistent/libgone.so");
+  module.mutable_module()->set_load_address(0x10000);
+  module.mutable_module()->set_start(0x10000);
+  module.mutable_module()->set_end(0x20000);
+  b.start().record(module).python_frame(1, "job.py", "run", 3);
+  b.stack(5, {0x10010, 0x10020, 0x10030, test::kPy | 1});
+  b.event(test::driver_alloc(0, 0xA000, 4096, 1000, 5)).end_chunk();
+  std::string path = test::temp_path("unsymbolized.mtrace");
+  test::write_file(path, b.bytes());
+  CliResult r = run_memtrace("leaks " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("      [3 frames in libgone.so: not symbolized on this machine, --all-frames shows the offsets]\n"
+                       "      job.py:3 run\n"),
+            std::string::npos)
+      << r.out;
+  r = run_memtrace("leaks " + path + " --all-frames");
+  EXPECT_NE(r.out.find("      libgone.so+0x10 /nonexistent/libgone.so\n"
+                       "      libgone.so+0x20 /nonexistent/libgone.so\n"
+                       "      libgone.so+0x30 /nonexistent/libgone.so\n"
+                       "      job.py:3 run\n"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(Cli, TimelineCsvOneRowPerChange) {
   test::TraceBuilder b;
   b.start().event(test::driver_alloc(0, 0xA000, 1000, 500'000'000)).event(test::driver_alloc(0, 0xB000, 24, 250'000'000));
