@@ -72,9 +72,31 @@ DeviceState& MemoryModel::device_state(int32_t device) {
   return it->second;
 }
 
+void MemoryModel::on_oom(const proto::Event& event) {
+  OomEvent oom{event.size(), event.device(), event.device_free_bytes(), event.device_total_bytes(),
+               event.stack_id(), now_ns_, event.api(), event.layer(), event.result(), 0, event.tid()};
+  uint32_t& pending = pending_driver_ooms_[event.tid()];
+  if (event.api() == proto::TORCH_ALLOCATOR) {
+    note_torch_totals(event, event.device());
+    // The thread's driver failures since its last other event belong to this one failed allocation.
+    // They are the last entries of ooms_ from this thread, but other threads may have appended since.
+    for (size_t i = ooms_.size(); i-- > 0 && pending > 0;) {
+      if (ooms_[i].tid != event.tid() || ooms_[i].layer != proto::LAYER_DRIVER) continue;
+      ooms_.erase(ooms_.begin() + static_cast<std::ptrdiff_t>(i));
+      --pending;
+      ++oom.driver_attempts;
+    }
+    pending = 0;
+  } else {
+    ++pending;
+  }
+  ooms_.push_back(oom);
+}
+
 void MemoryModel::apply(const proto::Event& event) {
   now_ns_ += event.time_delta_ns();
   touched_.clear();
+  if (event.kind() != proto::OOM && !pending_driver_ooms_.empty()) pending_driver_ooms_.erase(event.tid());
   switch (event.kind()) {
     case proto::ALLOC:
       on_alloc(event, space_of(event));
@@ -82,13 +104,9 @@ void MemoryModel::apply(const proto::Event& event) {
     case proto::FREE:
       on_free(event, space_of(event));
       break;
-    case proto::OOM: {
-      OomEvent oom{event.size(), event.device(), event.device_free_bytes(), event.device_total_bytes(),
-                   event.stack_id(), now_ns_, event.api(), event.layer(), event.result()};
-      ooms_.push_back(oom);
-      if (event.api() == proto::TORCH_ALLOCATOR) note_torch_totals(event, event.device());
+    case proto::OOM:
+      on_oom(event);
       break;
-    }
     case proto::MAP: ++health_.maps; break;
     case proto::UNMAP: ++health_.unmaps; break;
     case proto::ADDRESS_RESERVE: ++health_.address_reserves; break;

@@ -92,6 +92,11 @@ struct OomEvent {
   proto::Api api = proto::API_UNKNOWN;
   proto::Layer layer = proto::LAYER_UNKNOWN;
   int32_t result = 0;
+  // Failed driver allocations of the same thread folded into this allocator-level OOM: PyTorch's
+  // allocator asks the driver for a segment (and again after emptying its cache) before it reports
+  // the OOM itself, so one failed tensor allocation is seen at both layers and is listed once.
+  uint32_t driver_attempts = 0;
+  uint32_t tid = 0;
 };
 
 struct TraceHealth {
@@ -172,6 +177,10 @@ class MemoryModel {
   std::vector<int32_t> touched_;  // devices whose totals the current event may have changed
   TraceHealth health_;
   std::vector<OomEvent> ooms_;
+  // Per thread: how many of the last entries of ooms_ are driver-level failures not yet followed by
+  // any other event of that thread (candidates to fold into an allocator-level OOM).
+  std::unordered_map<uint32_t, uint32_t> pending_driver_ooms_;
+  void on_oom(const proto::Event& event);
   std::vector<LiveAllocation> live_at_exit_;
   bool exit_snapshot_taken_ = false;
   std::optional<int64_t> finalizing_time_ns_;

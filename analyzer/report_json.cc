@@ -123,6 +123,7 @@ json ooms_json(const Analysis& a, FrameResolver& resolver) {
                    {"api", proto::Api_Name(o.api)},
                    {"layer", proto::Layer_Name(o.layer)},
                    {"result", o.result},
+                   {"driver_attempts", o.driver_attempts},
                    {"frames", frames_json(resolver.resolve(o.stack_id))}});
   return out;
 }

@@ -144,7 +144,10 @@ void print_ooms(std::ostream& out, const Analysis& a, FrameResolver& resolver, c
     const OomEvent& o = ooms[i];
     out << "    #" << i + 1 << " device " << o.device << " at " << format_seconds(seconds(o.time_ns)) << " ("
         << proto::Api_Name(o.api) << "): requested " << format_bytes(o.requested_bytes) << ", free "
-        << format_bytes(o.device_free_bytes) << " of " << format_bytes(o.device_total_bytes) << '\n';
+        << format_bytes(o.device_free_bytes) << " of " << format_bytes(o.device_total_bytes);
+    if (o.driver_attempts)
+      out << " (after " << o.driver_attempts << " failed driver allocation" << (o.driver_attempts > 1 ? "s" : "") << ")";
+    out << '\n';
     print_frames(out, resolver.resolve(o.stack_id), options);
   }
 }

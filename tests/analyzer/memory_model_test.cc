@@ -215,6 +215,35 @@ TEST(MemoryModel, FailedAllocationIsNotChargedOomIsCollected) {
   EXPECT_EQ(o.api, proto::CUDA_MALLOC);
 }
 
+// PyTorch asks the driver for a segment, empties its cache, asks again, then reports the OOM itself:
+// one failed tensor allocation, listed once, with the two driver failures folded into it. A driver
+// failure on another thread, and one followed by other activity of its thread, stay on their own.
+TEST(MemoryModel, DriverFailuresBeforeAnAllocatorOomOfTheSameThreadAreFoldedIntoIt) {
+  auto oom = [](proto::Layer layer, proto::Api api, uint64_t size, uint32_t tid) {
+    proto::Event e = make_event(proto::OOM, layer, api, 0, 0, size, 10, 0);
+    e.set_tid(tid);
+    return e;
+  };
+  proto::Event other_thread_alloc = driver_alloc(0, 0xB000, 64, 10);
+  other_thread_alloc.set_tid(2);
+  proto::Event retried_ok = driver_alloc(0, 0xC000, 32, 10);
+  retried_ok.set_tid(3);
+  MemoryModel model = replay({
+      oom(proto::LAYER_DRIVER, proto::CUDA_MALLOC, 20 * kMiB, 3),      // thread 3 fails, then succeeds:
+      retried_ok,                                                      //   a real OOM of its own
+      oom(proto::LAYER_DRIVER, proto::CUDA_MALLOC, 20 * kMiB, 1),      // thread 1: segment request fails
+      other_thread_alloc,                                              // thread 2 in between
+      oom(proto::LAYER_DRIVER, proto::CUDA_MALLOC, 20 * kMiB, 1),      // thread 1: retry after emptying the cache
+      oom(proto::LAYER_BLOCK, proto::TORCH_ALLOCATOR, 18 * kMiB, 1),   // thread 1: PyTorch reports the OOM
+  });
+  ASSERT_EQ(model.ooms().size(), 2u);
+  EXPECT_EQ(model.ooms()[0].tid, 3u);
+  EXPECT_EQ(model.ooms()[0].driver_attempts, 0u);
+  EXPECT_EQ(model.ooms()[1].api, proto::TORCH_ALLOCATOR);
+  EXPECT_EQ(model.ooms()[1].requested_bytes, 18 * kMiB);
+  EXPECT_EQ(model.ooms()[1].driver_attempts, 2u);
+}
+
 TEST(MemoryModel, AllocationAtALiveAddressReplacesItAndIsCounted) {
   MemoryModel model = replay({driver_alloc(0, 0xA000, 100), driver_alloc(0, 0xA000, 300), driver_free(0, 0xA000)});
   EXPECT_EQ(model.health().duplicate_allocations, 1u);
