@@ -115,6 +115,15 @@ void append_thread_info_locked() {
   if (append_record_locked(field::kThread, w)) t_announced_generation = g_generation.load();
 }
 
+// The length of the longest prefix of `s` (`len` bytes) that is at most `max` bytes and does not end
+// inside a UTF-8 sequence: the analyzer's protobuf runtime rejects a string field that is not UTF-8.
+size_t utf8_prefix(const char* s, size_t len, size_t max) {
+  if (len <= max) return len;
+  size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) n--;
+  return n;
+}
+
 // Returns the PythonFrame id of stack->python[i], writing the record the first time it is seen; 0 if the
 // record could not be written.
 uint64_t intern_python_frame_locked(const CapturedStack& stack, int i) {
@@ -125,8 +134,8 @@ uint64_t intern_python_frame_locked(const CapturedStack& stack, int i) {
   ProtoWriter w(buf, buf + sizeof buf);
   uint64_t id = g_python_frames.next_id();
   w.uint(1, id);
-  w.bytes(2, f.file, f.file_len > 1024 ? 1024 : f.file_len);
-  w.bytes(3, f.function, f.function_len > 1024 ? 1024 : f.function_len);
+  w.bytes(2, f.file, utf8_prefix(f.file, f.file_len, 1024));
+  w.bytes(3, f.function, utf8_prefix(f.function, f.function_len, 1024));
   w.uint(4, f.line);
   if (!append_record_locked(field::kPythonFrame, w)) return 0;
   return g_python_frames.insert(key);
@@ -185,7 +194,7 @@ void append_notice_locked(NoticeCode code, const char* message, uint64_t count) 
   uint8_t buf[600];
   ProtoWriter w(buf, buf + sizeof buf);
   w.uint(1, static_cast<uint64_t>(code));
-  w.bytes(2, message, strnlen(message, 512));
+  w.bytes(2, message, utf8_prefix(message, strlen(message), 512));
   w.uint(3, count);
   append_record_locked(field::kNotice, w);
 }
@@ -200,6 +209,9 @@ void append_start_locked(uint32_t python_hex) {
     ssize_t n = read(fd, cmdline, sizeof cmdline - 1);
     cmdline_size = n > 0 ? static_cast<size_t>(n) : 0;
     close(fd);
+    // A command line longer than the buffer was cut: drop a trailing partial UTF-8 sequence.
+    if (cmdline_size == sizeof cmdline - 1)
+      while (cmdline_size > 0 && static_cast<unsigned char>(cmdline[cmdline_size - 1]) >= 0x80) cmdline_size--;
   }
   char host[256] = "";
   gethostname(host, sizeof host - 1);
