@@ -8,6 +8,7 @@
 #include "python_frames.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -357,6 +358,29 @@ bool python_layout_from_debug_offsets(const void* runtime, PythonLayout* out, co
   return true;
 }
 
+// Names the version of a CPython older than 3.11 (which publishes no Py_Version) from the file that
+// defines `symbol`: libpython3.10.so.1.0, or the python3.10 executable. Reading it from the interpreter
+// (Py_GetVersion) would be a call into Python.
+void describe_old_python(void* symbol) {
+  Dl_info info{};
+  const char* file = dladdr(symbol, &info) && info.dli_fname ? info.dli_fname : "";
+  char exe[512] = "";
+  if (!*file || !strstr(file, "python")) {
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    file = exe;
+  }
+  int major = 0, minor = 0;
+  for (const char* p = strstr(file, "python"); p; p = strstr(p + 1, "python"))
+    if (sscanf(p, "python%d.%d", &major, &minor) == 2) break;
+  if (major == 3 && minor > 0 && minor < 11)
+    snprintf(g_unsupported_reason, sizeof g_unsupported_reason,
+             "CPython 3.%d has no frame reader (3.11, 3.12 and 3.13 have one)", minor);
+  else
+    snprintf(g_unsupported_reason, sizeof g_unsupported_reason,
+             "CPython older than 3.11 has no frame reader (3.11, 3.12 and 3.13 have one)");
+}
+
 PythonSupport python_frames_init(uint32_t* hex_version) {
   pthread_mutex_lock(&g_init_mutex);
   int state = g_support.load(std::memory_order_relaxed);
@@ -373,10 +397,9 @@ PythonSupport python_frames_init(uint32_t* hex_version) {
       } else {
         state = static_cast<int>(PythonSupport::kUnsupported);
       }
-    } else if (dlsym(RTLD_DEFAULT, "Py_IsInitialized") != nullptr) {
+    } else if (void* is_initialized = dlsym(RTLD_DEFAULT, "Py_IsInitialized")) {
       // CPython before 3.11 (Py_Version appeared in 3.11): its frames are PyFrameObjects.
-      snprintf(g_unsupported_reason, sizeof g_unsupported_reason,
-               "CPython older than 3.11 has no frame reader");
+      describe_old_python(is_initialized);
       state = static_cast<int>(PythonSupport::kUnsupported);
     }
     g_support.store(state, std::memory_order_release);
