@@ -68,6 +68,13 @@ bool Analysis::allocator_layer_seen() const {
   return std::any_of(devices.begin(), devices.end(), [](const auto& d) { return d.second.allocator_layer_seen; });
 }
 
+std::optional<uint64_t> Analysis::last_event_unix_ns() const {
+  if (!info.start || info.start->start_unix_ns() == 0) return std::nullopt;
+  uint64_t start = info.start->start_unix_ns();
+  if (last_event_time_ns < 0 && uint64_t(-(last_event_time_ns + 1)) >= start) return 0;
+  return start + uint64_t(last_event_time_ns);  // modular: adding a negative time subtracts it
+}
+
 std::unique_ptr<Analysis> analyze_trace(const std::string& path, bool with_live_at_peak) {
   auto analysis = std::make_unique<Analysis>();
   analysis->path = path;

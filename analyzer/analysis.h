@@ -40,6 +40,9 @@ struct Analysis {
   // The moment "live at exit" is taken: the first PYTHON_FINALIZING when there is one (so that a long
   // interpreter teardown does not make a step-after-step leak look short), else the end.
   int64_t leak_window_ns() const { return model.finalizing_time_ns().value_or(model.now_ns()); }
+  // Wall-clock time of the last complete event read (the start record's CLOCK_REALTIME plus the
+  // event's time), when the trace has a start record that gives it.
+  std::optional<uint64_t> last_event_unix_ns() const;
 };
 
 // Throws TraceError (see read_trace) for a file that is not a readable trace.

@@ -1,6 +1,7 @@
 #include "format.h"
 
 #include <cstdio>
+#include <ctime>
 
 namespace memtrace {
 
@@ -35,6 +36,16 @@ std::string format_bytes(uint64_t bytes) {
 std::string format_seconds(double seconds) {
   char text[32];
   std::snprintf(text, sizeof text, "%.3f s", seconds);
+  return text;
+}
+
+std::string format_utc(uint64_t unix_ns) {
+  std::time_t seconds = std::time_t(unix_ns / 1'000'000'000);
+  std::tm utc{};
+  if (!gmtime_r(&seconds, &utc)) return "?";
+  char text[64];
+  std::snprintf(text, sizeof text, "%04d-%02d-%02d %02d:%02d:%02d.%03d UTC", utc.tm_year + 1900, utc.tm_mon + 1,
+                utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, int(unix_ns / 1'000'000 % 1000));
   return text;
 }
 

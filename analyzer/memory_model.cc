@@ -1,6 +1,7 @@
 #include "memory_model.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace memtrace {
 namespace {
@@ -32,6 +33,13 @@ AddressSpace space_of(const proto::Event& e) {
   if (block) return e.api() == proto::TORCH_ALLOCATOR ? AddressSpace::kTorchBlock : AddressSpace::kPoolBlock;
   if (e.api() == proto::CU_MEM_CREATE || e.api() == proto::CU_MEM_RELEASE) return AddressSpace::kDriverHandle;
   return AddressSpace::kDriverPointer;
+}
+
+// Times come from untrusted deltas: saturate instead of overflowing (which would be undefined).
+int64_t add_delta(int64_t now_ns, int64_t delta_ns) {
+  int64_t sum;
+  if (!__builtin_add_overflow(now_ns, delta_ns, &sum)) return sum;
+  return delta_ns > 0 ? INT64_MAX : INT64_MIN;
 }
 
 }  // namespace
@@ -94,7 +102,8 @@ void MemoryModel::on_oom(const proto::Event& event) {
 }
 
 void MemoryModel::apply(const proto::Event& event) {
-  now_ns_ += event.time_delta_ns();
+  if (event.time_delta_ns() < 0) ++health_.backward_timestamps;
+  now_ns_ = add_delta(now_ns_, event.time_delta_ns());
   touched_.clear();
   if (event.kind() != proto::OOM && !pending_driver_ooms_.empty()) pending_driver_ooms_.erase(event.tid());
   switch (event.kind()) {
@@ -125,7 +134,10 @@ void MemoryModel::apply(const proto::Event& event) {
   ++event_index_;
 }
 
-void MemoryModel::apply_end(const proto::TraceEnd& end) { now_ns_ += end.time_delta_ns(); }
+void MemoryModel::apply_end(const proto::TraceEnd& end) {
+  if (end.time_delta_ns() < 0) ++health_.backward_timestamps;
+  now_ns_ = add_delta(now_ns_, end.time_delta_ns());
+}
 
 void MemoryModel::finish() {
   if (!exit_snapshot_taken_) snapshot_live_at_exit();
@@ -155,7 +167,8 @@ void MemoryModel::on_alloc(const proto::Event& event, AddressSpace space) {
 }
 
 void MemoryModel::on_free(const proto::Event& event, AddressSpace space) {
-  if (event.result() != 0) {
+  if (event.result() == kTeardownFreeResult) ++health_.teardown_frees;
+  else if (event.result() != 0) {
     ++health_.failed_frees;
     return;
   }

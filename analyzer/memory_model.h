@@ -99,13 +99,21 @@ struct OomEvent {
   uint32_t tid = 0;
 };
 
+// CUDA_ERROR_DEINITIALIZED (driver API) and cudaErrorCudartUnloading (runtime API) are both 4: the
+// result of a free made while the process tears CUDA down (cuda.h, driver_types.h).
+inline constexpr int32_t kTeardownFreeResult = 4;
+
 struct TraceHealth {
   uint64_t events = 0;
   uint64_t unknown_frees = 0;          // free of an address never seen allocated
   uint64_t double_frees = 0;           // free of an address already freed and not allocated again
   uint64_t duplicate_allocations = 0;  // allocation at an address that was still live (old one dropped)
   uint64_t failed_allocations = 0;     // ALLOC with result != 0 (not charged)
-  uint64_t failed_frees = 0;
+  uint64_t failed_frees = 0;           // FREE with a result other than 0 and kTeardownFreeResult
+  // FREE answered with kTeardownFreeResult: the process was exiting and the driver had already released
+  // the memory with its context. Counted as freed, and here.
+  uint64_t teardown_frees = 0;
+  uint64_t backward_timestamps = 0;    // events whose time is before the previous event's
   uint64_t managed_allocations = 0;
   uint64_t maps = 0, unmaps = 0, address_reserves = 0, address_frees = 0;
 };

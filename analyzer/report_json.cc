@@ -1,5 +1,8 @@
 #include "report_json.h"
 
+#include "format.h"
+#include "trace_end.h"
+
 namespace memtrace {
 
 using nlohmann::json;
@@ -30,8 +33,10 @@ json trace_json(const Analysis& a) {
       {"truncated", a.read.truncated},
       {"complete_bytes", a.read.complete_bytes},
       {"records_with_invalid_text", a.read.records_with_invalid_text},
-      {"ended_normally", a.info.end.has_value()},
+      {"ended_normally", a.info.end && a.info.end->how() == proto::TraceEnd::EXIT},
       {"last_event_time_s", seconds(a.last_event_time_ns)},
+      {"teardown_frees", h.teardown_frees},
+      {"backward_timestamps", h.backward_timestamps},
       {"duration_s", seconds(a.duration_ns())},
       {"allocator_layer", a.allocator_layer_seen()},
       {"unknown_frees", h.unknown_frees},
@@ -55,6 +60,13 @@ json trace_json(const Analysis& a) {
     trace["tracer_version"] = a.info.start->tracer_version();
     trace["python_version"] = a.info.start->python_frames();
   }
+  // How the process ended; "how" is null when the trace has no end record (it was cut off).
+  trace["end"] = a.info.end ? json{{"how", end_how_name(*a.info.end)}, {"signal", a.info.end->signal()}}
+                            : json{{"how", nullptr}, {"signal", 0}};
+  // Truncated or not: the last event that was read completely, as seconds from the start and UTC.
+  trace["last_complete_time_s"] = seconds(a.last_event_time_ns);
+  auto unix_ns = a.last_event_unix_ns();
+  trace["last_complete_utc"] = unix_ns ? json(format_utc(*unix_ns)) : json(nullptr);
   if (a.info.end) trace["dropped_events"] = a.info.end->dropped_events();
   return trace;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "format.h"
+#include "trace_end.h"
 
 namespace memtrace {
 namespace {
@@ -69,6 +70,8 @@ void print_peak(std::ostream& out, const char* name, const Peak& peak) {
       << " (event " << with_thousands(peak.event_index) << ")\n";
 }
 
+std::string last_complete_event(const Analysis& a);
+
 }  // namespace
 
 void print_trace_overview(std::ostream& out, const Analysis& a) {
@@ -85,7 +88,7 @@ void print_trace_overview(std::ostream& out, const Analysis& a) {
   if (a.read.truncated)
     out << "  TRUNCATED: the writer was cut off; read up to byte " << with_thousands(a.read.complete_bytes) << " of "
         << with_thousands(a.read.file_bytes) << ", last complete event at "
-        << format_seconds(seconds(a.last_event_time_ns)) << '\n';
+        << last_complete_event(a) << '\n';
 }
 
 void print_devices(std::ostream& out, const Analysis& a, FrameResolver& resolver, const TextOptions& options) {
@@ -152,15 +155,29 @@ void print_ooms(std::ostream& out, const Analysis& a, FrameResolver& resolver, c
   }
 }
 
+namespace {
+// "12.345 s (2026-11-29 17:15:38.123 UTC)"
+std::string last_complete_event(const Analysis& a) {
+  std::string when = format_seconds(seconds(a.last_event_time_ns));
+  if (auto unix_ns = a.last_event_unix_ns()) when += " (" + format_utc(*unix_ns) + ")";
+  return when;
+}
+}  // namespace
+
 void print_health(std::ostream& out, const Analysis& a) {
   const TraceHealth& h = a.model.health();
   out << "\nTrace health\n";
-  out << "  events read " << with_thousands(h.events) << (a.read.truncated ? ", TRUNCATED" : ", complete")
-      << (a.info.end ? ", process ended normally" : ", no end record") << ", last event at "
-      << format_seconds(seconds(a.last_event_time_ns)) << '\n';
+  out << "  events read " << with_thousands(h.events) << (a.read.truncated ? ", TRUNCATED" : ", complete") << ", "
+      << describe_end(a.info.end) << ", " << (a.read.truncated ? "last complete event at " : "last event at ")
+      << last_complete_event(a) << '\n';
   out << "  PyTorch allocator layer: " << (a.allocator_layer_seen() ? "seen" : "not seen") << '\n';
   out << "  unknown frees " << h.unknown_frees << ", double frees " << h.double_frees << ", allocations at a live address "
       << h.duplicate_allocations << ", failed allocations " << h.failed_allocations << '\n';
+  if (h.teardown_frees)
+    out << "  teardown frees " << with_thousands(h.teardown_frees)
+        << " (freed while CUDA was shutting down, counted as freed)\n";
+  if (h.backward_timestamps)
+    out << "  timestamps going backwards " << with_thousands(h.backward_timestamps) << '\n';
   if (a.read.records_with_invalid_text)
     out << "  " << with_thousands(a.read.records_with_invalid_text)
         << " records had text that is not UTF-8 (shown with '?' in its place)\n";

@@ -2,6 +2,9 @@
 
 #include "utf8_repair.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zstd.h>
 
 // The runtime logs every refused record to stderr; the reader reports problems itself, in one line.
@@ -10,13 +13,10 @@
 #define MEMTRACE_HAVE_LOG_SILENCER 1
 #endif
 
-#include <cerrno>
-#include <climits>
-#include <cstdio>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <memory>
-#include <string_view>
 #include <vector>
 
 namespace memtrace {
@@ -24,25 +24,81 @@ namespace {
 
 constexpr size_t kHeaderBytes = 8 + 16;  // skippable frame header (magic + size) + payload
 constexpr size_t kReadBlockBytes = 1 << 20;
+// Frame format facts from the zstd format specification (RFC 8878, section 3.1).
+constexpr uint32_t kZstdFrameMagic = 0xFD2FB528;
+constexpr uint32_t kSkippableMagicMask = 0xFFFFFFF0;  // 0x184D2A50 ... 0x184D2A5F
+constexpr size_t kBlockHeaderBytes = 3;
+constexpr size_t kChecksumBytes = 4;
+constexpr unsigned kBlockTypeRle = 1, kBlockTypeReserved = 3;
+constexpr uint32_t kMaxBlockBytes = 128 << 10;  // ZSTD_BLOCKSIZE_MAX
 
-uint32_t load_le32(const unsigned char* p) {
-  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+uint64_t load_le(const unsigned char* p, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = n; i-- > 0;) v = v << 8 | p[i];
+  return v;
 }
+uint32_t load_le32(const unsigned char* p) { return uint32_t(load_le(p, 4)); }
 
-struct FileCloser {
-  void operator()(FILE* f) const { std::fclose(f); }
+std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
+struct FdCloser {
+  void operator()(int* fd) const {
+    ::close(*fd);
+    delete fd;
+  }
 };
-using File = std::unique_ptr<FILE, FileCloser>;
 
-struct DStreamFree {
-  void operator()(ZSTD_DStream* s) const { ZSTD_freeDStream(s); }
+struct DCtxFree {
+  void operator()(ZSTD_DCtx* c) const { ZSTD_freeDCtx(c); }
 };
 
-// Checks the header frame and returns the format version. Leaves the file positioned after the header
-// (and after any payload bytes beyond the 16 this version defines).
-uint32_t read_header(FILE* f, uint64_t* offset) {
+// Positioned reads of one open file of known size. Small reads (frame and block headers) go through a
+// cache so that walking the block headers of a chunk costs one read per 64 KiB, not one per block.
+class Input {
+ public:
+  Input(int fd, uint64_t size) : fd_(fd), size_(size) {}
+  uint64_t size() const { return size_; }
+
+  // Reads up to `n` bytes at `offset`; fewer only at the end of the file.
+  size_t read_at(uint64_t offset, void* dst, size_t n) {
+    if (offset >= size_) return 0;
+    n = size_t(std::min<uint64_t>(n, size_ - offset));
+    if (n > kCacheBytes) return read_direct(offset, static_cast<char*>(dst), n);
+    if (offset < cache_offset_ || offset + n > cache_offset_ + cache_.size()) {
+      cache_.resize(kCacheBytes);
+      cache_.resize(read_direct(offset, cache_.data(), cache_.size()));
+      cache_offset_ = offset;
+    }
+    size_t got = size_t(std::min<uint64_t>(n, cache_offset_ + cache_.size() - offset));
+    std::memcpy(dst, cache_.data() + (offset - cache_offset_), got);
+    return got;
+  }
+
+ private:
+  static constexpr size_t kCacheBytes = 64 << 10;
+
+  size_t read_direct(uint64_t offset, char* dst, size_t n) {
+    size_t done = 0;
+    while (done < n) {
+      ssize_t got = ::pread(fd_, dst + done, n - done, off_t(offset + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) throw TraceError(std::string("read error: ") + std::strerror(errno), offset + done);
+      if (got == 0) break;  // the file shrank while being read
+      done += size_t(got);
+    }
+    return done;
+  }
+
+  int fd_;
+  uint64_t size_;
+  std::vector<char> cache_;
+  uint64_t cache_offset_ = 0;
+};
+
+// Checks the header frame and returns the format version; `*offset` is set to the first chunk.
+uint32_t read_header(Input& in, uint64_t* offset) {
   unsigned char header[kHeaderBytes];
-  size_t got = std::fread(header, 1, sizeof header, f);
+  size_t got = in.read_at(0, header, sizeof header);
   if (got == 0) throw TraceError("empty file, not a memtrace trace", 0);
   if (got < 8 || load_le32(header) != kHeaderFrameMagic)
     throw TraceError("not a memtrace trace (no memtrace header frame)", 0);
@@ -56,22 +112,91 @@ uint32_t read_header(FILE* f, uint64_t* offset) {
     throw TraceError("unsupported trace format version " + std::to_string(version) +
                          " (this memtrace reads version " + std::to_string(kTraceFormatVersion) + ")",
                      16);
-  // A later version may put more in the header payload; skip it, but only as far as the file goes.
-  uint64_t extra = payload_bytes - 16;
-  if (extra > 0) {
-    std::vector<char> skipped(4096);
-    for (uint64_t left = extra; left > 0;) {
-      size_t want = size_t(std::min<uint64_t>(left, skipped.size()));
-      if (std::fread(skipped.data(), 1, want, f) != want)
-        throw TraceError("truncated header frame", kHeaderBytes + (extra - left));
-      left -= want;
-    }
-  }
-  *offset = kHeaderBytes + extra;
+  // A later version may put more in the header payload: skip it, if the file has it.
+  uint64_t end = 8 + uint64_t(payload_bytes);
+  if (end > in.size()) throw TraceError("truncated header frame", in.size());
+  *offset = end;
   return version;
 }
 
-// Parses one decompressed chunk: a sequence of (varint length, Record bytes).
+// Where the frame at `offset` ends, from its headers alone. `complete` is false when the file ends
+// before it does: a chunk the writer did not finish.
+struct FrameExtent {
+  bool complete = false;
+  bool skippable = false;  // a skippable frame: no records
+  uint64_t bytes = 0;
+};
+
+[[noreturn]] void corrupt(const std::string& what, uint64_t offset) {
+  throw TraceError("corrupt chunk: " + what, offset);
+}
+
+// The few bytes left at the end of the file are the beginning of a frame magic (a cut), or garbage.
+FrameExtent short_tail(const unsigned char* tail, size_t n, uint64_t offset) {
+  const unsigned char zstd[4] = {0x28, 0xB5, 0x2F, 0xFD};
+  const unsigned char skippable[4] = {0x50, 0x2A, 0x4D, 0x18};
+  bool zstd_prefix = std::memcmp(tail, zstd, n) == 0;
+  bool skippable_prefix = (tail[0] & 0xF0) == skippable[0] && std::memcmp(tail + 1, skippable + 1, n - 1) == 0;
+  if (!zstd_prefix && !skippable_prefix) corrupt("not a zstd frame", offset);
+  return FrameExtent{};
+}
+
+FrameExtent measure_frame(Input& in, uint64_t offset) {
+  unsigned char head[18];  // the longest frame header: magic 4, descriptor 1, window 1, dictionary 4, size 8
+  size_t got = in.read_at(offset, head, sizeof head);
+  if (got < 4) return short_tail(head, got, offset);
+  uint32_t magic = load_le32(head);
+  if ((magic & kSkippableMagicMask) == kHeaderFrameMagic) {
+    if (got < 8) return FrameExtent{};
+    uint64_t bytes = 8 + uint64_t(load_le32(head + 4));
+    return FrameExtent{offset + bytes <= in.size(), true, bytes};
+  }
+  if (magic != kZstdFrameMagic) corrupt("not a zstd frame", offset);
+  if (got < 5) return FrameExtent{};
+  unsigned descriptor = head[4];
+  unsigned size_flag = descriptor >> 6;
+  bool single_segment = descriptor & 0x20;
+  if (descriptor & 0x08) corrupt("reserved bit set in the frame header", offset);
+  if (descriptor & 0x03) corrupt("frame needs a dictionary", offset);
+  if (!(descriptor & 0x04)) corrupt("frame has no content checksum", offset);
+  size_t size_bytes = size_flag == 0 ? (single_segment ? 1 : 0) : size_t(1) << size_flag;
+  size_t header_bytes = 5 + (single_segment ? 0 : 1) + size_bytes;
+  if (got < header_bytes) return FrameExtent{};
+  if (!single_segment && 10 + (head[5] >> 3) > kMaxWindowLog)
+    corrupt("frame asks for a window of 2^" + std::to_string(10 + (head[5] >> 3)) + " bytes (at most 2^" +
+                std::to_string(kMaxWindowLog) + " are allowed)",
+            offset);
+  if (size_bytes) {
+    uint64_t content_bytes = load_le(head + header_bytes - size_bytes, size_bytes) + (size_bytes == 2 ? 256 : 0);
+    if (content_bytes > kMaxChunkBytes)
+      corrupt("frame declares " + std::to_string(content_bytes) + " bytes of content (a chunk has at most " +
+                  mib(kMaxChunkBytes) + ")",
+              offset);
+    // A single-segment frame's window is its whole content.
+    if (single_segment && content_bytes > (uint64_t(1) << kMaxWindowLog))
+      corrupt("frame asks for a window of " + std::to_string(content_bytes) + " bytes (at most 2^" +
+                  std::to_string(kMaxWindowLog) + " are allowed)",
+              offset);
+  }
+  uint64_t pos = offset + header_bytes;
+  while (true) {
+    unsigned char block[kBlockHeaderBytes];
+    if (in.read_at(pos, block, sizeof block) < sizeof block) return FrameExtent{};
+    uint32_t value = uint32_t(load_le(block, sizeof block));
+    bool last = value & 1;
+    unsigned type = (value >> 1) & 3;
+    uint32_t block_bytes = value >> 3;
+    uint32_t stored_bytes = type == kBlockTypeRle ? 1 : block_bytes;
+    if (type == kBlockTypeReserved) corrupt("reserved block type", offset);
+    if (block_bytes > kMaxBlockBytes) corrupt("block of " + std::to_string(block_bytes) + " bytes", offset);
+    pos += kBlockHeaderBytes + stored_bytes;
+    if (last) break;
+    if (pos >= in.size()) return FrameExtent{};
+  }
+  pos += kChecksumBytes;
+  return FrameExtent{pos <= in.size(), false, pos - offset};
+}
+
 // Parses one record; a record refused only for invalid UTF-8 in a text field is repaired and kept.
 bool parse_record(const char* data, size_t length, proto::Record& record, std::string& scratch,
                   uint64_t* repaired) {
@@ -86,87 +211,187 @@ bool parse_record(const char* data, size_t length, proto::Record& record, std::s
   return true;
 }
 
-void split_records(std::string_view chunk, uint64_t chunk_offset, proto::Record& record,
-                   const RecordCallback& on_record, TraceReadSummary& summary) {
-  std::string scratch;
-  size_t pos = 0;
-  uint64_t index = 0;
-  while (pos < chunk.size()) {
-    uint64_t length = 0;
-    int shift = 0;
-    while (true) {
-      if (pos >= chunk.size() || shift > 63)
-        throw TraceError("bad record length in chunk (record " + std::to_string(index) + ")",
-                         chunk_offset);
-      unsigned char byte = chunk[pos++];
-      length |= uint64_t(byte & 0x7f) << shift;
-      shift += 7;
-      if (!(byte & 0x80)) break;
+// Splits a chunk's decompressed bytes, as they come, into (varint length, Record bytes) and hands each
+// record on. Only a record that straddles two pieces of output is copied, so memory is one record.
+class RecordSplitter {
+ public:
+  RecordSplitter(const RecordCallback& on_record, TraceReadSummary& summary)
+      : on_record_(on_record), summary_(summary) {}
+
+  void begin_chunk(uint64_t chunk_offset) {
+    chunk_offset_ = chunk_offset;
+    index_ = 0;
+    content_bytes_ = 0;
+    length_ = 0;
+    shift_ = 0;
+    in_body_ = false;
+  }
+
+  void feed(const char* data, size_t n) {
+    content_bytes_ += n;
+    if (content_bytes_ > kMaxChunkBytes)
+      corrupt("frame decompresses to more than " + mib(kMaxChunkBytes), chunk_offset_);
+    size_t pos = 0;
+    while (pos < n) {
+      if (!in_body_) {
+        read_length_byte(static_cast<unsigned char>(data[pos++]));
+        continue;
+      }
+      size_t avail = n - pos;
+      if (body_.empty() && avail >= length_) {  // the whole record is in this piece
+        size_t length = size_t(length_);
+        deliver(data + pos, length);
+        pos += length;
+        continue;
+      }
+      size_t take = std::min<size_t>(size_t(length_) - body_.size(), avail);
+      body_.append(data + pos, take);
+      pos += take;
+      if (body_.size() == length_) {
+        deliver(body_.data(), body_.size());
+        body_.clear();
+      }
     }
-    if (length > chunk.size() - pos)
-      throw TraceError("record " + std::to_string(index) + " of a chunk runs past the chunk's end",
-                       chunk_offset);
-    if (length > uint64_t(INT32_MAX) ||
-        !parse_record(chunk.data() + pos, length, record, scratch, &summary.records_with_invalid_text))
-      throw TraceError("record " + std::to_string(index) + " of a chunk does not parse", chunk_offset);
-    on_record(record);
-    ++summary.records;
-    ++index;
-    pos += length;
+  }
+
+  void end_chunk() {
+    if (in_body_) fail("record " + std::to_string(index_) + " of a chunk runs past the chunk's end");
+    if (shift_ != 0) fail("bad record length in chunk (record " + std::to_string(index_) + ")");
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) { throw TraceError(what, chunk_offset_); }
+
+  void read_length_byte(unsigned char byte) {
+    length_ |= uint64_t(byte & 0x7f) << shift_;
+    shift_ += 7;
+    if (byte & 0x80) {
+      // Five varint bytes already hold 2^35, far above kMaxRecordBytes.
+      if (shift_ >= 35) fail("bad record length in chunk (record " + std::to_string(index_) + ")");
+      return;
+    }
+    if (length_ == 0) fail("record " + std::to_string(index_) + " of a chunk is empty");
+    if (length_ > kMaxRecordBytes)
+      fail("record " + std::to_string(index_) + " of a chunk says it has " + std::to_string(length_) +
+           " bytes (a record has at most " + mib(kMaxRecordBytes) + ")");
+    in_body_ = true;
+    shift_ = 0;
+  }
+
+  void deliver(const char* data, size_t length) {
+    if (!parse_record(data, length, record_, scratch_, &summary_.records_with_invalid_text))
+      fail("record " + std::to_string(index_) + " of a chunk does not parse");
+    on_record_(record_);
+    ++summary_.records;
+    ++index_;
+    in_body_ = false;
+    length_ = 0;
+  }
+
+  const RecordCallback& on_record_;
+  TraceReadSummary& summary_;
+  proto::Record record_;
+  std::string scratch_;
+  std::string body_;  // the part of a record that straddles pieces of output
+  uint64_t chunk_offset_ = 0;
+  uint64_t index_ = 0;
+  uint64_t content_bytes_ = 0;
+  uint64_t length_ = 0;
+  int shift_ = 0;
+  bool in_body_ = false;
+};
+
+// Decompresses the complete frame [offset, offset + bytes) into `splitter`, checking its checksum.
+void decode_frame(Input& in, uint64_t offset, uint64_t bytes, ZSTD_DCtx* dctx, RecordSplitter& splitter,
+                  std::vector<char>& in_block, std::vector<char>& out_block) {
+  ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
+  splitter.begin_chunk(offset);
+  uint64_t fed = 0;  // frame bytes read into in_block so far
+  ZSTD_inBuffer zin{in_block.data(), 0, 0};
+  while (true) {
+    if (zin.pos == zin.size && fed < bytes) {
+      size_t want = size_t(std::min<uint64_t>(bytes - fed, in_block.size()));
+      if (in.read_at(offset + fed, in_block.data(), want) != want) throw TraceError("file shrank while read", offset + fed);
+      zin = ZSTD_inBuffer{in_block.data(), want, 0};
+      fed += want;
+    }
+    size_t consumed_before = zin.pos;
+    ZSTD_outBuffer out{out_block.data(), out_block.size(), 0};
+    size_t ret = ZSTD_decompressStream(dctx, &out, &zin);
+    if (ZSTD_isError(ret)) corrupt(ZSTD_getErrorName(ret), offset);
+    splitter.feed(out_block.data(), out.pos);
+    if (ret == 0) break;  // frame complete, checksum verified
+    if (fed == bytes && zin.pos == zin.size && zin.pos == consumed_before && out.pos == 0)
+      corrupt("frame ends inside a block", offset);
+  }
+  if (fed != bytes || zin.pos != zin.size) corrupt("frame ends before its last block", offset);
+  splitter.end_chunk();
+}
+
+// The frame at `offset` runs past the end of the file. A writer that was cut off leaves a prefix of a
+// valid frame, which decodes without error as far as it goes; damage in its headers (a block size
+// that sends the frame past the end) does not, and is reported as damage rather than as a cut.
+void check_cut_frame(Input& in, uint64_t offset, ZSTD_DCtx* dctx, std::vector<char>& in_block,
+                     std::vector<char>& out_block) {
+  ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
+  uint64_t decoded_bytes = 0;
+  for (uint64_t pos = offset; pos < in.size();) {
+    size_t got = in.read_at(pos, in_block.data(), in_block.size());
+    if (got == 0) break;
+    ZSTD_inBuffer zin{in_block.data(), got, 0};
+    while (zin.pos < zin.size) {
+      ZSTD_outBuffer out{out_block.data(), out_block.size(), 0};
+      size_t ret = ZSTD_decompressStream(dctx, &out, &zin);
+      if (ZSTD_isError(ret)) corrupt(ZSTD_getErrorName(ret), offset);
+      decoded_bytes += out.pos;
+      if (decoded_bytes > kMaxChunkBytes) corrupt("frame decompresses to more than " + mib(kMaxChunkBytes), offset);
+      if (ret == 0) corrupt("frame ends before the length its block headers give", offset);
+    }
+    pos += got;
   }
 }
 
 }  // namespace
 
 TraceReadSummary read_trace(const std::string& path, const RecordCallback& on_record) {
-  File file(std::fopen(path.c_str(), "rb"));
-  if (!file) throw TraceError(std::string("cannot open: ") + std::strerror(errno), 0);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw TraceError(std::string("cannot open: ") + std::strerror(errno), 0);
+  std::unique_ptr<int, FdCloser> closer(new int(fd));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) throw TraceError(std::string("cannot stat: ") + std::strerror(errno), 0);
+  if (S_ISDIR(st.st_mode)) throw TraceError("is a directory, not a memtrace trace", 0);
+  Input in(fd, uint64_t(st.st_size));
+
   TraceReadSummary summary;
-  uint64_t offset = 0;  // file offset of the next unconsumed compressed byte
-  summary.format_version = read_header(file.get(), &offset);
+  uint64_t offset = 0;  // file offset of the next frame
+  summary.format_version = read_header(in, &offset);
   summary.complete_bytes = offset;
+  summary.file_bytes = in.size();
 
-  std::unique_ptr<ZSTD_DStream, DStreamFree> stream(ZSTD_createDStream());
-  ZSTD_initDStream(stream.get());
-  std::vector<char> in_block(kReadBlockBytes);
-  std::vector<char> out_block(ZSTD_DStreamOutSize());
-  std::string chunk;
-  proto::Record record;
-  uint64_t chunk_offset = offset;
-  bool in_frame = false;  // some bytes of the current frame have been consumed
+  std::unique_ptr<ZSTD_DCtx, DCtxFree> dctx(ZSTD_createDCtx());
+  if (!dctx) throw std::bad_alloc();
+  ZSTD_DCtx_setParameter(dctx.get(), ZSTD_d_windowLogMax, kMaxWindowLog);
+  std::vector<char> in_block, out_block;
+  RecordSplitter splitter(on_record, summary);
 
-  while (true) {
-    size_t got = std::fread(in_block.data(), 1, in_block.size(), file.get());
-    if (got == 0) {
-      if (std::ferror(file.get())) throw TraceError("read error", offset);
+  while (offset < in.size()) {
+    FrameExtent frame = measure_frame(in, offset);
+    if (in_block.empty()) {
+      in_block.resize(kReadBlockBytes);
+      out_block.resize(ZSTD_DStreamOutSize());
+    }
+    if (!frame.complete) {  // the writer was cut off inside this chunk
+      if (!frame.skippable) check_cut_frame(in, offset, dctx.get(), in_block, out_block);
       break;
     }
-    ZSTD_inBuffer in{in_block.data(), got, 0};
-    bool output_pending = false;  // the last call filled the output block: zstd may hold more
-    while (in.pos < in.size || output_pending) {
-      if (!in_frame) chunk_offset = offset + in.pos;
-      ZSTD_outBuffer out{out_block.data(), out_block.size(), 0};
-      size_t ret = ZSTD_decompressStream(stream.get(), &out, &in);
-      if (ZSTD_isError(ret))
-        throw TraceError(std::string("corrupt chunk: ") + ZSTD_getErrorName(ret), chunk_offset);
-      in_frame = true;
-      output_pending = ret != 0 && out.pos == out.size;
-      if (chunk.size() + out.pos > kMaxChunkBytes)
-        throw TraceError("chunk decompresses to more than " + std::to_string(kMaxChunkBytes) + " bytes",
-                         chunk_offset);
-      chunk.append(out_block.data(), out.pos);
-      if (ret == 0) {  // frame complete and its checksum verified
-        split_records(chunk, chunk_offset, record, on_record, summary);
-        chunk.clear();
-        in_frame = false;
-        ++summary.chunks;
-        summary.complete_bytes = offset + in.pos;
-      }
+    if (!frame.skippable) {
+      decode_frame(in, offset, frame.bytes, dctx.get(), splitter, in_block, out_block);
+      ++summary.chunks;
     }
-    offset += got;
+    offset += frame.bytes;
+    summary.complete_bytes = offset;
   }
-  summary.file_bytes = offset;
-  summary.truncated = summary.complete_bytes != offset;
+  summary.truncated = summary.complete_bytes != summary.file_bytes;
   return summary;
 }
 

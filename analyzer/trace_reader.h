@@ -1,6 +1,7 @@
 // Streaming reader for .mtrace files (layout in proto/memtrace.proto): checks the header frame, then
 // decodes one zstd frame ("chunk") at a time and hands each Record to a callback, in file order.
-// Memory is bounded by the largest chunk, never by the number of events.
+// Memory is bounded by the zstd window and the largest record, never by the size of a chunk or the
+// number of events: records are parsed as the chunk decompresses.
 #pragma once
 
 #include <cstdint>
@@ -41,15 +42,26 @@ inline constexpr uint32_t kHeaderFrameMagic = 0x184D2A50;
 inline constexpr uint32_t kTraceFormatVersion = 1;
 inline constexpr char kHeaderTag[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
 
-// No writer chunk comes near this (chunks are flushed every few hundred ms); a frame that decompresses
-// to more is treated as corrupt rather than allowed to exhaust memory.
-inline constexpr uint64_t kMaxChunkBytes = 1ull << 30;
+// The tracer's chunks are at most its buffer size (MEMTRACE_BUFFER_MB <= 4096, preload/config.cc); a
+// frame that declares or decompresses to more is corrupt. Memory does not depend on it (records are
+// parsed as they come out), it bounds the work one damaged frame can cause.
+inline constexpr uint64_t kMaxChunkBytes = 4ull << 30;
+// The tracer's records are a few KiB at most (stacks of <= 384 frames, a command line of <= 8 KiB);
+// a length prefix above this is damage, not a record, and is refused before anything is allocated.
+inline constexpr uint64_t kMaxRecordBytes = 16ull << 20;
+// The tracer compresses at level 3, whose window is at most 2 MiB (2^21). zstd allocates the window a
+// frame header asks for; a frame asking for more than 2^24 bytes (16 MiB) is refused instead.
+inline constexpr int kMaxWindowLog = 24;
 
 using RecordCallback = std::function<void(const proto::Record&)>;
 
 // Reads the trace at `path`, calling `on_record` for every record of every complete chunk.
+// A chunk is decoded only once all its bytes are in the file (its extent is measured from the zstd
+// block headers first), so a cut-off last chunk delivers none of its records.
 // Throws TraceError for: unreadable file, empty file, bad magic, unknown version, a corrupt chunk,
-// a record that does not parse. Exceptions thrown by `on_record` propagate unchanged.
+// a record that does not parse, is empty or is longer than kMaxRecordBytes. Records of a complete but
+// corrupt chunk may have been delivered before the error. Exceptions thrown by `on_record` propagate
+// unchanged.
 TraceReadSummary read_trace(const std::string& path, const RecordCallback& on_record);
 
 }  // namespace memtrace

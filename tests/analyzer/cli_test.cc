@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "analysis_trace.h"
@@ -157,6 +158,100 @@ TEST(Cli, TimelineCsvOneRowPerChange) {
   EXPECT_EQ(j["rows"].size(), 3u);
   EXPECT_EQ(j["rows"][1]["driver_bytes"], 1024);
   EXPECT_EQ(j["trace"]["events"], 3);
+}
+
+// A trace started at Unix time 1,700,000,000 s (2023-11-14 22:13:20 UTC), two 1 KiB allocations at
+// 1 and 3 ms in two chunks, then `end` (or nothing) in a third chunk.
+test::TraceBuilder ended_trace(const std::function<void(test::TraceBuilder&)>& end) {
+  test::TraceBuilder b;
+  b.start(1'000'000'000, 1'700'000'000'000'000'000).event(test::driver_alloc(0, 0xA000, 1024, 1'000'000)).end_chunk();
+  b.event(test::driver_alloc(0, 0xB000, 1024, 2'000'000)).end_chunk();
+  end(b);
+  return b;
+}
+
+TEST(Cli, TraceHealthSaysHowTheProcessEnded) {
+  struct Case {
+    std::function<void(test::TraceBuilder&)> end;
+    std::string text, json_how;
+    int signal;
+  };
+  std::vector<Case> cases = {
+      {[](test::TraceBuilder& b) { b.end(2, 1'000'000).end_chunk(); }, "process ended normally", "EXIT", 0},
+      {[](test::TraceBuilder& b) { b.end(2, 1'000'000, proto::TraceEnd::UNDERSCORE_EXIT).end_chunk(); },
+       "ended with _exit", "UNDERSCORE_EXIT", 0},
+      {[](test::TraceBuilder& b) { b.end(2, 1'000'000, proto::TraceEnd::SIGNAL, 11).end_chunk(); },
+       "killed by signal 11 (SIGSEGV)", "SIGNAL", 11},
+      {[](test::TraceBuilder& b) { b.end(2, 1'000'000, proto::TraceEnd::EXEC).end_chunk(); }, "replaced by exec",
+       "EXEC", 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    std::string path = test::temp_path("ended.mtrace");
+    test::write_file(path, ended_trace(c.end).bytes());
+    CliResult r = run_memtrace("summary " + path);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // Complete: the last event (3 ms) is what is shown; the end record adds 1 ms to the duration.
+    EXPECT_NE(r.out.find("  events read 2, complete, " + c.text +
+                         ", last event at 0.003 s (2023-11-14 22:13:20.003 UTC)\n"),
+              std::string::npos)
+        << r.out;
+    r = run_memtrace("summary " + path + " --json");
+    nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["trace"]["end"], (nlohmann::json{{"how", c.json_how}, {"signal", c.signal}}));
+    EXPECT_EQ(j["trace"]["ended_normally"], c.json_how == "EXIT");
+    EXPECT_DOUBLE_EQ(j["trace"]["duration_s"].get<double>(), 0.004);
+  }
+}
+
+TEST(Cli, TruncatedTraceGivesItsLastCompleteTimestamp) {
+  // Cut 3 bytes before the end of the third chunk (the end record): chunks 1 and 2 are read, the
+  // last complete event is the allocation at 3 ms, and there is no end record.
+  test::TraceBuilder b = ended_trace([](test::TraceBuilder& b) { b.end(2, 1'000'000).end_chunk(); });
+  std::string path = test::temp_path("truncated-health.mtrace");
+  test::write_file(path, b.bytes().substr(0, b.bytes().size() - 3));
+  CliResult r = run_memtrace("summary " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("  events read 2, TRUNCATED, no end record (cut off: kill -9, crash or write error), "
+                       "last complete event at 0.003 s (2023-11-14 22:13:20.003 UTC)\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("  TRUNCATED: the writer was cut off; read up to byte " +
+                       std::to_string(b.chunk_offsets()[2]) + " of " + std::to_string(b.bytes().size() - 3)),
+            std::string::npos)
+      << r.out;
+  r = run_memtrace("summary " + path + " --json");
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["trace"]["truncated"], true);
+  EXPECT_EQ(j["trace"]["end"], (nlohmann::json{{"how", nullptr}, {"signal", 0}}));
+  EXPECT_DOUBLE_EQ(j["trace"]["last_complete_time_s"].get<double>(), 0.003);
+  EXPECT_EQ(j["trace"]["last_complete_utc"], "2023-11-14 22:13:20.003 UTC");
+  EXPECT_EQ(j["devices"][0]["final_driver_bytes"], 2048);  // 1 KiB + 1 KiB
+}
+
+TEST(Cli, TeardownFreesAreFreedAndUnderTraceHealth) {
+  // 1 KiB at 0xA000 and 0xB000; both freed at exit with CUDA_ERROR_DEINITIALIZED (4): final driver 0.
+  test::TraceBuilder b = ended_trace([](test::TraceBuilder& b) {
+    for (uint64_t address : {0xA000, 0xB000}) {
+      proto::Event e = test::driver_free(0, address, 1000);
+      e.set_result(4);
+      b.event(e);
+    }
+    b.end(4, 1000).end_chunk();
+  });
+  std::string path = test::temp_path("teardown.mtrace");
+  test::write_file(path, b.bytes());
+  CliResult r = run_memtrace("summary " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("  teardown frees 2 (freed while CUDA was shutting down, counted as freed)\n"),
+            std::string::npos)
+      << r.out;
+  r = run_memtrace("summary " + path + " --json");
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["trace"]["teardown_frees"], 2);
+  EXPECT_EQ(j["trace"]["failed_frees"], 0);
+  EXPECT_EQ(j["devices"][0]["final_driver_bytes"], 0);
+  EXPECT_EQ(j["devices"][0]["driver_frees"], 2);
 }
 
 TEST(Cli, RunPrependsTheTracerToLdPreloadAndReturnsTheCommandsStatus) {

@@ -315,3 +315,53 @@ TEST(MemoryModel, WithoutPyTorchLayerLiveAtExitIsEveryChargedAllocation) {
 
 }  // namespace
 }  // namespace memtrace
+
+namespace memtrace {
+namespace {
+
+proto::Event with_result(proto::Event e, int32_t result) {
+  e.set_result(result);
+  return e;
+}
+
+TEST(MemoryModel, TeardownFreesCountAsFreedAndAreCounted) {
+  // 1000 + 24 B allocated; 0xA000 freed during teardown (result 4 = CUDA_ERROR_DEINITIALIZED) and
+  // 0xB000's free refused with result 1 (CUDA_ERROR_INVALID_VALUE): driver = 1024 - 1000 = 24 B.
+  MemoryModel m = replay({driver_alloc(0, 0xA000, 1000), driver_alloc(0, 0xB000, 24),
+                          with_result(driver_free(0, 0xA000), kTeardownFreeResult),
+                          with_result(driver_free(0, 0xB000), 1)});
+  const DeviceState& d = m.devices().at(0);
+  EXPECT_EQ(d.totals().driver_bytes, 24u);
+  EXPECT_EQ(d.driver_frees, 1u);
+  EXPECT_EQ(m.health().teardown_frees, 1u);
+  EXPECT_EQ(m.health().failed_frees, 1u);
+  EXPECT_EQ(m.health().unknown_frees, 0u);
+}
+
+TEST(MemoryModel, TeardownFreeOfATorchBlockFreesIt) {
+  // A 512 B block freed during teardown, PyTorch's totals reported with the free: allocated 0.
+  proto::Event free = with_result(torch_event(proto::FREE, 0, 0x1000, 0, 0, 2 * kMiB), kTeardownFreeResult);
+  MemoryModel m = replay({torch_event(proto::ALLOC, 0, 0x1000, 512, 512, 2 * kMiB), free});
+  EXPECT_EQ(m.devices().at(0).totals().allocated_bytes, 0u);
+  EXPECT_EQ(m.devices().at(0).block_frees, 1u);
+  EXPECT_EQ(m.health().teardown_frees, 1u);
+}
+
+TEST(MemoryModel, TimestampsGoingBackwardsAreCountedAndTotalsStayExact) {
+  // Deltas +5, -2, +1 ns: times 5, 3, 4; one step backwards. Alloc 100, alloc 50, free the first: 50.
+  MemoryModel m = replay({driver_alloc(0, 0xA000, 100, 5), driver_alloc(0, 0xB000, 50, -2), driver_free(0, 0xA000, 1)});
+  EXPECT_EQ(m.health().backward_timestamps, 1u);
+  EXPECT_EQ(m.now_ns(), 4);
+  EXPECT_EQ(m.devices().at(0).totals().driver_bytes, 50u);
+  EXPECT_EQ(m.devices().at(0).peak_driver.bytes, 150u);
+  EXPECT_EQ(m.devices().at(0).peak_driver.time_ns, 3);
+}
+
+TEST(MemoryModel, TimeSaturatesInsteadOfOverflowing) {
+  // INT64_MAX then +1 more: stays at INT64_MAX (no signed overflow on hostile deltas).
+  MemoryModel m = replay({driver_alloc(0, 0xA000, 1, INT64_MAX), driver_alloc(0, 0xB000, 1, 1)});
+  EXPECT_EQ(m.now_ns(), INT64_MAX);
+}
+
+}  // namespace
+}  // namespace memtrace

@@ -76,10 +76,11 @@ class TraceBuilder {
   const std::string& bytes() const { return bytes_; }
   const std::vector<size_t>& chunk_offsets() const { return chunk_offsets_; }  // file offset of each chunk
 
-  TraceBuilder& start(uint64_t start_ns = 1'000'000'000) {
+  TraceBuilder& start(uint64_t start_ns = 1'000'000'000, uint64_t start_unix_ns = 0) {
     proto::Record r;
     r.mutable_start()->set_pid(4242);
     r.mutable_start()->set_start_monotonic_ns(start_ns);
+    r.mutable_start()->set_start_unix_ns(start_unix_ns);
     r.mutable_start()->add_argv("python");
     r.mutable_start()->add_argv("train.py");
     return record(r);
@@ -99,10 +100,13 @@ class TraceBuilder {
     f->set_line(line);
     return record(r);
   }
-  TraceBuilder& end(uint64_t events, int64_t delta_ns) {
+  TraceBuilder& end(uint64_t events, int64_t delta_ns, proto::TraceEnd::How how = proto::TraceEnd::EXIT,
+                    int32_t signal = 0) {
     proto::Record r;
     r.mutable_end()->set_events(events);
     r.mutable_end()->set_time_delta_ns(delta_ns);
+    r.mutable_end()->set_how(how);
+    r.mutable_end()->set_signal(signal);
     return record(r);
   }
   TraceBuilder& notice(proto::Notice::Code code, const std::string& message) {
