@@ -16,8 +16,11 @@ MIB = 1 << 20
 
 
 class Case:
-    def __init__(self):
+    def __init__(self, add_arguments=None):
+        """add_arguments(parser), when given, declares the checker's own flags."""
         parser = argparse.ArgumentParser()
+        if add_arguments:
+            add_arguments(parser)
         for flag in ("--preload", "--memtrace", "--fake-lib-dir", "--program-dir", "--source-dir", "--out-dir"):
             parser.add_argument(flag, required=True)
         parser.add_argument("--python", default=sys.executable, help="interpreter for Python programs")

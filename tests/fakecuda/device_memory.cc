@@ -1,5 +1,6 @@
 #include "device_memory.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include <cstdlib>
@@ -48,8 +49,19 @@ struct State {
         used_bytes(devices, 0) {}
 };
 
+State& state();
+
+// fork() while another thread holds the lock must not leave the child a lock nobody will release (the
+// fork tests allocate in children while other threads of the parent allocate).
+void lock_before_fork() { state().lock.lock(); }
+void unlock_after_fork() { state().lock.unlock(); }
+
 State& state() {
-  static State* s = new State();  // never destroyed: atexit handlers of traced programs may still free
+  static State* s = [] {
+    State* created = new State();  // never destroyed: atexit handlers of traced programs may still free
+    pthread_atfork(lock_before_fork, unlock_after_fork, unlock_after_fork);
+    return created;
+  }();
   return *s;
 }
 

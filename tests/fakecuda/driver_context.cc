@@ -44,7 +44,7 @@ extern "C" {
 CUresult cuInit(unsigned int flags) {
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (device_count() > kMaxDevices) return CUDA_ERROR_INVALID_DEVICE;
-  g_initialized = true;
+  if (!g_initialized.exchange(true)) teardown_register_at_init();
   return CUDA_SUCCESS;
 }
 

@@ -20,4 +20,11 @@ bool driver_initialized();
 CUcontext primary_context(int device);
 CUmemoryPool default_pool(int device);
 
+// Process teardown, as the real driver does it: with FAKECUDA_DEINIT_AT_EXIT=1, cuInit registers an atexit
+// handler that destroys every context; from then on a free releases the memory (it went with the context)
+// and answers CUDA_ERROR_DEINITIALIZED. Frees from handlers registered before cuInit (static destructors of
+// objects built before the first CUDA call) run after it and see that answer.
+void teardown_register_at_init();
+bool driver_torn_down();
+
 }  // namespace fakecuda

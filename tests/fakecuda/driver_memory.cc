@@ -30,6 +30,10 @@ CUresult allocate_current(CUdeviceptr* pointer, size_t size, MemoryKind kind) {
 CUresult free_pointer(CUdeviceptr pointer) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (pointer == 0) return CUDA_SUCCESS;
+  if (driver_torn_down()) {
+    memory_free(pointer);
+    return CUDA_ERROR_DEINITIALIZED;
+  }
   return memory_free(pointer) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 

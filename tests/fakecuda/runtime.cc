@@ -100,6 +100,7 @@ cudaError_t to_runtime_error(CUresult result) {
     case CUDA_ERROR_OUT_OF_MEMORY: return cudaErrorMemoryAllocation;
     case CUDA_ERROR_NOT_INITIALIZED: return cudaErrorInitializationError;
     case CUDA_ERROR_INVALID_DEVICE: return cudaErrorInvalidDevice;
+    case CUDA_ERROR_DEINITIALIZED: return cudaErrorCudartUnloading;  // both 4: the process is exiting
     default: return cudaErrorUnknown;
   }
 }

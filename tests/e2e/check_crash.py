@@ -1,0 +1,70 @@
+"""A fatal signal after 3 CUDA events, with no program handler, one installed before the first CUDA call
+(before tracing starts) or one installed after it (while tracing).
+
+e2e_crash records alloc 4 MiB, alloc 8 MiB, free 4 MiB (3 events), then crashes (segv: a null store;
+bus: a store into a file mapping past the file's end; abrt: abort(); fpe: integer division by zero;
+ill: a trap instruction). Its handler writes "handler N" to a marker file once and restores the default
+action, so the process still dies by signal N.
+
+The same program is first run without the tracer; the traced run must end the same way: same signal,
+same core-dump bit (RLIMIT_CORE = 1 MiB in both, so a core is dumped whenever the signal's default action
+dumps one), same handler output, and the program must see its own handler when it asks sigaction().
+The trace: the 3 events, then exactly one TraceEnd{how: SIGNAL, signal: N, events: 3} as its last record,
+in whole frames.
+"""
+import os
+import shutil
+import signal
+
+import e2e_lib
+import faults_lib
+
+SIGNALS = {"segv": signal.SIGSEGV, "bus": signal.SIGBUS, "abrt": signal.SIGABRT, "fpe": signal.SIGFPE,
+           "ill": signal.SIGILL}
+
+
+def add_arguments(parser):
+    parser.add_argument("--signal", choices=sorted(SIGNALS), required=True)
+    parser.add_argument("--handler", choices=["none", "before", "after"], required=True)
+
+
+case = e2e_lib.Case(add_arguments)
+number = int(SIGNALS[case.args.signal])
+work = faults_lib.work_dir(case)
+
+
+def crash(label, env):
+    cwd = os.path.join(work, label)
+    os.makedirs(cwd)
+    marker = os.path.join(work, f"marker-{label}")
+    _, outcome = faults_lib.run([case.program("crash"), case.args.signal, case.args.handler, marker], env,
+                                timeout=30, cwd=cwd, preexec_fn=faults_lib.with_core_limit(1 << 20))
+    faults_lib.echo(outcome, f"{label} run")
+    handler_lines = open(marker).read().splitlines() if os.path.exists(marker) else []
+    shutil.rmtree(cwd)  # the core dump, if any
+    return outcome, handler_lines
+
+
+untraced, untraced_handler = crash("untraced", faults_lib.untraced_env(case))
+traced, traced_handler = crash("traced", faults_lib.traced_env(case))
+
+expected_handler = [] if case.args.handler == "none" else [f"handler {number}"]
+expected_query = "query: default" if case.args.handler == "none" else "query: own handler"
+case.check("untraced run killed by", number, untraced.signal)
+case.check("untraced handler output", expected_handler, untraced_handler)
+case.check("traced run killed by (same as untraced)", untraced.signal, traced.signal)
+case.check("traced core dumped (same as untraced)", untraced.core_dumped, traced.core_dumped)
+case.check("traced handler output", expected_handler, traced_handler)
+case.check("traced program's sigaction() query", True, expected_query in traced.stdout.splitlines())
+case.check("traced program never went on", False, "still alive" in traced.stdout)
+
+trace = faults_lib.only_trace(case)
+case.check("file ends on a frame boundary", True, trace.complete)
+case.check("events", ["alloc 4 MiB", "alloc 8 MiB", "free 4 MiB"], faults_lib.describe_events(trace))
+case.check("TraceEnd records (how, signal, events)", [("SIGNAL", number, 3)],
+           [(e["how"], e["signal"], e["events"]) for e in trace.ends()])
+case.check("TraceEnd is the last record", faults_lib.trace_file.END, trace.last_record_kind())
+
+summary = case.analyze("summary", trace.path)
+case.check("analyzer trace.end", {"how": "SIGNAL", "signal": number}, summary.get("trace", {}).get("end"))
+case.finish()

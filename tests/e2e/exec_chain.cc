@@ -1,0 +1,39 @@
+// exec: the first image records, then replaces itself with a second image of this program, which
+// records its own trace (LD_PRELOAD and MEMTRACE_OUTPUT inherited, same pid).
+// Usage: e2e_exec_chain first execv|execve|execvp|execvpe   (then runs itself as: e2e_exec_chain second)
+// First image's events: alloc 4 MiB (1 event), then the exec.
+// Second image's events: alloc 8 MiB, free 8 MiB (2 events), then return 0.
+#include <cuda_runtime_api.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "e2e_util.h"
+
+extern char** environ;
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "second") == 0) {
+    void* b;
+    E2E_OK(cudaMalloc(&b, 8 * kMiB));
+    E2E_OK(cudaFree(b));
+    return 0;
+  }
+  if (argc != 3 || std::strcmp(argv[1], "first") != 0) return 2;
+  void* a;
+  E2E_OK(cudaMalloc(&a, 4 * kMiB));
+  std::fflush(stdout);
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return 4;
+  self[n] = '\0';
+  char second[] = "second";
+  char* next_argv[] = {self, second, nullptr};
+  const char* how = argv[2];
+  if (std::strcmp(how, "execv") == 0) execv(self, next_argv);
+  if (std::strcmp(how, "execve") == 0) execve(self, next_argv, environ);
+  if (std::strcmp(how, "execvp") == 0) execvp(self, next_argv);
+  if (std::strcmp(how, "execvpe") == 0) execvpe(self, next_argv, environ);
+  std::perror("exec");
+  return 4;
+}

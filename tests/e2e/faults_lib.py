@@ -1,0 +1,141 @@
+"""Shared by the fault tests (check_kill9.py, check_crash.py, ...): running a program traced and untraced
+with a deadline and its raw wait status (signal, core dump), and listing and reading its trace files.
+
+Trace files go to the case's out directory (MEMTRACE_OUTPUT = OUT/trace-%p.mtrace unless a test says
+otherwise); everything else a program writes (ready files, markers, core dumps) goes to OUT/work, so that
+the out directory holds trace files only.
+"""
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import trace_file
+
+# Several flush intervals of e2e_lib's MEMTRACE_FLUSH_MS=50: the sleep after which whatever a program
+# recorded is due to have been written.
+SETTLE_MS = 500
+
+
+class Outcome:
+    """How a process ended: exit_status (None when killed), signal (None when it exited), core_dumped."""
+
+    def __init__(self, status, stdout, stderr):
+        self.exit_status = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+        self.signal = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        self.core_dumped = os.WIFSIGNALED(status) and os.WCOREDUMP(status)
+        self.stdout = stdout
+        self.stderr = stderr
+
+    def how(self):
+        if self.signal is not None:
+            return f"signal {self.signal}" + (" (core dumped)" if self.core_dumped else "")
+        return f"exit {self.exit_status}"
+
+
+def work_dir(case):
+    path = os.path.join(case.args.out_dir, "work")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def traced_env(case, extra=None):
+    return case.env(extra)
+
+
+def untraced_env(case, extra=None):
+    env = case.env(extra)
+    env.pop("LD_PRELOAD", None)
+    return env
+
+
+def run(argv, env, timeout=60, cwd=None, preexec_fn=None, wait_until=None):
+    """Runs argv and returns its Outcome; exits the checker with FAIL when it runs past `timeout` seconds.
+    wait_until(pid) -> bool, when given, is polled while the process runs; once it returns True, the
+    function returns None for the outcome and the caller owns the still-running process (pid returned)."""
+    out = tempfile.TemporaryFile()
+    err = tempfile.TemporaryFile()
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=err, preexec_fn=preexec_fn)
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status = os.waitpid(proc.pid, os.WNOHANG)
+        if pid == proc.pid:
+            proc.returncode = status  # reaped here; keeps Popen from waiting again
+            break
+        if wait_until is not None and wait_until(proc.pid):
+            return proc, None
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            sys.exit(f"FAIL: {' '.join(argv)} still running after {timeout} s (hang or deadlock)")
+        time.sleep(0.01)
+    return proc, Outcome(status, read_all(out), read_all(err))
+
+
+def read_all(f):
+    f.seek(0)
+    return f.read().decode("utf-8", "replace")
+
+
+def echo(outcome, label):
+    sys.stdout.write(f"--- {label}: {outcome.how()}\n{outcome.stdout}")
+    if outcome.stderr:
+        sys.stdout.write(f"--- {label} stderr:\n{outcome.stderr}")
+
+
+def with_core_limit(limit_bytes):
+    """preexec_fn: core dumps allowed (written to the working directory under the default core_pattern),
+    so that the traced and untraced runs can be compared on whether a core was dumped."""
+    def apply():
+        resource.setrlimit(resource.RLIMIT_CORE, (limit_bytes, limit_bytes))
+    return apply
+
+
+def trace_paths(case):
+    """Regular files in the out directory, sorted by name."""
+    out = case.args.out_dir
+    return sorted(os.path.join(out, name) for name in os.listdir(out)
+                  if os.path.isfile(os.path.join(out, name)) and not os.path.islink(os.path.join(out, name)))
+
+
+def only_trace(case):
+    paths = trace_paths(case)
+    if len(paths) != 1:
+        sys.exit(f"FAIL: expected exactly one trace file in {case.args.out_dir}, found {paths}")
+    return trace_file.TraceFile(paths[0])
+
+
+def describe_events(trace):
+    """The trace's events in order as the programs' comments list them: "alloc 4 MiB", "free 4 MiB"
+    (a free named by the size of the allocation at its address in the same file; "free ?" if there is
+    none), "oom 8 MiB"; a non-zero result is appended as " -> 4"."""
+    sizes = {}
+    described = []
+    for e in trace.events():
+        if e["kind"] == trace_file.ALLOC:
+            sizes[e["address"]] = e["size"]
+            text = "alloc " + mib(e["size"])
+        elif e["kind"] == trace_file.FREE:
+            size = sizes.pop(e["address"], None)
+            text = "free " + (mib(size) if size is not None else "?")
+        elif e["kind"] == trace_file.OOM:
+            text = "oom " + mib(e["size"])
+        else:
+            text = f"kind {e['kind']}"
+        described.append(text + (f" -> {e['result']}" if e["result"] else ""))
+    return described
+
+
+def mib(size):
+    return f"{size >> 20} MiB" if size % (1 << 20) == 0 else f"{size} bytes"
+
+
+def memtrace_lines(stderr):
+    return [line for line in stderr.splitlines() if line.startswith("memtrace:")]
+
+
+def signal_name(number):
+    return signal.Signals(number).name

@@ -1,0 +1,191 @@
+"""Reads a .mtrace file without the analyzer, for the tests of how the tracer writes under faults (a
+crash, kill -9, exec, a write error): which records reached the file, and whether its last chunk is whole.
+
+Layout (proto/memtrace.proto): a zstd skippable frame with the header, then independent zstd frames of
+varint-length-delimited Record messages. Frames are split here by walking the zstd frame format (RFC 8878:
+frame header, 3-byte block headers, optional 4-byte checksum); the complete frames are decompressed
+together by the `zstd` command-line tool. A last frame cut short is reported, not decoded.
+"""
+import struct
+import subprocess
+
+SKIPPABLE_MAGIC_MASK = 0xFFFFFFF0
+SKIPPABLE_MAGIC = 0x184D2A50
+ZSTD_MAGIC = 0xFD2FB528
+
+# Record oneof members (field numbers of memtrace.proto's Record).
+START, MODULE, PYTHON_FRAME, STACK, EVENT, THREAD, NOTICE, END = range(1, 9)
+# EventKind
+ALLOC, FREE, OOM = 1, 2, 3
+# TraceEnd.How
+END_EXIT, END_UNDERSCORE_EXIT, END_SIGNAL, END_EXEC = 0, 1, 2, 3
+END_NAMES = {END_EXIT: "EXIT", END_UNDERSCORE_EXIT: "UNDERSCORE_EXIT", END_SIGNAL: "SIGNAL", END_EXEC: "EXEC"}
+# Notice.Code
+NOTICE_EVENTS_DROPPED, NOTICE_WRITE_FAILED = 3, 4
+
+
+class TraceFile:
+    """records: [(kind, {field: [values]})] in file order; complete: False when the file ends inside a
+    frame (or inside its header); frames: number of complete chunk frames."""
+
+    def __init__(self, path):
+        with open(path, "rb") as f:
+            self.raw = f.read()
+        self.path = path
+        self.complete, self.frames, complete_end = split_frames(self.raw)
+        self.records = decode_records(decompress(self.raw[:complete_end])) if complete_end else []
+
+    def of_kind(self, kind):
+        return [fields for k, fields in self.records if k == kind]
+
+    def start(self):
+        starts = self.of_kind(START)
+        return starts[0] if starts else None
+
+    def argv(self):
+        start = self.start() or {}
+        return [a.decode("utf-8", "replace") for a in start.get(4, [])]
+
+    def pid(self):
+        return first(self.start() or {}, 1)
+
+    def ppid(self):
+        return first(self.start() or {}, 2)
+
+    def events(self):
+        """Each Event as a dict of the fields the tests compare (proto3 defaults filled in)."""
+        return [{
+            "kind": first(e, 1, 0), "api": first(e, 3, 0), "tid": first(e, 5, 0),
+            "device": zigzag(first(e, 6, 0)), "address": first(e, 8, 0), "size": first(e, 9, 0),
+            "result": zigzag(first(e, 10, 0)), "stack_id": first(e, 11, 0),
+        } for e in self.of_kind(EVENT)]
+
+    def ends(self):
+        """Each TraceEnd as {"how": name, "signal": n, "events": n, "dropped_events": n}."""
+        return [{"how": END_NAMES.get(first(e, 4, 0), first(e, 4, 0)), "signal": first(e, 5, 0),
+                 "events": first(e, 1, 0), "dropped_events": first(e, 2, 0)} for e in self.of_kind(END)]
+
+    def end(self):
+        """The TraceEnd, None without one; "several" if the file has more than one."""
+        ends = self.ends()
+        return ends[0] if len(ends) == 1 else (None if not ends else "several")
+
+    def notices(self, code):
+        return [n for n in self.of_kind(NOTICE) if first(n, 1, 0) == code]
+
+    def thread_ids(self):
+        return [first(t, 1, 0) for t in self.of_kind(THREAD)]
+
+    def last_record_kind(self):
+        return self.records[-1][0] if self.records else None
+
+
+def first(fields, number, default=None):
+    values = fields.get(number)
+    return values[0] if values else default
+
+
+def zigzag(n):
+    return (n >> 1) ^ -(n & 1)
+
+
+def split_frames(data):
+    """Returns (ends on a frame boundary, number of chunk frames, offset after the last complete frame)."""
+    pos = 0
+    frames = 0
+    complete_end = 0
+    while pos < len(data):
+        end = frame_end(data, pos)
+        if end is None:
+            return False, frames, complete_end
+        magic = struct.unpack_from("<I", data, pos)[0]
+        if magic == ZSTD_MAGIC:
+            frames += 1
+        pos = complete_end = end
+    return True, frames, complete_end
+
+
+def frame_end(data, pos):
+    """Offset just past the zstd frame at `pos`, or None when the data ends inside it."""
+    if pos + 8 > len(data):
+        return None
+    magic = struct.unpack_from("<I", data, pos)[0]
+    if magic & SKIPPABLE_MAGIC_MASK == SKIPPABLE_MAGIC:
+        end = pos + 8 + struct.unpack_from("<I", data, pos + 4)[0]
+        return end if end <= len(data) else None
+    if magic != ZSTD_MAGIC:
+        raise ValueError(f"not a zstd frame at byte {pos} (magic {magic:#x})")
+    descriptor = data[pos + 4]
+    fcs_flag, single_segment = descriptor >> 6, (descriptor >> 5) & 1
+    checksum, dict_flag = (descriptor >> 2) & 1, descriptor & 3
+    p = pos + 5
+    p += 0 if single_segment else 1  # window descriptor
+    p += (0, 1, 2, 4)[dict_flag]
+    p += (1 if single_segment else 0, 2, 4, 8)[fcs_flag]
+    while True:
+        if p + 3 > len(data):
+            return None
+        header = data[p] | data[p + 1] << 8 | data[p + 2] << 16
+        last, block_type, size = header & 1, (header >> 1) & 3, header >> 3
+        p += 3 + (1 if block_type == 1 else size)
+        if p > len(data):
+            return None
+        if last:
+            break
+    p += 4 if checksum else 0
+    return p if p <= len(data) else None
+
+
+def decompress(data):
+    proc = subprocess.run(["zstd", "-dc", "-q"], input=data, capture_output=True, timeout=60)
+    if proc.returncode != 0:
+        raise ValueError(f"zstd -dc failed: {proc.stderr.decode(errors='replace')}")
+    return proc.stdout
+
+
+def read_varint(data, pos):
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, pos
+
+
+def decode_message(data):
+    """{field number: [values]}: varints as ints, length-delimited fields as bytes (packed lists too)."""
+    fields = {}
+    pos = 0
+    while pos < len(data):
+        key, pos = read_varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = read_varint(data, pos)
+        elif wire == 2:
+            length, pos = read_varint(data, pos)
+            value = data[pos:pos + length]
+            pos += length
+        elif wire == 1:
+            value = struct.unpack_from("<Q", data, pos)[0]
+            pos += 8
+        elif wire == 5:
+            value = struct.unpack_from("<I", data, pos)[0]
+            pos += 4
+        else:
+            raise ValueError(f"wire type {wire}")
+        fields.setdefault(number, []).append(value)
+    return fields
+
+
+def decode_records(data):
+    records = []
+    pos = 0
+    while pos < len(data):
+        length, pos = read_varint(data, pos)
+        record = decode_message(data[pos:pos + length])
+        pos += length
+        for kind, values in record.items():  # a oneof: exactly one member
+            records.append((kind, decode_message(values[-1])))
+    return records
