@@ -53,6 +53,8 @@ void report_query(int sig) {
                                                                  : "something else");
 }
 
+// Both operands volatile: with a constant dividend the compiler may replace the division by a comparison.
+volatile int g_seven = 7;
 volatile int g_zero = 0;
 
 __attribute__((noinline)) void crash_segv() { *static_cast<volatile int*>(nullptr) = 1; }
@@ -68,7 +70,7 @@ __attribute__((noinline)) void crash_bus() {
   page[0] = 1;
 }
 
-__attribute__((noinline)) void crash_fpe() { std::printf("%d\n", 1 / g_zero); }
+__attribute__((noinline)) void crash_fpe() { std::printf("%d\n", g_seven / g_zero); }
 
 __attribute__((noinline)) void crash_ill() { __builtin_trap(); }
 

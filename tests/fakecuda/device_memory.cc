@@ -42,6 +42,10 @@ struct State {
   std::map<uintptr_t, Allocation> allocations;
   std::map<uint64_t, PhysicalAllocation> physical;
   uint64_t next_handle = 1;
+  // FAKECUDA_REUSE_ADDRESSES=1: a freed range stays mapped and the next allocation of the same size gets
+  // it back, as the real driver hands out a just-freed virtual range again. Off: every range is munmap()ed.
+  bool reuse_addresses = env_u64("FAKECUDA_REUSE_ADDRESSES", 0) == 1;
+  std::multimap<uint64_t, uintptr_t> released_by_size;
 
   State()
       : devices(static_cast<int>(env_u64("FAKECUDA_DEVICES", kDefaultDevices))),
@@ -88,6 +92,13 @@ uintptr_t memory_allocate(int device, uint64_t size, MemoryKind kind) {
   std::lock_guard<std::mutex> guard(s.lock);
   bool charged = kind != MemoryKind::kManaged;
   if (charged && !charge(s, device, size)) return 0;
+  auto released = s.released_by_size.find(size);
+  if (released != s.released_by_size.end()) {
+    uintptr_t address = released->second;
+    s.released_by_size.erase(released);
+    s.allocations[address] = Allocation{device, size, kind};
+    return address;
+  }
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
     if (charged) s.used_bytes[device] -= size;
@@ -104,7 +115,10 @@ bool memory_free(uintptr_t address) {
   auto it = s.allocations.find(address);
   if (it == s.allocations.end()) return false;
   if (it->second.kind != MemoryKind::kManaged) s.used_bytes[it->second.device] -= it->second.size;
-  munmap(reinterpret_cast<void*>(address), it->second.size);
+  if (s.reuse_addresses)
+    s.released_by_size.emplace(it->second.size, address);
+  else
+    munmap(reinterpret_cast<void*>(address), it->second.size);
   s.allocations.erase(it);
   return true;
 }

@@ -2,6 +2,8 @@
 #pragma once
 #include <cuda.h>
 
+#include <cstdint>
+
 // cuda.h declares these handle types but leaves them opaque; the fake driver gives them a body.
 struct CUctx_st {
   int device;
@@ -26,5 +28,10 @@ CUmemoryPool default_pool(int device);
 // objects built before the first CUDA call) run after it and see that answer.
 void teardown_register_at_init();
 bool driver_torn_down();
+
+// With FAKECUDA_AFTER_FREE_HOOK=1, every successful free calls the program's exported
+// `extern "C" void fakecuda_test_after_free(uintptr_t address)` after the memory is released and before
+// the free returns: a test program uses it to run another thread's allocation at that exact moment.
+void run_after_free_hook(uintptr_t address);
 
 }  // namespace fakecuda

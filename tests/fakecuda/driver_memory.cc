@@ -34,7 +34,9 @@ CUresult free_pointer(CUdeviceptr pointer) {
     memory_free(pointer);
     return CUDA_ERROR_DEINITIALIZED;
   }
-  return memory_free(pointer) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  if (!memory_free(pointer)) return CUDA_ERROR_INVALID_VALUE;
+  run_after_free_hook(pointer);
+  return CUDA_SUCCESS;
 }
 
 CUresult allocate_from_pool(CUdeviceptr* pointer, size_t size, CUmemoryPool pool) {
