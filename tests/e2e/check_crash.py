@@ -1,10 +1,12 @@
 """A fatal signal after 3 CUDA events, with no program handler, one installed before the first CUDA call
-(before tracing starts) or one installed after it (while tracing).
+(before tracing starts) or one installed after it (while tracing); installed with sigaction() and
+sa_handler, with signal() (-signal), or with sigaction() and SA_SIGINFO (-siginfo).
 
 e2e_crash records alloc 4 MiB, alloc 8 MiB, free 4 MiB (3 events), then crashes (segv: a null store;
 bus: a store into a file mapping past the file's end; abrt: abort(); fpe: integer division by zero;
 ill: a trap instruction). Its handler writes "handler N" to a marker file once and restores the default
-action, so the process still dies by signal N.
+action, so the process still dies by signal N. The SA_SIGINFO handler writes "handler N siginfo ok"
+when its siginfo_t says si_signo = N (a chained call must pass the kernel's siginfo on).
 
 The same program is first run without the tracer; the traced run must end the same way: same signal,
 same core-dump bit (RLIMIT_CORE = 1 MiB in both, so a core is dumped whenever the signal's default action
@@ -25,7 +27,8 @@ SIGNALS = {"segv": signal.SIGSEGV, "bus": signal.SIGBUS, "abrt": signal.SIGABRT,
 
 def add_arguments(parser):
     parser.add_argument("--signal", choices=sorted(SIGNALS), required=True)
-    parser.add_argument("--handler", choices=["none", "before", "after"], required=True)
+    parser.add_argument("--handler", required=True, choices=[
+        "none", "before", "after", "before-signal", "after-signal", "before-siginfo", "after-siginfo"])
 
 
 case = e2e_lib.Case(add_arguments)
@@ -48,7 +51,8 @@ def crash(label, env):
 untraced, untraced_handler = crash("untraced", faults_lib.untraced_env(case))
 traced, traced_handler = crash("traced", faults_lib.traced_env(case))
 
-expected_handler = [] if case.args.handler == "none" else [f"handler {number}"]
+siginfo = " siginfo ok" if case.args.handler.endswith("-siginfo") else ""
+expected_handler = [] if case.args.handler == "none" else [f"handler {number}{siginfo}"]
 expected_query = "query: default" if case.args.handler == "none" else "query: own handler"
 case.check("untraced run killed by", number, untraced.signal)
 case.check("untraced handler output", expected_handler, untraced_handler)

@@ -1,11 +1,15 @@
 // Dies of a fatal signal after three CUDA events, with or without a handler of its own.
-// Usage: e2e_crash segv|bus|abrt|fpe|ill none|before|after MARKER_FILE
-//   before: the program's handler is installed before the first CUDA call (before tracing starts);
-//   after:  it is installed after the CUDA calls (the tracer is already running);
-//   none:   no handler: the default action.
-// The handler appends "handler SIG" to MARKER_FILE, restores the default action through signal() (as
-// Python's faulthandler and most crash reporters do) and returns: a fault then repeats and kills the
-// process, and abort() raises again itself. So with or without a handler the process dies by the signal.
+// Usage: e2e_crash segv|bus|abrt|fpe|ill HANDLER MARKER_FILE, HANDLER one of
+//   none:                            no handler: the default action;
+//   before, before-signal, before-siginfo: the program's handler is installed before the first CUDA call
+//                                    (before tracing starts);
+//   after, after-signal, after-siginfo:    it is installed after the CUDA calls (tracing is running);
+//   plain: with sigaction() and sa_handler; -signal: with signal(); -siginfo: with sigaction() and
+//   SA_SIGINFO (sa_sigaction, which also checks that siginfo_t names the signal).
+// The handler appends "handler SIG" (siginfo: "handler SIG siginfo ok" or "... siginfo wrong") to
+// MARKER_FILE, restores the default action through signal() (as Python's faulthandler and most crash
+// reporters do) and returns: a fault then repeats and kills the process, and abort() raises again itself.
+// So with or without a handler the process dies by the signal.
 // Events: alloc 4 MiB, alloc 8 MiB, free 4 MiB (3 events), then the crash.
 // Every line goes out unbuffered: the process does not get to flush stdio.
 #include <cuda_runtime_api.h>
@@ -23,23 +27,44 @@ namespace {
 
 const char* g_marker = nullptr;
 
-void program_handler(int sig) {
-  char line[32] = "handler ";
+// Appends "handler SIG" and `suffix` as one line to the marker file (async-signal-safe).
+void write_marker(int sig, const char* suffix) {
+  char line[64] = "handler ";
   size_t n = std::strlen(line);
   if (sig >= 10) line[n++] = static_cast<char>('0' + sig / 10);
   line[n++] = static_cast<char>('0' + sig % 10);
+  for (const char* p = suffix; *p;) line[n++] = *p++;
   line[n++] = '\n';
   int fd = open(g_marker, O_WRONLY | O_CREAT | O_APPEND, 0644);
   if (fd >= 0) {
     if (write(fd, line, n) < 0) {}
     close(fd);
   }
+}
+
+void program_handler(int sig) {
+  write_marker(sig, "");
   signal(sig, SIG_DFL);
 }
 
-void install_handler(int sig) {
+void program_siginfo_handler(int sig, siginfo_t* info, void*) {
+  write_marker(sig, info && info->si_signo == sig ? " siginfo ok" : " siginfo wrong");
+  signal(sig, SIG_DFL);
+}
+
+// style: "" (sigaction, sa_handler), "-signal" (signal()), "-siginfo" (sigaction, SA_SIGINFO).
+void install_handler(int sig, const char* style) {
+  if (std::strcmp(style, "-signal") == 0) {
+    if (signal(sig, program_handler) == SIG_ERR) std::exit(5);
+    return;
+  }
   struct sigaction action {};
-  action.sa_handler = program_handler;
+  if (std::strcmp(style, "-siginfo") == 0) {
+    action.sa_sigaction = program_siginfo_handler;
+    action.sa_flags = SA_SIGINFO;
+  } else {
+    action.sa_handler = program_handler;
+  }
   sigemptyset(&action.sa_mask);
   if (sigaction(sig, &action, nullptr) != 0) std::exit(5);
 }
@@ -48,9 +73,9 @@ void install_handler(int sig) {
 void report_query(int sig) {
   struct sigaction current {};
   sigaction(sig, nullptr, &current);
-  std::printf("query: %s\n", current.sa_handler == program_handler ? "own handler"
-                             : current.sa_handler == SIG_DFL     ? "default"
-                                                                 : "something else");
+  bool own = (current.sa_flags & SA_SIGINFO) ? current.sa_sigaction == program_siginfo_handler
+                                             : current.sa_handler == program_handler;
+  std::printf("query: %s\n", own ? "own handler" : current.sa_handler == SIG_DFL ? "default" : "something else");
 }
 
 // Both operands volatile: with a constant dividend the compiler may replace the division by a comparison.
@@ -89,12 +114,16 @@ int main(int argc, char** argv) {
             : std::strcmp(kind, "ill") == 0  ? SIGILL
                                              : 0;
   if (!sig) return 2;
-  if (std::strcmp(mode, "before") == 0) install_handler(sig);
+  bool before = std::strncmp(mode, "before", 6) == 0;
+  bool after = std::strncmp(mode, "after", 5) == 0;
+  if (!before && !after && std::strcmp(mode, "none") != 0) return 2;
+  const char* style = mode + (before ? 6 : after ? 5 : 4);
+  if (before) install_handler(sig, style);
   void *a, *b;
   E2E_OK(cudaMalloc(&a, 4 * kMiB));
   E2E_OK(cudaMalloc(&b, 8 * kMiB));
   E2E_OK(cudaFree(a));
-  if (std::strcmp(mode, "after") == 0) install_handler(sig);
+  if (after) install_handler(sig, style);
   report_query(sig);
   std::printf("crashing with signal %d\n", sig);
   switch (sig) {

@@ -3,7 +3,11 @@
 // Usage: e2e_exec_chain first execv|execve|execvp|execvpe   (then runs itself as: e2e_exec_chain second)
 // First image's events: alloc 4 MiB (1 event), then the exec.
 // Second image's events: alloc 8 MiB, free 8 MiB (2 events), then return 0.
+// With posix_spawn instead, "second" runs as a child process (its own pid) and the first image waits for
+// it and returns 0 (its 4 MiB never freed).
 #include <cuda_runtime_api.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -34,6 +38,14 @@ int main(int argc, char** argv) {
   if (std::strcmp(how, "execve") == 0) execve(self, next_argv, environ);
   if (std::strcmp(how, "execvp") == 0) execvp(self, next_argv);
   if (std::strcmp(how, "execvpe") == 0) execvpe(self, next_argv, environ);
+  if (std::strcmp(how, "posix_spawn") == 0) {
+    pid_t child = 0;
+    int status = 0;
+    if (posix_spawn(&child, self, nullptr, nullptr, next_argv, environ) != 0) return 4;
+    std::printf("child %d\n", child);
+    if (waitpid(child, &status, 0) != child) return 4;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 4;
+  }
   std::perror("exec");
   return 4;
 }
