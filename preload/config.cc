@@ -72,6 +72,7 @@ void config_load(Config* out) {
   out->python_frames = env_uint("MEMTRACE_PYTHON_FRAMES", 1, 0, 1) == 1;
   out->buffer_bytes = static_cast<size_t>(env_uint("MEMTRACE_BUFFER_MB", 8, 1, 4096)) << 20;
   out->quiet = env_uint("MEMTRACE_QUIET", 0, 0, 1) == 1;
+  out->redact_args = env_uint("MEMTRACE_REDACT_ARGS", 0, 0, 1) == 1;
 }
 
 }  // namespace memtrace

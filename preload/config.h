@@ -13,6 +13,7 @@ struct Config {
   bool python_frames;          // MEMTRACE_PYTHON_FRAMES, default 1
   size_t buffer_bytes;         // MEMTRACE_BUFFER_MB (each of the two chunk buffers), default 8 MiB
   bool quiet;                  // MEMTRACE_QUIET=1: no line on stderr when the trace starts
+  bool redact_args;            // MEMTRACE_REDACT_ARGS=1: the command line is not recorded
 };
 
 // Reads the environment. Never fails: bad values fall back to the defaults.

@@ -36,9 +36,10 @@ void on_alloc(Api api, Layer layer, bool ok, bool out_of_memory, uint64_t addres
 
 // The device of a free is the device of the allocation it frees: the analyzer takes it from there, so a
 // block freed while another device is current is still charged to its own.
-void on_free(Api api, Layer layer, uint64_t address, uint64_t size, uint64_t stream, int device) {
+void on_free(Api api, Layer layer, uint64_t address, uint64_t size, uint64_t stream, int device, int result) {
   if (address == 0) return;  // cudaFree(nullptr) is the classic "create the context" call
   MemoryEvent e;
+  e.result = result;
   e.kind = EventKind::kFree;
   e.layer = layer;
   e.api = api;
@@ -74,6 +75,13 @@ uint64_t stream_value(const void* s) { return reinterpret_cast<uintptr_t>(s); }
 constexpr int kRuntimeOom = cudaErrorMemoryAllocation;
 constexpr int kDriverOom = CUDA_ERROR_OUT_OF_MEMORY;
 
+// A free that succeeded, or that came after the driver or runtime shut down at process exit (the memory
+// went with the context): both are frees. The second is recorded with its result, as a teardown free.
+bool freed(int result) {
+  static_assert(CUDA_ERROR_DEINITIALIZED == 4 && cudaErrorCudartUnloading == 4, "teardown result in memtrace.proto");
+  return result == 0 || result == CUDA_ERROR_DEINITIALIZED;
+}
+
 }  // namespace
 }  // namespace memtrace
 
@@ -99,7 +107,7 @@ MEMTRACE_EXPORT cudaError_t cudaMalloc(void** devPtr, size_t size) {
 MEMTRACE_EXPORT cudaError_t cudaFree(void* devPtr) {
   MEMTRACE_FORWARD_OR(cudaFree, cudaErrorInitializationError);
   cudaError_t r = real(devPtr);
-  if (scope.outermost() && r == cudaSuccess) on_free(Api::kCudaFree, Layer::kDriver, ptr_value(devPtr), 0, 0, -1);
+  if (scope.outermost() && freed(r)) on_free(Api::kCudaFree, Layer::kDriver, ptr_value(devPtr), 0, 0, -1, r);
   return r;
 }
 
@@ -140,8 +148,8 @@ MEMTRACE_RUNTIME_MALLOC_ASYNC(cudaMallocAsync_ptsz)
   MEMTRACE_EXPORT cudaError_t symbol(void* devPtr, cudaStream_t stream) {                                   \
     MEMTRACE_FORWARD_OR(symbol, cudaErrorInitializationError);                                              \
     cudaError_t r = real(devPtr, stream);                                                                   \
-    if (scope.outermost() && r == cudaSuccess)                                                              \
-      on_free(Api::kCudaFreeAsync, Layer::kBlock, ptr_value(devPtr), 0, stream_value(stream), -1);          \
+    if (scope.outermost() && freed(r))                                                              \
+      on_free(Api::kCudaFreeAsync, Layer::kBlock, ptr_value(devPtr), 0, stream_value(stream), -1, r);          \
     return r;                                                                                               \
   }
 MEMTRACE_RUNTIME_FREE_ASYNC(cudaFreeAsync)
@@ -185,7 +193,7 @@ MEMTRACE_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, si
 MEMTRACE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   MEMTRACE_FORWARD_OR(cuMemFree_v2, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = real(dptr);
-  if (scope.outermost() && r == CUDA_SUCCESS) on_free(Api::kCuMemFree, Layer::kDriver, dptr, 0, 0, -1);
+  if (scope.outermost() && freed(r)) on_free(Api::kCuMemFree, Layer::kDriver, dptr, 0, 0, -1, r);
   return r;
 }
 
@@ -226,8 +234,8 @@ MEMTRACE_DRIVER_ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz)
   MEMTRACE_EXPORT CUresult symbol(CUdeviceptr dptr, CUstream stream) {                                      \
     MEMTRACE_FORWARD_OR(symbol, CUDA_ERROR_NOT_INITIALIZED);                                                \
     CUresult r = real(dptr, stream);                                                                        \
-    if (scope.outermost() && r == CUDA_SUCCESS)                                                             \
-      on_free(Api::kCuMemFreeAsync, Layer::kBlock, dptr, 0, stream_value(stream), -1);                      \
+    if (scope.outermost() && freed(r))                                                             \
+      on_free(Api::kCuMemFreeAsync, Layer::kBlock, dptr, 0, stream_value(stream), -1, r);                      \
     return r;                                                                                               \
   }
 MEMTRACE_DRIVER_FREE_ASYNC(cuMemFreeAsync)
@@ -250,7 +258,7 @@ MEMTRACE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_
 MEMTRACE_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   MEMTRACE_FORWARD_OR(cuMemRelease, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = real(handle);
-  if (scope.outermost() && r == CUDA_SUCCESS) on_free(Api::kCuMemRelease, Layer::kDriver, handle, 0, 0, -1);
+  if (scope.outermost() && freed(r)) on_free(Api::kCuMemRelease, Layer::kDriver, handle, 0, 0, -1, r);
   return r;
 }
 

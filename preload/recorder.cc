@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "config.h"
 #include "intern_table.h"
 #include "module_map.h"
+#include "process_hooks.h"
 #include "proto_writer.h"
 #include "python_frames.h"
 #include "stack_capture.h"
@@ -56,6 +58,9 @@ uint64_t g_dropped_reported = 0;
 bool g_torch_checked = false;
 bool g_python_notice_written = false;  // the notice written at start counts too (set there)
 bool g_exited = false;
+bool g_end_written = false;
+pid_t g_trace_pid = 0;            // the process whose trace this is (a vfork child shares our memory)
+char g_trace_path[4096];          // the file actually created (maybe with a .N suffix)
 
 std::atomic<bool> g_python_ready{false};
 PythonSupport g_python_support = PythonSupport::kAbsent;
@@ -68,6 +73,7 @@ std::atomic<uint32_t> g_generation{1};
 MEMTRACE_TLS int t_hook_depth;
 MEMTRACE_TLS uint32_t t_announced_generation;
 MEMTRACE_TLS uint32_t t_tid;
+MEMTRACE_TLS int t_in_recorder;  // inside record_event: a fatal signal here must not wait for g_lock
 
 uint64_t now_ns() {
   timespec ts;
@@ -223,6 +229,7 @@ void append_start_locked(uint32_t python_hex) {
   w.uint(1, static_cast<uint64_t>(getpid()));
   w.uint(2, static_cast<uint64_t>(getppid()));
   w.string(3, host);
+  if (g_config.redact_args) cmdline_size = 0;
   for (size_t i = 0; i < cmdline_size;) {  // NUL-separated arguments; an empty one is still an argument
     size_t len = strnlen(cmdline + i, cmdline_size - i);
     w.raw_varint(4 << 3 | 2);
@@ -271,17 +278,18 @@ void start() {
     b.size = 0;
     if (!b.data) return;
   }
-  Sink* sink = sink_open(g_config.output_path);
+  Sink* sink = sink_open(g_config.output_path, g_trace_path, sizeof g_trace_path);
   if (!sink) {
     fprintf(stderr, "memtrace: cannot create trace file %s: %s; not tracing this process\n",
             g_config.output_path, strerror(errno));
     return;
   }
   if (!g_writer.begin(sink, g_config.buffer_bytes)) {
-    fprintf(stderr, "memtrace: cannot write trace file %s: %s; not tracing this process\n",
-            g_config.output_path, strerror(errno));
+    fprintf(stderr, "memtrace: cannot write trace file %s: %s; not tracing this process\n", g_trace_path,
+            strerror(errno));
     return;
   }
+  g_trace_pid = getpid();
   stack_capture_init();
   uint32_t python_hex = 0;
   detect_python(&python_hex);
@@ -294,7 +302,7 @@ void start() {
   g_python_notice_written = g_python_support == PythonSupport::kUnsupported;
   pthread_mutex_unlock(&g_lock);
 
-  if (!g_config.quiet) fprintf(stderr, "memtrace: tracing to %s\n", g_config.output_path);
+  if (!g_config.quiet) fprintf(stderr, "memtrace: tracing to %s\n", g_trace_path);
   static bool registered = false;
   if (!registered) {
     registered = true;
@@ -302,6 +310,7 @@ void start() {
     pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
   }
   g_state.store(kRunning, std::memory_order_release);
+  crash_signals_install();
   g_writer.start_thread(recorder_flush, g_config.flush_interval_ms);
 }
 
@@ -310,6 +319,8 @@ bool ensure_started() {
   if (state == kRunning) return true;
   if (state == kOff) return false;
   pthread_mutex_lock(&g_start_lock);
+  // A set-uid or set-gid program (the loader marks it AT_SECURE) is left alone entirely.
+  if (g_state.load() == kNotStarted && getauxval(AT_SECURE) != 0) g_state.store(kOff);
   if (g_state.load() == kNotStarted) {
     start();
     if (g_state.load() != kRunning) g_state.store(kOff);
@@ -358,7 +369,7 @@ void check_torch_hook() {
 
 void report_write_failure() {
   fprintf(stderr, "memtrace: writing trace file %s failed: %s; tracing stopped, the file holds what came before\n",
-          g_config.output_path, strerror(errno));
+          g_trace_path, strerror(errno));
   g_state.store(kOff);
 }
 
@@ -391,19 +402,42 @@ void flush_locked_flush(bool final_flush) {
   full.size = 0;
 }
 
-void append_end_locked() {
+void append_end_locked(EndHow how, int signal) {
   uint8_t buf[64];
   ProtoWriter w(buf, buf + sizeof buf);
   w.uint(1, g_events);
   w.uint(2, g_dropped);
   w.sint(3, static_cast<int64_t>(now_ns() - g_last_event_ns));
+  w.uint(4, static_cast<uint64_t>(how));
+  w.uint(5, static_cast<uint64_t>(signal));
   append_record_locked(field::kEnd, w);
+  g_end_written = true;
+}
+
+// Writes the TraceEnd and the last chunk; both locks are held by the caller.
+void finish_locked(EndHow how, int signal) {
+  if (g_end_written) return;
+  pthread_mutex_lock(&g_lock);
+  append_end_locked(how, signal);
+  pthread_mutex_unlock(&g_lock);
+  flush_locked_flush(true);
+}
+
+// Waits up to ~100 ms for `m`. In a signal handler the holder may be the writer thread in mid-flush (it
+// will let go) or a thread that will never run again (we then give up rather than hang the crash).
+bool lock_within_bounded_wait(pthread_mutex_t* m) {
+  for (int i = 0; i < 100; i++) {
+    if (pthread_mutex_trylock(m) == 0) return true;
+    timespec ms{0, 1000000};
+    nanosleep(&ms, nullptr);
+  }
+  return false;
 }
 
 // atexit: the job is ending. Stop the thread and write what is buffered. Events after this (static
 // destructors freeing memory) are written by the library destructor below.
 void on_exit_handler() {
-  if (g_state.load() != kRunning) return;
+  if (g_state.load() != kRunning || getpid() != g_trace_pid) return;
   g_writer.stop_thread();
   pthread_mutex_lock(&g_flush_lock);
   flush_locked_flush(true);
@@ -412,13 +446,10 @@ void on_exit_handler() {
 }
 
 __attribute__((destructor)) void on_unload() {
-  if (g_state.load() != kRunning) return;
+  if (g_state.load() != kRunning || getpid() != g_trace_pid) return;
   g_writer.stop_thread();
   pthread_mutex_lock(&g_flush_lock);
-  pthread_mutex_lock(&g_lock);
-  append_end_locked();
-  pthread_mutex_unlock(&g_lock);
-  flush_locked_flush(true);
+  finish_locked(EndHow::kExit, 0);
   pthread_mutex_unlock(&g_flush_lock);
 }
 
@@ -450,6 +481,7 @@ void on_fork_child() {
   g_events = g_dropped = g_dropped_reported = 0;
   g_finalizing_marked = false;
   g_torch_checked = false;
+  g_end_written = false;
   g_state.store(kNotStarted);
 }
 
@@ -460,6 +492,36 @@ void on_fork_child() {
 HookScope::HookScope() : outermost_(t_hook_depth++ == 0) {}
 HookScope::~HookScope() { t_hook_depth--; }
 
+void recorder_finish(EndHow how) {
+  if (g_state.load() != kRunning || getpid() != g_trace_pid) return;
+  g_writer.stop_thread();
+  pthread_mutex_lock(&g_flush_lock);
+  finish_locked(how, 0);
+  pthread_mutex_unlock(&g_flush_lock);
+  g_state.store(kOff);
+}
+
+void recorder_resume_after_exec_failure() {
+  if (g_state.load() != kOff || !g_end_written || getpid() != g_trace_pid) return;
+  pthread_mutex_lock(&g_flush_lock);
+  g_end_written = false;
+  pthread_mutex_unlock(&g_flush_lock);
+  g_state.store(kRunning);
+  g_writer.start_thread(recorder_flush, g_config.flush_interval_ms);
+}
+
+void recorder_finish_from_signal(int signal) {
+  if (g_state.load() != kRunning || getpid() != g_trace_pid || t_in_recorder) return;
+  if (!lock_within_bounded_wait(&g_flush_lock)) return;
+  if (!g_end_written && lock_within_bounded_wait(&g_lock)) {
+    append_end_locked(EndHow::kSignal, signal);
+    pthread_mutex_unlock(&g_lock);
+    flush_locked_flush(true);
+  }
+  g_state.store(kOff);
+  pthread_mutex_unlock(&g_flush_lock);
+}
+
 void recorder_flush() {
   pthread_mutex_lock(&g_flush_lock);
   flush_locked_flush(false);
@@ -468,6 +530,10 @@ void recorder_flush() {
 
 void record_event(const MemoryEvent& e) {
   if (!ensure_started()) return;
+  struct InRecorder {
+    InRecorder() { t_in_recorder++; }
+    ~InRecorder() { t_in_recorder--; }
+  } in_recorder;
   CapturedStack stack;
   bool python = g_python_ready.load(std::memory_order_acquire);
   if (e.kind == EventKind::kAlloc || e.kind == EventKind::kOom) {

@@ -48,4 +48,19 @@ class HookScope {
 // Writes everything buffered so far as one chunk (the writer thread calls this every flush interval).
 void recorder_flush();
 
+// How the traced process ended (TraceEnd.How in memtrace.proto).
+enum class EndHow : uint8_t { kExit = 0, kUnderscoreExit = 1, kSignal = 2, kExec = 3 };
+
+// Writes what is buffered and the TraceEnd record, and stops tracing: the process is about to end without
+// atexit (_exit) or be replaced (exec). A no-op unless this very process is tracing (a vfork child shares
+// our memory but not our trace).
+void recorder_finish(EndHow how);
+
+// The same from a fatal signal's handler: takes the locks only if they come free within a bounded wait,
+// and does nothing when the signal arrived while this thread was inside the recorder.
+void recorder_finish_from_signal(int signal);
+
+// An exec that failed returns to the program: tracing resumes (the file gets a second TraceEnd later).
+void recorder_resume_after_exec_failure();
+
 }  // namespace memtrace

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <new>
 
@@ -86,9 +87,26 @@ void put_le32(uint8_t* p, uint32_t v) {
 
 }  // namespace
 
-Sink* sink_open(const char* path) {
+bool sink_alternative_name(const char* path, int i, char* out, size_t out_size) {
+  static const char kExtension[] = ".mtrace";
+  size_t len = strlen(path);
+  size_t ext = sizeof kExtension - 1;
+  bool has_extension = len > ext && strcmp(path + len - ext, kExtension) == 0;
+  int stem = static_cast<int>(has_extension ? len - ext : len);
+  int n = snprintf(out, out_size, "%.*s.%d%s", stem, path, i, has_extension ? kExtension : "");
+  return n > 0 && static_cast<size_t>(n) < out_size;
+}
+
+Sink* sink_open(const char* path, char* chosen, size_t chosen_size) {
+  snprintf(chosen, chosen_size, "%s", path);
   if (strcmp(path, "/dev/null") == 0) return new (std::nothrow) NullSink();
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  int fd = -1;
+  for (int i = 0; i < 1000; i++) {
+    if (i > 0 && !sink_alternative_name(path, i, chosen, chosen_size)) break;
+    // O_EXCL with O_CREAT also refuses a symlink at the name, dangling or not.
+    fd = open(chosen, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0 || errno != EEXIST) break;
+  }
   if (fd < 0) return nullptr;
   Sink* sink = new (std::nothrow) FileSink(fd);
   if (!sink) close(fd);

@@ -16,9 +16,15 @@ class Sink {
 };
 
 // Creates the sink for `path`: "/dev/null" gives a sink that discards (measuring the tracer's cost without
-// disk I/O); anything else is a new file created with mode 0600, refusing to overwrite an existing file or
-// follow a symlink. Returns null on failure, with errno set.
-Sink* sink_open(const char* path);
+// disk I/O); anything else is a new file created with mode 0600 that never overwrites an existing file or
+// follows a symlink: when the name is taken (a fixed name used twice, a reused pid, an exec in the same
+// pid) the next free one of "<stem>.1.mtrace", "<stem>.2.mtrace", ... is used. The name chosen is written
+// to `chosen` (`chosen_size` bytes). Returns null on failure, with errno set.
+Sink* sink_open(const char* path, char* chosen, size_t chosen_size);
+
+// The i-th alternative name for `path` (i >= 1): the suffix goes before a final ".mtrace", else at the end.
+// False when it does not fit in `out_size` bytes.
+bool sink_alternative_name(const char* path, int i, char* out, size_t out_size);
 
 class TraceWriter {
  public:
