@@ -1,0 +1,107 @@
+"""The writer cannot keep up: events are dropped and counted, never buffered without bound, never blocking.
+
+The checker stops the tracer's writer thread ("memtrace-writer") with ptrace while e2e_flood records
+2 x 50000 = 100000 events with MEMTRACE_BUFFER_MB=1: about 45 bytes each, they need about 4.5 MB, far
+more than the two 1 MiB buffers, and no flush can happen meanwhile. The program must still finish its
+loop (a tracer that waited for room would hang it: the run has a deadline). Then the writer is let go.
+Events made: 1 (alloc 4 MiB) + 100000 + 1 (free 4 MiB) = 100002. Expected:
+  - exit status 0; TraceEnd{EXIT}; TraceEnd.events = the events in the file;
+  - events in the file + TraceEnd.dropped_events = 100002, and dropped_events > 0;
+  - the EVENTS_DROPPED notices add up to dropped_events;
+  - the first event is the 4 MiB allocation and the last its free (recorded after the writer resumed).
+"""
+import ctypes
+import os
+import time
+
+import e2e_lib
+import faults_lib
+from faults_lib import trace_file
+
+PAIRS = 50000
+PTRACE_DETACH, PTRACE_SEIZE, PTRACE_INTERRUPT = 17, 0x4206, 0x4207
+WAIT_ALL = 0x40000000  # __WALL: wait for a thread of another process
+SYS_FUTEX = 202  # x86-64
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+libc.ptrace.restype = ctypes.c_long
+
+
+def ptrace(request, tid):
+    if libc.ptrace(request, tid, None, None) != 0:
+        raise SystemExit(f"FAIL: ptrace({request}, {tid}): {os.strerror(ctypes.get_errno())}")
+
+
+def writer_thread(pid):
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            if f.read().strip() == "memtrace-writer":
+                return int(tid)
+    return None
+
+
+def stop_while_idle(pid, tid):
+    """Stops the writer where it waits for its next flush (in futex), not in the middle of a flush."""
+    for _ in range(100):
+        ptrace(PTRACE_SEIZE, tid)
+        ptrace(PTRACE_INTERRUPT, tid)
+        os.waitpid(tid, WAIT_ALL)
+        with open(f"/proc/{pid}/task/{tid}/syscall") as f:
+            if f.read().split()[0] == str(SYS_FUTEX):
+                return
+        ptrace(PTRACE_DETACH, tid)
+        time.sleep(0.02)
+    raise SystemExit("FAIL: the writer thread was never found waiting")
+
+
+case = e2e_lib.Case()
+work = faults_lib.work_dir(case)
+env = faults_lib.traced_env(case, {"MEMTRACE_BUFFER_MB": "1", "MEMTRACE_FLUSH_MS": "1000"})
+proc, outcome = faults_lib.run([case.program("flood"), work, str(PAIRS)], env, timeout=30,
+                               wait_until=lambda pid: os.path.exists(os.path.join(work, "started")))
+if outcome is not None:
+    faults_lib.echo(outcome, "e2e_flood")
+    raise SystemExit(f"FAIL: e2e_flood ended early: {outcome.how()}")
+tid = writer_thread(proc.pid)
+if tid is None:
+    proc.kill()
+    raise SystemExit("FAIL: no thread named memtrace-writer")
+stop_while_idle(proc.pid, tid)
+open(os.path.join(work, "go"), "w").close()
+deadline = time.monotonic() + 120
+while not os.path.exists(os.path.join(work, "done")):
+    if time.monotonic() > deadline:
+        ptrace(PTRACE_DETACH, tid)
+        proc.kill()
+        raise SystemExit("FAIL: e2e_flood did not finish its loop while the writer was stopped (blocked on the tracer?)")
+    time.sleep(0.05)
+ptrace(PTRACE_DETACH, tid)
+open(os.path.join(work, "finish"), "w").close()
+deadline = time.monotonic() + 60
+while True:
+    pid, status = os.waitpid(proc.pid, os.WNOHANG)
+    if pid == proc.pid:
+        proc.returncode = status
+        break
+    if time.monotonic() > deadline:
+        proc.kill()
+        raise SystemExit("FAIL: e2e_flood did not exit after the writer was resumed")
+    time.sleep(0.05)
+case.check("exit status", 0, os.WEXITSTATUS(status) if os.WIFEXITED(status) else f"signal {os.WTERMSIG(status)}")
+
+trace = faults_lib.only_trace(case)
+events = faults_lib.describe_events(trace)
+ends = trace.ends()
+end = ends[0] if len(ends) == 1 else {}
+dropped = end.get("dropped_events", 0)
+print(f"events in the file: {len(events)}, dropped: {dropped}")
+case.check("TraceEnd.how", "EXIT", end.get("how"))
+case.check("TraceEnd.events = events in the file", len(events), end.get("events"))
+case.check("events in the file + dropped", 2 * PAIRS + 2, len(events) + dropped)
+case.check("some events dropped", True, dropped > 0)
+case.check("EVENTS_DROPPED notices add up to dropped_events", dropped,
+           sum(trace_file.first(n, 3, 0) for n in trace.notices(trace_file.NOTICE_EVENTS_DROPPED)))
+case.check("first event", "alloc 4 MiB", events[0] if events else None)
+case.check("last event", "free 4 MiB", events[-1] if events else None)
+case.finish()
