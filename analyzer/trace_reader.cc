@@ -301,11 +301,13 @@ class RecordSplitter {
   bool in_body_ = false;
 };
 
-// Decompresses the complete frame [offset, offset + bytes) into `splitter`, checking its checksum.
-void decode_frame(Input& in, uint64_t offset, uint64_t bytes, ZSTD_DCtx* dctx, RecordSplitter& splitter,
+// Decompresses the complete frame [offset, offset + bytes) into `splitter` (or nowhere, to check the
+// frame), checking its checksum.
+void decode_frame(Input& in, uint64_t offset, uint64_t bytes, ZSTD_DCtx* dctx, RecordSplitter* splitter,
                   std::vector<char>& in_block, std::vector<char>& out_block) {
   ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
-  splitter.begin_chunk(offset);
+  if (splitter) splitter->begin_chunk(offset);
+  uint64_t decoded_bytes = 0;
   uint64_t fed = 0;  // frame bytes read into in_block so far
   ZSTD_inBuffer zin{in_block.data(), 0, 0};
   while (true) {
@@ -319,13 +321,15 @@ void decode_frame(Input& in, uint64_t offset, uint64_t bytes, ZSTD_DCtx* dctx, R
     ZSTD_outBuffer out{out_block.data(), out_block.size(), 0};
     size_t ret = ZSTD_decompressStream(dctx, &out, &zin);
     if (ZSTD_isError(ret)) corrupt(ZSTD_getErrorName(ret), offset);
-    splitter.feed(out_block.data(), out.pos);
+    decoded_bytes += out.pos;
+    if (decoded_bytes > kMaxChunkBytes) corrupt("frame decompresses to more than " + mib(kMaxChunkBytes), offset);
+    if (splitter) splitter->feed(out_block.data(), out.pos);
     if (ret == 0) break;  // frame complete, checksum verified
     if (fed == bytes && zin.pos == zin.size && zin.pos == consumed_before && out.pos == 0)
       corrupt("frame ends inside a block", offset);
   }
   if (fed != bytes || zin.pos != zin.size) corrupt("frame ends before its last block", offset);
-  splitter.end_chunk();
+  if (splitter) splitter->end_chunk();
 }
 
 // The frame at `offset` runs past the end of the file. A writer that was cut off leaves a prefix of a
@@ -348,6 +352,32 @@ void check_cut_frame(Input& in, uint64_t offset, ZSTD_DCtx* dctx, std::vector<ch
       if (ret == 0) corrupt("frame ends before the length its block headers give", offset);
     }
     pos += got;
+  }
+}
+
+// A cut leaves nothing after the beginning of the last frame but that frame. A complete, valid chunk
+// further on means that this frame's block headers are damaged and send its end past the chunks that
+// follow: damage to report, not a cut that would silently drop those chunks.
+void check_no_later_chunk(Input& in, uint64_t offset, ZSTD_DCtx* dctx, std::vector<char>& in_block,
+                          std::vector<char>& out_block) {
+  const unsigned char magic[4] = {0x28, 0xB5, 0x2F, 0xFD};  // kZstdFrameMagic, little-endian
+  std::vector<unsigned char> scan(64 << 10);
+  for (uint64_t pos = offset + 1; pos + sizeof magic <= in.size();) {
+    size_t got = in.read_at(pos, scan.data(), scan.size());
+    if (got < sizeof magic) break;
+    for (size_t i = 0; i + sizeof magic <= got; ++i) {
+      if (std::memcmp(scan.data() + i, magic, sizeof magic) != 0) continue;
+      uint64_t candidate = pos + i;
+      try {
+        FrameExtent frame = measure_frame(in, candidate);
+        if (!frame.complete) continue;
+        decode_frame(in, candidate, frame.bytes, dctx, nullptr, in_block, out_block);
+      } catch (const TraceError&) {
+        continue;  // compressed bytes that happen to look like a frame start
+      }
+      corrupt("its block headers run past the complete chunk at byte " + std::to_string(candidate), offset);
+    }
+    pos += got - (sizeof magic - 1);  // overlap: a magic split across two reads is still found
   }
 }
 
@@ -381,11 +411,14 @@ TraceReadSummary read_trace(const std::string& path, const RecordCallback& on_re
       out_block.resize(ZSTD_DStreamOutSize());
     }
     if (!frame.complete) {  // the writer was cut off inside this chunk
-      if (!frame.skippable) check_cut_frame(in, offset, dctx.get(), in_block, out_block);
+      if (!frame.skippable) {
+        check_cut_frame(in, offset, dctx.get(), in_block, out_block);
+        check_no_later_chunk(in, offset, dctx.get(), in_block, out_block);
+      }
       break;
     }
     if (!frame.skippable) {
-      decode_frame(in, offset, frame.bytes, dctx.get(), splitter, in_block, out_block);
+      decode_frame(in, offset, frame.bytes, dctx.get(), &splitter, in_block, out_block);
       ++summary.chunks;
     }
     offset += frame.bytes;

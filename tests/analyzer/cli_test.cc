@@ -58,6 +58,20 @@ TEST(Cli, CorruptChunkNamesItsByte) {
                        std::to_string(b.chunk_offsets()[1]) + ")\n");
 }
 
+TEST(Cli, EmptyFileAndOtherVersionAreOneLineNamingFileAndVersion) {
+  std::string path = test::temp_path("empty.mtrace");
+  test::write_file(path, "");
+  CliResult r = run_memtrace("summary " + path);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "memtrace: " + path + ": empty file, not a memtrace trace (at byte 0)\n");
+  test::write_file(path, test::header_frame(2));
+  r = run_memtrace("timeline " + path + " --csv");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "memtrace: " + path +
+                       ": unsupported trace format version 2 (this memtrace reads version 1) (at byte 16)\n");
+  EXPECT_EQ(r.out, "");
+}
+
 TEST(Cli, UsageErrorsExit1) {
   EXPECT_EQ(run_memtrace("").exit_code, 1);
   EXPECT_EQ(run_memtrace("frobnicate x").exit_code, 1);

@@ -5,6 +5,8 @@
 #include "trace_builder.h"
 #include "trace_reader.h"
 
+#include <zstd.h>
+
 namespace memtrace {
 namespace {
 
@@ -181,6 +183,84 @@ TEST(TraceReader, RecordLengthPastChunkEndIsAnError) {
   TraceError e = read_error("long-record.mtrace", b.bytes());
   EXPECT_STREQ(e.what(), "record 1 of a chunk runs past the chunk's end");
   EXPECT_EQ(e.byte_offset(), b.chunk_offsets()[0]);
+}
+
+TEST(TraceReader, EmptyRecordIsAnError) {
+  TraceBuilder b;
+  b.start().raw(std::string("\x00", 1)).end_chunk();  // length 0: the writer never writes an empty Record
+  TraceError e = read_error("empty-record.mtrace", b.bytes());
+  EXPECT_STREQ(e.what(), "record 1 of a chunk is empty");
+  EXPECT_EQ(e.byte_offset(), 24u);
+}
+
+TEST(TraceReader, OversizedRecordLengthIsRefusedBeforeAnythingIsAllocated) {
+  // 16 MiB + 1 = 16,777,217 bytes announced, 3 present.
+  TraceBuilder b;
+  b.start().raw(test::varint(kMaxRecordBytes + 1) + "abc").end_chunk();
+  TraceError e = read_error("huge-record.mtrace", b.bytes());
+  EXPECT_STREQ(e.what(), "record 1 of a chunk says it has 16777217 bytes (a record has at most 16 MiB)");
+  // Six length bytes (more than the five any bounded length needs).
+  TraceBuilder six;
+  six.start().raw(std::string("\xff\xff\xff\xff\xff\x01", 6)).end_chunk();
+  e = read_error("long-varint.mtrace", six.bytes());
+  EXPECT_STREQ(e.what(), "bad record length in chunk (record 1)");
+}
+
+// A chunk header by hand: zstd magic, then the given frame descriptor and the bytes that follow it.
+std::string frame_with_header(const std::string& after_magic) {
+  return std::string("\x28\xb5\x2f\xfd", 4) + after_magic;
+}
+
+TEST(TraceReader, FrameDeclaringAbsurdContentIsRefused) {
+  // Descriptor 0xC4: 8-byte content size, checksum. Window descriptor 0x58: 2^(10 + 11) = 2 MiB.
+  // Content size 2^33 = 8 GiB, then one empty last raw block (0x01 0x00 0x00) and a checksum.
+  std::string size(8, '\0');
+  size[4] = 2;  // 2^33 little-endian
+  std::string frame = frame_with_header(std::string("\xc4\x58", 2) + size + std::string("\x01\x00\x00" "abcd", 7));
+  TraceError e = read_error("absurd-content.mtrace", test::header_frame() + frame);
+  EXPECT_STREQ(e.what(), "corrupt chunk: frame declares 8589934592 bytes of content (a chunk has at most 4096 MiB)");
+  EXPECT_EQ(e.byte_offset(), 24u);
+}
+
+TEST(TraceReader, FrameAskingForAHugeWindowIsRefused) {
+  // Descriptor 0x04: no content size, not single-segment, checksum. Window descriptor 0xA0: exponent
+  // 20, 2^(10 + 20) = 1 GiB of window that zstd would allocate.
+  std::string frame = frame_with_header(std::string("\x04\xa0\x01\x00\x00" "abcd", 9));
+  TraceError e = read_error("huge-window.mtrace", test::header_frame() + frame);
+  EXPECT_STREQ(e.what(), "corrupt chunk: frame asks for a window of 2^30 bytes (at most 2^24 are allowed)");
+}
+
+TEST(TraceReader, FrameWithoutChecksumIsRefused) {
+  std::string content = test::varint(2) + std::string("\x42\x00", 2);  // one Record{end: {}}
+  std::string frame(ZSTD_compressBound(content.size()), '\0');
+  frame.resize(ZSTD_compress(frame.data(), frame.size(), content.data(), content.size(), 3));  // checksum off
+  TraceError e = read_error("no-checksum.mtrace", test::header_frame() + frame);
+  EXPECT_STREQ(e.what(), "corrupt chunk: frame has no content checksum");
+}
+
+TEST(TraceReader, ChunkLargerThanOneDecompressionStepKeepsRecordsWhole) {
+  // 20,000 events (about 14 bytes each) and one 300,000-byte file name: 580 KB of records, more than
+  // zstd's 128 KiB output step, so records straddle steps, the long one several of them.
+  TraceBuilder b;
+  b.start();
+  for (uint64_t i = 0; i < 20000; ++i) b.event(test::driver_alloc(0, 0x1000 + i * 16, i + 1));
+  b.python_frame(1, std::string(300000, 'f'), "long", 1).end_chunk();
+  uint64_t events = 0, size_sum = 0;
+  size_t name_bytes = 0;
+  std::string path = test::temp_path("big-chunk.mtrace");
+  test::write_file(path, b.bytes());
+  TraceReadSummary s = read_trace(path, [&](const proto::Record& r) {
+    if (r.has_event()) {
+      ++events;
+      size_sum += r.event().size();
+    }
+    if (r.has_python_frame()) name_bytes = r.python_frame().file().size();
+  });
+  EXPECT_EQ(s.records, 20002u);  // start + 20,000 events + the frame
+  EXPECT_EQ(events, 20000u);
+  EXPECT_EQ(size_sum, 200010000u);  // 1 + 2 + ... + 20,000 = 20,000 * 20,001 / 2
+  EXPECT_EQ(name_bytes, 300000u);
+  EXPECT_FALSE(s.truncated);
 }
 
 TEST(TraceReader, MissingFileIsAnError) {
