@@ -12,6 +12,7 @@ Events made: 1 (alloc 4 MiB) + 100000 + 1 (free 4 MiB) = 100002. Expected:
 """
 import ctypes
 import os
+import signal
 import time
 
 import e2e_lib
@@ -65,7 +66,7 @@ if outcome is not None:
     raise SystemExit(f"FAIL: e2e_flood ended early: {outcome.how()}")
 tid = writer_thread(proc.pid)
 if tid is None:
-    proc.kill()
+    os.killpg(proc.pid, signal.SIGKILL)
     raise SystemExit("FAIL: no thread named memtrace-writer")
 stop_while_idle(proc.pid, tid)
 open(os.path.join(work, "go"), "w").close()
@@ -73,7 +74,7 @@ deadline = time.monotonic() + 120
 while not os.path.exists(os.path.join(work, "done")):
     if time.monotonic() > deadline:
         ptrace(PTRACE_DETACH, tid)
-        proc.kill()
+        os.killpg(proc.pid, signal.SIGKILL)
         raise SystemExit("FAIL: e2e_flood did not finish its loop while the writer was stopped (blocked on the tracer?)")
     time.sleep(0.05)
 ptrace(PTRACE_DETACH, tid)
@@ -85,7 +86,7 @@ while True:
         proc.returncode = status
         break
     if time.monotonic() > deadline:
-        proc.kill()
+        os.killpg(proc.pid, signal.SIGKILL)
         raise SystemExit("FAIL: e2e_flood did not exit after the writer was resumed")
     time.sleep(0.05)
 case.check("exit status", 0, os.WEXITSTATUS(status) if os.WIFEXITED(status) else f"signal {os.WTERMSIG(status)}")

@@ -34,6 +34,6 @@ case.check("TraceEnd records", [], trace.ends())
 
 summary = case.analyze("summary", trace.path)
 case.check("analyzer trace.events", 4, summary.get("trace", {}).get("events"))
-case.check("analyzer trace.end", None, summary.get("trace", {}).get("end"))
+case.check("analyzer trace.end", {"how": None, "signal": 0}, summary.get("trace", {}).get("end"))
 case.check_devices(summary, {0: {"peak_driver_bytes": 28 * MIB, "final_driver_bytes": 20 * MIB}})
 case.finish()

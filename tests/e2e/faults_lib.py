@@ -58,7 +58,9 @@ def run(argv, env, timeout=60, cwd=None, preexec_fn=None, wait_until=None):
     function returns None for the outcome and the caller owns the still-running process (pid returned)."""
     out = tempfile.TemporaryFile()
     err = tempfile.TemporaryFile()
-    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=err, preexec_fn=preexec_fn)
+    # A session of its own: on a hang the whole process group goes (children that deadlocked included).
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=err, preexec_fn=preexec_fn,
+                            start_new_session=True)
     deadline = time.monotonic() + timeout
     while True:
         pid, status = os.waitpid(proc.pid, os.WNOHANG)
@@ -68,7 +70,7 @@ def run(argv, env, timeout=60, cwd=None, preexec_fn=None, wait_until=None):
         if wait_until is not None and wait_until(proc.pid):
             return proc, None
         if time.monotonic() > deadline:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             sys.exit(f"FAIL: {' '.join(argv)} still running after {timeout} s (hang or deadlock)")
         time.sleep(0.01)
