@@ -3,7 +3,8 @@
 The checker stops the tracer's writer thread ("memtrace-writer") with ptrace while e2e_flood records
 2 x 50000 = 100000 events with MEMTRACE_BUFFER_MB=1: about 45 bytes each, they need about 4.5 MB, far
 more than the two 1 MiB buffers, and no flush can happen meanwhile. The program must still finish its
-loop (a tracer that waited for room would hang it: the run has a deadline). Then the writer is let go.
+loop (a tracer that waited for room would hang it: the run has a deadline). Then the writer is let go,
+and once it has written a chunk the program makes its last event.
 Events made: 1 (alloc 4 MiB) + 100000 + 1 (free 4 MiB) = 100002. Expected:
   - exit status 0; TraceEnd{EXIT}; TraceEnd.events = the events in the file;
   - events in the file + TraceEnd.dropped_events = 100002, and dropped_events > 0;
@@ -64,7 +65,11 @@ proc, outcome = faults_lib.run([case.program("flood"), work, str(PAIRS)], env, t
 if outcome is not None:
     faults_lib.echo(outcome, "e2e_flood")
     raise SystemExit(f"FAIL: e2e_flood ended early: {outcome.how()}")
+deadline = time.monotonic() + 10  # the thread names itself once it runs
 tid = writer_thread(proc.pid)
+while tid is None and time.monotonic() < deadline:
+    time.sleep(0.01)
+    tid = writer_thread(proc.pid)
 if tid is None:
     os.killpg(proc.pid, signal.SIGKILL)
     raise SystemExit("FAIL: no thread named memtrace-writer")
@@ -77,7 +82,17 @@ while not os.path.exists(os.path.join(work, "done")):
         os.killpg(proc.pid, signal.SIGKILL)
         raise SystemExit("FAIL: e2e_flood did not finish its loop while the writer was stopped (blocked on the tracer?)")
     time.sleep(0.05)
+trace_path = faults_lib.trace_paths(case)[0]
+size_while_stopped = os.path.getsize(trace_path)
 ptrace(PTRACE_DETACH, tid)
+# The writer, woken while it was stopped, now writes the full buffer; only then is there room again for the
+# last event.
+deadline = time.monotonic() + 30
+while os.path.getsize(trace_path) == size_while_stopped:
+    if time.monotonic() > deadline:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise SystemExit("FAIL: the writer wrote nothing within 30 s of being let go")
+    time.sleep(0.01)
 open(os.path.join(work, "finish"), "w").close()
 deadline = time.monotonic() + 60
 while True:
