@@ -50,6 +50,38 @@ void on_free(Api api, Layer layer, uint64_t address, uint64_t size, uint64_t str
   record_event(e);
 }
 
+// A free that succeeded, or that came after the driver or runtime shut down at process exit (the memory
+// went with the context): both are frees. The second is recorded with its result, as a teardown free.
+bool freed(int result) {
+  static_assert(CUDA_ERROR_DEINITIALIZED == 4 && cudaErrorCudartUnloading == 4, "teardown result in memtrace.proto");
+  return result == 0 || result == CUDA_ERROR_DEINITIALIZED;
+}
+
+// A free, recorded so that the trace keeps each address's free before its next allocation. While the job
+// runs, that means recording it BEFORE the real call: once the driver has the memory back it can hand the
+// same address to another thread, whose allocation (recorded after its call returns) would otherwise come
+// first. Once the process is exiting there is no such race, and the free is recorded after the call with its
+// result: a free answered with CUDA_ERROR_DEINITIALIZED is a teardown free. (A free that fails for another
+// reason while the job runs is still recorded as a free; the driver only fails those on bad pointers.)
+class FreeEvent {
+ public:
+  FreeEvent(const HookScope& scope, Api api, Layer layer, uint64_t address, uint64_t stream)
+      : api_(api), layer_(layer), address_(address), stream_(stream),
+        deferred_(scope.outermost() && recorder_exit_begun()) {
+    if (scope.outermost() && !deferred_) on_free(api_, layer_, address_, 0, stream_, -1, 0);
+  }
+  void done(int result) const {
+    if (deferred_ && freed(result)) on_free(api_, layer_, address_, 0, stream_, -1, result);
+  }
+
+ private:
+  Api api_;
+  Layer layer_;
+  uint64_t address_;
+  uint64_t stream_;
+  bool deferred_;
+};
+
 void on_other(EventKind kind, Api api, uint64_t address, uint64_t size, uint64_t handle, int device) {
   MemoryEvent e;
   e.kind = kind;
@@ -75,12 +107,6 @@ uint64_t stream_value(const void* s) { return reinterpret_cast<uintptr_t>(s); }
 constexpr int kRuntimeOom = cudaErrorMemoryAllocation;
 constexpr int kDriverOom = CUDA_ERROR_OUT_OF_MEMORY;
 
-// A free that succeeded, or that came after the driver or runtime shut down at process exit (the memory
-// went with the context): both are frees. The second is recorded with its result, as a teardown free.
-bool freed(int result) {
-  static_assert(CUDA_ERROR_DEINITIALIZED == 4 && cudaErrorCudartUnloading == 4, "teardown result in memtrace.proto");
-  return result == 0 || result == CUDA_ERROR_DEINITIALIZED;
-}
 
 }  // namespace
 }  // namespace memtrace
@@ -106,8 +132,9 @@ MEMTRACE_EXPORT cudaError_t cudaMalloc(void** devPtr, size_t size) {
 
 MEMTRACE_EXPORT cudaError_t cudaFree(void* devPtr) {
   MEMTRACE_FORWARD_OR(cudaFree, cudaErrorInitializationError);
+  FreeEvent event(scope, Api::kCudaFree, Layer::kDriver, ptr_value(devPtr), 0);
   cudaError_t r = real(devPtr);
-  if (scope.outermost() && freed(r)) on_free(Api::kCudaFree, Layer::kDriver, ptr_value(devPtr), 0, 0, -1, r);
+  event.done(r);
   return r;
 }
 
@@ -147,9 +174,9 @@ MEMTRACE_RUNTIME_MALLOC_ASYNC(cudaMallocAsync_ptsz)
 #define MEMTRACE_RUNTIME_FREE_ASYNC(symbol)                                                                  \
   MEMTRACE_EXPORT cudaError_t symbol(void* devPtr, cudaStream_t stream) {                                   \
     MEMTRACE_FORWARD_OR(symbol, cudaErrorInitializationError);                                              \
+    FreeEvent event(scope, Api::kCudaFreeAsync, Layer::kBlock, ptr_value(devPtr), stream_value(stream));   \
     cudaError_t r = real(devPtr, stream);                                                                   \
-    if (scope.outermost() && freed(r))                                                              \
-      on_free(Api::kCudaFreeAsync, Layer::kBlock, ptr_value(devPtr), 0, stream_value(stream), -1, r);          \
+    event.done(r);                                                                                          \
     return r;                                                                                               \
   }
 MEMTRACE_RUNTIME_FREE_ASYNC(cudaFreeAsync)
@@ -192,8 +219,9 @@ MEMTRACE_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, si
 
 MEMTRACE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   MEMTRACE_FORWARD_OR(cuMemFree_v2, CUDA_ERROR_NOT_INITIALIZED);
+  FreeEvent event(scope, Api::kCuMemFree, Layer::kDriver, dptr, 0);
   CUresult r = real(dptr);
-  if (scope.outermost() && freed(r)) on_free(Api::kCuMemFree, Layer::kDriver, dptr, 0, 0, -1, r);
+  event.done(r);
   return r;
 }
 
@@ -233,9 +261,9 @@ MEMTRACE_DRIVER_ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz)
 #define MEMTRACE_DRIVER_FREE_ASYNC(symbol)                                                                   \
   MEMTRACE_EXPORT CUresult symbol(CUdeviceptr dptr, CUstream stream) {                                      \
     MEMTRACE_FORWARD_OR(symbol, CUDA_ERROR_NOT_INITIALIZED);                                                \
+    FreeEvent event(scope, Api::kCuMemFreeAsync, Layer::kBlock, dptr, stream_value(stream));               \
     CUresult r = real(dptr, stream);                                                                        \
-    if (scope.outermost() && freed(r))                                                             \
-      on_free(Api::kCuMemFreeAsync, Layer::kBlock, dptr, 0, stream_value(stream), -1, r);                      \
+    event.done(r);                                                                                          \
     return r;                                                                                               \
   }
 MEMTRACE_DRIVER_FREE_ASYNC(cuMemFreeAsync)
@@ -257,8 +285,9 @@ MEMTRACE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_
 
 MEMTRACE_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   MEMTRACE_FORWARD_OR(cuMemRelease, CUDA_ERROR_NOT_INITIALIZED);
+  FreeEvent event(scope, Api::kCuMemRelease, Layer::kDriver, handle, 0);
   CUresult r = real(handle);
-  if (scope.outermost() && freed(r)) on_free(Api::kCuMemRelease, Layer::kDriver, handle, 0, 0, -1, r);
+  event.done(r);
   return r;
 }
 
@@ -310,16 +339,19 @@ struct Device {
 };
 
 namespace {
+// The real hook in libc10.so, looked up once (a miss is remembered too: no dlopen on every call).
 template <typename Fn>
 Fn real_c10(const char* symbol, std::atomic<void*>& cache) {
+  static void* const kMissing = reinterpret_cast<void*>(&real_c10<Fn>);
   void* fn = cache.load(std::memory_order_acquire);
+  if (fn == kMissing) return nullptr;
   if (!fn) {
     void* handle = dlopen("libc10.so", RTLD_NOLOAD | RTLD_LAZY);
     if (handle) {
       fn = real_dlsym(handle, symbol);
       dlclose(handle);
     }
-    if (fn) cache.store(fn, std::memory_order_release);
+    cache.store(fn ? fn : kMissing, std::memory_order_release);
   }
   return reinterpret_cast<Fn>(fn);
 }

@@ -34,9 +34,12 @@ class InternTable {
     }
   }
 
+  // True when insert() would refuse: check before writing a record under the next id.
+  bool full() const { return !slots_ || (used_ + 1) * 4 > (mask_ + 1) * 3; }
+
   // Adds `key` with the next id and returns that id; 0 when the table is full.
   uint64_t insert(uint64_t key) {
-    if (!slots_ || (used_ + 1) * 4 > (mask_ + 1) * 3) return 0;
+    if (full()) return 0;
     size_t i = key & mask_;
     while (slots_[i].key != 0) i = (i + 1) & mask_;
     slots_[i].key = key;

@@ -48,6 +48,7 @@ uint64_t g_start_ns = 0;
 uint64_t g_last_event_ns = 0;
 uint64_t g_events = 0;
 uint64_t g_dropped = 0;
+uint64_t g_stackless = 0;           // events recorded without their stack because an intern table was full
 bool g_finalizing_marked = false;
 bool g_wake_sent = false;
 
@@ -55,9 +56,10 @@ bool g_wake_sent = false;
 pthread_mutex_t g_flush_lock = PTHREAD_MUTEX_INITIALIZER;
 TraceWriter g_writer;
 uint64_t g_dropped_reported = 0;
+uint64_t g_stackless_reported = 0;
 bool g_torch_checked = false;
 bool g_python_notice_written = false;  // the notice written at start counts too (set there)
-bool g_exited = false;
+std::atomic<bool> g_exited{false};
 bool g_end_written = false;
 pid_t g_trace_pid = 0;            // the process whose trace this is (a vfork child shares our memory)
 char g_trace_path[4096];          // the file actually created (maybe with a .N suffix)
@@ -73,7 +75,7 @@ std::atomic<uint32_t> g_generation{1};
 MEMTRACE_TLS int t_hook_depth;
 MEMTRACE_TLS uint32_t t_announced_generation;
 MEMTRACE_TLS uint32_t t_tid;
-MEMTRACE_TLS int t_in_recorder;  // inside record_event: a fatal signal here must not wait for g_lock
+MEMTRACE_TLS bool t_holds_lock;  // this thread holds g_lock in record_event: a fatal signal must not wait for it
 
 uint64_t now_ns() {
   timespec ts;
@@ -100,6 +102,8 @@ bool append_record_locked(uint32_t kind, const ProtoWriter& inner) {
   ProtoWriter out(b.data + b.size, b.data + b.size + total);
   out.raw_varint(body);
   out.message(kind, inner);
+  // The bytes before the size: a fatal-signal handler on this thread writes the buffer up to b.size.
+  std::atomic_signal_fence(std::memory_order_release);
   b.size += out.size();
   return true;
 }
@@ -135,6 +139,7 @@ size_t utf8_prefix(const char* s, size_t len, size_t max) {
 uint64_t intern_python_frame_locked(const CapturedStack& stack, int i) {
   uint64_t key = stack.python_keys[i];
   if (uint64_t id = g_python_frames.find(key)) return id;
+  if (g_python_frames.full()) return 0;  // ids are never reused: write nothing under an id we cannot keep
   const PythonFrameView& f = stack.python[i];
   uint8_t buf[2200];
   ProtoWriter w(buf, buf + sizeof buf);
@@ -152,6 +157,7 @@ uint64_t intern_python_frame_locked(const CapturedStack& stack, int i) {
 uint64_t intern_stack_locked(const CapturedStack& stack) {
   if (stack.frame_count == 0) return 0;
   if (uint64_t id = g_stacks.find(stack.key)) return id;
+  if (g_stacks.full()) return 0;
   uint64_t frames[kMaxNativeFrames + kMaxPythonFrames];
   for (int i = 0; i < stack.frame_count; i++) {
     uint64_t f = stack.frames[i];
@@ -196,13 +202,13 @@ bool append_event_locked(const MemoryEvent& e, uint64_t stack_id) {
   return true;
 }
 
-void append_notice_locked(NoticeCode code, const char* message, uint64_t count) {
+bool append_notice_locked(NoticeCode code, const char* message, uint64_t count) {
   uint8_t buf[600];
   ProtoWriter w(buf, buf + sizeof buf);
   w.uint(1, static_cast<uint64_t>(code));
   w.bytes(2, message, utf8_prefix(message, strlen(message), 512));
   w.uint(3, count);
-  append_record_locked(field::kNotice, w);
+  return append_record_locked(field::kNotice, w);
 }
 
 // ---- start ---------------------------------------------------------------------------------------------
@@ -272,7 +278,9 @@ void on_fork_child();
 // Runs once, inside the first hook that records something.
 void start() {
   config_load(&g_config);
-  if (!g_stacks.init(1 << 20) || !g_python_frames.init(1 << 16)) return;
+  // 786,432 distinct stacks and 196,608 Python source positions (3/4 of each table) before stacks are dropped;
+  // the memory is virtual until used (16 B a slot).
+  if (!g_stacks.init(1 << 20) || !g_python_frames.init(1 << 18)) return;
   for (ChunkBuffer& b : g_buffers) {
     b.data = static_cast<uint8_t*>(map_bytes(g_config.buffer_bytes));
     b.size = 0;
@@ -290,7 +298,8 @@ void start() {
     return;
   }
   g_trace_pid = getpid();
-  stack_capture_init();
+  if (!stack_capture_init() && g_config.max_native_frames > 0)
+    fprintf(stderr, "memtrace: libunwind.so.8 not found (%s): recording without native stacks\n", dlerror());
   uint32_t python_hex = 0;
   detect_python(&python_hex);
 
@@ -373,8 +382,11 @@ void report_write_failure() {
   g_state.store(kOff);
 }
 
-void flush_locked_flush(bool final_flush) {
-  if (g_state.load() != kRunning && !final_flush) return;
+void write_active_buffer(bool g_lock_held = false);
+
+// Modules loaded since the last flush (and what their arrival tells: Python, PyTorch's hook), and the count
+// of dropped events. Written before the chunk that may refer to them, and before a TraceEnd.
+void append_pending_metadata() {
   if (module_map_changed()) {
     module_map_emit_new(emit_module, nullptr);
     uint32_t hex = 0;
@@ -388,15 +400,36 @@ void flush_locked_flush(bool final_flush) {
     check_torch_hook();
   }
   pthread_mutex_lock(&g_lock);
-  if (g_dropped != g_dropped_reported) {
-    append_notice_locked(NoticeCode::kEventsDropped, "the writer fell behind: events were not recorded",
-                         g_dropped - g_dropped_reported);
+  // The counts are only marked reported once their notice is in a buffer (a full buffer is why events drop).
+  if (g_dropped != g_dropped_reported &&
+      append_notice_locked(NoticeCode::kEventsDropped, "the writer fell behind: events were not recorded",
+                           g_dropped - g_dropped_reported))
     g_dropped_reported = g_dropped;
-  }
+  if (g_stackless != g_stackless_reported &&
+      append_notice_locked(NoticeCode::kStacksNotRecorded,
+                           "the table of distinct stacks is full: events were recorded without their stack",
+                           g_stackless - g_stackless_reported))
+    g_stackless_reported = g_stackless;
+  pthread_mutex_unlock(&g_lock);
+}
+
+// Writes the filling buffer as one chunk. g_flush_lock held.
+// The metadata goes into the buffer after the one being written: the buffer may be full, which is when the
+// drop count matters most, and the analyzer resolves stacks and modules only once the whole file is read.
+void flush_locked_flush(bool final_flush) {
+  if (g_state.load() != kRunning && !final_flush) return;
+  write_active_buffer();
+  append_pending_metadata();
+}
+
+// Swaps the buffers and writes the one that was filling. g_flush_lock held; g_lock taken here unless the
+// caller (a fatal-signal handler on a thread that was inside the recorder) already holds it.
+void write_active_buffer(bool g_lock_held) {
+  if (!g_lock_held) pthread_mutex_lock(&g_lock);
   ChunkBuffer& full = g_buffers[g_active];
   g_active ^= 1;
   g_wake_sent = false;
-  pthread_mutex_unlock(&g_lock);
+  if (!g_lock_held) pthread_mutex_unlock(&g_lock);
   // g_flush_lock keeps the other buffer ours until it is written and emptied.
   if (full.size && g_state.load() != kOff && !g_writer.write_chunk(full.data, full.size)) report_write_failure();
   full.size = 0;
@@ -417,10 +450,12 @@ void append_end_locked(EndHow how, int signal) {
 // Writes the TraceEnd and the last chunk; both locks are held by the caller.
 void finish_locked(EndHow how, int signal) {
   if (g_end_written) return;
+  write_active_buffer();
+  append_pending_metadata();
   pthread_mutex_lock(&g_lock);
   append_end_locked(how, signal);
   pthread_mutex_unlock(&g_lock);
-  flush_locked_flush(true);
+  write_active_buffer();
 }
 
 // Waits up to ~100 ms for `m`. In a signal handler the holder may be the writer thread in mid-flush (it
@@ -441,7 +476,7 @@ void on_exit_handler() {
   g_writer.stop_thread();
   pthread_mutex_lock(&g_flush_lock);
   flush_locked_flush(true);
-  g_exited = true;
+  g_exited.store(true);
   pthread_mutex_unlock(&g_flush_lock);
 }
 
@@ -478,7 +513,7 @@ void on_fork_child() {
   g_stacks.clear();
   g_python_frames.clear();
   module_map_reset();
-  g_events = g_dropped = g_dropped_reported = 0;
+  g_events = g_dropped = g_dropped_reported = g_stackless = g_stackless_reported = 0;
   g_finalizing_marked = false;
   g_torch_checked = false;
   g_end_written = false;
@@ -501,6 +536,8 @@ void recorder_finish(EndHow how) {
   g_state.store(kOff);
 }
 
+bool recorder_exit_begun() { return g_exited; }
+
 void recorder_resume_after_exec_failure() {
   if (g_state.load() != kOff || !g_end_written || getpid() != g_trace_pid) return;
   pthread_mutex_lock(&g_flush_lock);
@@ -510,13 +547,20 @@ void recorder_resume_after_exec_failure() {
   g_writer.start_thread(recorder_flush, g_config.flush_interval_ms);
 }
 
+// The signal may arrive on a thread that holds g_lock (it was appending a record): everything up to the
+// buffer's size is complete then, since a record's bytes are written before the size moves past them, and
+// every other thread waits for the lock. So the handler writes under the lock it already has.
 void recorder_finish_from_signal(int signal) {
-  if (g_state.load() != kRunning || getpid() != g_trace_pid || t_in_recorder) return;
+  if (g_state.load() != kRunning || getpid() != g_trace_pid) return;
   if (!lock_within_bounded_wait(&g_flush_lock)) return;
-  if (!g_end_written && lock_within_bounded_wait(&g_lock)) {
-    append_end_locked(EndHow::kSignal, signal);
-    pthread_mutex_unlock(&g_lock);
-    flush_locked_flush(true);
+  if (!g_end_written) {
+    bool own_lock = t_holds_lock;
+    if (!own_lock) write_active_buffer();
+    if (own_lock || lock_within_bounded_wait(&g_lock)) {
+      append_end_locked(EndHow::kSignal, signal);
+      write_active_buffer(/*g_lock_held=*/true);
+      if (!own_lock) pthread_mutex_unlock(&g_lock);
+    }
   }
   g_state.store(kOff);
   pthread_mutex_unlock(&g_flush_lock);
@@ -530,10 +574,7 @@ void recorder_flush() {
 
 void record_event(const MemoryEvent& e) {
   if (!ensure_started()) return;
-  struct InRecorder {
-    InRecorder() { t_in_recorder++; }
-    ~InRecorder() { t_in_recorder--; }
-  } in_recorder;
+
   CapturedStack stack;
   bool python = g_python_ready.load(std::memory_order_acquire);
   if (e.kind == EventKind::kAlloc || e.kind == EventKind::kOom) {
@@ -545,6 +586,7 @@ void record_event(const MemoryEvent& e) {
   bool finalizing = python && !g_finalizing_marked && python_is_finalizing();
 
   pthread_mutex_lock(&g_lock);
+  t_holds_lock = true;
   if (t_announced_generation != g_generation.load(std::memory_order_relaxed)) append_thread_info_locked();
   if (finalizing && !g_finalizing_marked) {
     MemoryEvent marker;
@@ -552,8 +594,10 @@ void record_event(const MemoryEvent& e) {
     g_finalizing_marked = append_event_locked(marker, 0);
   }
   uint64_t stack_id = intern_stack_locked(stack);
+  if (stack_id == 0 && stack.frame_count > 0) g_stackless++;
   if (!append_event_locked(e, stack_id)) g_dropped++;
   wake_writer_if_filling_locked();
+  t_holds_lock = false;
   pthread_mutex_unlock(&g_lock);
 }
 

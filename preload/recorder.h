@@ -60,6 +60,9 @@ void recorder_finish(EndHow how);
 // and does nothing when the signal arrived while this thread was inside the recorder.
 void recorder_finish_from_signal(int signal);
 
+// True once the process has begun exiting (our atexit handler ran): frees after this are teardown frees.
+bool recorder_exit_begun();
+
 // An exec that failed returns to the program: tracing resumes (the file gets a second TraceEnd later).
 void recorder_resume_after_exec_failure();
 

@@ -50,6 +50,7 @@ enum class NoticeCode : uint8_t {
   kTorchHookMissing = 2,
   kEventsDropped = 3,
   kWriteFailed = 4,
+  kStacksNotRecorded = 5,
 };
 
 // Field numbers of the Record oneof and of each message, as in proto/memtrace.proto.

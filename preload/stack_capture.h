@@ -25,7 +25,8 @@ struct CapturedStack {
 // Frames inside libmemtrace itself are dropped.
 void capture_stack(CapturedStack* out, int max_native, bool with_python);
 
-// Records the address range of libmemtrace's own code, so that its frames are skipped. Call once at start.
-void stack_capture_init();
+// Records the address range of libmemtrace's own code (its frames are skipped) and loads libunwind. Call
+// once at start. False when libunwind.so.8 cannot be loaded: stacks then have Python frames only.
+bool stack_capture_init();
 
 }  // namespace memtrace
