@@ -1,7 +1,8 @@
 """exec: TraceEnd{EXEC} closes the first image's trace; the new image (same pid, LD_PRELOAD inherited)
 writes its own, under a unique name since the expanded name is the same.
 
-e2e_exec_chain first FUNCTION: alloc 4 MiB (1 event), then FUNCTION (execv, execve, execvp, execvpe)
+e2e_exec_chain first FUNCTION: alloc 4 MiB (1 event), then FUNCTION (execv, execve, execvp, execvpe, and
+the variadic execl, execlp, execle, which glibc runs through its internal execve, not the exported one)
 of itself with "second": alloc 8 MiB, free 8 MiB (2 events), exit status 0.
 MEMTRACE_OUTPUT is OUT/trace-%p.mtrace (same pid for both images) or, with --fixed-name, OUT/fixed.mtrace:
   first image:  NAME.mtrace   = TraceStart.argv [program, "first", FUNCTION], ["alloc 4 MiB"],
@@ -16,7 +17,7 @@ import faults_lib
 
 
 def add_arguments(parser):
-    parser.add_argument("--function", choices=["execv", "execve", "execvp", "execvpe"], required=True)
+    parser.add_argument("--function", choices=["execv", "execve", "execvp", "execvpe", "execl", "execlp", "execle"], required=True)
     parser.add_argument("--fixed-name", action="store_true")
 
 

@@ -1,6 +1,7 @@
 // exec: the first image records, then replaces itself with a second image of this program, which
 // records its own trace (LD_PRELOAD and MEMTRACE_OUTPUT inherited, same pid).
-// Usage: e2e_exec_chain first execv|execve|execvp|execvpe   (then runs itself as: e2e_exec_chain second)
+// Usage: e2e_exec_chain first FUNCTION   (then runs itself as: e2e_exec_chain second), FUNCTION one of
+//   execv execve execvp execvpe execl execlp execle posix_spawn
 // First image's events: alloc 4 MiB (1 event), then the exec.
 // Second image's events: alloc 8 MiB, free 8 MiB (2 events), then return 0.
 // With posix_spawn instead, "second" runs as a child process (its own pid) and the first image waits for
@@ -38,6 +39,9 @@ int main(int argc, char** argv) {
   if (std::strcmp(how, "execve") == 0) execve(self, next_argv, environ);
   if (std::strcmp(how, "execvp") == 0) execvp(self, next_argv);
   if (std::strcmp(how, "execvpe") == 0) execvpe(self, next_argv, environ);
+  if (std::strcmp(how, "execl") == 0) execl(self, self, second, static_cast<char*>(nullptr));
+  if (std::strcmp(how, "execlp") == 0) execlp(self, self, second, static_cast<char*>(nullptr));
+  if (std::strcmp(how, "execle") == 0) execle(self, self, second, static_cast<char*>(nullptr), environ);
   if (std::strcmp(how, "posix_spawn") == 0) {
     pid_t child = 0;
     int status = 0;
