@@ -21,6 +21,22 @@ std::filesystem::path tracer_library_path() {
   return (self.parent_path() / ".." / "lib" / "libmemtrace.so").lexically_normal();
 }
 
+// LD_PRELOAD splits its list at spaces and colons: a library path holding either is silently not loaded.
+bool preloadable(const std::string& path) { return path.find_first_of(" :\t") == std::string::npos; }
+
+// The output path the tracer will be given, made absolute (the command may change directory before its
+// first CUDA call). Empty, with an error printed, when it cannot work: its directory does not exist.
+std::string checked_output_path(const std::string& output) {
+  std::filesystem::path path = std::filesystem::absolute(output).lexically_normal();
+  std::error_code error;
+  std::filesystem::path directory = path.parent_path();
+  if (!std::filesystem::is_directory(directory, error)) {
+    std::cerr << "memtrace: " << output << ": directory " << directory.string() << " does not exist\n";
+    return {};
+  }
+  return path.string();
+}
+
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& args) {
@@ -47,6 +63,15 @@ int cmd_run(const std::vector<std::string>& args) {
     std::cerr << "memtrace: " << (library.empty() ? std::string("libmemtrace.so") : library.string())
               << ": tracer library not found next to the memtrace executable\n";
     return kExitBadInput;
+  }
+  if (!preloadable(library.string())) {
+    std::cerr << "memtrace: " << library.string()
+              << ": the tracer's path holds a space or a colon, which LD_PRELOAD cannot carry; install memtrace elsewhere\n";
+    return kExitBadInput;
+  }
+  if (!output.empty()) {
+    output = checked_output_path(output);
+    if (output.empty()) return kExitBadInput;
   }
   std::string preload = library.string();
   if (const char* existing = std::getenv("LD_PRELOAD"); existing && *existing) preload += ":" + std::string(existing);

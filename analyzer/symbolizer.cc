@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 #include <elfutils/libdwfl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -87,6 +88,9 @@ struct Symbolizer::Impl {
   // the build that ran.
   void report(LoadedModule& loaded) {
     const std::string& path = loaded.module.path();
+    // The path comes from the trace: open only a regular file (a FIFO or a device there would block).
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
     Dwfl_Module* mod = dwfl_report_elf(dwfl, loaded.name.c_str(), path.c_str(), -1,
                                        loaded.module.load_address(), true);
     if (!mod) return;
