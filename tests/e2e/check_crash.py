@@ -13,6 +13,13 @@ same core-dump bit (RLIMIT_CORE = 1 MiB in both, so a core is dumped whenever th
 dumps one), same handler output, and the program must see its own handler when it asks sigaction().
 The trace: the 3 events, then exactly one TraceEnd{how: SIGNAL, signal: N, events: 3} as its last record,
 in whole frames.
+
+Handlers that keep the process from dying by the signal:
+  after-exit: the handler calls _exit(3): exit status 3 traced and untraced, one TraceEnd, how SIGNAL
+    (the signal was already being handed on when the handler exited), events 3.
+  after-recover: the handler siglongjmp()s back; the program allocates 16 MiB, frees it, returns 0:
+    exit status 0 traced and untraced, all 5 events (alloc 4, alloc 8, free 4, alloc 16, free 16 MiB)
+    and one TraceEnd{how: EXIT, events: 5}: a signal the program survives does not end its trace.
 """
 import os
 import shutil
@@ -28,7 +35,8 @@ SIGNALS = {"segv": signal.SIGSEGV, "bus": signal.SIGBUS, "abrt": signal.SIGABRT,
 def add_arguments(parser):
     parser.add_argument("--signal", choices=sorted(SIGNALS), required=True)
     parser.add_argument("--handler", required=True, choices=[
-        "none", "before", "after", "before-signal", "after-signal", "before-siginfo", "after-siginfo"])
+        "none", "before", "after", "before-signal", "after-signal", "before-siginfo", "after-siginfo",
+        "after-exit", "after-recover"])
 
 
 case = e2e_lib.Case(add_arguments)
@@ -54,21 +62,33 @@ traced, traced_handler = crash("traced", faults_lib.traced_env(case))
 siginfo = " siginfo ok" if case.args.handler.endswith("-siginfo") else ""
 expected_handler = [] if case.args.handler == "none" else [f"handler {number}{siginfo}"]
 expected_query = "query: default" if case.args.handler == "none" else "query: own handler"
-case.check("untraced run killed by", number, untraced.signal)
+survives = case.args.handler in ("after-exit", "after-recover")
+if survives:
+    status = 3 if case.args.handler == "after-exit" else 0
+    case.check("untraced run exit status", status, untraced.exit_status)
+    case.check("traced run exit status", status, traced.exit_status)
+else:
+    case.check("untraced run killed by", number, untraced.signal)
+    case.check("traced run killed by (same as untraced)", untraced.signal, traced.signal)
+    case.check("traced core dumped (same as untraced)", untraced.core_dumped, traced.core_dumped)
 case.check("untraced handler output", expected_handler, untraced_handler)
-case.check("traced run killed by (same as untraced)", untraced.signal, traced.signal)
-case.check("traced core dumped (same as untraced)", untraced.core_dumped, traced.core_dumped)
 case.check("traced handler output", expected_handler, traced_handler)
 case.check("traced program's sigaction() query", True, expected_query in traced.stdout.splitlines())
 case.check("traced program never went on", False, "still alive" in traced.stdout)
 
 trace = faults_lib.only_trace(case)
+events = ["alloc 4 MiB", "alloc 8 MiB", "free 4 MiB"]
+end = ("SIGNAL", number, 3)
+if case.args.handler == "after-recover":
+    case.check("traced program recovered", True, "recovered" in traced.stdout.splitlines())
+    events += ["alloc 16 MiB", "free 16 MiB"]
+    end = ("EXIT", 0, 5)
 case.check("file ends on a frame boundary", True, trace.complete)
-case.check("events", ["alloc 4 MiB", "alloc 8 MiB", "free 4 MiB"], faults_lib.describe_events(trace))
-case.check("TraceEnd records (how, signal, events)", [("SIGNAL", number, 3)],
+case.check("events", events, faults_lib.describe_events(trace))
+case.check("TraceEnd records (how, signal, events)", [end],
            [(e["how"], e["signal"], e["events"]) for e in trace.ends()])
 case.check("TraceEnd is the last record", faults_lib.trace_file.END, trace.last_record_kind())
 
 summary = case.analyze("summary", trace.path)
-case.check("analyzer trace.end", {"how": "SIGNAL", "signal": number}, summary.get("trace", {}).get("end"))
+case.check("analyzer trace.end", {"how": end[0], "signal": end[1]}, summary.get("trace", {}).get("end"))
 case.finish()

@@ -9,11 +9,17 @@
 // The handler appends "handler SIG" (siginfo: "handler SIG siginfo ok" or "... siginfo wrong") to
 // MARKER_FILE, restores the default action through signal() (as Python's faulthandler and most crash
 // reporters do) and returns: a fault then repeats and kills the process, and abort() raises again itself.
-// So with or without a handler the process dies by the signal.
-// Events: alloc 4 MiB, alloc 8 MiB, free 4 MiB (3 events), then the crash.
+// So with or without a handler the process dies by the signal. Two handlers that do not let it die:
+//   after-exit:    the handler (installed after the CUDA calls) writes "handler SIG" and calls _exit(3);
+//   after-recover: the handler writes "handler SIG" and siglongjmp()s back into main, which then
+//                  allocates 16 MiB, frees it, prints "recovered" and returns 0 (as programs that probe
+//                  memory under a SIGSEGV handler do).
+// Events: alloc 4 MiB, alloc 8 MiB, free 4 MiB (3 events), then the crash (after-recover: 2 more events,
+// alloc 16 MiB and free 16 MiB).
 // Every line goes out unbuffered: the process does not get to flush stdio.
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -47,6 +53,18 @@ void program_handler(int sig) {
   signal(sig, SIG_DFL);
 }
 
+void exiting_handler(int sig) {
+  write_marker(sig, "");
+  _exit(3);
+}
+
+sigjmp_buf g_recover_point;
+
+void recovering_handler(int sig) {
+  write_marker(sig, "");
+  siglongjmp(g_recover_point, 1);
+}
+
 void program_siginfo_handler(int sig, siginfo_t* info, void*) {
   write_marker(sig, info && info->si_signo == sig ? " siginfo ok" : " siginfo wrong");
   signal(sig, SIG_DFL);
@@ -62,6 +80,10 @@ void install_handler(int sig, const char* style) {
   if (std::strcmp(style, "-siginfo") == 0) {
     action.sa_sigaction = program_siginfo_handler;
     action.sa_flags = SA_SIGINFO;
+  } else if (std::strcmp(style, "-exit") == 0) {
+    action.sa_handler = exiting_handler;
+  } else if (std::strcmp(style, "-recover") == 0) {
+    action.sa_handler = recovering_handler;
   } else {
     action.sa_handler = program_handler;
   }
@@ -73,8 +95,10 @@ void install_handler(int sig, const char* style) {
 void report_query(int sig) {
   struct sigaction current {};
   sigaction(sig, nullptr, &current);
-  bool own = (current.sa_flags & SA_SIGINFO) ? current.sa_sigaction == program_siginfo_handler
-                                             : current.sa_handler == program_handler;
+  bool own = (current.sa_flags & SA_SIGINFO)
+                 ? current.sa_sigaction == program_siginfo_handler
+                 : current.sa_handler == program_handler || current.sa_handler == exiting_handler ||
+                       current.sa_handler == recovering_handler;
   std::printf("query: %s\n", own ? "own handler" : current.sa_handler == SIG_DFL ? "default" : "something else");
 }
 
@@ -125,6 +149,13 @@ int main(int argc, char** argv) {
   E2E_OK(cudaFree(a));
   if (after) install_handler(sig, style);
   report_query(sig);
+  if (sigsetjmp(g_recover_point, 1) != 0) {
+    void* c;
+    E2E_OK(cudaMalloc(&c, 16 * kMiB));
+    E2E_OK(cudaFree(c));
+    std::printf("recovered\n");
+    return 0;
+  }
   std::printf("crashing with signal %d\n", sig);
   switch (sig) {
     case SIGSEGV: crash_segv(); break;
