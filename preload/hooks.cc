@@ -337,6 +337,10 @@ struct Device {
   int8_t type;
   int8_t index;
 };
+// c10::DeviceType::CUDA (c10/core/DeviceType.h). PyTorch's CPU allocators report through the same hook
+// (shared-memory tensors of DataLoader workers do, profiling or not): host memory, never recorded, and no
+// reason to start a trace in a process that never touches CUDA.
+constexpr int8_t kCudaDeviceType = 1;
 
 namespace {
 // The real hook in libc10.so, looked up once (a miss is remembered too: no dlopen on every call).
@@ -363,7 +367,7 @@ MEMTRACE_EXPORT void reportMemoryUsageToProfiler(void* ptr, int64_t alloc_size, 
                                                  size_t total_reserved, Device device) {
   {
     HookScope scope;
-    if (scope.outermost() && alloc_size != 0) {
+    if (scope.outermost() && alloc_size != 0 && device.type == kCudaDeviceType) {
       MemoryEvent e;
       e.kind = alloc_size > 0 ? EventKind::kAlloc : EventKind::kFree;
       e.layer = Layer::kBlock;
@@ -385,7 +389,7 @@ MEMTRACE_EXPORT void reportOutOfMemoryToProfiler(int64_t alloc_size, size_t tota
                                                  Device device) {
   {
     HookScope scope;
-    if (scope.outermost()) {
+    if (scope.outermost() && device.type == kCudaDeviceType) {
       MemoryEvent e;
       e.kind = EventKind::kOom;
       e.layer = Layer::kBlock;
