@@ -1,11 +1,13 @@
 """The writer cannot keep up: events are dropped and counted, never buffered without bound, never blocking.
 
 The checker stops the tracer's writer thread ("memtrace-writer") with ptrace while e2e_flood records
-2 x 50000 = 100000 events with MEMTRACE_BUFFER_MB=1: about 45 bytes each, they need about 4.5 MB, far
-more than the two 1 MiB buffers, and no flush can happen meanwhile. The program must still finish its
+2 x 200000 = 400000 events with MEMTRACE_BUFFER_MB=1: about 45 bytes each, they need about 18 MB, far
+more than the two 1 MiB buffers, and no flush can happen meanwhile. The process's resident memory may grow
+by less than 8 MiB over the loop (the buffers are mapped at start; what the loop allocates is fake device
+memory that is never touched). The program must still finish its
 loop (a tracer that waited for room would hang it: the run has a deadline). Then the writer is let go,
 and once it has written a chunk the program makes its last event.
-Events made: 1 (alloc 4 MiB) + 100000 + 1 (free 4 MiB) = 100002. Expected:
+Events made: 1 (alloc 4 MiB) + 400000 + 1 (free 4 MiB) = 400002. Expected:
   - exit status 0; TraceEnd{EXIT}; TraceEnd.events = the events in the file;
   - events in the file + TraceEnd.dropped_events = 100002, and dropped_events > 0;
   - the EVENTS_DROPPED notices add up to dropped_events;
@@ -20,7 +22,7 @@ import e2e_lib
 import faults_lib
 from faults_lib import trace_file
 
-PAIRS = 50000
+PAIRS = 200000
 PTRACE_DETACH, PTRACE_SEIZE, PTRACE_INTERRUPT = 17, 0x4206, 0x4207
 WAIT_ALL = 0x40000000  # __WALL: wait for a thread of another process
 SYS_FUTEX = 202  # x86-64
@@ -40,6 +42,14 @@ def writer_thread(pid):
         with open(f"/proc/{pid}/task/{tid}/comm") as f:
             if f.read().strip() == "memtrace-writer":
                 return int(tid)
+    return None
+
+
+def resident_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
     return None
 
 
@@ -74,6 +84,7 @@ if tid is None:
     os.killpg(proc.pid, signal.SIGKILL)
     raise SystemExit("FAIL: no thread named memtrace-writer")
 stop_while_idle(proc.pid, tid)
+resident_before = resident_bytes(proc.pid)
 open(os.path.join(work, "go"), "w").close()
 deadline = time.monotonic() + 120
 while not os.path.exists(os.path.join(work, "done")):
@@ -82,6 +93,9 @@ while not os.path.exists(os.path.join(work, "done")):
         os.killpg(proc.pid, signal.SIGKILL)
         raise SystemExit("FAIL: e2e_flood did not finish its loop while the writer was stopped (blocked on the tracer?)")
     time.sleep(0.05)
+resident_growth = resident_bytes(proc.pid) - resident_before
+print(f"resident memory growth over the loop: {resident_growth} bytes")
+case.check("resident memory growth below 8 MiB", True, resident_growth < 8 << 20)
 trace_path = faults_lib.trace_paths(case)[0]
 size_while_stopped = os.path.getsize(trace_path)
 ptrace(PTRACE_DETACH, tid)
