@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include <errno.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -8,12 +10,19 @@
 namespace memtrace {
 namespace {
 
+// A bad value is not fatal (the job must run), but it is said once rather than silently replaced.
 uint64_t env_uint(const char* name, uint64_t fallback, uint64_t min, uint64_t max) {
   const char* s = getenv(name);
   if (!s || !*s) return fallback;
   char* end = nullptr;
+  errno = 0;
   unsigned long long v = strtoull(s, &end, 10);
-  if (*end != '\0' || v < min || v > max) return fallback;
+  if (*end != '\0' || errno != 0 || *s == '-' || v < min || v > max) {
+    fprintf(stderr, "memtrace: %s=%s is not a whole number from %llu to %llu; using %llu\n", name, s,
+            static_cast<unsigned long long>(min), static_cast<unsigned long long>(max),
+            static_cast<unsigned long long>(fallback));
+    return fallback;
+  }
   return v;
 }
 
@@ -65,8 +74,11 @@ void config_load(Config* out) {
   char host[256] = "unknown";
   gethostname(host, sizeof host - 1);
   host[sizeof host - 1] = '\0';
-  if (!config_expand_output(pattern, getpid(), host, out->output_path, sizeof out->output_path))
+  if (!config_expand_output(pattern, getpid(), host, out->output_path, sizeof out->output_path)) {
     snprintf(out->output_path, sizeof out->output_path, "memtrace-%d.mtrace", getpid());
+    fprintf(stderr, "memtrace: MEMTRACE_OUTPUT is longer than %zu bytes once expanded; using %s\n",
+            sizeof out->output_path - 1, out->output_path);
+  }
   out->flush_interval_ms = static_cast<uint32_t>(env_uint("MEMTRACE_FLUSH_MS", 200, 1, 60000));
   out->max_native_frames = static_cast<uint32_t>(env_uint("MEMTRACE_MAX_FRAMES", 64, 0, 256));
   out->python_frames = env_uint("MEMTRACE_PYTHON_FRAMES", 1, 0, 1) == 1;
