@@ -6,6 +6,7 @@ namespace memtrace {
 namespace {
 
 struct StopReading {};  // thrown from the record callback once the second pass has what it needs
+constexpr size_t kMaxNoticesKept = 100;
 
 void replay_all(Analysis& analysis) {
   analysis.read = read_trace(analysis.path, [&](const proto::Record& record) {
@@ -22,7 +23,8 @@ void replay_all(Analysis& analysis) {
         analysis.model.apply_end(record.end());
         break;
       case proto::Record::kNotice:
-        analysis.info.notices.push_back(record.notice());
+        // The tracer writes each notice once; a damaged or hostile file is not allowed to grow the list.
+        if (analysis.info.notices.size() < kMaxNoticesKept) analysis.info.notices.push_back(record.notice());
         break;
       default:
         analysis.stacks.add(record);

@@ -95,9 +95,13 @@ void MemoryModel::on_oom(const proto::Event& event) {
       ++oom.driver_attempts;
     }
     pending = 0;
-  } else {
-    ++pending;
   }
+  // A job that keeps retrying after OOMs must not make the analyzer's memory grow with its events.
+  if (ooms_.size() >= kMaxOomsListed) {
+    ++health_.ooms_not_listed;
+    return;
+  }
+  if (event.api() != proto::TORCH_ALLOCATOR) ++pending;
   ooms_.push_back(oom);
 }
 

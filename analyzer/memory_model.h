@@ -114,6 +114,7 @@ struct TraceHealth {
   // the memory with its context. Counted as freed, and here.
   uint64_t teardown_frees = 0;
   uint64_t backward_timestamps = 0;    // events whose time is before the previous event's
+  uint64_t ooms_not_listed = 0;        // OOM events beyond the first kMaxOomsListed (counted only)
   uint64_t managed_allocations = 0;
   uint64_t maps = 0, unmaps = 0, address_reserves = 0, address_frees = 0;
 };
@@ -144,6 +145,7 @@ class MemoryModel {
 
   const std::map<int32_t, DeviceState>& devices() const { return devices_; }
   const TraceHealth& health() const { return health_; }
+  // The first 10,000 (kMaxOomsListed) OOM events, after folding; the rest are counted in health().
   const std::vector<OomEvent>& ooms() const { return ooms_; }
   int64_t now_ns() const { return now_ns_; }  // time of the last event (or TraceEnd)
   // Leak candidates (DeviceState::counts_as_leak) live at exit: at the first PYTHON_FINALIZING, else
@@ -185,6 +187,7 @@ class MemoryModel {
   std::vector<int32_t> touched_;  // devices whose totals the current event may have changed
   TraceHealth health_;
   std::vector<OomEvent> ooms_;
+  static constexpr size_t kMaxOomsListed = 10000;
   // Per thread: how many of the last entries of ooms_ are driver-level failures not yet followed by
   // any other event of that thread (candidates to fold into an allocator-level OOM).
   std::unordered_map<uint32_t, uint32_t> pending_driver_ooms_;

@@ -37,6 +37,7 @@ json trace_json(const Analysis& a) {
       {"last_event_time_s", seconds(a.last_event_time_ns)},
       {"teardown_frees", h.teardown_frees},
       {"backward_timestamps", h.backward_timestamps},
+      {"ooms_not_listed", h.ooms_not_listed},
       {"duration_s", seconds(a.duration_ns())},
       {"allocator_layer", a.allocator_layer_seen()},
       {"unknown_frees", h.unknown_frees},

@@ -142,7 +142,10 @@ void print_leaks(std::ostream& out, const Analysis& a, FrameResolver& resolver, 
 void print_ooms(std::ostream& out, const Analysis& a, FrameResolver& resolver, const TextOptions& options) {
   const auto& ooms = a.model.ooms();
   if (ooms.empty()) return;
-  out << "\nOut-of-memory events: " << ooms.size() << '\n';
+  out << "\nOut-of-memory events: " << ooms.size();
+  if (a.model.health().ooms_not_listed)
+    out << " listed, " << with_thousands(a.model.health().ooms_not_listed) << " more only counted";
+  out << '\n';
   for (size_t i = 0; i < ooms.size() && i < options.top; ++i) {
     const OomEvent& o = ooms[i];
     out << "    #" << i + 1 << " device " << o.device << " at " << format_seconds(seconds(o.time_ns)) << " ("

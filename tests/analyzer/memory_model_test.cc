@@ -363,5 +363,19 @@ TEST(MemoryModel, TimeSaturatesInsteadOfOverflowing) {
   EXPECT_EQ(m.now_ns(), INT64_MAX);
 }
 
+TEST(MemoryModel, OomListIsBoundedTheRestAreCounted) {
+  // A job that retries after every OOM: 10,005 failed cudaMallocs of thread 1, each followed by a
+  // successful small allocation (so none is folded). 10,000 are listed, the other 5 only counted.
+  std::vector<proto::Event> events;
+  for (uint64_t i = 0; i < 10005; ++i) {
+    events.push_back(make_event(proto::OOM, proto::LAYER_DRIVER, proto::CUDA_MALLOC, 0, 0, kMiB, 1));
+    events.push_back(driver_alloc(0, 0x1000 + i * 16, 16, 1));
+  }
+  MemoryModel m = replay(events);
+  EXPECT_EQ(m.ooms().size(), 10000u);
+  EXPECT_EQ(m.health().ooms_not_listed, 5u);
+  EXPECT_EQ(m.devices().at(0).totals().driver_bytes, 10005u * 16);
+}
+
 }  // namespace
 }  // namespace memtrace
