@@ -390,6 +390,8 @@ TraceReadSummary read_trace(const std::string& path, const RecordCallback& on_re
   struct stat st;
   if (::fstat(fd, &st) != 0) throw TraceError(std::string("cannot stat: ") + std::strerror(errno), 0);
   if (S_ISDIR(st.st_mode)) throw TraceError("is a directory, not a memtrace trace", 0);
+  // The analysis reads a trace twice and measures each chunk before decoding it: it needs a file.
+  if (!S_ISREG(st.st_mode)) throw TraceError("not a regular file (a pipe or device cannot be read as a trace)", 0);
   Input in(fd, uint64_t(st.st_size));
 
   TraceReadSummary summary;

@@ -7,6 +7,8 @@
 
 #include <zstd.h>
 
+#include <filesystem>
+
 namespace memtrace {
 namespace {
 
@@ -261,6 +263,21 @@ TEST(TraceReader, ChunkLargerThanOneDecompressionStepKeepsRecordsWhole) {
   EXPECT_EQ(size_sum, 200010000u);  // 1 + 2 + ... + 20,000 = 20,000 * 20,001 / 2
   EXPECT_EQ(name_bytes, 300000u);
   EXPECT_FALSE(s.truncated);
+}
+
+TEST(TraceReader, DirectoryAndDeviceAreErrorsNotEmptyTraces) {
+  try {
+    read_trace(std::filesystem::temp_directory_path().string(), [](const proto::Record&) {});
+    ADD_FAILURE() << "a directory was read";
+  } catch (const TraceError& e) {
+    EXPECT_STREQ(e.what(), "is a directory, not a memtrace trace");
+  }
+  try {
+    read_trace("/dev/null", [](const proto::Record&) {});
+    ADD_FAILURE() << "/dev/null was read";
+  } catch (const TraceError& e) {
+    EXPECT_STREQ(e.what(), "not a regular file (a pipe or device cannot be read as a trace)");
+  }
 }
 
 TEST(TraceReader, MissingFileIsAnError) {
