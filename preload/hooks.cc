@@ -7,13 +7,15 @@
 #include "recorder.h"
 
 #define MEMTRACE_EXPORT __attribute__((visibility("default")))
+// Initial-exec TLS: no allocation and no lock on first access from a hook.
+#define MEMTRACE_TLS_HOOK_PATH __thread __attribute__((tls_model("initial-exec")))
 
 namespace memtrace {
 namespace {
 
 template <typename Fn>
-Fn real_fn(HookId id) {
-  return reinterpret_cast<Fn>(hook_real(id));
+Fn real_fn(HookId id, HookPath path) {
+  return reinterpret_cast<Fn>(hook_real(id, path));
 }
 
 // One successful or failed allocation. A failure because memory ran out is an OOM event carrying the
@@ -114,9 +116,9 @@ constexpr int kDriverOom = CUDA_ERROR_OUT_OF_MEMORY;
 using namespace memtrace;
 
 // Forwards and returns early when the real function cannot be found (no CUDA library loaded).
-#define MEMTRACE_FORWARD_OR(symbol, error) \
-  auto real = real_fn<decltype(&symbol)>(kHook_##symbol); \
-  if (!real) return error;                                \
+#define MEMTRACE_FORWARD_OR(symbol, error)                                        \
+  auto real = real_fn<decltype(&symbol)>(kHook_##symbol, take_hook_path());       \
+  if (!real) return error;                                                        \
   HookScope scope
 
 // ---- CUDA runtime ----------------------------------------------------------------------------------------
@@ -408,13 +410,45 @@ MEMTRACE_EXPORT void reportOutOfMemoryToProfiler(int64_t alloc_size, size_t tota
 }
 }  // namespace c10
 
-// ---- the table -------------------------------------------------------------------------------------------
+// ---- the handed-out entry points and the table -------------------------------------------------------------
+// Each hook's hidden alias (memtrace_own_<symbol>) is our own definition, whatever another preloaded library
+// defines under the same name; the handed-out entry point marks the path and calls it.
+
+#define MEMTRACE_RUNTIME_HOOK(symbol) \
+  extern "C" decltype(::symbol) memtrace_own_##symbol __attribute__((alias(#symbol), visibility("hidden")));
+#define MEMTRACE_DRIVER_HOOK(symbol, base_name, min_version, per_thread_stream) MEMTRACE_RUNTIME_HOOK(symbol)
+#include "hooks.def"
 
 namespace memtrace {
+namespace {
+
+MEMTRACE_TLS_HOOK_PATH HookPath t_hook_path = HookPath::kExported;
+
+template <auto* Own, typename Fn>
+struct HandedOut;
+template <auto* Own, typename R, typename... Args>
+struct HandedOut<Own, R(Args...)> {
+  static R call(Args... args) {
+    t_hook_path = HookPath::kHandedOut;
+    return Own(args...);
+  }
+};
+
+}  // namespace
+
+HookPath take_hook_path() {
+  HookPath path = t_hook_path;
+  t_hook_path = HookPath::kExported;  // hooks nested in the real call are entered afresh
+  return path;
+}
+
 HookSlot g_hooks[kHookCount] = {
-#define MEMTRACE_RUNTIME_HOOK(symbol) {#symbol, nullptr, 0, false, reinterpret_cast<void*>(&::symbol), {nullptr}},
-#define MEMTRACE_DRIVER_HOOK(symbol, base_name, min_version, per_thread_stream) \
-  {#symbol, base_name, min_version, per_thread_stream, reinterpret_cast<void*>(&::symbol), {nullptr}},
+#define MEMTRACE_RUNTIME_HOOK(symbol)                                                                    \
+  {#symbol, nullptr, 0, false,                                                                           \
+   reinterpret_cast<void*>(&HandedOut<&memtrace_own_##symbol, decltype(::symbol)>::call), {nullptr}, {nullptr}},
+#define MEMTRACE_DRIVER_HOOK(symbol, base_name, min_version, per_thread_stream)                           \
+  {#symbol, base_name, min_version, per_thread_stream,                                                    \
+   reinterpret_cast<void*>(&HandedOut<&memtrace_own_##symbol, decltype(::symbol)>::call), {nullptr}, {nullptr}},
 #include "hooks.def"
 };
 }  // namespace memtrace

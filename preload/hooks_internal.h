@@ -30,21 +30,33 @@ enum HookId : int {
   kHookCount
 };
 
+// A hook is reached two ways, and each must forward to a different function:
+//  - kExported: a program called our exported symbol by name. The next definition in the symbol search
+//    order comes after us: another preloaded tool's, or the CUDA library's.
+//  - kHandedOut: our dlsym / cuGetProcAddress wrapper handed our function out in place of the one the
+//    driver or runtime returned, which is where it must forward.
+enum class HookPath : uint8_t { kExported, kHandedOut };
+
 struct HookSlot {
-  const char* symbol;       // exported name
-  const char* base_name;    // name asked of cuGetProcAddress; null for runtime functions
-  int min_version;          // lowest CUDA version (as cuGetProcAddress takes it) whose ABI this is
-  bool per_thread_stream;   // the _ptsz variant
-  void* wrapper;            // our function
-  std::atomic<void*> real;  // the function we forward to, once known
+  const char* symbol;            // exported name
+  const char* base_name;         // name asked of cuGetProcAddress; null for runtime functions
+  int min_version;               // lowest CUDA version (as cuGetProcAddress takes it) whose ABI this is
+  bool per_thread_stream;        // the _ptsz variant
+  void* handed_out;              // what we hand out: a hidden entry point that forwards to `real`
+  std::atomic<void*> real;       // kHandedOut: the function the driver / runtime returned
+  std::atomic<void*> real_next;  // kExported: the next definition after ours
 };
 
 extern HookSlot g_hooks[kHookCount];
 
-// The real function behind hook `id`: the one recorded when our wrapper was handed out, else found with
-// dlsym(RTLD_NEXT) or on libcudart.so.13 / libcuda.so.1 when already loaded (torch loads them RTLD_LOCAL,
-// where RTLD_NEXT does not look). Null when none is found.
-void* hook_real(HookId id);
+// The function hook `id` forwards to on `path`. kExported: dlsym(RTLD_NEXT), else the symbol on
+// libcudart.so.13 / libcuda.so.1 when already loaded (torch loads them RTLD_LOCAL, where RTLD_NEXT does
+// not look). kHandedOut: what was recorded when it was handed out. Null when none is found.
+void* hook_real(HookId id, HookPath path);
+
+// The path of the hook being entered on this thread: set by the handed-out entry points, read (and reset)
+// once by the hook body.
+HookPath take_hook_path();
 
 // If `real` is the function behind one of our hooks (by exported name), remembers it and returns our
 // wrapper; otherwise returns `real`. Also remembers the driver helpers below.

@@ -23,6 +23,11 @@
 #define MEMTRACE_EXPORT __attribute__((visibility("default")))
 
 namespace memtrace {
+
+// The fatal signal whose program handler this thread is running (0 = none): an _exit() from inside that
+// handler still ends the trace as killed by the signal.
+__thread __attribute__((tls_model("initial-exec"))) int t_handling_signal;
+
 namespace {
 
 constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
@@ -51,25 +56,42 @@ struct Chained {
 };
 Chained g_chained[NSIG];
 
+
+// abort() raises SIGABRT and, if a handler returns, resets the action to SIG_DFL through glibc's internal
+// sigaction (which we never see) and raises again: our handler is not entered a second time.
+bool raised_by_abort(int sig, const siginfo_t* info) {
+  return sig == SIGABRT && info && info->si_code <= 0 && info->si_pid == getpid();
+}
+
 void crash_handler(int sig, siginfo_t* info, void* context) {
   int saved_errno = errno;
-  recorder_finish_from_signal(sig);
   struct sigaction program = g_chained[sig].program_action;
   bool has_handler = (program.sa_flags & SA_SIGINFO)
                          ? program.sa_sigaction != nullptr
                          : program.sa_handler != SIG_DFL && program.sa_handler != SIG_IGN;
   if (has_handler) {
+    // The program may recover (siglongjmp) and live on: write what we have but do not end the trace yet.
+    // If its handler hands the signal on to the default action instead, we are entered again, without
+    // a handler, and end it then.
+    if (raised_by_abort(sig, info))
+      recorder_finish_from_signal(sig);
+    else
+      recorder_flush_from_signal();
     if (program.sa_flags & SA_RESETHAND) {
       g_chained[sig].program_action.sa_handler = SIG_DFL;
       g_chained[sig].program_action.sa_flags = 0;
     }
     errno = saved_errno;
+    int outer = t_handling_signal;
+    t_handling_signal = sig;
     if (program.sa_flags & SA_SIGINFO)
       program.sa_sigaction(sig, info, context);
     else
       program.sa_handler(sig);
+    t_handling_signal = outer;
     return;
   }
+  recorder_finish_from_signal(sig);
   // No handler of the program's: give the signal its disposition back and let it act. A fault re-executes
   // the faulting instruction on return; a raised or sent signal is raised again (it stays pending until
   // this handler returns, since the signal is blocked while it runs).
@@ -99,6 +121,8 @@ void crash_signals_install() {
 
 using memtrace::g_chained;
 using memtrace::is_crash_signal;
+
+
 
 // ---- signal handler installation ---------------------------------------------------------------------------
 
@@ -148,13 +172,20 @@ MEMTRACE_EXPORT sighandler_t signal(int sig, sighandler_t handler) noexcept {
   __builtin_unreachable();
 }
 
+void finish_for_exit() {
+  if (memtrace::t_handling_signal)
+    memtrace::recorder_finish_from_signal(memtrace::t_handling_signal);
+  else
+    memtrace::recorder_finish(memtrace::EndHow::kUnderscoreExit);
+}
+
 MEMTRACE_EXPORT void _exit(int status) {
-  memtrace::recorder_finish(memtrace::EndHow::kUnderscoreExit);
+  finish_for_exit();
   exit_now("_exit", status);
 }
 
 MEMTRACE_EXPORT void _Exit(int status) {
-  memtrace::recorder_finish(memtrace::EndHow::kUnderscoreExit);
+  finish_for_exit();
   exit_now("_Exit", status);
 }
 
@@ -182,3 +213,51 @@ MEMTRACE_EXEC_HOOK(execve, (const char* path, char* const argv[], char* const en
 MEMTRACE_EXEC_HOOK(execv, (const char* path, char* const argv[]), (path, argv))
 MEMTRACE_EXEC_HOOK(execvp, (const char* file, char* const argv[]), (file, argv))
 MEMTRACE_EXEC_HOOK(execvpe, (const char* file, char* const argv[], char* const envp[]), (file, argv, envp))
+
+// execl, execlp and execle take their arguments as a list; glibc runs them through its internal execve,
+// which never reaches the hooks above. Collected into an array (bounded: a longer list fails with E2BIG,
+// as the kernel would) and passed to the hooked array forms.
+namespace {
+constexpr int kMaxExecArgs = 4096;
+
+bool collect_args(const char* arg0, va_list* ap, char** argv) {
+  int n = 0;
+  argv[n++] = const_cast<char*>(arg0);
+  while (argv[n - 1] != nullptr) {
+    if (n == kMaxExecArgs) {
+      errno = E2BIG;
+      return false;
+    }
+    argv[n++] = va_arg(*ap, char*);
+  }
+  return true;
+}
+}  // namespace
+
+MEMTRACE_EXPORT int execl(const char* path, const char* arg, ...) noexcept {
+  char* argv[kMaxExecArgs];
+  va_list ap;
+  va_start(ap, arg);
+  bool ok = collect_args(arg, &ap, argv);
+  va_end(ap);
+  return ok ? execv(path, argv) : -1;
+}
+
+MEMTRACE_EXPORT int execlp(const char* file, const char* arg, ...) noexcept {
+  char* argv[kMaxExecArgs];
+  va_list ap;
+  va_start(ap, arg);
+  bool ok = collect_args(arg, &ap, argv);
+  va_end(ap);
+  return ok ? execvp(file, argv) : -1;
+}
+
+MEMTRACE_EXPORT int execle(const char* path, const char* arg, ...) noexcept {
+  char* argv[kMaxExecArgs];
+  va_list ap;
+  va_start(ap, arg);
+  bool ok = collect_args(arg, &ap, argv);
+  char* const* envp = ok ? va_arg(ap, char* const*) : nullptr;
+  va_end(ap);
+  return ok ? execve(path, argv, envp) : -1;
+}

@@ -316,7 +316,6 @@ void start() {
   if (!registered) {
     registered = true;
     atexit(on_exit_handler);
-    pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
   }
   g_state.store(kRunning, std::memory_order_release);
   crash_signals_install();
@@ -480,6 +479,11 @@ void on_exit_handler() {
   pthread_mutex_unlock(&g_flush_lock);
 }
 
+// The fork handlers are registered when the library loads, not when tracing starts: a fork while another
+// thread is inside start() must already find them, or the child inherits g_start_lock held by a thread it
+// does not have. Registering starts nothing (no thread, no file).
+__attribute__((constructor)) void on_load() { pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child); }
+
 __attribute__((destructor)) void on_unload() {
   if (g_state.load() != kRunning || getpid() != g_trace_pid) return;
   g_writer.stop_thread();
@@ -490,15 +494,18 @@ __attribute__((destructor)) void on_unload() {
 
 // fork: hold both locks across fork() so the child never inherits one mid-update. The child starts a new
 // trace (its own file) at its first CUDA call; what the parent had buffered stays the parent's.
+// g_start_lock is only tried: the thread inside start() may itself be waiting for what the forking thread
+// does next. A child that inherits a start half done simply starts again (it resets everything below).
+bool g_fork_holds_start_lock = false;
 void on_fork_prepare() {
-  pthread_mutex_lock(&g_start_lock);
+  g_fork_holds_start_lock = pthread_mutex_trylock(&g_start_lock) == 0;
   pthread_mutex_lock(&g_flush_lock);
   pthread_mutex_lock(&g_lock);
 }
 void on_fork_parent() {
   pthread_mutex_unlock(&g_lock);
   pthread_mutex_unlock(&g_flush_lock);
-  pthread_mutex_unlock(&g_start_lock);
+  if (g_fork_holds_start_lock) pthread_mutex_unlock(&g_start_lock);
 }
 void on_fork_child() {
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
@@ -550,6 +557,22 @@ void recorder_resume_after_exec_failure() {
 // The signal may arrive on a thread that holds g_lock (it was appending a record): everything up to the
 // buffer's size is complete then, since a record's bytes are written before the size moves past them, and
 // every other thread waits for the lock. So the handler writes under the lock it already has.
+//
+// Tracing goes on afterwards: a program handler may recover (siglongjmp) and the job live on. Its next
+// event then reopens the trace (record_event), and a later end writes another TraceEnd; readers take the
+// last one.
+void recorder_flush_from_signal() {
+  if (g_state.load() != kRunning || getpid() != g_trace_pid) return;
+  if (!lock_within_bounded_wait(&g_flush_lock)) return;
+  if (t_holds_lock) {
+    write_active_buffer(/*g_lock_held=*/true);
+  } else if (lock_within_bounded_wait(&g_lock)) {
+    write_active_buffer(/*g_lock_held=*/true);
+    pthread_mutex_unlock(&g_lock);
+  }
+  pthread_mutex_unlock(&g_flush_lock);
+}
+
 void recorder_finish_from_signal(int signal) {
   if (g_state.load() != kRunning || getpid() != g_trace_pid) return;
   if (!lock_within_bounded_wait(&g_flush_lock)) return;
@@ -562,7 +585,6 @@ void recorder_finish_from_signal(int signal) {
       if (!own_lock) pthread_mutex_unlock(&g_lock);
     }
   }
-  g_state.store(kOff);
   pthread_mutex_unlock(&g_flush_lock);
 }
 
@@ -587,6 +609,7 @@ void record_event(const MemoryEvent& e) {
 
   pthread_mutex_lock(&g_lock);
   t_holds_lock = true;
+  if (g_end_written) g_end_written = false;  // an event after a TraceEnd{SIGNAL}: the program survived it
   if (t_announced_generation != g_generation.load(std::memory_order_relaxed)) append_thread_info_locked();
   if (finalizing && !g_finalizing_marked) {
     MemoryEvent marker;

@@ -63,6 +63,10 @@ void recorder_finish_from_signal(int signal);
 // True once the process has begun exiting (our atexit handler ran): frees after this are teardown frees.
 bool recorder_exit_begun();
 
+// From a fatal signal's handler when the program has a handler of its own, which may recover: writes what is
+// buffered, and the trace goes on.
+void recorder_flush_from_signal();
+
 // An exec that failed returns to the program: tracing resumes (the file gets a second TraceEnd later).
 void recorder_resume_after_exec_failure();
 

@@ -92,7 +92,7 @@ void* substitute_proc(const char* base, void* real, int version, cuuint64_t flag
   for (HookSlot& h : g_hooks) {
     if (!h.base_name || version < h.min_version || strcmp(h.base_name, base) != 0) continue;
     if (h.per_thread_stream != per_thread && has_per_thread_sibling(h)) continue;
-    return install(h.real, real, h.wrapper);
+    return install(h.real, real, h.handed_out);
   }
   return real;
 }
@@ -125,13 +125,15 @@ void* substitute_by_symbol(const char* symbol, void* real) {
   if (strcmp(symbol, "cuMemGetInfo_v2") == 0) remember(g_real_mem_get_info, real);
   if (strcmp(symbol, "cuPointerGetAttribute") == 0) remember(g_real_pointer_get_attribute, real);
   for (HookSlot& h : g_hooks)
-    if (strcmp(h.symbol, symbol) == 0) return install(h.real, real, h.wrapper);
+    if (strcmp(h.symbol, symbol) == 0) return install(h.real, real, h.handed_out);
   return real;
 }
 
-void* hook_real(HookId id) {
+void* hook_real(HookId id, HookPath path) {
   HookSlot& h = g_hooks[id];
-  void* fn = h.real.load(std::memory_order_acquire);
+  if (path == HookPath::kHandedOut)
+    if (void* fn = h.real.load(std::memory_order_acquire)) return fn;
+  void* fn = h.real_next.load(std::memory_order_acquire);
   if (fn) return fn;
   fn = real_dlsym(RTLD_NEXT, h.symbol);
   if (!fn) {
@@ -141,8 +143,8 @@ void* hook_real(HookId id) {
       dlclose(handle);
     }
   }
-  if (fn) remember(h.real, fn);
-  return h.real.load(std::memory_order_acquire);
+  if (fn) remember(h.real_next, fn);
+  return h.real_next.load(std::memory_order_acquire);
 }
 
 int current_device() {
