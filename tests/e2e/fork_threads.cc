@@ -34,6 +34,11 @@ int main(int argc, char** argv) {
   if (argc != 3) return 2;
   int pairs = std::atoi(argv[1]);
   int children = std::atoi(argv[2]);
+  // The test double's runtime loads its driver lazily behind a function-local static; a fork while a
+  // worker is inside that first initialization leaves the child waiting on the guard forever (a hazard of
+  // the double, not of the tracer). One runtime call that allocates nothing settles it before any fork.
+  int device = -1;
+  if (cudaGetDevice(&device) != cudaSuccess) return 3;
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; t++) threads.emplace_back(allocate_pairs, pairs);
   int forks_while_running = 0;
