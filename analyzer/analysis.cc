@@ -12,6 +12,8 @@ void replay_all(Analysis& analysis) {
   analysis.read = read_trace(analysis.path, [&](const proto::Record& record) {
     switch (record.kind_case()) {
       case proto::Record::kEvent:
+        // An event after a TraceEnd: the process survived what ended it (a recovered signal).
+        if (analysis.info.end) analysis.info.end.reset();
         analysis.model.apply(record.event());
         analysis.last_event_time_ns = analysis.model.now_ns();
         break;

@@ -439,7 +439,9 @@ void append_end_locked(EndHow how, int signal) {
   ProtoWriter w(buf, buf + sizeof buf);
   w.uint(1, g_events);
   w.uint(2, g_dropped);
-  w.sint(3, static_cast<int64_t>(now_ns() - g_last_event_ns));
+  uint64_t t = now_ns();
+  w.sint(3, static_cast<int64_t>(t - g_last_event_ns));
+  g_last_event_ns = t;  // a job that survives a signal goes on after this record: deltas chain through it
   w.uint(4, static_cast<uint64_t>(how));
   w.uint(5, static_cast<uint64_t>(signal));
   append_record_locked(field::kEnd, w);

@@ -105,3 +105,34 @@ TEST(Analysis, TruncatedTraceKeepsCompleteChunks) {
 
 }  // namespace
 }  // namespace memtrace
+
+namespace memtrace {
+namespace {
+
+// A program handler recovered from the signal: events after TraceEnd{SIGNAL} reopen the trace, and the
+// TraceEnd that counts is the last one (none here: the job was then cut off).
+TEST(Analysis, EventsAfterASignalEndMeanTheProcessSurvivedIt) {
+  test::TraceBuilder recovered;
+  recovered.start()
+      .event(test::driver_alloc(0, 0xA000, 4 * kMiB, 1'000))
+      .end(1, 500, proto::TraceEnd::SIGNAL, 11)
+      .event(test::driver_alloc(0, 0xB000, 2 * kMiB, 700))  // 700 ns after the end record
+      .end_chunk();
+  std::string path = test::temp_path("analysis-survived-signal.mtrace");
+  test::write_file(path, recovered.bytes());
+  auto a = analyze_trace(path, true);
+  EXPECT_FALSE(a->info.end.has_value());
+  EXPECT_EQ(a->model.health().events, 2u);
+  EXPECT_EQ(a->last_event_time_ns, 2'200);  // 1000 + 500 + 700: deltas chain through the end record
+
+  test::TraceBuilder then_exited = recovered;
+  then_exited.end(2, 100, proto::TraceEnd::EXIT).end_chunk();
+  test::write_file(path, then_exited.bytes());
+  a = analyze_trace(path, true);
+  ASSERT_TRUE(a->info.end.has_value());
+  EXPECT_EQ(a->info.end->how(), proto::TraceEnd::EXIT);
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace memtrace
