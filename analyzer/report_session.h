@@ -1,0 +1,31 @@
+// What the report commands (`summary`, `leaks`) share before they print: their options, the analysis of
+// the trace, and the resolver that turns its stacks into frames.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "analysis.h"
+#include "commands.h"
+#include "frames.h"
+#include "report_text.h"
+#include "symbolizer.h"
+
+namespace memtrace {
+
+struct ReportSession {
+  ParsedArgs args;
+  TextOptions options;
+  std::unique_ptr<Analysis> analysis;
+  std::unique_ptr<Symbolizer> symbolizer;
+  std::unique_ptr<FrameResolver> resolver;
+  bool json() const { return args.has("--json"); }
+};
+
+// Parses `[--json] [--all-frames] [--top N] TRACE` and analyzes TRACE (with what was live at each peak
+// when `with_live_at_peak`). Returns kExitOk, or kExitBadInput after printing the one error line when the
+// trace cannot be read. Throws UsageError for a bad command line.
+int open_report(const std::vector<std::string>& args, bool with_live_at_peak, ReportSession* session);
+
+}  // namespace memtrace
