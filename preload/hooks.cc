@@ -23,33 +23,18 @@ Fn real_fn(HookId id, HookPath path) {
 void on_alloc(Api api, Layer layer, bool ok, bool out_of_memory, uint64_t address, uint64_t size,
               uint64_t stream, int device, int result) {
   if (!ok && !out_of_memory) return;
-  MemoryEvent e;
-  e.kind = ok ? EventKind::kAlloc : EventKind::kOom;
-  e.layer = layer;
-  e.api = api;
-  e.device = device;
-  e.stream = stream;
-  e.address = ok ? address : 0;
-  e.size = size;
-  e.result = result;
+  MemoryEvent e{.kind = ok ? EventKind::kAlloc : EventKind::kOom, .layer = layer, .api = api, .device = device,
+                .stream = stream, .address = ok ? address : 0, .size = size, .result = result};
   if (!ok) device_memory_info(&e.device_free_bytes, &e.device_total_bytes);
   record_event(e);
 }
 
-// The device of a free is the device of the allocation it frees: the analyzer takes it from there, so a
-// block freed while another device is current is still charged to its own.
-void on_free(Api api, Layer layer, uint64_t address, uint64_t size, uint64_t stream, int device, int result) {
+// The device and size of a free are those of the allocation it frees: the analyzer takes them from there,
+// so a block freed while another device is current is still charged to its own.
+void on_free(Api api, Layer layer, uint64_t address, uint64_t stream, int result) {
   if (address == 0) return;  // cudaFree(nullptr) is the classic "create the context" call
-  MemoryEvent e;
-  e.result = result;
-  e.kind = EventKind::kFree;
-  e.layer = layer;
-  e.api = api;
-  e.device = device;
-  e.stream = stream;
-  e.address = address;
-  e.size = size;
-  record_event(e);
+  record_event({.kind = EventKind::kFree, .layer = layer, .api = api, .stream = stream, .address = address,
+                .result = result});
 }
 
 // A free that succeeded, or that came after the driver or runtime shut down at process exit (the memory
@@ -70,10 +55,10 @@ class FreeEvent {
   FreeEvent(const HookScope& scope, Api api, Layer layer, uint64_t address, uint64_t stream)
       : api_(api), layer_(layer), address_(address), stream_(stream),
         deferred_(scope.outermost() && recorder_exit_begun()) {
-    if (scope.outermost() && !deferred_) on_free(api_, layer_, address_, 0, stream_, -1, 0);
+    if (scope.outermost() && !deferred_) on_free(api_, layer_, address_, stream_, 0);
   }
   void done(int result) const {
-    if (deferred_ && freed(result)) on_free(api_, layer_, address_, 0, stream_, -1, result);
+    if (deferred_ && freed(result)) on_free(api_, layer_, address_, stream_, result);
   }
 
  private:
@@ -84,16 +69,9 @@ class FreeEvent {
   bool deferred_;
 };
 
-void on_other(EventKind kind, Api api, uint64_t address, uint64_t size, uint64_t handle, int device) {
-  MemoryEvent e;
-  e.kind = kind;
-  e.layer = Layer::kDriver;
-  e.api = api;
-  e.device = device;
-  e.address = address;
-  e.size = size;
-  e.handle = handle;
-  record_event(e);
+void on_other(EventKind kind, Api api, uint64_t address, uint64_t size, uint64_t handle) {
+  record_event({.kind = kind, .layer = Layer::kDriver, .api = api, .address = address, .size = size,
+                .handle = handle});
 }
 
 // An explicit pool may belong to any device, whichever is current: ask the driver whose the block is.
@@ -297,14 +275,14 @@ MEMTRACE_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, C
                                   unsigned long long flags) {
   MEMTRACE_FORWARD_OR(cuMemMap, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = real(ptr, size, offset, handle, flags);
-  if (scope.outermost() && r == CUDA_SUCCESS) on_other(EventKind::kMap, Api::kCuMemMap, ptr, size, handle, -1);
+  if (scope.outermost() && r == CUDA_SUCCESS) on_other(EventKind::kMap, Api::kCuMemMap, ptr, size, handle);
   return r;
 }
 
 MEMTRACE_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   MEMTRACE_FORWARD_OR(cuMemUnmap, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = real(ptr, size);
-  if (scope.outermost() && r == CUDA_SUCCESS) on_other(EventKind::kUnmap, Api::kCuMemUnmap, ptr, size, 0, -1);
+  if (scope.outermost() && r == CUDA_SUCCESS) on_other(EventKind::kUnmap, Api::kCuMemUnmap, ptr, size, 0);
   return r;
 }
 
@@ -313,7 +291,7 @@ MEMTRACE_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size
   MEMTRACE_FORWARD_OR(cuMemAddressReserve, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = real(ptr, size, alignment, addr, flags);
   if (scope.outermost() && r == CUDA_SUCCESS)
-    on_other(EventKind::kAddressReserve, Api::kCuMemAddressReserve, *ptr, size, 0, -1);
+    on_other(EventKind::kAddressReserve, Api::kCuMemAddressReserve, *ptr, size, 0);
   return r;
 }
 
@@ -321,7 +299,7 @@ MEMTRACE_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   MEMTRACE_FORWARD_OR(cuMemAddressFree, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = real(ptr, size);
   if (scope.outermost() && r == CUDA_SUCCESS)
-    on_other(EventKind::kAddressFree, Api::kCuMemAddressFree, ptr, size, 0, -1);
+    on_other(EventKind::kAddressFree, Api::kCuMemAddressFree, ptr, size, 0);
   return r;
 }
 
@@ -370,16 +348,14 @@ MEMTRACE_EXPORT void reportMemoryUsageToProfiler(void* ptr, int64_t alloc_size, 
   {
     HookScope scope;
     if (scope.outermost() && alloc_size != 0 && device.type == kCudaDeviceType) {
-      MemoryEvent e;
-      e.kind = alloc_size > 0 ? EventKind::kAlloc : EventKind::kFree;
-      e.layer = Layer::kBlock;
-      e.api = Api::kTorchAllocator;
-      e.device = device.index;
-      e.address = ptr_value(ptr);
-      e.size = static_cast<uint64_t>(alloc_size > 0 ? alloc_size : -alloc_size);
-      e.allocator_allocated_bytes = total_allocated;
-      e.allocator_reserved_bytes = total_reserved;
-      record_event(e);
+      record_event({.kind = alloc_size > 0 ? EventKind::kAlloc : EventKind::kFree,
+                    .layer = Layer::kBlock,
+                    .api = Api::kTorchAllocator,
+                    .device = device.index,
+                    .address = ptr_value(ptr),
+                    .size = static_cast<uint64_t>(alloc_size > 0 ? alloc_size : -alloc_size),
+                    .allocator_allocated_bytes = total_allocated,
+                    .allocator_reserved_bytes = total_reserved});
     }
   }
   using Fn = void (*)(void*, int64_t, size_t, size_t, Device);
@@ -392,14 +368,13 @@ MEMTRACE_EXPORT void reportOutOfMemoryToProfiler(int64_t alloc_size, size_t tota
   {
     HookScope scope;
     if (scope.outermost() && device.type == kCudaDeviceType) {
-      MemoryEvent e;
-      e.kind = EventKind::kOom;
-      e.layer = Layer::kBlock;
-      e.api = Api::kTorchAllocator;
-      e.device = device.index;
-      e.size = static_cast<uint64_t>(alloc_size);
-      e.allocator_allocated_bytes = total_allocated;
-      e.allocator_reserved_bytes = total_reserved;
+      MemoryEvent e{.kind = EventKind::kOom,
+                    .layer = Layer::kBlock,
+                    .api = Api::kTorchAllocator,
+                    .device = device.index,
+                    .size = static_cast<uint64_t>(alloc_size),
+                    .allocator_allocated_bytes = total_allocated,
+                    .allocator_reserved_bytes = total_reserved};
       device_memory_info(&e.device_free_bytes, &e.device_total_bytes);
       record_event(e);
     }
