@@ -1,6 +1,8 @@
 // `memtrace timeline TRACE --csv|--json [--interval S]`: one row per event that changes a device's
 // totals (time from trace start, device, allocated, reserved, driver), streamed as the trace is read.
-// With --interval, at most one row per device per interval: the last state within it.
+// With --interval, at most one row per device per interval, at the time of its last change, holding the
+// highest value each total reached within the interval (a sampled timeline must not hide a peak).
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -51,16 +53,28 @@ class RowWriter {
   uint64_t rows_ = 0;
 };
 
-// Keeps, per device, the last row of the current interval and writes it when a later interval starts.
+// Keeps, per device, the current interval's row (its maxima, at its last change) and writes it when a
+// later interval starts.
 class IntervalSampler {
  public:
   IntervalSampler(RowWriter& writer, std::optional<int64_t> interval_ns) : writer_(writer), interval_ns_(interval_ns) {}
   void add(const Row& row) {
     if (!interval_ns_) return writer_.write(row);
-    int64_t bucket = row.time_ns / *interval_ns_;
     auto it = pending_.find(row.device);
-    if (it != pending_.end() && it->second.time_ns / *interval_ns_ != bucket) writer_.write(it->second);
-    pending_[row.device] = row;
+    if (it == pending_.end()) {
+      pending_.emplace(row.device, row);
+      return;
+    }
+    Row& pending = it->second;
+    if (pending.time_ns / *interval_ns_ != row.time_ns / *interval_ns_) {
+      writer_.write(pending);
+      pending = row;
+      return;
+    }
+    pending.time_ns = row.time_ns;
+    pending.totals.allocated_bytes = std::max(pending.totals.allocated_bytes, row.totals.allocated_bytes);
+    pending.totals.reserved_bytes = std::max(pending.totals.reserved_bytes, row.totals.reserved_bytes);
+    pending.totals.driver_bytes = std::max(pending.totals.driver_bytes, row.totals.driver_bytes);
   }
   void flush() {
     for (const auto& [device, row] : pending_) writer_.write(row);

@@ -161,7 +161,8 @@ TEST(Cli, TimelineCsvOneRowPerChange) {
             "0.500000000,0,1000,1000,1000\n"
             "0.750000000,0,1024,1024,1024\n"
             "1.000000000,0,24,24,24\n");
-  // Sampled every second: the rows at 0.5 and 0.75 s share the first interval, the last state wins.
+  // Sampled every second: the rows at 0.5 and 0.75 s share the first interval; its row is at 0.75 s with
+  // the highest totals of the interval (here also the last).
   r = run_memtrace("timeline " + path + " --csv --interval 1");
   EXPECT_EQ(r.out,
             "time_s,device,allocated_bytes,reserved_bytes,driver_bytes\n"
@@ -172,6 +173,27 @@ TEST(Cli, TimelineCsvOneRowPerChange) {
   EXPECT_EQ(j["rows"].size(), 3u);
   EXPECT_EQ(j["rows"][1]["driver_bytes"], 1024);
   EXPECT_EQ(j["trace"]["events"], 3);
+}
+
+// A sampled timeline keeps each interval's peak even when the interval ends lower: 1000 B at 0.2 s,
+// +24 B at 0.4 s (1024, the peak), -1000 B at 0.6 s (24) all fall in [0, 1 s): one row at 0.6 s, 1024 B.
+TEST(Cli, TimelineIntervalKeepsThePeak) {
+  test::TraceBuilder b;
+  b.start()
+      .event(test::driver_alloc(0, 0xA000, 1000, 200'000'000))
+      .event(test::driver_alloc(0, 0xB000, 24, 200'000'000))
+      .event(test::driver_free(0, 0xA000, 200'000'000))
+      .event(test::driver_alloc(0, 0xC000, 8, 600'000'000))  // 1.2 s: 32 B, second interval
+      .end_chunk();
+  std::string path = test::temp_path("timeline-peak.mtrace");
+  test::write_file(path, b.bytes());
+  CliResult r = run_memtrace("timeline " + path + " --csv --interval 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "time_s,device,allocated_bytes,reserved_bytes,driver_bytes\n"
+            "0.600000000,0,1024,1024,1024\n"
+            "1.200000000,0,32,32,32\n");
+  std::remove(path.c_str());
 }
 
 // A trace started at Unix time 1,700,000,000 s (2023-11-14 22:13:20 UTC), two 1 KiB allocations at
