@@ -85,6 +85,10 @@ void config_load(Config* out) {
   out->buffer_bytes = static_cast<size_t>(env_uint("MEMTRACE_BUFFER_MB", 8, 1, 4096)) << 20;
   out->quiet = env_uint("MEMTRACE_QUIET", 0, 0, 1) == 1;
   out->redact_args = env_uint("MEMTRACE_REDACT_ARGS", 0, 0, 1) == 1;
+  const char* full = getenv("MEMTRACE_FULL_BUFFER");
+  out->wait_when_full = full && strcmp(full, "wait") == 0;
+  if (full && *full && !out->wait_when_full && strcmp(full, "drop") != 0)
+    fprintf(stderr, "memtrace: MEMTRACE_FULL_BUFFER=%s is neither drop nor wait; using drop\n", full);
 }
 
 }  // namespace memtrace

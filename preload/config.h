@@ -14,6 +14,8 @@ struct Config {
   size_t buffer_bytes;         // MEMTRACE_BUFFER_MB (each of the two chunk buffers), default 8 MiB
   bool quiet;                  // MEMTRACE_QUIET=1: no line on stderr when the trace starts
   bool redact_args;            // MEMTRACE_REDACT_ARGS=1: the command line is not recorded
+  bool wait_when_full;         // MEMTRACE_FULL_BUFFER=wait: an event that finds both buffers full waits for the
+                               // writer instead of being dropped (=drop, the default)
 };
 
 // Reads the environment. Never fails: bad values fall back to the defaults.

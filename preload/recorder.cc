@@ -529,6 +529,25 @@ void on_fork_child() {
   g_state.store(kNotStarted);
 }
 
+// MEMTRACE_FULL_BUFFER=wait: both buffers are full, so the job waits for the writer (with the lock
+// released) instead of losing the event. The price is the job's time, which is why it is not the default.
+void wait_for_room_locked(const MemoryEvent& e, uint64_t stack_id) {
+  for (;;) {
+    g_writer.wake();
+    t_holds_lock = false;
+    pthread_mutex_unlock(&g_lock);
+    timespec pause{0, 100000};
+    nanosleep(&pause, nullptr);
+    pthread_mutex_lock(&g_lock);
+    t_holds_lock = true;
+    if (append_event_locked(e, stack_id)) return;
+    if (g_state.load() != kRunning || g_exited.load()) {  // no writer will make room any more
+      g_dropped++;
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 // ---- public --------------------------------------------------------------------------------------------
@@ -620,7 +639,12 @@ void record_event(const MemoryEvent& e) {
   }
   uint64_t stack_id = intern_stack_locked(stack);
   if (stack_id == 0 && stack.frame_count > 0) g_stackless++;
-  if (!append_event_locked(e, stack_id)) g_dropped++;
+  if (!append_event_locked(e, stack_id)) {
+    if (g_config.wait_when_full)
+      wait_for_room_locked(e, stack_id);
+    else
+      g_dropped++;
+  }
   wake_writer_if_filling_locked();
   t_holds_lock = false;
   pthread_mutex_unlock(&g_lock);

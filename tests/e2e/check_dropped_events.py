@@ -13,7 +13,6 @@ Events made: 1 (alloc 4 MiB) + 400000 + 1 (free 4 MiB) = 400002. Expected:
   - the EVENTS_DROPPED notices add up to dropped_events;
   - the first event is the 4 MiB allocation and the last its free (recorded after the writer resumed).
 """
-import ctypes
 import os
 import signal
 import time
@@ -23,48 +22,7 @@ import faults_lib
 from faults_lib import trace_file
 
 PAIRS = 200000
-PTRACE_DETACH, PTRACE_SEIZE, PTRACE_INTERRUPT = 17, 0x4206, 0x4207
-WAIT_ALL = 0x40000000  # __WALL: wait for a thread of another process
-SYS_FUTEX = 202  # x86-64
-
-libc = ctypes.CDLL(None, use_errno=True)
-libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
-libc.ptrace.restype = ctypes.c_long
-
-
-def ptrace(request, tid):
-    if libc.ptrace(request, tid, None, None) != 0:
-        raise SystemExit(f"FAIL: ptrace({request}, {tid}): {os.strerror(ctypes.get_errno())}")
-
-
-def writer_thread(pid):
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/comm") as f:
-            if f.read().strip() == "memtrace-writer":
-                return int(tid)
-    return None
-
-
-def resident_bytes(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return None
-
-
-def stop_while_idle(pid, tid):
-    """Stops the writer where it waits for its next flush (in futex), not in the middle of a flush."""
-    for _ in range(100):
-        ptrace(PTRACE_SEIZE, tid)
-        ptrace(PTRACE_INTERRUPT, tid)
-        os.waitpid(tid, WAIT_ALL)
-        with open(f"/proc/{pid}/task/{tid}/syscall") as f:
-            if f.read().split()[0] == str(SYS_FUTEX):
-                return
-        ptrace(PTRACE_DETACH, tid)
-        time.sleep(0.02)
-    raise SystemExit("FAIL: the writer thread was never found waiting")
+from faults_lib import PTRACE_DETACH, ptrace, resident_bytes, stop_while_idle, writer_thread
 
 
 case = e2e_lib.Case()

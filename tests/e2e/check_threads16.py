@@ -9,6 +9,9 @@ in the default 8 MiB chunk buffer even if the writer never ran: nothing may be d
 With --buffer-mb 1 (MEMTRACE_BUFFER_MB=1: 1 MiB buffers, which the writer may not drain in time), events
 may be dropped, but every one is accounted for: events in the file + TraceEnd.dropped_events = 128000,
 TraceEnd.events = the events in the file, and the EVENTS_DROPPED notices add up to dropped_events.
+
+With --buffer-mb 1 --full-buffer wait (MEMTRACE_FULL_BUFFER=wait), a full buffer makes the thread wait for
+the writer instead: nothing is dropped, and every exact check above holds again.
 """
 import collections
 
@@ -23,10 +26,14 @@ TOTAL = THREADS * PAIRS * 2
 
 def add_arguments(parser):
     parser.add_argument("--buffer-mb", type=int)
+    parser.add_argument("--full-buffer", choices=["drop", "wait"])
 
 
 case = e2e_lib.Case(add_arguments)
 extra = {"MEMTRACE_BUFFER_MB": str(case.args.buffer_mb)} if case.args.buffer_mb else {}
+if case.args.full_buffer:
+    extra["MEMTRACE_FULL_BUFFER"] = case.args.full_buffer
+waits = case.args.full_buffer == "wait"
 proc, outcome = faults_lib.run([case.program("threads16"), str(PAIRS)], faults_lib.traced_env(case, extra),
                                timeout=150)
 faults_lib.echo(outcome, "e2e_threads16")
@@ -39,7 +46,7 @@ case.check("TraceEnd records", 1, len(ends))
 case.check("TraceEnd.how", "EXIT", end.get("how"))
 case.check("TraceEnd is the last record", trace_file.END, trace.last_record_kind())
 case.check("TraceEnd.events = events in the file", len(events), end.get("events"))
-if case.args.buffer_mb:
+if case.args.buffer_mb and not waits:
     dropped = end.get("dropped_events", 0)
     print(f"dropped events: {dropped}")
     case.check("events in the file + dropped", TOTAL, len(events) + dropped)

@@ -5,6 +5,7 @@ Trace files go to the case's out directory (MEMTRACE_OUTPUT = OUT/trace-%p.mtrac
 otherwise); everything else a program writes (ready files, markers, core dumps) goes to OUT/work, so that
 the out directory holds trace files only.
 """
+import ctypes
 import os
 import resource
 import signal
@@ -141,3 +142,51 @@ def memtrace_lines(stderr):
 
 def signal_name(number):
     return signal.Signals(number).name
+
+
+# ---- holding the tracer's writer thread still (ptrace), for the full-buffer tests ----
+
+PTRACE_DETACH, PTRACE_SEIZE, PTRACE_INTERRUPT = 17, 0x4206, 0x4207
+WAIT_ALL = 0x40000000  # __WALL: wait for a thread of another process
+SYS_FUTEX = 202  # x86-64
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+libc.ptrace.restype = ctypes.c_long
+
+
+def ptrace(request, tid):
+    if libc.ptrace(request, tid, None, None) != 0:
+        raise SystemExit(f"FAIL: ptrace({request}, {tid}): {os.strerror(ctypes.get_errno())}")
+
+
+def writer_thread(pid):
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            if f.read().strip() == "memtrace-writer":
+                return int(tid)
+    return None
+
+
+def resident_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return None
+
+
+def stop_while_idle(pid, tid):
+    """Stops the writer where it waits for its next flush (in futex), not in the middle of a flush."""
+    for _ in range(100):
+        ptrace(PTRACE_SEIZE, tid)
+        ptrace(PTRACE_INTERRUPT, tid)
+        os.waitpid(tid, WAIT_ALL)
+        with open(f"/proc/{pid}/task/{tid}/syscall") as f:
+            if f.read().split()[0] == str(SYS_FUTEX):
+                return
+        ptrace(PTRACE_DETACH, tid)
+        time.sleep(0.02)
+    raise SystemExit("FAIL: the writer thread was never found waiting")
+
+
