@@ -5,10 +5,10 @@
 
 #include "hooks_internal.h"
 #include "recorder.h"
+#include "tls.h"
 
 #define MEMTRACE_EXPORT __attribute__((visibility("default")))
-// Initial-exec TLS: no allocation and no lock on first access from a hook.
-#define MEMTRACE_TLS_HOOK_PATH __thread __attribute__((tls_model("initial-exec")))
+
 
 namespace memtrace {
 namespace {
@@ -397,7 +397,7 @@ MEMTRACE_EXPORT void reportOutOfMemoryToProfiler(int64_t alloc_size, size_t tota
 namespace memtrace {
 namespace {
 
-MEMTRACE_TLS_HOOK_PATH HookPath t_hook_path = HookPath::kExported;
+MEMTRACE_TLS HookPath t_hook_path = HookPath::kExported;
 
 template <auto* Own, typename Fn>
 struct HandedOut;

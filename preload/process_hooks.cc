@@ -19,6 +19,7 @@
 
 #include "process_hooks.h"
 #include "recorder.h"
+#include "tls.h"
 
 #define MEMTRACE_EXPORT __attribute__((visibility("default")))
 
@@ -26,7 +27,7 @@ namespace memtrace {
 
 // The fatal signal whose program handler this thread is running (0 = none): an _exit() from inside that
 // handler still ends the trace as killed by the signal.
-__thread __attribute__((tls_model("initial-exec"))) int t_handling_signal;
+MEMTRACE_TLS int t_handling_signal;
 
 namespace {
 

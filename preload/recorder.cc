@@ -22,6 +22,7 @@
 #include "proto_writer.h"
 #include "python_frames.h"
 #include "stack_capture.h"
+#include "tls.h"
 #include "trace_writer.h"
 
 namespace memtrace {
@@ -70,8 +71,6 @@ PythonSupport g_python_support = PythonSupport::kAbsent;
 // Bumped in a forked child so that every thread announces its name again in the child's new trace.
 std::atomic<uint32_t> g_generation{1};
 
-// Initial-exec TLS: no allocation and no lock on first access from a hook, unlike the dynamic TLS model.
-#define MEMTRACE_TLS __thread __attribute__((tls_model("initial-exec")))
 MEMTRACE_TLS int t_hook_depth;
 MEMTRACE_TLS uint32_t t_announced_generation;
 MEMTRACE_TLS uint32_t t_tid;
