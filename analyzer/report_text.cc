@@ -170,6 +170,10 @@ std::string last_complete_event(const Analysis& a) {
 void print_health(std::ostream& out, const Analysis& a) {
   const TraceHealth& h = a.model.health();
   out << "\nTrace health\n";
+  // The header is written when tracing starts, the first records at the first flush: a process cut off
+  // before that leaves only the header.
+  if (!a.info.start && !a.read.truncated)
+    out << "  no records: the process was cut off before the tracer's first flush (MEMTRACE_FLUSH_MS)\n";
   out << "  events read " << with_thousands(h.events) << (a.read.truncated ? ", TRUNCATED" : ", complete") << ", "
       << describe_end(a.info.end) << ", " << (a.read.truncated ? "last complete event at " : "last event at ")
       << last_complete_event(a) << '\n';

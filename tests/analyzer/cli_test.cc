@@ -196,6 +196,19 @@ TEST(Cli, TimelineIntervalKeepsThePeak) {
   std::remove(path.c_str());
 }
 
+// A file with the header only: the process died before the first flush. Analyzed (exit 0), and said.
+TEST(Cli, HeaderOnlyTraceSaysNothingWasFlushed) {
+  test::TraceBuilder b;  // header, no chunk
+  std::string path = test::temp_path("header-only.mtrace");
+  test::write_file(path, b.bytes());
+  CliResult r = run_memtrace("summary " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("  no records: the process was cut off before the tracer's first flush (MEMTRACE_FLUSH_MS)\n"),
+            std::string::npos)
+      << r.out;
+  std::remove(path.c_str());
+}
+
 // A trace started at Unix time 1,700,000,000 s (2023-11-14 22:13:20 UTC), two 1 KiB allocations at
 // 1 and 3 ms in two chunks, then `end` (or nothing) in a third chunk.
 test::TraceBuilder ended_trace(const std::function<void(test::TraceBuilder&)>& end) {
