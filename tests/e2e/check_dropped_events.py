@@ -22,26 +22,13 @@ import faults_lib
 from faults_lib import trace_file
 
 PAIRS = 200000
-from faults_lib import PTRACE_DETACH, ptrace, resident_bytes, stop_while_idle, writer_thread
+from faults_lib import PTRACE_DETACH, ptrace, resident_bytes
 
 
 case = e2e_lib.Case()
 work = faults_lib.work_dir(case)
 env = faults_lib.traced_env(case, {"MEMTRACE_BUFFER_MB": "1", "MEMTRACE_FLUSH_MS": "1000"})
-proc, outcome = faults_lib.run([case.program("flood"), work, str(PAIRS)], env, timeout=30,
-                               wait_until=lambda pid: os.path.exists(os.path.join(work, "started")))
-if outcome is not None:
-    faults_lib.echo(outcome, "e2e_flood")
-    raise SystemExit(f"FAIL: e2e_flood ended early: {outcome.how()}")
-deadline = time.monotonic() + 10  # the thread names itself once it runs
-tid = writer_thread(proc.pid)
-while tid is None and time.monotonic() < deadline:
-    time.sleep(0.01)
-    tid = writer_thread(proc.pid)
-if tid is None:
-    os.killpg(proc.pid, signal.SIGKILL)
-    raise SystemExit("FAIL: no thread named memtrace-writer")
-stop_while_idle(proc.pid, tid)
+proc, tid = faults_lib.start_flood_with_writer_stopped(case, work, PAIRS, env)
 resident_before = resident_bytes(proc.pid)
 open(os.path.join(work, "go"), "w").close()
 deadline = time.monotonic() + 120
@@ -66,17 +53,8 @@ while os.path.getsize(trace_path) == size_while_stopped:
         raise SystemExit("FAIL: the writer wrote nothing within 30 s of being let go")
     time.sleep(0.01)
 open(os.path.join(work, "finish"), "w").close()
-deadline = time.monotonic() + 60
-while True:
-    pid, status = os.waitpid(proc.pid, os.WNOHANG)
-    if pid == proc.pid:
-        proc.returncode = status
-        break
-    if time.monotonic() > deadline:
-        os.killpg(proc.pid, signal.SIGKILL)
-        raise SystemExit("FAIL: e2e_flood did not exit after the writer was resumed")
-    time.sleep(0.05)
-case.check("exit status", 0, os.WEXITSTATUS(status) if os.WIFEXITED(status) else f"signal {os.WTERMSIG(status)}")
+status = faults_lib.wait_for_exit(proc, "e2e_flood did not exit after the writer was resumed")
+case.check("exit status", 0, status)
 
 trace = faults_lib.only_trace(case)
 events = faults_lib.describe_events(trace)

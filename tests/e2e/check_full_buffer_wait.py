@@ -14,7 +14,7 @@ import time
 
 import e2e_lib
 import faults_lib
-from faults_lib import PTRACE_DETACH, ptrace, stop_while_idle, trace_file, writer_thread
+from faults_lib import PTRACE_DETACH, ptrace, trace_file
 
 PAIRS = 50000
 
@@ -22,20 +22,7 @@ case = e2e_lib.Case()
 work = faults_lib.work_dir(case)
 env = faults_lib.traced_env(case, {"MEMTRACE_BUFFER_MB": "1", "MEMTRACE_FLUSH_MS": "1000",
                                    "MEMTRACE_FULL_BUFFER": "wait"})
-proc, outcome = faults_lib.run([case.program("flood"), work, str(PAIRS)], env, timeout=30,
-                               wait_until=lambda pid: os.path.exists(os.path.join(work, "started")))
-if outcome is not None:
-    faults_lib.echo(outcome, "e2e_flood")
-    raise SystemExit(f"FAIL: e2e_flood ended early: {outcome.how()}")
-deadline = time.monotonic() + 10
-tid = writer_thread(proc.pid)
-while tid is None and time.monotonic() < deadline:
-    time.sleep(0.01)
-    tid = writer_thread(proc.pid)
-if tid is None:
-    os.killpg(proc.pid, signal.SIGKILL)
-    raise SystemExit("FAIL: no thread named memtrace-writer")
-stop_while_idle(proc.pid, tid)
+proc, tid = faults_lib.start_flood_with_writer_stopped(case, work, PAIRS, env)
 open(os.path.join(work, "go"), "w").close()
 time.sleep(2)
 case.check("loop still waiting for the stopped writer after 2 s", False,
@@ -48,16 +35,8 @@ while not os.path.exists(os.path.join(work, "done")):
         raise SystemExit("FAIL: e2e_flood did not finish its loop after the writer was let go")
     time.sleep(0.05)
 open(os.path.join(work, "finish"), "w").close()
-deadline = time.monotonic() + 60
-while True:
-    pid, status = os.waitpid(proc.pid, os.WNOHANG)
-    if pid == proc.pid:
-        break
-    if time.monotonic() > deadline:
-        os.killpg(proc.pid, signal.SIGKILL)
-        raise SystemExit("FAIL: e2e_flood did not exit")
-    time.sleep(0.05)
-case.check("exit status", 0, os.WEXITSTATUS(status) if os.WIFEXITED(status) else f"signal {os.WTERMSIG(status)}")
+status = faults_lib.wait_for_exit(proc, "e2e_flood did not exit")
+case.check("exit status", 0, status)
 
 trace = faults_lib.only_trace(case)
 events = faults_lib.describe_events(trace)

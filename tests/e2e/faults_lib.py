@@ -190,3 +190,38 @@ def stop_while_idle(pid, tid):
     raise SystemExit("FAIL: the writer thread was never found waiting")
 
 
+
+
+def start_flood_with_writer_stopped(case, work, pairs, env):
+    """Runs e2e_flood WORK PAIRS under `env`, waits until it has started, finds the tracer's writer thread
+    and stops it where it waits for its next flush. Returns (proc, writer tid); the loop starts once the
+    caller creates WORK/go."""
+    proc, outcome = run([case.program("flood"), work, str(pairs)], env, timeout=30,
+                        wait_until=lambda pid: os.path.exists(os.path.join(work, "started")))
+    if outcome is not None:
+        echo(outcome, "e2e_flood")
+        raise SystemExit(f"FAIL: e2e_flood ended early: {outcome.how()}")
+    deadline = time.monotonic() + 10  # the thread names itself once it runs
+    tid = writer_thread(proc.pid)
+    while tid is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+        tid = writer_thread(proc.pid)
+    if tid is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise SystemExit("FAIL: no thread named memtrace-writer")
+    stop_while_idle(proc.pid, tid)
+    return proc, tid
+
+
+def wait_for_exit(proc, what, timeout=60):
+    """Waits for `proc` (started by run()) to exit; kills it and fails after `timeout` seconds. Returns its
+    exit status as a number, or "signal N"."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status = os.waitpid(proc.pid, os.WNOHANG)
+        if pid == proc.pid:
+            return os.WEXITSTATUS(status) if os.WIFEXITED(status) else f"signal {os.WTERMSIG(status)}"
+        if time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise SystemExit(f"FAIL: {what}")
+        time.sleep(0.05)
