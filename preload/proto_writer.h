@@ -41,6 +41,12 @@ class ProtoWriter {
     raw_varint(uint64_t{field} << 3 | 0);
     raw_varint(v);
   }
+  // A proto3 `optional` field: written even when zero, so that the reader sees it present.
+  void optional_uint(uint32_t field, bool present, uint64_t v) {
+    if (!present) return;
+    raw_varint(uint64_t{field} << 3 | 0);
+    raw_varint(v);
+  }
   void sint(uint32_t field, int64_t v) {  // sint32/sint64: zigzag
     uint(field, (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63));
   }

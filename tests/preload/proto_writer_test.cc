@@ -63,6 +63,29 @@ TEST(ProtoWriter, EventRoundTripsThroughGeneratedParser) {
   EXPECT_EQ(e.handle(), 99u);
 }
 
+// proto3 `optional` fields carry presence: a zero written with optional_uint must read back as present
+// and zero, one not written as absent.
+TEST(ProtoWriter, OptionalFieldsKeepPresenceOfZero) {
+  uint8_t buf[64];
+  ProtoWriter w(buf, buf + sizeof buf);
+  w.uint(1, static_cast<uint64_t>(EventKind::kDeviceUsage));
+  w.optional_uint(20, true, 0);
+  w.optional_uint(21, false, 123);
+  w.uint(17, static_cast<uint64_t>(Memory::kHostPinned));
+  w.uint(18, 0xabc);
+  w.uint(19, 7);
+  proto::Record record;
+  ASSERT_TRUE(record.ParseFromString(as_record(field::kEvent, w)));
+  const proto::Event& e = record.event();
+  EXPECT_EQ(e.kind(), proto::DEVICE_USAGE);
+  EXPECT_TRUE(e.has_process_used_bytes());
+  EXPECT_EQ(e.process_used_bytes(), 0u);
+  EXPECT_FALSE(e.has_other_processes_used_bytes());
+  EXPECT_EQ(e.memory(), proto::MEMORY_HOST_PINNED);
+  EXPECT_EQ(e.graph(), 0xabcu);
+  EXPECT_EQ(e.capture_id(), 7u);
+}
+
 TEST(ProtoWriter, StackWithPythonFramesRoundTrips) {
   const uint64_t frames[] = {0x401000, kPythonFrameBit | 3, 0xffffffffffffULL, kPythonFrameBit | 1};
   uint8_t buf[256];
@@ -112,6 +135,23 @@ TEST(Schema, EnumsMatchTheProto) {
   EXPECT_EQ(static_cast<int>(EventKind::kPythonFinalizing), proto::PYTHON_FINALIZING);
   EXPECT_EQ(static_cast<int>(EventKind::kAddressFree), proto::ADDRESS_FREE);
   EXPECT_EQ(static_cast<int>(EventKind::kUnmap), proto::UNMAP);
+  EXPECT_EQ(static_cast<int>(EventKind::kPoolReserved), proto::POOL_RESERVED);
+  EXPECT_EQ(static_cast<int>(EventKind::kDeviceUsage), proto::DEVICE_USAGE);
+  EXPECT_EQ(static_cast<int>(EventKind::kGraphCaptured), proto::GRAPH_CAPTURED);
+  EXPECT_EQ(static_cast<int>(EventKind::kGraphInstantiate), proto::GRAPH_INSTANTIATE);
+  EXPECT_EQ(static_cast<int>(EventKind::kGraphLaunch), proto::GRAPH_LAUNCH);
+  EXPECT_EQ(static_cast<int>(EventKind::kContextDestroy), proto::CONTEXT_DESTROY);
+  EXPECT_EQ(static_cast<int>(Memory::kDevice), proto::MEMORY_DEVICE);
+  EXPECT_EQ(static_cast<int>(Memory::kHostPinned), proto::MEMORY_HOST_PINNED);
+  EXPECT_EQ(static_cast<int>(Memory::kHostRegistered), proto::MEMORY_HOST_REGISTERED);
+  EXPECT_EQ(static_cast<int>(Memory::kManaged), proto::MEMORY_MANAGED);
+  EXPECT_EQ(static_cast<int>(Memory::kArray), proto::MEMORY_ARRAY);
+  EXPECT_EQ(static_cast<int>(Memory::kImported), proto::MEMORY_IMPORTED);
+  EXPECT_EQ(static_cast<int>(Api::kCudaIpcOpenMemHandle), proto::CUDA_IPC_OPEN_MEM_HANDLE);
+  EXPECT_EQ(static_cast<int>(Api::kCuMemImportFromShareableHandle), proto::CU_MEM_IMPORT_FROM_SHAREABLE_HANDLE);
+  EXPECT_EQ(static_cast<int>(Api::kCudaMemPoolDestroy), proto::CUDA_MEM_POOL_DESTROY);
+  EXPECT_EQ(static_cast<int>(Api::kCuDeviceGraphMemTrim), proto::CU_DEVICE_GRAPH_MEM_TRIM);
+  EXPECT_EQ(static_cast<int>(Api::kNvmlSample), proto::NVML_SAMPLE);
   EXPECT_EQ(static_cast<int>(Layer::kDriver), proto::LAYER_DRIVER);
   EXPECT_EQ(static_cast<int>(Layer::kBlock), proto::LAYER_BLOCK);
   EXPECT_EQ(static_cast<int>(Api::kCudaMalloc), proto::CUDA_MALLOC);
