@@ -37,6 +37,8 @@ void print_unsymbolized_run(std::ostream& out, const std::vector<const Frame*>& 
   out << ": not symbolized on this machine, --all-frames shows the offsets]\n";
 }
 
+}  // namespace
+
 void print_frames(std::ostream& out, const std::vector<Frame>& frames, const TextOptions& options) {
   if (frames.empty()) {
     out << kIndent << "(no stack)\n";
@@ -64,6 +66,8 @@ void print_frames(std::ostream& out, const std::vector<Frame>& frames, const Tex
   flush_run();
   if (hidden) out << kIndent << "(" << hidden << " Python interpreter frames hidden)\n";
 }
+
+namespace {
 
 void print_peak(std::ostream& out, const char* name, const Peak& peak) {
   out << "  peak " << name << format_bytes(peak.bytes) << " at " << format_seconds(seconds(peak.time_ns))

@@ -17,6 +17,8 @@ struct TextOptions {
   bool all_frames = false;
 };
 
+// One stack's frames, innermost first, one per line (indented for a list entry): "(no stack)" for none.
+void print_frames(std::ostream& out, const std::vector<Frame>& frames, const TextOptions& options);
 void print_trace_overview(std::ostream& out, const Analysis& analysis);
 void print_devices(std::ostream& out, const Analysis& analysis, FrameResolver& resolver, const TextOptions& options);
 void print_leaks(std::ostream& out, const Analysis& analysis, FrameResolver& resolver, const TextOptions& options);
