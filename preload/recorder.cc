@@ -16,6 +16,7 @@
 #include <atomic>
 
 #include "config.h"
+#include "device_usage.h"
 #include "intern_table.h"
 #include "module_map.h"
 #include "process_hooks.h"
@@ -75,6 +76,9 @@ MEMTRACE_TLS int t_hook_depth;
 MEMTRACE_TLS uint32_t t_announced_generation;
 MEMTRACE_TLS uint32_t t_tid;
 MEMTRACE_TLS bool t_holds_lock;  // this thread holds g_lock in record_event: a fatal signal must not wait for it
+// This thread is the writer or the exit path, recording device samples: with both buffers full it must not
+// wait for room (MEMTRACE_FULL_BUFFER=wait), since nobody else would make any.
+MEMTRACE_TLS bool t_never_waits;
 
 uint64_t now_ns() {
   timespec ts;
@@ -306,6 +310,7 @@ void start() {
     fprintf(stderr, "memtrace: libunwind.so.8 not found (%s): recording without native stacks\n", dlerror());
   uint32_t python_hex = 0;
   detect_python(&python_hex);
+  device_usage_start();
 
   g_start_ns = now_ns();
   g_last_event_ns = g_start_ns;
@@ -474,11 +479,25 @@ bool lock_within_bounded_wait(pthread_mutex_t* m) {
   return false;
 }
 
+// DEVICE_USAGE samples (device_usage.h) for each flush interval in which events were recorded, and at the
+// end (`always`). From the writer thread or the exit path only.
+uint64_t g_events_sampled = 0;  // g_events after the last samples, counting them
+void sample_devices(bool always) {
+  pthread_mutex_lock(&g_lock);
+  uint64_t events = g_events;
+  pthread_mutex_unlock(&g_lock);
+  if (!always && events == g_events_sampled) return;
+  t_never_waits = true;
+  g_events_sampled = events + static_cast<uint64_t>(device_usage_sample_all());
+  t_never_waits = false;
+}
+
 // atexit: the job is ending. Stop the thread and write what is buffered. Events after this (static
 // destructors freeing memory) are written by the library destructor below.
 void on_exit_handler() {
   if (g_state.load() != kRunning || getpid() != g_trace_pid) return;
   g_writer.stop_thread();
+  sample_devices(/*always=*/true);
   pthread_mutex_lock(&g_flush_lock);
   flush_locked_flush(true);
   g_exited.store(true);
@@ -562,6 +581,7 @@ HookScope::~HookScope() { t_hook_depth--; }
 void recorder_finish(EndHow how) {
   if (g_state.load() != kRunning || getpid() != g_trace_pid) return;
   g_writer.stop_thread();
+  sample_devices(/*always=*/true);
   pthread_mutex_lock(&g_flush_lock);
   finish_locked(how, 0);
   pthread_mutex_unlock(&g_flush_lock);
@@ -617,10 +637,13 @@ void recorder_flush() {
   pthread_mutex_lock(&g_flush_lock);
   flush_locked_flush(false);
   pthread_mutex_unlock(&g_flush_lock);
+  // After the flush: the samples go into the buffer just emptied, and the next flush writes them.
+  if (g_state.load() == kRunning) sample_devices(/*always=*/false);
 }
 
 void record_event(const MemoryEvent& e) {
   if (!ensure_started()) return;
+  device_usage_note_device(e.device);
 
   CapturedStack stack;
   bool python = g_python_ready.load(std::memory_order_acquire);
@@ -644,7 +667,7 @@ void record_event(const MemoryEvent& e) {
   uint64_t stack_id = intern_stack_locked(stack);
   if (stack_id == 0 && stack.frame_count > 0) g_stackless++;
   if (!append_event_locked(e, stack_id)) {
-    if (g_config.wait_when_full)
+    if (g_config.wait_when_full && !t_never_waits)
       wait_for_room_locked(e, stack_id);
     else
       g_dropped++;

@@ -1,0 +1,200 @@
+#include "device_usage.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "hooks_internal.h"
+#include "pool_sampler.h"
+#include "recorder.h"
+
+namespace memtrace {
+
+ProcessUsage split_process_usage(const NvmlProcessInfo* processes, unsigned count, unsigned pid) {
+  constexpr unsigned long long kNotAvailable = ~0ULL;  // NVML_VALUE_NOT_AVAILABLE
+  ProcessUsage usage{true, 0, 0};
+  for (unsigned i = 0; i < count; i++) {
+    unsigned long long used = processes[i].used_gpu_memory;
+    if (processes[i].pid == pid) {
+      // One entry per GPU or compute instance (MIG): a process may be listed more than once.
+      if (used == kNotAvailable)
+        usage.known = false;
+      else
+        usage.process_used_bytes += used;
+    } else if (used != kNotAvailable) {
+      usage.other_processes_used_bytes += used;
+    }
+  }
+  return usage;
+}
+
+namespace {
+
+// nvml.h, as published with the driver (the NVML headers are not needed to build memtrace).
+using NvmlReturn = int;
+constexpr NvmlReturn kNvmlSuccess = 0;
+using NvmlDevice = void*;
+struct NvmlMemory {  // nvmlMemory_t (v1)
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+};
+using InitFn = NvmlReturn (*)();
+using HandleByPciBusIdFn = NvmlReturn (*)(const char*, NvmlDevice*);
+using MemoryInfoFn = NvmlReturn (*)(NvmlDevice, NvmlMemory*);
+using ComputeProcessesFn = NvmlReturn (*)(NvmlDevice, unsigned int*, NvmlProcessInfo*);
+
+struct Nvml {
+  HandleByPciBusIdFn handle_by_pci_bus_id;
+  MemoryInfoFn memory_info;
+  ComputeProcessesFn compute_processes;
+};
+Nvml g_nvml;                           // written once before g_nvml_loaded is set
+std::atomic<bool> g_nvml_loaded{false};
+
+// Devices by CUDA ordinal. A device's bit in g_noted is set by the first thread to see it, which then
+// reads its PCI bus id and marks the slot ready; NVML's handle for it is looked up on first use.
+constexpr int kMaxDevices = 64;
+constexpr int kBusIdBytes = 32;  // NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE
+struct DeviceSlot {
+  std::atomic<bool> bus_id_ready;
+  char bus_id[kBusIdBytes];
+  std::atomic<int> handle_state;  // 0 not looked up, 1 found, 2 NVML does not know the bus id
+  std::atomic<NvmlDevice> handle;
+};
+DeviceSlot g_devices[kMaxDevices];
+std::atomic<uint64_t> g_noted{0};
+std::atomic<void*> g_device_get_pci_bus_id{nullptr};
+
+// At most this many processes on one device are looked at; a longer list (NVML_ERROR_INSUFFICIENT_SIZE)
+// leaves the per-process figures out of that sample rather than allocate.
+constexpr unsigned kMaxProcesses = 64;
+
+bool nvml_wanted() {
+  const char* value = getenv("MEMTRACE_NVML");
+  if (!value || !*value || strcmp(value, "1") == 0) return true;
+  if (strcmp(value, "0") == 0) return false;
+  fprintf(stderr, "memtrace: MEMTRACE_NVML=%s is neither 0 nor 1; using 1\n", value);
+  return true;
+}
+
+template <typename Fn>
+Fn nvml_symbol(void* library, const char* name) {
+  return reinterpret_cast<Fn>(real_dlsym(library, name));
+}
+
+NvmlDevice nvml_device(int device) {
+  DeviceSlot& slot = g_devices[device];
+  int state = slot.handle_state.load(std::memory_order_acquire);
+  if (state == 0) {
+    NvmlDevice handle = nullptr;
+    bool found = g_nvml.handle_by_pci_bus_id(slot.bus_id, &handle) == kNvmlSuccess && handle;
+    if (found) slot.handle.store(handle, std::memory_order_relaxed);
+    // Two threads may look it up at once; both find the same answer.
+    slot.handle_state.store(found ? 1 : 2, std::memory_order_release);
+    state = found ? 1 : 2;
+  }
+  return state == 1 ? slot.handle.load(std::memory_order_relaxed) : nullptr;
+}
+
+// The NVML device of a CUDA ordinal whose bus id is known; null otherwise.
+NvmlDevice known_nvml_device(int device) {
+  if (!g_nvml_loaded.load(std::memory_order_acquire) || device < 0 || device >= kMaxDevices) return nullptr;
+  if (!g_devices[device].bus_id_ready.load(std::memory_order_acquire)) return nullptr;
+  return nvml_device(device);
+}
+
+ProcessUsage process_usage(NvmlDevice handle) {
+  NvmlProcessInfo processes[kMaxProcesses];
+  unsigned count = kMaxProcesses;
+  if (g_nvml.compute_processes(handle, &count, processes) != kNvmlSuccess || count > kMaxProcesses)
+    return ProcessUsage{false, 0, 0};
+  return split_process_usage(processes, count, static_cast<unsigned>(getpid()));
+}
+
+void add_process_usage(NvmlDevice handle, MemoryEvent* e) {
+  ProcessUsage usage = process_usage(handle);
+  if (!usage.known) return;
+  e->has_process_usage = true;
+  e->process_used_bytes = usage.process_used_bytes;
+  e->other_processes_used_bytes = usage.other_processes_used_bytes;
+}
+
+bool sample_device(int device) {
+  NvmlDevice handle = known_nvml_device(device);
+  if (!handle) return false;
+  NvmlMemory memory{};
+  if (g_nvml.memory_info(handle, &memory) != kNvmlSuccess) return false;
+  MemoryEvent e{.kind = EventKind::kDeviceUsage, .api = Api::kNvmlSample, .device = device,
+                .device_free_bytes = memory.free, .device_total_bytes = memory.total};
+  add_process_usage(handle, &e);
+  record_event(e);
+  return true;
+}
+
+}  // namespace
+
+void device_usage_start() {
+  if (g_nvml_loaded.load() || !nvml_wanted()) return;
+  void* library = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!library) return;
+  auto init = nvml_symbol<InitFn>(library, "nvmlInit_v2");
+  g_nvml.handle_by_pci_bus_id = nvml_symbol<HandleByPciBusIdFn>(library, "nvmlDeviceGetHandleByPciBusId_v2");
+  g_nvml.memory_info = nvml_symbol<MemoryInfoFn>(library, "nvmlDeviceGetMemoryInfo");
+  g_nvml.compute_processes = nvml_symbol<ComputeProcessesFn>(library, "nvmlDeviceGetComputeRunningProcesses_v3");
+  if (!init || !g_nvml.handle_by_pci_bus_id || !g_nvml.memory_info || !g_nvml.compute_processes ||
+      init() != kNvmlSuccess) {
+    dlclose(library);
+    return;
+  }
+  g_nvml_loaded.store(true, std::memory_order_release);  // the library stays loaded for the process's life
+}
+
+void device_usage_note_device(int device) {
+  if (device < 0 || device >= kMaxDevices || !g_nvml_loaded.load(std::memory_order_relaxed)) return;
+  uint64_t bit = uint64_t{1} << device;
+  if (g_noted.load(std::memory_order_relaxed) & bit) return;
+  if (g_noted.fetch_or(bit) & bit) return;  // another thread is reading it
+  using Fn = CUresult (*)(char*, int, CUdevice);
+  auto fn = reinterpret_cast<Fn>(driver_function(g_device_get_pci_bus_id, "cuDeviceGetPCIBusId"));
+  DeviceSlot& slot = g_devices[device];
+  if (fn && fn(slot.bus_id, kBusIdBytes, device) == CUDA_SUCCESS) {
+    slot.bus_id[kBusIdBytes - 1] = '\0';
+    slot.bus_id_ready.store(true, std::memory_order_release);
+  }
+}
+
+int device_usage_sample_all() {
+  if (!g_nvml_loaded.load(std::memory_order_acquire)) return 0;
+  uint64_t noted = g_noted.load(std::memory_order_acquire);
+  int recorded = 0;
+  for (int device = 0; device < kMaxDevices; device++)
+    if ((noted >> device & 1) && sample_device(device)) recorded++;
+  return recorded;
+}
+
+void device_usage_after_oom(int device, Api api, bool have_memory_info, uint64_t free_bytes,
+                            uint64_t total_bytes) {
+  MemoryEvent e{.kind = EventKind::kDeviceUsage, .api = api, .device = device};
+  if (have_memory_info) {
+    e.device_free_bytes = free_bytes;
+    e.device_total_bytes = total_bytes;
+  }
+  device_usage_note_device(device);
+  if (NvmlDevice handle = known_nvml_device(device)) {
+    NvmlMemory memory{};
+    if (!have_memory_info && g_nvml.memory_info(handle, &memory) == kNvmlSuccess) {
+      have_memory_info = true;
+      e.device_free_bytes = memory.free;
+      e.device_total_bytes = memory.total;
+    }
+    add_process_usage(handle, &e);
+  }
+  if (have_memory_info) record_event(e);
+}
+
+}  // namespace memtrace

@@ -1,0 +1,57 @@
+// Samples of each device as a whole (DEVICE_USAGE events, see memtrace.proto): what no CUDA API reports
+// (the context, the CUDA libraries' own workspaces, other processes) shows up only in what the driver says
+// is used. Through NVML (libnvidia-ml.so.1, part of the NVIDIA driver, loaded with dlopen when the trace
+// starts; absent or MEMTRACE_NVML=0 = skipped silently):
+//   device_free_bytes / device_total_bytes  nvmlDeviceGetMemoryInfo
+//   process_used_bytes                       this pid's usedGpuMemory in nvmlDeviceGetComputeRunningProcesses_v3
+//                                            (0 when the list does not have us)
+//   other_processes_used_bytes               the sum of every other process's usedGpuMemory
+// Taken by the writer thread (never a hook) every flush interval in which events were recorded and at the
+// end, and by the allocating hook right after an OOM (with cuMemGetInfo's free/total, so that an OOM is
+// described even without NVML).
+//
+// A CUDA device ordinal is matched to its NVML device by PCI bus id (cuDeviceGetPCIBusId ->
+// nvmlDeviceGetHandleByPciBusId_v2): NVML numbers devices differently from CUDA when CUDA_VISIBLE_DEVICES
+// or CUDA_DEVICE_ORDER changes the order. The bus id is read from the hook thread the first time a device is
+// seen, so the writer thread never needs a CUDA context.
+#pragma once
+#include <cstdint>
+
+#include "schema.h"
+
+namespace memtrace {
+
+// At trace start (inside the first hook that records): loads NVML unless MEMTRACE_NVML=0.
+void device_usage_start();
+
+// Every recorded event's device: the first time a device is seen (and NVML is loaded), reads its PCI bus id.
+// One relaxed atomic load otherwise.
+void device_usage_note_device(int device);
+
+// One DEVICE_USAGE (api NVML_SAMPLE) per device seen, from NVML. Returns how many were recorded (0 without
+// NVML). Called from the writer thread and the exit path only: NVML calls can take milliseconds.
+int device_usage_sample_all();
+
+// Right after an OOM event on `device`: a DEVICE_USAGE with `api` (the OOM's), cuMemGetInfo's free/total
+// bytes (`have_memory_info` false: none) and, when NVML is loaded, the per-process figures.
+void device_usage_after_oom(int device, Api api, bool have_memory_info, uint64_t free_bytes,
+                            uint64_t total_bytes);
+
+// nvmlProcessInfo_v2_t, the element type of nvmlDeviceGetComputeRunningProcesses_v3 (nvml.h; 24 bytes).
+struct NvmlProcessInfo {
+  unsigned int pid;
+  unsigned long long used_gpu_memory;  // NVML_VALUE_NOT_AVAILABLE (all ones) where the driver cannot say
+  unsigned int gpu_instance_id;
+  unsigned int compute_instance_id;
+};
+static_assert(sizeof(NvmlProcessInfo) == 24, "nvmlProcessInfo_v2_t layout");
+
+// This process's and every other process's use of a device, from NVML's list of compute processes.
+struct ProcessUsage {
+  bool known;                         // false: our own entry's figure is not available
+  uint64_t process_used_bytes;        // our pid's usedGpuMemory; 0 when the list does not have us
+  uint64_t other_processes_used_bytes;  // the sum of the others' (entries without a figure count 0)
+};
+ProcessUsage split_process_usage(const NvmlProcessInfo* processes, unsigned count, unsigned pid);
+
+}  // namespace memtrace

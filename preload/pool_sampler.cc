@@ -1,0 +1,220 @@
+#include "pool_sampler.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include "hooks_internal.h"
+#include "recorder.h"
+
+namespace memtrace {
+
+std::atomic<int> g_pools_seen{0};
+
+// ---- the table ---------------------------------------------------------------------------------------------
+
+PoolSampleTable::Slot* PoolSampleTable::find(uint64_t pool, int device) {
+  for (Slot& s : slots_)
+    if (s.used && s.pool == pool && s.device == device) return &s;
+  return nullptr;
+}
+
+bool PoolSampleTable::update(uint64_t pool, int device, uint64_t bytes) {
+  if (Slot* s = find(pool, device)) {
+    if (s->bytes == bytes) return false;
+    s->bytes = bytes;
+    return true;
+  }
+  for (Slot& s : slots_) {
+    if (s.used) continue;
+    s = Slot{true, pool, device, bytes};
+    used_++;
+    return true;
+  }
+  return false;
+}
+
+int PoolSampleTable::device_of(uint64_t pool) const {
+  for (const Slot& s : slots_)
+    if (s.used && s.pool == pool) return s.device;
+  return -1;
+}
+
+int PoolSampleTable::remove(uint64_t pool) {
+  int removed = 0;
+  for (Slot& s : slots_) {
+    if (!s.used || s.pool != pool) continue;
+    s.used = false;
+    used_--;
+    removed++;
+  }
+  return removed;
+}
+
+int PoolSampleTable::pools(uint64_t* handles, int* devices, int max) const {
+  int n = 0;
+  for (const Slot& s : slots_) {
+    if (!s.used || s.pool == 0 || n == max) continue;
+    handles[n] = s.pool;
+    devices[n] = s.device;
+    n++;
+  }
+  return n;
+}
+
+// ---- driver functions ----------------------------------------------------------------------------------------
+
+void* driver_function(std::atomic<void*>& slot, const char* symbol) {
+  void* fn = slot.load(std::memory_order_acquire);
+  if (fn) return fn;
+  fn = real_dlsym(RTLD_NEXT, symbol);
+  if (!fn) {
+    // The runtime loads libcuda.so.1 RTLD_LOCAL, where RTLD_NEXT does not look.
+    void* handle = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
+    if (handle) {
+      fn = real_dlsym(handle, symbol);
+      dlclose(handle);
+    }
+  }
+  if (fn) slot.store(fn, std::memory_order_release);
+  return fn;
+}
+
+namespace {
+
+std::atomic<void*> g_pool_get_attribute{nullptr};
+std::atomic<void*> g_device_get_mem_pool{nullptr};
+std::atomic<void*> g_device_get_graph_mem_attribute{nullptr};
+std::atomic<void*> g_pointer_get_attribute{nullptr};
+
+// CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT of `pool` (cuda.h: "Amount of backing memory currently allocated for
+// the mempool", a cuuint64_t). False when the driver cannot say (a destroyed pool, no driver).
+bool pool_reserved_bytes(uint64_t pool, uint64_t* bytes) {
+  using Fn = CUresult (*)(CUmemoryPool, CUmemPool_attribute, void*);
+  auto fn = reinterpret_cast<Fn>(driver_function(g_pool_get_attribute, "cuMemPoolGetAttribute"));
+  cuuint64_t value = 0;
+  if (!fn || fn(reinterpret_cast<CUmemoryPool>(pool), CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &value) != CUDA_SUCCESS)
+    return false;
+  *bytes = value;
+  return true;
+}
+
+// CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT of `device` ("memory currently allocated for use by the CUDA graphs
+// asynchronous allocator", a cuuint64_t).
+bool graph_pool_reserved_bytes(int device, uint64_t* bytes) {
+  using Fn = CUresult (*)(CUdevice, CUgraphMem_attribute, void*);
+  auto fn = reinterpret_cast<Fn>(driver_function(g_device_get_graph_mem_attribute, "cuDeviceGetGraphMemAttribute"));
+  cuuint64_t value = 0;
+  if (!fn || fn(device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &value) != CUDA_SUCCESS) return false;
+  *bytes = value;
+  return true;
+}
+
+uint64_t current_pool_of(int device) {
+  using Fn = CUresult (*)(CUmemoryPool*, CUdevice);
+  auto fn = reinterpret_cast<Fn>(driver_function(g_device_get_mem_pool, "cuDeviceGetMemPool"));
+  CUmemoryPool pool = nullptr;
+  if (!fn || fn(&pool, device) != CUDA_SUCCESS) return 0;
+  return reinterpret_cast<uintptr_t>(pool);
+}
+
+// The table's lock: held for a compare and, when the sample changed, the event's append, so that the
+// trace's samples of a pool come in the order the table saw them. Never held while calling CUDA.
+std::atomic<bool> g_table_lock{false};
+PoolSampleTable g_table;
+
+void lock_table() {
+  for (int spins = 0; g_table_lock.exchange(true, std::memory_order_acquire); spins++)
+    if (spins > 64) sched_yield();
+}
+void unlock_table() { g_table_lock.store(false, std::memory_order_release); }
+
+void write_sample(uint64_t pool, int device, uint64_t bytes, Api api) {
+  record_event({.kind = EventKind::kPoolReserved, .api = api, .device = device, .address = pool, .size = bytes});
+}
+
+// Records `bytes` for (pool, device) and writes the event if it changed.
+void offer(uint64_t pool, int device, uint64_t bytes, Api api) {
+  lock_table();
+  if (g_table.update(pool, device, bytes)) {
+    g_pools_seen.store(1, std::memory_order_relaxed);
+    write_sample(pool, device, bytes, api);
+  }
+  unlock_table();
+}
+
+int known_device(uint64_t pool) {
+  lock_table();
+  int device = g_table.device_of(pool);
+  unlock_table();
+  return device;
+}
+
+// A forked child starts a trace of its own: its first sample of each pool must be written again, and a lock
+// held by a parent thread that does not exist in the child must not stay held.
+void reset_in_child() {
+  g_table = PoolSampleTable{};
+  g_table_lock.store(false);
+}
+__attribute__((constructor)) void register_fork_handler() { pthread_atfork(nullptr, nullptr, reset_in_child); }
+
+}  // namespace
+
+void sample_pool(uint64_t pool, int device, Api api) {
+  if (pool == 0) return;
+  if (device < 0) device = known_device(pool);
+  if (device < 0) device = current_device();
+  uint64_t bytes = 0;
+  if (pool_reserved_bytes(pool, &bytes)) offer(pool, device, bytes, api);
+}
+
+void sample_device_pool(int device, Api api) {
+  if (device < 0) return;
+  sample_pool(current_pool_of(device), device, api);
+}
+
+void sample_pool_after_alloc(Api api, int device, uint64_t address) {
+  if (api == Api::kCudaMallocAsync || api == Api::kCuMemAllocAsync) {
+    sample_device_pool(device, api);
+    return;
+  }
+  using Fn = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
+  auto fn = reinterpret_cast<Fn>(driver_function(g_pointer_get_attribute, "cuPointerGetAttribute"));
+  CUmemoryPool pool = nullptr;
+  if (fn && fn(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, address) == CUDA_SUCCESS)
+    sample_pool(reinterpret_cast<uintptr_t>(pool), device, api);
+}
+
+void pool_created(uint64_t pool, int device, Api api) { sample_pool(pool, device, api); }
+
+void pool_destroyed(uint64_t pool, Api api) {
+  if (pool == 0) return;
+  lock_table();
+  int device = g_table.device_of(pool);
+  // The driver releases a destroyed pool's memory (at once, or once its last block is freed). A pool never
+  // sampled has nothing to take back.
+  if (device != -1 && g_table.update(pool, device, 0)) write_sample(pool, device, 0, api);
+  g_table.remove(pool);
+  unlock_table();
+}
+
+void sample_known_pools(Api api) {
+  if (!pools_seen()) return;
+  uint64_t pools[PoolSampleTable::kSlots];
+  int devices[PoolSampleTable::kSlots];
+  lock_table();
+  int n = g_table.pools(pools, devices, PoolSampleTable::kSlots);
+  unlock_table();
+  for (int i = 0; i < n; i++) {
+    uint64_t bytes = 0;
+    if (pool_reserved_bytes(pools[i], &bytes)) offer(pools[i], devices[i], bytes, api);
+  }
+}
+
+void sample_graph_pool(int device, Api api) {
+  if (device < 0) return;
+  uint64_t bytes = 0;
+  if (graph_pool_reserved_bytes(device, &bytes)) offer(0, device, bytes, api);
+}
+
+}  // namespace memtrace
