@@ -393,10 +393,20 @@ MEMTRACE_EXPORT void reportOutOfMemoryToProfiler(int64_t alloc_size, size_t tota
 // defines under the same name; the handed-out entry point marks the path and calls it.
 
 #define MEMTRACE_SAMPLING_HOOKS_ELSEWHERE  // sync_hooks.cc makes those aliases, next to their definitions
+#define MEMTRACE_SAMPLING_HOOKS_ELSEWHERE  // sync_hooks.cc makes those aliases, next to their definitions
 #define MEMTRACE_RUNTIME_HOOK(symbol) \
   extern "C" decltype(::symbol) memtrace_own_##symbol __attribute__((alias(#symbol), visibility("hidden")));
 #define MEMTRACE_DRIVER_HOOK(symbol, base_name, min_version, per_thread_stream) MEMTRACE_RUNTIME_HOOK(symbol)
 #include "hooks.def"
+#undef MEMTRACE_SAMPLING_HOOKS_ELSEWHERE
+// The aliases sync_hooks.cc defines, declared for the table below. Only those: GCC refuses a second
+// declaration of a function whose type came with default arguments (decltype of cudaMallocManaged...).
+#define MEMTRACE_SAMPLING_HOOKS_ONLY
+#define MEMTRACE_RUNTIME_HOOK(symbol) \
+  extern "C" decltype(::symbol) memtrace_own_##symbol __attribute__((visibility("hidden")));
+#define MEMTRACE_DRIVER_HOOK(symbol, base_name, min_version, per_thread_stream) MEMTRACE_RUNTIME_HOOK(symbol)
+#include "hooks.def"
+#undef MEMTRACE_SAMPLING_HOOKS_ONLY
 #undef MEMTRACE_SAMPLING_HOOKS_ELSEWHERE
 // Every hook's alias, wherever it is defined, for the table below.
 #define MEMTRACE_RUNTIME_HOOK(symbol) \
