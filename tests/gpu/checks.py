@@ -10,11 +10,20 @@
                               --output JOB.out --plain-output PLAIN.out
     checks.py killed     NAME --summary S.json --leaks L.json --trace T.mtrace --progress PROGRESS --start START.json
                               --kill-time UNIX_S --flush-ms MS --pid PID --exit-status RC
+    checks.py memory_model NAME --summary S.json --leaks L.json --trace T.mtrace --truth T.json --timeline TL.json
+    checks.py ipc_child  NAME --summary S.json --leaks L.json --trace T.mtrace --truth T.json
+    checks.py torch_checkpoints NAME --summary S.json --leaks L.json --trace T.mtrace --truth T.json --timeline TL.json
+                              [--expect-backend B]
+    checks.py jax_stats  NAME --summary S.json --leaks L.json --trace T.mtrace --truth T.json --timeline TL.json
+    checks.py oom_other  NAME --summary S.json --leaks L.json --trace T.mtrace --truth T.json --oom O.json
+                              --holder H.json
+    checks.py saved_oom  NAME --summary S.json --leaks L.json --trace T.mtrace --truth T.json --oom O.json
 
 S.json / L.json are `memtrace summary --json` / `memtrace leaks --json` (keys documented in README.md).
 T.json is the side file train_leak.py, cupy_pool.py, jax_alloc.py, dataloader_job.py or profiler_job.py wrote (P.json:
 the same job's side file from its run without memtrace); E.json is the JSON line an nvcc program printed.
 PROGRESS and START.json are train_until_killed.py's files; UNIX_S is when gpu-check sent SIGKILL to it.
+TL.json is `memtrace timeline --json`, O.json `memtrace oom --json`, H.json gpu_holder.py's ready file.
 Prints one line per check, `check <name>: expected <x>, measured <y>: ok|FAIL`, plus `info` lines for figures
 that are shown but not checked. Exit status 1 when any check failed, 2 when an input cannot be read.
 """
@@ -140,9 +149,14 @@ def check_cupy(c, summary, leaks, truth, trace_path):
     c.check("peak driver bytes == pool total_bytes() at max", truth["pool_max_total_bytes"],
             dev.get("peak_driver_bytes"))
     c.check("final driver bytes", truth["pool_final_total_bytes"], dev.get("final_driver_bytes"))
+    # Pinned host buffers: host memory, in its own category, never in the device's driver bytes (checked above).
+    c.check("pinned host peak bytes (alloc_pinned_memory buffers)", truth["pinned_peak_bytes"],
+            category_value(summary, truth["device"], "host_pinned", "peak"))
+    c.check("pinned host final bytes", 0, category_value(summary, truth["device"], "host_pinned", "final"))
     c.info("pool", f"CuPy {truth['cupy_version']}, sum of 512-rounded requests {truth['expected_pool_bytes']}, "
                    f"{len(truth['sizes_bytes'])} chunks expected from the driver, memtrace saw "
-                   f"{dev.get('driver_allocations')} driver allocations")
+                   f"{dev.get('driver_allocations')} driver allocations; pinned buffers {truth['pinned_allocated_bytes']} "
+                   f"(requests rounded to 512: {truth['pinned_expected_bytes']})")
 
 
 def check_jax(c, summary, leaks, truth, trace_path):
@@ -300,9 +314,243 @@ def check_killed(c, summary, leaks, start, progress, kill_time_s, flush_ms, pid,
                        f"at least 2 x {flush_ms} ms before the kill")
 
 
+# ---- issue 4: the memory model, checkpoints against the frameworks' own figures, OOM reports ----
+
+def find_value(obj, keys):
+    """The first value of any of `keys` found in obj, depth-first (dicts before their children), or None."""
+    if isinstance(obj, dict):
+        for key in keys:
+            if key in obj:
+                return obj[key]
+        children = obj.values()
+    elif isinstance(obj, list):
+        children = obj
+    else:
+        return None
+    for child in children:
+        value = find_value(child, keys)
+        if value is not None:
+            return value
+    return None
+
+
+# The summary's key stems for each category of issue 4's rule 3 (and the VMM, graph and address-space figures),
+# looked up as `peak_<stem>_bytes` / `final_<stem>_bytes`, in device 0's entry first, then anywhere in the summary
+# (host categories are process-wide).
+CATEGORY_STEMS = {
+    "managed": ["managed"],
+    "host_pinned": ["host_pinned", "pinned_host", "pinned"],
+    "host_registered": ["host_registered", "registered_host", "registered"],
+    "array": ["array", "arrays"],
+    "address_space": ["address_space_reserved", "address_space", "address_reserved"],
+    "graph": ["graph", "graph_memory"],
+    "vmm": ["vmm", "vmm_physical"],
+    "imported": ["imported"],
+}
+
+
+def category_value(summary, device, category, stat):
+    """Device `device`'s (or the process's) `stat` ("peak" or "final") of `category` from summary --json."""
+    keys = [f"{stat}_{stem}_bytes" for stem in CATEGORY_STEMS[category]]
+    value = find_value(device_entry(summary, device), keys)
+    return value if value is not None else find_value(summary, keys)
+
+
+def start_ns(summary):
+    return summary.get("trace", {}).get("start_monotonic_ns")
+
+
+def row_at(timeline, device, start, t_ns):
+    """The row of `memtrace timeline --json` for `device` in effect at CLOCK_MONOTONIC time t_ns: the last one (in
+    file order) whose time is at or before it; an all-zero row before the device's first."""
+    row = {"time_s": None, "allocated_bytes": 0, "reserved_bytes": 0, "driver_bytes": 0}
+    for r in timeline.get("rows", []):
+        if r.get("device") == device and start + round(r["time_s"] * 1e9) <= t_ns:
+            row = r
+    return row
+
+
+def checkpoint_rows(c, summary, timeline, checkpoints, device):
+    """(checkpoint, row in effect) pairs; one FAIL line and no pairs when the summary cannot place them in time."""
+    start = start_ns(summary)
+    c.check("summary trace.start_monotonic_ns present", "an integer", start, isinstance(start, int))
+    if not isinstance(start, int):
+        return []
+    return [(cp, row_at(timeline, device, start, cp["monotonic_ns"])) for cp in checkpoints]
+
+
+def check_memory_model(c, summary, timeline, truth, trace_path):
+    device = truth["device"]
+    dev = device_entry(summary, device)
+    common_trace_checks(c, summary, trace_path)
+    c.info("driver calls", f"through {truth['driver_path']}")
+    for cp, row in checkpoint_rows(c, summary, timeline, truth["checkpoints"], device):
+        where = f"at {cp['name']}"
+        if cp["timeline"]:
+            for key in ("allocated_bytes", "reserved_bytes", "driver_bytes"):
+                c.check(f"{where}: timeline {key}", cp[key], row.get(key))
+        else:  # managed memory or an array is live: only its category is checked
+            c.info(where, f"timeline allocated {row.get('allocated_bytes')} reserved {row.get('reserved_bytes')} "
+                          f"driver {row.get('driver_bytes')}; rules without the open category: allocated "
+                          f"{cp['allocated_bytes']} reserved {cp['reserved_bytes']}")
+        c.info(f"{where}: driver's readings", f"pools reserved: default {cp['default_pool_reserved_bytes']}, user "
+                                               f"{cp['user_pool_reserved_bytes']}, graph {cp['graph_pool_reserved_bytes']}")
+    for key in ("peak_allocated_bytes", "final_allocated_bytes", "peak_reserved_bytes", "final_reserved_bytes",
+                "final_driver_bytes"):
+        c.check(key, truth[key], dev.get(key))
+    for category, (peak, final) in truth["categories"].items():
+        c.check(f"{category} peak bytes", peak, category_value(summary, device, category, "peak"))
+        c.check(f"{category} final bytes", final, category_value(summary, device, category, "final"))
+    facts = truth["facts"]
+    c.info("facts", ", ".join(f"{k} {v}" for k, v in facts.items() if not k.startswith("teardown_")))
+    teardown_verdict(c, facts)
+
+
+def teardown_verdict(c, facts):
+    """What the driver freed when the created context was destroyed, from cuMemGetInfo (issue 4's rule 6 assumes:
+    the cuMemAlloc, not the cuMemCreate handle)."""
+    context = facts["teardown_context_bytes"]
+    freed = facts["teardown_freed_by_destroy_bytes"]
+    alloc, create = facts["teardown_cumemalloc_bytes"], facts["teardown_cumemcreate_bytes"]
+    beyond_context = freed - context
+    # The driver's free figure moves in 2 MiB pages and a context's own use changes a little with what it did:
+    # half the VMM handle's size separates the two readings.
+    handle_freed = beyond_context - alloc > create // 2
+    c.info("context teardown (measured)",
+           f"context {context} B; cuCtxDestroy gave back {freed} B = context + {beyond_context} B "
+           f"(cuMemAlloc {alloc} B, cuMemCreate {create} B): the driver freed the cuMemAlloc "
+           f"{'and' if handle_freed else 'but not'} the cuMemCreate handle; cuMemRelease afterwards returned "
+           f"{facts['teardown_release_result']} and gave back {facts['teardown_freed_by_release_bytes']} B")
+
+
+def check_ipc_child(c, summary, truth, trace_path):
+    common_trace_checks(c, summary, trace_path)
+    dev = device_entry(summary, truth["device"])
+    c.check("imported peak bytes (cuMemGetAddressRange)", truth["imported_peak_bytes"],
+            category_value(summary, truth["device"], "imported", "peak"))
+    c.check("imported final bytes", truth["imported_final_bytes"],
+            category_value(summary, truth["device"], "imported", "final"))
+    # Imports are never this process's memory; a device with no entry at all holds nothing.
+    for key in ("peak_allocated_bytes", "peak_reserved_bytes", "peak_driver_bytes"):
+        c.check(key, truth[key], dev.get(key, 0))
+
+
+def check_torch_checkpoints(c, summary, timeline, truth, trace_path, expect_backend):
+    if expect_backend:
+        c.check("torch allocator backend", expect_backend, truth["allocator_backend"])
+    native = truth["allocator_backend"] == "native"
+    common_trace_checks(c, summary, trace_path)
+    for cp, row in checkpoint_rows(c, summary, timeline, truth["checkpoints"], truth["device"]):
+        where = f"at {cp['name']}"
+        c.check(f"{where}: timeline allocated == memory_stats allocated_bytes.all.current", cp["allocated_bytes"],
+                row.get("allocated_bytes"))
+        if native:
+            c.check(f"{where}: timeline reserved == memory_stats reserved_bytes.all.current", cp["reserved_bytes"],
+                    row.get("reserved_bytes"))
+        else:
+            # PyTorch asks the pool for its reserved memory when memory_stats() runs; memtrace has the pool's latest
+            # sample (after an allocation, a trim or a synchronization). Shown, not checked.
+            same = cp["reserved_bytes"] == row.get("reserved_bytes")
+            c.info(f"{where}: reserved", f"memory_stats {cp['reserved_bytes']}, memtrace (pool samples) "
+                                         f"{row.get('reserved_bytes')}: "
+                                         f"{'equal' if same else 'differ: the pool changed after its last sample'}")
+
+
+def check_jax_stats(c, summary, timeline, truth, trace_path):
+    common_trace_checks(c, summary, trace_path)
+    c.info("xla", f"jax {truth['jax_version']}, XLA_PYTHON_CLIENT_PREALLOCATE={truth['preallocate']!r}, "
+                  f"memory_stats keys {sorted(truth['checkpoints'][0]['memory_stats'])}")
+    for cp, row in checkpoint_rows(c, summary, timeline, truth["checkpoints"], truth["device"]):
+        stats, where = cp["memory_stats"], f"at {cp['name']}"
+        pool_key = next((k for k in ("pool_bytes", "bytes_reserved") if k in stats), None)
+        if pool_key is None:
+            c.check(f"{where}: XLA reports its pool", "pool_bytes or bytes_reserved", "neither")
+        else:
+            c.check(f"{where}: timeline driver_bytes == memory_stats {pool_key}", stats[pool_key],
+                    row.get("driver_bytes"))
+        c.info(f"{where}: in use", f"memory_stats bytes_in_use {stats.get('bytes_in_use')}, timeline allocated "
+                                   f"{row.get('allocated_bytes')} (XLA's own carving is invisible to memtrace)")
+    last = truth["checkpoints"][-1]["memory_stats"]
+    peak_key = next((k for k in ("peak_pool_bytes",) if k in last), None)
+    if peak_key:
+        c.check(f"peak driver bytes == memory_stats {peak_key}", last[peak_key],
+                device_entry(summary, truth["device"]).get("peak_driver_bytes"))
+
+
+def oom_list(oom):
+    return oom.get("ooms", []) if isinstance(oom, dict) else []
+
+
+def causes_of(entry):
+    return [d.get("cause") for d in entry.get("diagnoses", [])]
+
+
+def check_oom_other(c, summary, oom, truth, holder, trace_path):
+    common_trace_checks(c, summary, trace_path)
+    c.check("the traced allocation failed", True, truth["failed"])
+    ooms = oom_list(oom)
+    c.check("OOMs in memtrace oom --json", ">= 1", len(ooms), len(ooms) >= 1)
+    if not ooms:
+        return
+    first = ooms[0]
+    c.check("requested bytes", truth["request_bytes"], first.get("requested_bytes"))
+    causes = causes_of(first)
+    c.check("first diagnosis", "other_processes", causes[0] if causes else "none")
+    usage = first.get("device_usage") or {}
+    other, held = usage.get("other_processes_used_bytes"), holder["held_bytes"]
+    c.check("other processes' use (NVML) within 1% of what the holder allocated", f"{held} +- 1%", other,
+            isinstance(other, int) and abs(other - held) <= held / 100)
+    free = first.get("device_free_bytes")
+    c.check("device free at the failure < request", f"< {truth['request_bytes']}", free,
+            isinstance(free, int) and free < truth["request_bytes"])
+    c.info("figures", f"holder held {held} B; NVML other processes {other} B, this process "
+                      f"{usage.get('process_used_bytes')} B; device free {free} of {first.get('device_total_bytes')} B")
+
+
+def site_rank(sites, file_name, line):
+    """Index of the first site whose frames include file_name:line, or None."""
+    for i, site in enumerate(sites):
+        if any(os.path.basename(str(f.get("file", ""))) == file_name and f.get("line") == line
+               for f in site.get("frames", [])):
+            return i
+    return None
+
+
+SAVED_OOM_TOP = 5
+MAX_EXAMPLE_BYTES = 200 * 1000
+
+
+def check_saved_oom(c, summary, oom, truth, trace_path):
+    c.check("trace complete (not truncated)", False, summary.get("trace", {}).get("truncated"))
+    size = os.path.getsize(trace_path)
+    c.check("trace size bytes (committed as an example)", f"< {MAX_EXAMPLE_BYTES}", size, size < MAX_EXAMPLE_BYTES)
+    c.check("both allocations failed", [True, True], [truth["first_failed"], truth["second_failed"]])
+    ooms = oom_list(oom)
+    c.check("OOMs in memtrace oom --json", 2, len(ooms))
+    if not ooms:
+        return
+    second = ooms[-1]
+    c.check("second OOM requested bytes", truth["second_request_bytes"], second.get("requested_bytes"))
+    sites = second.get("live_call_sites", [])
+    name, line = os.path.basename(truth["held_file"]), truth["held_line"]
+    rank = site_rank(sites, name, line)
+    listed = ", ".join(f"{s.get('bytes')} B at "
+                       + (next((frame_text(f) for f in s.get("frames", []) if str(f.get("file", "")).endswith(".py")),
+                               "no Python frame")) for s in sites[:SAVED_OOM_TOP])
+    c.check(f"held tensors' site among the top {SAVED_OOM_TOP} live call sites", f"{name}:{line}",
+            f"rank {rank + 1}" if rank is not None else f"absent ({listed or 'no sites'})",
+            rank is not None and rank < SAVED_OOM_TOP)
+    if rank is not None:
+        c.check("held site bytes", truth["held_bytes"], sites[rank].get("bytes"))
+        c.check("held site count", truth["held_count"], sites[rank].get("count"))
+    c.info("second OOM diagnoses", ", ".join(str(x) for x in causes_of(second)) or "none")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=["train_leak", "program", "cupy", "jax", "dataloader", "profiler", "killed"])
+    parser.add_argument("kind", choices=["train_leak", "program", "cupy", "jax", "dataloader", "profiler", "killed",
+                                         "memory_model", "ipc_child", "torch_checkpoints", "jax_stats", "oom_other",
+                                         "saved_oom"])
     parser.add_argument("name")
     parser.add_argument("--summary", required=True)
     parser.add_argument("--leaks", required=True)
@@ -321,6 +569,9 @@ def main():
     parser.add_argument("--pid", type=int, help="killed: the pid of the `memtrace run` gpu-check started")
     parser.add_argument("--exit-status", type=int, help="killed: the status gpu-check's wait returned")
     parser.add_argument("--min-steps", type=int, help="killed: steps gpu-check waited for before the kill")
+    parser.add_argument("--timeline", help="memory_model, torch_checkpoints, jax_stats: `memtrace timeline --json`")
+    parser.add_argument("--oom", help="oom_other, saved_oom: `memtrace oom --json`")
+    parser.add_argument("--holder", help="oom_other: gpu_holder.py's ready file")
     args = parser.parse_args()
 
     c = Checker(args.name)
@@ -331,6 +582,25 @@ def main():
     elif args.kind == "train_leak":
         check_train_leak(c, summary, leaks, load_json(args.truth, "train_leak.py's side file"), args.trace,
                          args.expect_backend)
+    elif args.kind == "memory_model":
+        check_memory_model(c, summary, load_json(args.timeline, "memtrace timeline --json output"),
+                           load_json(args.truth, "memory_model's side file"), args.trace)
+    elif args.kind == "ipc_child":
+        check_ipc_child(c, summary, load_json(args.truth, "memory_model's IPC child side file"), args.trace)
+    elif args.kind == "torch_checkpoints":
+        check_torch_checkpoints(c, summary, load_json(args.timeline, "memtrace timeline --json output"),
+                                load_json(args.truth, "torch_checkpoints.py's side file"), args.trace,
+                                args.expect_backend)
+    elif args.kind == "jax_stats":
+        check_jax_stats(c, summary, load_json(args.timeline, "memtrace timeline --json output"),
+                        load_json(args.truth, "jax_stats.py's side file"), args.trace)
+    elif args.kind == "oom_other":
+        check_oom_other(c, summary, load_json(args.oom, "memtrace oom --json output"),
+                        load_json(args.truth, "oom_other_process.py's side file"),
+                        load_json(args.holder, "gpu_holder.py's ready file"), args.trace)
+    elif args.kind == "saved_oom":
+        check_saved_oom(c, summary, load_json(args.oom, "memtrace oom --json output"),
+                        load_json(args.truth, "torch_saved_oom.py's side file"), args.trace)
     elif args.kind == "cupy":
         check_cupy(c, summary, leaks, load_json(args.truth, "cupy_pool.py's side file"), args.trace)
     elif args.kind == "jax":
