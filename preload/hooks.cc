@@ -377,9 +377,8 @@ MEMTRACE_EXPORT void reportOutOfMemoryToProfiler(int64_t alloc_size, size_t tota
                     .size = static_cast<uint64_t>(alloc_size),
                     .allocator_allocated_bytes = total_allocated,
                     .allocator_reserved_bytes = total_reserved};
-      bool have_memory_info = device_memory_info(&e.device_free_bytes, &e.device_total_bytes);
+      device_memory_info(&e.device_free_bytes, &e.device_total_bytes);
       record_event(e);
-      device_usage_after_oom(e.device, e.api, have_memory_info, e.device_free_bytes, e.device_total_bytes);
     }
   }
   using Fn = void (*)(int64_t, size_t, size_t, Device);
@@ -392,7 +391,6 @@ MEMTRACE_EXPORT void reportOutOfMemoryToProfiler(int64_t alloc_size, size_t tota
 // Each hook's hidden alias (memtrace_own_<symbol>) is our own definition, whatever another preloaded library
 // defines under the same name; the handed-out entry point marks the path and calls it.
 
-#define MEMTRACE_SAMPLING_HOOKS_ELSEWHERE  // sync_hooks.cc makes those aliases, next to their definitions
 #define MEMTRACE_SAMPLING_HOOKS_ELSEWHERE  // sync_hooks.cc makes those aliases, next to their definitions
 #define MEMTRACE_RUNTIME_HOOK(symbol) \
   extern "C" decltype(::symbol) memtrace_own_##symbol __attribute__((alias(#symbol), visibility("hidden")));
@@ -407,12 +405,6 @@ MEMTRACE_EXPORT void reportOutOfMemoryToProfiler(int64_t alloc_size, size_t tota
 #define MEMTRACE_DRIVER_HOOK(symbol, base_name, min_version, per_thread_stream) MEMTRACE_RUNTIME_HOOK(symbol)
 #include "hooks.def"
 #undef MEMTRACE_SAMPLING_HOOKS_ONLY
-#undef MEMTRACE_SAMPLING_HOOKS_ELSEWHERE
-// Every hook's alias, wherever it is defined, for the table below.
-#define MEMTRACE_RUNTIME_HOOK(symbol) \
-  extern "C" decltype(::symbol) memtrace_own_##symbol __attribute__((visibility("hidden")));
-#define MEMTRACE_DRIVER_HOOK(symbol, base_name, min_version, per_thread_stream) MEMTRACE_RUNTIME_HOOK(symbol)
-#include "hooks.def"
 
 namespace memtrace {
 namespace {
