@@ -544,7 +544,8 @@ void Program::teardown() {
   check(drv.cuCtxGetCurrent(&primary), "cuCtxGetCurrent");
   size_t f0, f1, f2, f3, f4, total;
   check(drv.cuMemGetInfo(&f0, &total), "cuMemGetInfo");
-  check(drv.cuCtxCreate(&created, nullptr, 0, 0), "cuCtxCreate");
+  CUctxCreateParams create_params = {};  // no execution affinity, no CIG: a plain context
+  check(drv.cuCtxCreate(&created, &create_params, 0, 0), "cuCtxCreate");
   check(drv.cuMemGetInfo(&f1, &total), "cuMemGetInfo");
   CUdeviceptr d;
   check(drv.cuMemAlloc(&d, kTeardownAllocBytes), "cuMemAlloc (created context)");

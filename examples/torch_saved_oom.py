@@ -1,0 +1,1 @@
+../tests/gpu/torch_saved_oom.py
