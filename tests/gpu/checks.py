@@ -386,13 +386,8 @@ def check_memory_model(c, summary, timeline, truth, trace_path):
     c.info("driver calls", f"through {truth['driver_path']}")
     for cp, row in checkpoint_rows(c, summary, timeline, truth["checkpoints"], device):
         where = f"at {cp['name']}"
-        if cp["timeline"]:
-            for key in ("allocated_bytes", "reserved_bytes", "driver_bytes"):
-                c.check(f"{where}: timeline {key}", cp[key], row.get(key))
-        else:  # managed memory or an array is live: only its category is checked
-            c.info(where, f"timeline allocated {row.get('allocated_bytes')} reserved {row.get('reserved_bytes')} "
-                          f"driver {row.get('driver_bytes')}; rules without the open category: allocated "
-                          f"{cp['allocated_bytes']} reserved {cp['reserved_bytes']}")
+        for key in ("allocated_bytes", "reserved_bytes", "driver_bytes"):
+            c.check(f"{where}: timeline {key}", cp[key], row.get(key))
         c.info(f"{where}: driver's readings", f"pools reserved: default {cp['default_pool_reserved_bytes']}, user "
                                                f"{cp['user_pool_reserved_bytes']}, graph {cp['graph_pool_reserved_bytes']}")
     for key in ("peak_allocated_bytes", "final_allocated_bytes", "peak_reserved_bytes", "final_reserved_bytes",

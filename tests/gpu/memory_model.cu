@@ -169,16 +169,19 @@ struct Gauge {
 //   allocated = live pool blocks + live graph allocations (the device has a block layer from phase A on, so
 //               driver-layer allocations are not "allocated")
 //   reserved  = driver-layer device bytes (cudaMalloc, cudaMalloc3D, cuMemAlloc, cuMemCreate on the device from
-//               create to the later of release and last unmap) + each pool's latest reserved sample (default,
-//               user, graph pool)
+//               create to the later of release and last unmap) + CUDA arrays (device memory) + each pool's
+//               latest reserved sample (default, user, graph pool)
 //   driver    = the same as reserved here: no PyTorch layer, every byte the process holds from the driver
-// Managed memory and arrays are categories of their own; host memory is never charged to the device.
+// Managed memory is charged to no device; host memory never is. Each has its category, as arrays do.
+// Graph memory (the category) is what the graph memory pool holds: its reserved memory, or the live graph
+// allocations where those are more.
 struct Tally {
   Gauge blocks, driver_layer, vmm_device, managed, pinned, registered, arrays, address_space, graph;
   size_t default_pool_reserved = 0, user_pool_reserved = 0, graph_pool_reserved = 0;
-  size_t peak_reserved = 0;
+  size_t peak_reserved = 0, peak_graph_pool_reserved = 0;
   size_t reserved() const {
-    return driver_layer.live + vmm_device.live + default_pool_reserved + user_pool_reserved + graph_pool_reserved;
+    return driver_layer.live + vmm_device.live + arrays.live + default_pool_reserved + user_pool_reserved +
+           graph_pool_reserved;
   }
 };
 
@@ -209,24 +212,24 @@ struct Program {
   }
 
   // Synchronizes (the tracer samples pools there), reads the pools' reserved memory, and records what
-  // memtrace's timeline must show at this moment. `timeline` is false where a category whose place in
-  // device reserved the issue leaves open (managed, arrays) is live: only the category is checked then.
-  void checkpoint(const char* name, bool timeline = true) {
+  // memtrace's timeline must show at this moment.
+  void checkpoint(const char* name) {
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     t.default_pool_reserved = pool_reserved(default_pool);
     t.user_pool_reserved = user_pool ? pool_reserved(user_pool) : 0;
     t.graph_pool_reserved = graph_reserved();
     t.peak_reserved = std::max(t.peak_reserved, t.reserved());
+    t.peak_graph_pool_reserved = std::max(t.peak_graph_pool_reserved, t.graph_pool_reserved);
     const uint64_t now = monotonic_ns();
     char buf[1024];
     std::snprintf(buf, sizeof buf,
-                  "%s\n  {\"name\": \"%s\", \"monotonic_ns\": %" PRIu64 ", \"timeline\": %s, "
+                  "%s\n  {\"name\": \"%s\", \"monotonic_ns\": %" PRIu64 ", "
                   "\"allocated_bytes\": %zu, \"reserved_bytes\": %zu, \"driver_bytes\": %zu, "
                   "\"default_pool_reserved_bytes\": %zu, \"user_pool_reserved_bytes\": %zu, "
                   "\"graph_pool_reserved_bytes\": %zu, \"vmm_bytes\": %zu, \"address_space_bytes\": %zu, "
                   "\"managed_bytes\": %zu, \"host_pinned_bytes\": %zu, \"host_registered_bytes\": %zu, "
                   "\"array_bytes\": %zu}",
-                  checkpoints_json.empty() ? "" : ",", name, now, timeline ? "true" : "false", t.blocks.live,
+                  checkpoints_json.empty() ? "" : ",", name, now, t.blocks.live,
                   t.reserved(), t.reserved(), t.default_pool_reserved, t.user_pool_reserved,
                   t.graph_pool_reserved, t.vmm_device.live, t.address_space.live, t.managed.live, t.pinned.live,
                   t.registered.live, t.arrays.live);
@@ -346,7 +349,7 @@ void Program::host_and_managed() {
   check(cudaMallocManaged(&m, kManagedBytes), "cudaMallocManaged");
   t.managed.add(kManagedBytes);
   check(cudaMemset(m, 3, kManagedBytes), "cudaMemset (managed)");
-  checkpoint("C1 managed", false);
+  checkpoint("C1 managed");  // charged to no device: the device's figures must not move
   check(cudaFree(m), "cudaFree (managed)");
   t.managed.sub(kManagedBytes);
 
@@ -382,7 +385,7 @@ void Program::arrays() {
   fact("array_requirements_bytes", (long long)req.size);
   fact("array_requirements_alignment_bytes", (long long)req.alignment);
   t.arrays.add(req.size);
-  checkpoint("D1 array", false);
+  checkpoint("D1 array");
   check(cudaFreeArray(array), "cudaFreeArray");
   t.arrays.sub(req.size);
 
@@ -599,7 +602,8 @@ void write_truth(const Program& p, const char* path) {
   std::fprintf(f, "{\"device\": 0, \"driver_path\": \"%s\",\n \"checkpoints\": [%s\n ],\n", kDriverPath,
                p.checkpoints_json.c_str());
   // Categories: the highest value each reached and what is left at exit (after cudaDeviceReset, which frees
-  // the survivor and the cudaMalloc3D allocation with the primary context).
+  // the survivor and the cudaMalloc3D allocation with the primary context, and the pools with it).
+  const size_t graph_peak = std::max(t.graph.peak, t.peak_graph_pool_reserved);
   std::fprintf(f,
                " \"peak_allocated_bytes\": %zu, \"final_allocated_bytes\": 0, \"peak_reserved_bytes\": %zu,\n"
                " \"final_reserved_bytes\": %zu, \"final_driver_bytes\": %zu,\n"
@@ -607,7 +611,7 @@ void write_truth(const Program& p, const char* path) {
                "   \"array\": [%zu, 0], \"address_space\": [%zu, 0], \"graph\": [%zu, 0], \"vmm\": [%zu, %zu]},\n"
                " \"facts\": {%s}}\n",
                t.blocks.peak, t.peak_reserved, t.vmm_device.live, t.vmm_device.live, t.managed.peak, t.pinned.peak,
-               t.registered.peak, t.arrays.peak, t.address_space.peak, t.graph.peak, t.vmm_device.peak,
+               t.registered.peak, t.arrays.peak, t.address_space.peak, graph_peak, t.vmm_device.peak,
                t.vmm_device.live, p.facts_json.c_str());
   std::fclose(f);
 }
