@@ -3,11 +3,62 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "segment_map.h"
+
 namespace memtrace {
 namespace {
 
-bool is_managed_api(proto::Api api) {
-  return api == proto::CUDA_MALLOC_MANAGED || api == proto::CU_MEM_ALLOC_MANAGED;
+// Where an ALLOC's memory lives. The tracer says so in Event.memory; a trace that leaves it at the
+// default (MEMORY_DEVICE, e.g. one written before the field existed) gets what the API implies.
+proto::Memory memory_of(const proto::Event& e) {
+  if (e.memory() != proto::MEMORY_DEVICE) return e.memory();
+  switch (e.api()) {
+    case proto::CUDA_MALLOC_MANAGED:
+    case proto::CU_MEM_ALLOC_MANAGED:
+      return proto::MEMORY_MANAGED;
+    case proto::CUDA_MALLOC_HOST:
+    case proto::CUDA_HOST_ALLOC:
+    case proto::CU_MEM_ALLOC_HOST:
+    case proto::CU_MEM_HOST_ALLOC:
+      return proto::MEMORY_HOST_PINNED;
+    case proto::CUDA_HOST_REGISTER:
+    case proto::CU_MEM_HOST_REGISTER:
+      return proto::MEMORY_HOST_REGISTERED;
+    case proto::CUDA_MALLOC_ARRAY:
+    case proto::CUDA_MALLOC_3D_ARRAY:
+    case proto::CUDA_MALLOC_MIPMAPPED_ARRAY:
+    case proto::CU_ARRAY_CREATE:
+    case proto::CU_ARRAY_3D_CREATE:
+    case proto::CU_MIPMAPPED_ARRAY_CREATE:
+      return proto::MEMORY_ARRAY;
+    case proto::CUDA_IPC_OPEN_MEM_HANDLE:
+    case proto::CU_IPC_OPEN_MEM_HANDLE:
+    case proto::CU_EXTERNAL_MEMORY_GET_MAPPED_BUFFER:
+    case proto::CU_MEM_IMPORT_FROM_SHAREABLE_HANDLE:
+      return proto::MEMORY_IMPORTED;
+    default:
+      return proto::MEMORY_DEVICE;
+  }
+}
+
+// cuMemCreate returns a handle, not a pointer, and so does cuMemImportFromShareableHandle; MAP, UNMAP
+// and cuMemRelease refer to both the same way.
+bool is_handle_api(proto::Api api) {
+  return api == proto::CU_MEM_CREATE || api == proto::CU_MEM_RELEASE || api == proto::CU_MEM_IMPORT_FROM_SHAREABLE_HANDLE;
+}
+
+// Allocations the driver frees with their context (cuCtxDestroy, cudaDeviceReset): everything made by
+// the allocation calls of a context, and pool blocks (the pools go with it). Not VMM handles, not
+// address reservations, not imports, and not registrations of host memory the process owns.
+bool freed_with_context(const LiveAllocation& a) {
+  if (a.space == AddressSpace::kPoolBlock) return true;
+  if (a.space != AddressSpace::kDriverPointer) return false;
+  return a.memory == proto::MEMORY_DEVICE || a.memory == proto::MEMORY_ARRAY || a.memory == proto::MEMORY_MANAGED ||
+         a.memory == proto::MEMORY_HOST_PINNED;
+}
+
+void raise(Peak& peak, uint64_t bytes, int64_t now_ns, uint64_t event_index) {
+  if (bytes > peak.bytes) peak = Peak{bytes, now_ns, event_index};
 }
 
 bool is_stream_ordered_api(proto::Api api) {
@@ -31,7 +82,7 @@ AddressSpace space_of(const proto::Event& e) {
                (e.layer() == proto::LAYER_UNKNOWN &&
                 (e.api() == proto::TORCH_ALLOCATOR || is_stream_ordered_api(e.api())));
   if (block) return e.api() == proto::TORCH_ALLOCATOR ? AddressSpace::kTorchBlock : AddressSpace::kPoolBlock;
-  if (e.api() == proto::CU_MEM_CREATE || e.api() == proto::CU_MEM_RELEASE) return AddressSpace::kDriverHandle;
+  if (is_handle_api(e.api())) return AddressSpace::kDriverHandle;
   return AddressSpace::kDriverPointer;
 }
 
@@ -48,22 +99,27 @@ bool is_block_space(AddressSpace space) {
   return space == AddressSpace::kTorchBlock || space == AddressSpace::kPoolBlock;
 }
 
+uint64_t DeviceState::pools_reserved_bytes() const {
+  uint64_t sampled = pool_reserved_sampled_bytes + graph_reserved_bytes;
+  return std::max(sampled, pool_block_bytes);
+}
+
 DeviceTotals DeviceState::totals() const {
   DeviceTotals t;
-  t.driver_bytes = driver_layer_bytes + pool_block_bytes;
+  t.driver_bytes = driver_layer_bytes + array_bytes + pools_reserved_bytes();
   t.allocated_bytes = block_layer_seen ? torch_block_bytes + pool_block_bytes : t.driver_bytes;
   t.reserved_bytes = allocator_layer_seen ? torch_reserved_bytes : t.driver_bytes;
   return t;
 }
 
 bool DeviceState::counts_as_allocated(const LiveAllocation& a) const {
-  if (a.managed || a.device != device) return false;
+  if (!a.charged_to_device() || a.device != device) return false;
   // Without a block layer, allocated = driver, which includes pool blocks (none exist then anyway).
   return block_layer_seen ? is_block_space(a.space) : true;
 }
 
 bool DeviceState::counts_as_leak(const LiveAllocation& a) const {
-  if (a.managed || a.device != device) return false;
+  if (!a.charged_to_device() || a.device != device) return false;
   return allocator_layer_seen ? is_block_space(a.space) : true;
 }
 
@@ -110,20 +166,31 @@ void MemoryModel::apply(const proto::Event& event) {
   now_ns_ = add_delta(now_ns_, event.time_delta_ns());
   touched_.clear();
   if (event.kind() != proto::OOM && !pending_driver_ooms_.empty()) pending_driver_ooms_.erase(event.tid());
+  bool graph_node = event.graph() != 0 || event.capture_id() != 0;
   switch (event.kind()) {
     case proto::ALLOC:
-      on_alloc(event, space_of(event));
+      if (graph_node) on_graph_node(event);
+      else on_alloc(event, space_of(event));
       break;
     case proto::FREE:
-      on_free(event, space_of(event));
+      if (graph_node) on_graph_node(event);
+      else on_free(event, space_of(event));
       break;
     case proto::OOM:
       on_oom(event);
       break;
-    case proto::MAP: ++health_.maps; break;
-    case proto::UNMAP: ++health_.unmaps; break;
-    case proto::ADDRESS_RESERVE: ++health_.address_reserves; break;
-    case proto::ADDRESS_FREE: ++health_.address_frees; break;
+    case proto::MAP: on_map(event); break;
+    case proto::UNMAP: on_unmap(event); break;
+    case proto::ADDRESS_RESERVE: on_address_reserve(event, +1); break;
+    case proto::ADDRESS_FREE: on_address_reserve(event, -1); break;
+    case proto::POOL_RESERVED: on_pool_sample(event); break;
+    case proto::DEVICE_USAGE: on_device_usage(event); break;
+    case proto::GRAPH_CAPTURED:
+    case proto::GRAPH_INSTANTIATE:
+    case proto::GRAPH_LAUNCH:
+      on_graph_launch(event);
+      break;
+    case proto::CONTEXT_DESTROY: on_context_destroy(event); break;
     case proto::PYTHON_FINALIZING:
       if (!finalizing_time_ns_) {
         finalizing_time_ns_ = now_ns_;
@@ -134,6 +201,7 @@ void MemoryModel::apply(const proto::Event& event) {
       break;
   }
   for (int32_t device : touched_) update_peaks_and_notify(devices_[device]);
+  update_process_peaks();
   ++health_.events;
   ++event_index_;
 }
@@ -153,21 +221,53 @@ void MemoryModel::on_alloc(const proto::Event& event, AddressSpace space) {
     ++health_.failed_allocations;
     return;
   }
-  LiveAllocation a{space, is_managed_api(event.api()), event.device(), event.size(), event.stack_id(),
-                   now_ns_, event_index_};
-  Key key{space, event.address()};
-  auto [it, inserted] = live_.try_emplace(key, a);
-  if (!inserted) {
+  LiveAllocation a{.space = space, .memory = memory_of(event), .device = event.device(), .size_bytes = event.size(),
+                   .stack_id = event.stack_id(), .time_ns = now_ns_, .event_index = event_index_,
+                   .address = event.address()};
+  if (a.memory == proto::MEMORY_MANAGED) ++health_.managed_allocations;
+  add_live(a);
+  if (space == AddressSpace::kTorchBlock) note_torch_totals(event, a.device);
+}
+
+void MemoryModel::add_live(const LiveAllocation& a) {
+  Key key{a.space, a.address};
+  if (auto old = live_.find(key); old != live_.end()) {
     // The old allocation's free was never seen: drop it so totals do not keep it forever.
     ++health_.duplicate_allocations;
-    charge(device_state(it->second.device), it->second, -1);
-    it->second = a;
+    release(old);
   }
+  live_.emplace(key, a);
   freed_.erase(key);
   first_allocation_ns_.try_emplace({a.device, a.stack_id}, now_ns_);
-  if (a.managed) ++health_.managed_allocations;
-  charge(device_state(a.device), a, +1);
-  if (space == AddressSpace::kTorchBlock) note_torch_totals(event, a.device);
+  charge(a, +1);
+  switch (a.space) {
+    case AddressSpace::kTorchBlock:
+      torch_blocks_[a.address] = a.size_bytes;
+      mark_segment_of_block(a.address);
+      break;
+    case AddressSpace::kDriverPointer:
+      if (a.memory == proto::MEMORY_DEVICE) driver_pointers_[a.address] = a.size_bytes;
+      break;
+    case AddressSpace::kDriverHandle:
+      handles_[a.address] = HandleState{};
+      break;
+    case AddressSpace::kPoolBlock:
+      break;
+  }
+}
+
+void MemoryModel::release(LiveTable::iterator it) {
+  const LiveAllocation a = it->second;
+  const Key key = it->first;
+  live_.erase(it);
+  if (freed_.size() < kMaxFreedRemembered) freed_.insert(key);
+  charge(a, -1);
+  switch (a.space) {
+    case AddressSpace::kTorchBlock: torch_blocks_.erase(a.address); break;
+    case AddressSpace::kDriverPointer: driver_pointers_.erase(a.address); break;
+    case AddressSpace::kDriverHandle: handles_.erase(a.address); break;
+    case AddressSpace::kPoolBlock: break;
+  }
 }
 
 void MemoryModel::on_free(const proto::Event& event, AddressSpace space) {
@@ -191,38 +291,220 @@ void MemoryModel::on_free(const proto::Event& event, AddressSpace space) {
     if (space == AddressSpace::kTorchBlock) note_torch_totals(event, event.device());
     return;
   }
-  LiveAllocation a = it->second;
-  live_.erase(it);
-  if (freed_.size() < kMaxFreedRemembered) freed_.insert(key);
+  int32_t device = it->second.device;
+  if (space == AddressSpace::kDriverHandle) {
+    // The driver keeps a released handle's memory while any mapping of it remains (cuMemRelease,
+    // CUDA driver API: "the memory will be freed when all outstanding mappings are unmapped").
+    HandleState& handle = handles_[event.address()];
+    if (handle.mappings > 0) {
+      handle.released = true;
+      return;
+    }
+  }
   // Size and device come from the allocation: the free may not say its size, and may run while
   // another device is current.
-  charge(device_state(a.device), a, -1);
-  if (space == AddressSpace::kTorchBlock) note_torch_totals(event, event.device() >= 0 ? event.device() : a.device);
+  release(it);
+  if (space == AddressSpace::kTorchBlock) note_torch_totals(event, event.device() >= 0 ? event.device() : device);
 }
 
-void MemoryModel::charge(DeviceState& state, const LiveAllocation& a, int64_t sign) {
-  if (a.managed) return;
+void MemoryModel::on_map(const proto::Event& event) {
+  ++health_.maps;
+  if (event.result() != 0) return;
+  if (auto old = mappings_.find(event.address()); old != mappings_.end()) {
+    // A second map of a still-mapped address: the unmap was not seen; the old mapping is gone.
+    if (auto h = handles_.find(old->second.handle); h != handles_.end() && h->second.mappings) --h->second.mappings;
+  }
+  mappings_[event.address()] = Mapping{event.handle(), event.size()};
+  auto handle = handles_.find(event.handle());
+  if (handle == handles_.end()) return;
+  ++handle->second.mappings;
+  // An imported handle does not say its size (cuMemImportFromShareableHandle); its mapping does.
+  auto it = live_.find(Key{AddressSpace::kDriverHandle, event.handle()});
+  if (it != live_.end() && it->second.memory == proto::MEMORY_IMPORTED && it->second.size_bytes == 0) {
+    it->second.size_bytes = event.size();
+    charge(LiveAllocation{.memory = proto::MEMORY_IMPORTED, .device = it->second.device, .size_bytes = event.size()}, +1);
+  }
+}
+
+void MemoryModel::on_unmap(const proto::Event& event) {
+  ++health_.unmaps;
+  if (event.result() != 0) return;
+  // cuMemUnmap(ptr, size) unmaps every mapping in the range.
+  uint64_t end = event.address() + std::max<uint64_t>(event.size(), 1);
+  if (end < event.address()) end = UINT64_MAX;
+  for (auto m = mappings_.lower_bound(event.address()); m != mappings_.end() && m->first < end;) {
+    uint64_t handle_value = m->second.handle;
+    m = mappings_.erase(m);
+    auto handle = handles_.find(handle_value);
+    if (handle == handles_.end() || handle->second.mappings == 0) continue;
+    if (--handle->second.mappings == 0 && handle->second.released) {
+      auto it = live_.find(Key{AddressSpace::kDriverHandle, handle_value});
+      if (it != live_.end()) release(it);
+    }
+  }
+}
+
+void MemoryModel::on_address_reserve(const proto::Event& event, int64_t sign) {
+  ++(sign > 0 ? health_.address_reserves : health_.address_frees);
+  if (event.result() != 0) return;
+  uint64_t& total = process_.address_space_reserved_bytes;
+  if (sign > 0) {
+    if (auto old = reservations_.find(event.address()); old != reservations_.end()) total -= std::min(total, old->second);
+    reservations_[event.address()] = event.size();
+    total += event.size();
+    return;
+  }
+  auto it = reservations_.find(event.address());
+  if (it == reservations_.end()) return;
+  total -= std::min(total, it->second);
+  reservations_.erase(it);
+}
+
+void MemoryModel::on_pool_sample(const proto::Event& event) {
+  ++health_.pool_samples;
+  DeviceState& state = device_state(event.device());
+  uint64_t& sample = pool_samples_[{event.device(), event.address()}];
+  if (event.address() == 0) {
+    state.graph_reserved_bytes = event.size();
+  } else {
+    state.pool_reserved_sampled_bytes -= std::min(state.pool_reserved_sampled_bytes, sample);
+    state.pool_reserved_sampled_bytes += event.size();
+  }
+  sample = event.size();
+}
+
+void MemoryModel::on_device_usage(const proto::Event& event) {
+  ++health_.device_usage_samples;
+  if (event.device() < 0) return;
+  DeviceState& state = device_state(event.device());
+  DeviceUsage usage{.time_ns = now_ns_,
+                    .device_free_bytes = event.device_free_bytes(),
+                    .device_total_bytes = event.device_total_bytes(),
+                    .api = event.api(),
+                    .accounted_bytes = state.totals().driver_bytes};
+  if (event.has_process_used_bytes()) usage.process_used_bytes = event.process_used_bytes();
+  if (event.has_other_processes_used_bytes()) usage.other_processes_used_bytes = event.other_processes_used_bytes();
+  state.last_usage = usage;
+  // The highest use of this process; without NVML's per-process figure, the least free memory.
+  const std::optional<DeviceUsage>& peak = state.peak_usage;
+  bool higher = !peak || (usage.process_used_bytes
+                              ? !peak->process_used_bytes || *usage.process_used_bytes > *peak->process_used_bytes
+                              : !peak->process_used_bytes && usage.device_free_bytes < peak->device_free_bytes);
+  if (higher) state.peak_usage = usage;
+}
+
+void MemoryModel::on_graph_node(const proto::Event& event) {
+  if (event.result() != 0) return;
+  if (graph_nodes_kept_ >= kMaxGraphNodes) {
+    ++health_.graph_nodes_not_kept;
+    return;
+  }
+  ++graph_nodes_kept_;
+  GraphNode node{event.kind() == proto::ALLOC, event.device(), event.address(), event.size(), event.stack_id()};
+  if (event.graph() != 0) graph_nodes_[event.graph()].push_back(node);
+  else capture_nodes_[event.capture_id()].push_back(node);
+}
+
+void MemoryModel::on_graph_launch(const proto::Event& event) {
+  if (event.result() != 0) return;
+  if (event.kind() == proto::GRAPH_CAPTURED) {
+    // The capture made a new graph: its memory nodes are the ones recorded under the capture's id.
+    auto nodes = capture_nodes_.extract(event.capture_id());
+    if (nodes.empty()) graph_nodes_.erase(event.graph());
+    else graph_nodes_[event.graph()] = std::move(nodes.mapped());
+    return;
+  }
+  if (event.kind() == proto::GRAPH_INSTANTIATE) {
+    exec_graphs_[event.address()] = event.graph();
+    return;
+  }
+  auto exec = exec_graphs_.find(event.address());
+  if (exec == exec_graphs_.end()) {
+    ++health_.unknown_graph_launches;
+    return;
+  }
+  auto graph = graph_nodes_.find(exec->second);
+  if (graph == graph_nodes_.end()) return;
+  // Nodes are in the order they were added, which respects their dependencies: a free node comes
+  // after the allocation node it frees.
+  for (const GraphNode& node : graph->second) {
+    if (node.alloc) {
+      add_live(LiveAllocation{.space = AddressSpace::kPoolBlock, .graph = true, .device = node.device,
+                              .size_bytes = node.size_bytes, .stack_id = node.stack_id, .time_ns = now_ns_,
+                              .event_index = event_index_, .address = node.address});
+    } else if (auto it = live_.find(Key{AddressSpace::kPoolBlock, node.address}); it != live_.end()) {
+      release(it);
+    }
+  }
+}
+
+void MemoryModel::on_context_destroy(const proto::Event& event) {
+  DeviceState& state = device_state(event.device());
+  ++state.context_destroys;
+  std::vector<Key> freed;
+  for (const auto& [key, a] : live_)
+    if (a.device == event.device() && freed_with_context(a)) freed.push_back(key);
+  for (const Key& key : freed) release(live_.find(key));
+  // The device's pools (the graph memory pool too) go with the context.
+  for (auto& [pool, sample] : pool_samples_)
+    if (pool.first == event.device()) sample = 0;
+  state.pool_reserved_sampled_bytes = 0;
+  state.graph_reserved_bytes = 0;
+}
+
+void MemoryModel::mark_segment_of_block(uint64_t address) {
+  // The driver allocation (PyTorch segment) or mapping (expandable segment page) the block lies in.
+  if (auto it = driver_pointers_.upper_bound(address); it != driver_pointers_.begin()) {
+    --it;
+    if (address - it->first < it->second) {
+      live_.at(Key{AddressSpace::kDriverPointer, it->first}).held_blocks = true;
+      return;
+    }
+  }
+  if (auto it = mappings_.upper_bound(address); it != mappings_.begin()) {
+    --it;
+    if (address - it->first < it->second.size_bytes) it->second.held_blocks = true;
+  }
+}
+
+void MemoryModel::charge(const LiveAllocation& a, int64_t sign) {
   bool allocating = sign > 0;
-  uint64_t* bytes = nullptr;
+  auto add = [allocating, &a](uint64_t& bytes) {
+    if (allocating) bytes += a.size_bytes;
+    else bytes -= std::min(bytes, a.size_bytes);  // never below zero
+  };
+  switch (a.memory) {
+    case proto::MEMORY_HOST_PINNED: return add(process_.host_pinned_bytes);
+    case proto::MEMORY_HOST_REGISTERED: return add(process_.host_registered_bytes);
+    case proto::MEMORY_MANAGED: return add(device_state(a.device).managed_bytes);
+    case proto::MEMORY_IMPORTED: return add(device_state(a.device).imported_bytes);
+    case proto::MEMORY_ARRAY: {
+      DeviceState& state = device_state(a.device);
+      ++(allocating ? state.driver_allocations : state.driver_frees);
+      return add(state.array_bytes);
+    }
+    default:
+      break;
+  }
+  DeviceState& state = device_state(a.device);
   switch (a.space) {
     case AddressSpace::kDriverPointer:
     case AddressSpace::kDriverHandle:
-      bytes = &state.driver_layer_bytes;
+      add(state.driver_layer_bytes);
       ++(allocating ? state.driver_allocations : state.driver_frees);
       break;
     case AddressSpace::kTorchBlock:
-      bytes = &state.torch_block_bytes;
+      add(state.torch_block_bytes);
       state.block_layer_seen = true;
       ++(allocating ? state.block_allocations : state.block_frees);
       break;
     case AddressSpace::kPoolBlock:
-      bytes = &state.pool_block_bytes;
+      add(state.pool_block_bytes);
+      if (a.graph) add(state.graph_block_bytes);
       state.block_layer_seen = true;
       ++(allocating ? state.block_allocations : state.block_frees);
       break;
   }
-  if (allocating) *bytes += a.size_bytes;
-  else *bytes -= std::min(*bytes, a.size_bytes);  // never below zero
 }
 
 void MemoryModel::note_torch_totals(const proto::Event& event, int32_t device) {
@@ -234,12 +516,15 @@ void MemoryModel::note_torch_totals(const proto::Event& event, int32_t device) {
 
 void MemoryModel::update_peaks_and_notify(DeviceState& state) {
   DeviceTotals t = state.totals();
-  auto raise = [&](Peak& peak, uint64_t bytes) {
-    if (bytes > peak.bytes) peak = Peak{bytes, now_ns_, event_index_};
-  };
+  auto raise = [this](Peak& peak, uint64_t bytes) { memtrace::raise(peak, bytes, now_ns_, event_index_); };
   raise(state.peak_driver, t.driver_bytes);
   raise(state.peak_blocks, state.torch_block_bytes + state.pool_block_bytes);
   raise(state.peak_torch_reserved, state.torch_reserved_bytes);
+  raise(state.peak_array, state.array_bytes);
+  raise(state.peak_managed, state.managed_bytes);
+  raise(state.peak_imported, state.imported_bytes);
+  raise(state.peak_graph, state.graph_bytes());
+  raise(state.peak_pools_reserved, state.pools_reserved_bytes());
   auto [it, inserted] = last_totals_.try_emplace(state.device, t);
   if (!inserted && it->second == t) return;
   it->second = t;
@@ -260,12 +545,71 @@ void MemoryModel::for_each_allocated(int32_t device,
     if (it->second.counts_as_allocated(a)) visit(a);
 }
 
+void MemoryModel::update_process_peaks() {
+  raise(process_.peak_host_pinned, process_.host_pinned_bytes, now_ns_, event_index_);
+  raise(process_.peak_host_registered, process_.host_registered_bytes, now_ns_, event_index_);
+  raise(process_.peak_address_space_reserved, process_.address_space_reserved_bytes, now_ns_, event_index_);
+}
+
+DeviceTotals MemoryModel::totals(int32_t device) const {
+  auto it = devices_.find(device);
+  return it == devices_.end() ? DeviceTotals{} : it->second.totals();
+}
+
+std::optional<DeviceUsage> MemoryModel::last_device_usage(int32_t device) const {
+  auto it = devices_.find(device);
+  return it == devices_.end() ? std::nullopt : it->second.last_usage;
+}
+
+Fragmentation MemoryModel::fragmentation(int32_t device) const {
+  Fragmentation f;
+  auto state = devices_.find(device);
+  if (state == devices_.end()) return f;
+  DeviceTotals t = state->second.totals();
+  f.reserved_minus_allocated_bytes = t.reserved_bytes > t.allocated_bytes ? t.reserved_bytes - t.allocated_bytes : 0;
+  // Segments are PyTorch's: elsewhere (stream-ordered pools) the layout inside reserved memory is the
+  // driver's and no event shows it.
+  if (!state->second.allocator_layer_seen) return f;
+  f.segments_known = true;
+  std::vector<AddressRange> segments;
+  for (const auto& [address, size] : driver_pointers_) {
+    const LiveAllocation& a = live_.at(Key{AddressSpace::kDriverPointer, address});
+    if (a.device == device && a.held_blocks) segments.push_back({address, address + size});
+  }
+  // Expandable segments: pages (cuMemCreate handles of this device) mapped one after another.
+  std::vector<AddressRange> mapped;
+  bool run_held_blocks = false;
+  auto flush_run = [&](std::vector<AddressRange>& run) {
+    if (run_held_blocks) {
+      auto runs = contiguous_runs(run, [this](uint64_t start) {
+        auto r = reservations_.upper_bound(start);
+        return r == reservations_.begin() ? uint64_t(0) : std::prev(r)->first;
+      });
+      segments.insert(segments.end(), runs.begin(), runs.end());
+    }
+    run.clear();
+    run_held_blocks = false;
+  };
+  for (const auto& [address, m] : mappings_) {
+    auto handle = live_.find(Key{AddressSpace::kDriverHandle, m.handle});
+    if (handle == live_.end() || handle->second.device != device || handle->second.memory != proto::MEMORY_DEVICE) continue;
+    // A run that held a block anywhere is a segment; runs are split where the addresses leave a hole.
+    if (!mapped.empty() && mapped.back().end != address) flush_run(mapped);
+    mapped.push_back({address, address + m.size_bytes});
+    run_held_blocks = run_held_blocks || m.held_blocks;
+  }
+  flush_run(mapped);
+  f.segment_count = segments.size();
+  f.largest_free_block_bytes = largest_free_block_bytes(segments, torch_blocks_);
+  return f;
+}
+
 void MemoryModel::snapshot_live_at_exit() {
   exit_snapshot_taken_ = true;
   live_at_exit_.clear();
   // Filtered in finish(): whether a device has an allocator layer is known only at the end.
   for (const auto& [key, a] : live_)
-    if (!a.managed) live_at_exit_.push_back(a);
+    if (a.charged_to_device()) live_at_exit_.push_back(a);
   // Hash order is arbitrary: keep the snapshot in allocation order so that reports are stable.
   std::sort(live_at_exit_.begin(), live_at_exit_.end(),
             [](const LiveAllocation& x, const LiveAllocation& y) { return x.event_index < y.event_index; });

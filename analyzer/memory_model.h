@@ -25,12 +25,19 @@ bool is_block_space(AddressSpace space);
 
 struct LiveAllocation {
   AddressSpace space = AddressSpace::kDriverPointer;
-  bool managed = false;         // cudaMallocManaged / cuMemAllocManaged: tracked, charged to no device
+  // Where the memory lives (Event.memory, or what the API implies for traces that leave it unset).
+  // Only MEMORY_DEVICE and MEMORY_ARRAY are charged to `device`.
+  proto::Memory memory = proto::MEMORY_DEVICE;
+  bool graph = false;           // a graph's memory node made live by a GRAPH_LAUNCH (a pool block)
+  // A driver-layer allocation that has held a PyTorch block: one of the allocator's segments.
+  bool held_blocks = false;
   int32_t device = -1;
   uint64_t size_bytes = 0;
   uint64_t stack_id = 0;
   int64_t time_ns = 0;          // since trace start
   uint64_t event_index = 0;
+  uint64_t address = 0;         // the pointer (or handle) it was allocated at
+  bool charged_to_device() const { return memory == proto::MEMORY_DEVICE || memory == proto::MEMORY_ARRAY; }
 };
 
 // The three per-device totals (see DeviceState::totals for what each one means).
@@ -48,30 +55,88 @@ struct Peak {
   uint64_t event_index = 0;
 };
 
+// Free space inside the reserved memory of one device (see MemoryModel::fragmentation).
+struct Fragmentation {
+  uint64_t reserved_minus_allocated_bytes = 0;  // DeviceTotals reserved - allocated (0 if allocated is larger)
+  // Segments: PyTorch's, rebuilt from addresses (driver-layer device allocations that have held a
+  // PyTorch block, and for expandable segments the contiguous mapped ranges of one address reservation).
+  uint64_t segment_count = 0;
+  // The largest gap between live PyTorch blocks inside one segment (segment head and tail included):
+  // the largest allocation the allocator could serve without asking the driver for more.
+  uint64_t largest_free_block_bytes = 0;
+  // False where segments cannot be rebuilt (no PyTorch blocks on the device: stream-ordered pools
+  // keep their layout to themselves); segment_count and largest_free_block_bytes are 0 then.
+  bool segments_known = false;
+  bool operator==(const Fragmentation&) const = default;
+};
+
+// A DEVICE_USAGE sample (NVML or cuMemGetInfo) of one device.
+struct DeviceUsage {
+  int64_t time_ns = 0;  // since trace start
+  uint64_t device_free_bytes = 0;
+  uint64_t device_total_bytes = 0;
+  std::optional<uint64_t> process_used_bytes;          // this process as NVML sees it; absent without NVML
+  std::optional<uint64_t> other_processes_used_bytes;  // every other process on the device
+  proto::Api api = proto::API_UNKNOWN;                 // NVML_SAMPLE, or the API of the OOM it follows
+  // What the events account for at that moment: DeviceTotals::driver_bytes. process_used_bytes minus
+  // this is the context and everything no API reports ("context and unattributed").
+  uint64_t accounted_bytes = 0;
+  // process_used_bytes - accounted_bytes, 0 when negative or when NVML gave no process figure.
+  uint64_t unattributed_bytes() const {
+    return process_used_bytes && *process_used_bytes > accounted_bytes ? *process_used_bytes - accounted_bytes : 0;
+  }
+};
+
 struct DeviceState {
   int32_t device = -1;
-  uint64_t driver_layer_bytes = 0;   // live LAYER_DRIVER bytes, managed memory excluded
-  uint64_t pool_block_bytes = 0;     // live stream-ordered pool blocks (cudaMallocAsync...)
+  // Live LAYER_DRIVER device memory (cudaMalloc, cuMemAlloc, cuMemCreate handles on the device): not
+  // managed, host, array or imported memory.
+  uint64_t driver_layer_bytes = 0;
+  uint64_t pool_block_bytes = 0;     // live stream-ordered pool blocks (cudaMallocAsync..., graph memory)
   uint64_t torch_block_bytes = 0;    // live PyTorch caching-allocator blocks
   uint64_t torch_reserved_bytes = 0; // allocator_reserved_bytes of the latest TORCH_ALLOCATOR event
+  // Categories, each reported on its own (memtrace.proto enum Memory).
+  uint64_t array_bytes = 0;          // CUDA arrays (device memory, in driver_bytes)
+  uint64_t managed_bytes = 0;        // managed memory made on this device's context (charged to no device)
+  uint64_t imported_bytes = 0;       // IPC / external / shareable-handle imports (never this process's memory)
+  uint64_t graph_block_bytes = 0;    // live graph memory-node allocations (part of pool_block_bytes)
+  // Latest POOL_RESERVED samples: the sum over this device's stream-ordered pools, and the graph
+  // memory pool (address 0). Part of driver_bytes once sampled.
+  uint64_t pool_reserved_sampled_bytes = 0;
+  uint64_t graph_reserved_bytes = 0;
   bool block_layer_seen = false;     // any LAYER_BLOCK event on this device
   bool allocator_layer_seen = false; // any TORCH_ALLOCATOR event on this device
   uint64_t driver_allocations = 0, driver_frees = 0, block_allocations = 0, block_frees = 0;
+  uint64_t context_destroys = 0;     // CONTEXT_DESTROY events (cuCtxDestroy, cudaDeviceReset...)
   // Peaks of the raw quantities; which of them is "allocated" and "reserved" depends on the layers
   // the device has seen over the whole trace (see peak_allocated / peak_reserved).
   Peak peak_driver;          // of driver_bytes
   Peak peak_blocks;          // of torch_block_bytes + pool_block_bytes
   Peak peak_torch_reserved;  // of torch_reserved_bytes
+  Peak peak_array, peak_managed, peak_imported;
+  Peak peak_graph;           // of graph_bytes()
+  Peak peak_pools_reserved;  // of pools_reserved_bytes()
+  // DEVICE_USAGE: the latest sample, and the one with the highest process_used_bytes (or, without
+  // NVML, the lowest device_free_bytes).
+  std::optional<DeviceUsage> last_usage;
+  std::optional<DeviceUsage> peak_usage;
 
   // The peaks of the totals below, with "ever seen" meaning over the whole trace: the driver segment
   // PyTorch allocates before its first block report does not count as allocated memory.
   Peak peak_allocated() const { return block_layer_seen ? peak_blocks : peak_driver; }
   Peak peak_reserved() const { return allocator_layer_seen ? peak_torch_reserved : peak_driver; }
 
-  // driver: everything this process holds from CUDA (driver layer + pool blocks, which the pool
-  //   obtained from the driver). allocated: live blocks once the device has a block layer (then it
-  //   equals torch.cuda.memory_allocated()), else driver. reserved: PyTorch's own reserved total once
-  //   its allocator has reported on this device (torch.cuda.memory_reserved()), else driver.
+  // What the device's stream-ordered pools (graph memory pool included) hold from the driver: the sum
+  // of their latest POOL_RESERVED samples, or the live pool blocks where they are more (a pool's blocks
+  // live inside its reserved memory, so before a pool's first sample its blocks stand in for it).
+  uint64_t pools_reserved_bytes() const;
+  // Graph memory: the graph pool's latest sample, or its live blocks where they are more.
+  uint64_t graph_bytes() const { return graph_reserved_bytes > graph_block_bytes ? graph_reserved_bytes : graph_block_bytes; }
+
+  // driver: everything this process holds from CUDA on the device (driver-layer device memory,
+  //   arrays, and what its pools reserve). allocated: live blocks once the device has a block layer
+  //   (then it equals torch.cuda.memory_allocated()), else driver. reserved: PyTorch's own reserved
+  //   total once its allocator has reported on this device (torch.cuda.memory_reserved()), else driver.
   DeviceTotals totals() const;
   // Whether `a` counts towards this device's allocated total (the "allocated kind").
   bool counts_as_allocated(const LiveAllocation& a) const;
@@ -80,6 +145,15 @@ struct DeviceState {
   // kept. Elsewhere every charged allocation is: a cudaMalloc nobody freed is kept memory even on a
   // device that also uses pool blocks.
   bool counts_as_leak(const LiveAllocation& a) const;
+};
+
+// Memory that belongs to the process, not to one device: host memory is never charged to a GPU, and
+// a virtual address reservation (cuMemAddressReserve) is address space in the unified address space.
+struct ProcessTotals {
+  uint64_t host_pinned_bytes = 0;       // MEMORY_HOST_PINNED (cudaMallocHost, cuMemHostAlloc, host cuMemCreate)
+  uint64_t host_registered_bytes = 0;   // MEMORY_HOST_REGISTERED (cudaHostRegister: existing host memory)
+  uint64_t address_space_reserved_bytes = 0;  // live cuMemAddressReserve ranges; never memory
+  Peak peak_host_pinned, peak_host_registered, peak_address_space_reserved;
 };
 
 struct OomEvent {
@@ -117,6 +191,9 @@ struct TraceHealth {
   uint64_t ooms_not_listed = 0;        // OOM events beyond the first kMaxOomsListed (counted only)
   uint64_t managed_allocations = 0;
   uint64_t maps = 0, unmaps = 0, address_reserves = 0, address_frees = 0;
+  uint64_t unknown_graph_launches = 0;  // GRAPH_LAUNCH of an executable graph never seen instantiated
+  uint64_t graph_nodes_not_kept = 0;    // graph memory nodes beyond kMaxGraphNodes (not replayed at launch)
+  uint64_t pool_samples = 0, device_usage_samples = 0;
 };
 
 // Which layers a device shows over a whole trace, learnt by an earlier pass, so that a replay's running
@@ -157,6 +234,17 @@ class MemoryModel {
   // Calls `visit` for every allocation of the allocated kind currently live on `device`.
   void for_each_allocated(int32_t device, const std::function<void(const LiveAllocation&)>& visit) const;
 
+  // The current totals of `device` (all zero for a device never seen).
+  DeviceTotals totals(int32_t device) const;
+  // Host memory and address space, process-wide, with their peaks.
+  const ProcessTotals& process_totals() const { return process_; }
+  // Free space inside `device`'s reserved memory now. Walks the device's live PyTorch blocks and
+  // segments: O(live allocations), so callers take it at moments (peaks, OOMs, timeline rows), not
+  // after every event.
+  Fragmentation fragmentation(int32_t device) const;
+  // The latest DEVICE_USAGE sample of `device`, if any.
+  std::optional<DeviceUsage> last_device_usage(int32_t device) const;
+
  private:
   struct Key {
     AddressSpace space;
@@ -167,9 +255,43 @@ class MemoryModel {
     size_t operator()(const Key& k) const { return std::hash<uint64_t>()(k.address * 4 + size_t(k.space)); }
   };
 
+  // A VMM physical allocation (cuMemCreate / an imported handle): how many mappings back it, and
+  // whether cuMemRelease has been called (its memory stays until the last unmap).
+  struct HandleState {
+    uint32_t mappings = 0;
+    bool released = false;
+  };
+  struct Mapping {
+    uint64_t handle = 0;
+    uint64_t size_bytes = 0;
+    bool held_blocks = false;  // a PyTorch block has been placed in it (an expandable segment's page)
+  };
+  // A memory node of a graph, replayed at each launch of an executable graph made from it.
+  struct GraphNode {
+    bool alloc = false;
+    int32_t device = -1;
+    uint64_t address = 0;
+    uint64_t size_bytes = 0;
+    uint64_t stack_id = 0;
+  };
+
   void on_alloc(const proto::Event& event, AddressSpace space);
   void on_free(const proto::Event& event, AddressSpace space);
-  void charge(DeviceState& state, const LiveAllocation& a, int64_t sign);
+  void add_live(const LiveAllocation& a);
+  using LiveTable = std::unordered_map<Key, LiveAllocation, KeyHash>;
+  // Ends a live allocation: uncharges it and forgets it (and remembers it as freed).
+  void release(LiveTable::iterator it);
+  void on_map(const proto::Event& event);
+  void on_unmap(const proto::Event& event);
+  void on_address_reserve(const proto::Event& event, int64_t sign);
+  void on_pool_sample(const proto::Event& event);
+  void on_device_usage(const proto::Event& event);
+  void on_graph_node(const proto::Event& event);
+  void on_graph_launch(const proto::Event& event);
+  void on_context_destroy(const proto::Event& event);
+  void mark_segment_of_block(uint64_t address);
+  void update_process_peaks();
+  void charge(const LiveAllocation& a, int64_t sign);
   void note_torch_totals(const proto::Event& event, int32_t device);
   void update_peaks_and_notify(DeviceState& state);
   void snapshot_live_at_exit();
@@ -180,6 +302,20 @@ class MemoryModel {
   std::map<int32_t, DeviceState> devices_;
   std::map<int32_t, DeviceTotals> last_totals_;
   std::unordered_map<Key, LiveAllocation, KeyHash> live_;
+  // Ordered indexes of part of live_, for rebuilding segments: PyTorch blocks (address -> size) and
+  // driver-layer pointer allocations (address -> size).
+  std::map<uint64_t, uint64_t> torch_blocks_;
+  std::map<uint64_t, uint64_t> driver_pointers_;
+  std::unordered_map<uint64_t, HandleState> handles_;
+  std::map<uint64_t, Mapping> mappings_;        // virtual address -> what backs it
+  std::map<uint64_t, uint64_t> reservations_;   // cuMemAddressReserve: start -> size
+  std::map<std::pair<int32_t, uint64_t>, uint64_t> pool_samples_;  // (device, pool) -> latest sample
+  std::unordered_map<uint64_t, std::vector<GraphNode>> graph_nodes_;    // CUgraph -> its memory nodes
+  std::unordered_map<uint64_t, std::vector<GraphNode>> capture_nodes_;  // capture id -> nodes so far
+  std::unordered_map<uint64_t, uint64_t> exec_graphs_;                  // CUgraphExec -> CUgraph
+  uint64_t graph_nodes_kept_ = 0;
+  static constexpr uint64_t kMaxGraphNodes = 1 << 20;
+  ProcessTotals process_;
   // Freed and not allocated again: tells a double free from a free of an unknown address. Bounded so
   // that a trace with endlessly new addresses cannot grow it without limit.
   std::unordered_set<Key, KeyHash> freed_;
