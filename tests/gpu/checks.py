@@ -430,6 +430,13 @@ def check_ipc_child(c, summary, truth, trace_path):
         c.check(key, truth[key], dev.get(key, 0))
 
 
+# The timeline row's fragmentation figures (issue 4's rule 8).
+FRAGMENTATION_KEYS = {
+    "segments": ["segment_count", "segments"],
+    "largest_free": ["largest_free_block_bytes", "largest_free_bytes"],
+}
+
+
 def check_torch_checkpoints(c, summary, timeline, truth, trace_path, expect_backend):
     if expect_backend:
         c.check("torch allocator backend", expect_backend, truth["allocator_backend"])
@@ -442,6 +449,11 @@ def check_torch_checkpoints(c, summary, timeline, truth, trace_path, expect_back
         if native:
             c.check(f"{where}: timeline reserved == memory_stats reserved_bytes.all.current", cp["reserved_bytes"],
                     row.get("reserved_bytes"))
+            # Fragmentation rebuilt from block addresses inside segments == PyTorch's own segment list.
+            c.check(f"{where}: timeline segment count == memory_snapshot() segments", cp["snapshot_segments"],
+                    find_value(row, FRAGMENTATION_KEYS["segments"]))
+            c.check(f"{where}: timeline largest free block == largest inactive block of memory_snapshot()",
+                    cp["snapshot_largest_free_block_bytes"], find_value(row, FRAGMENTATION_KEYS["largest_free"]))
         else:
             # PyTorch asks the pool for its reserved memory when memory_stats() runs; memtrace has the pool's latest
             # sample (after an allocation, a trim or a synchronization). Shown, not checked.

@@ -10,6 +10,10 @@ exactly memory_stats()["allocated_bytes.all.current"] and, for PyTorch's native 
 ["reserved_bytes.all.current"]. The allocator is whatever PYTORCH_CUDA_ALLOC_CONF selects (default, expandable
 segments, cudaMallocAsync). Sizes are odd on purpose (PyTorch rounds blocks to 512 bytes, large segments to 2 MiB),
 and small (< 1 MiB) and large blocks are both used; an empty_cache() between two checkpoints gives memory back.
+
+Fragmentation, from torch.cuda.memory_snapshot() at each checkpoint: the number of segments and the largest
+inactive block (PyTorch merges neighbouring free blocks, so each inactive block is one whole gap between live
+blocks of a segment, its head or its tail). memtrace rebuilds both from block addresses inside segments.
 """
 import json
 import os
@@ -21,6 +25,13 @@ import torch
 MiB = 1024 * 1024
 
 
+def snapshot_fragmentation(device_index):
+    """(segment count, largest inactive block bytes, reserved bytes) of the device from memory_snapshot()."""
+    segments = [s for s in torch.cuda.memory_snapshot() if s.get("device") == device_index]
+    inactive = [b["size"] for s in segments for b in s.get("blocks", []) if b.get("state") == "inactive"]
+    return len(segments), max(inactive, default=0), sum(s.get("total_size", 0) for s in segments)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: torch_checkpoints.py TRUTH_JSON")
@@ -30,6 +41,7 @@ def main():
     def checkpoint(name):
         torch.cuda.synchronize(device)
         stats = torch.cuda.memory_stats(device)
+        segments, largest_free, snapshot_reserved = snapshot_fragmentation(0)
         now = time.monotonic_ns()
         checkpoints.append({
             "name": name,
@@ -37,9 +49,12 @@ def main():
             "allocated_bytes": stats.get("allocated_bytes.all.current"),
             "reserved_bytes": stats.get("reserved_bytes.all.current"),
             "segments": stats.get("segment.all.current"),
+            "snapshot_segments": segments,
+            "snapshot_largest_free_block_bytes": largest_free,
+            "snapshot_reserved_bytes": snapshot_reserved,
         })
         print(f"checkpoint {name}: allocated {checkpoints[-1]['allocated_bytes']} "
-              f"reserved {checkpoints[-1]['reserved_bytes']}")
+              f"reserved {checkpoints[-1]['reserved_bytes']}, {segments} segments, largest free block {largest_free}")
 
     big = torch.empty(100 * MiB + 3000, dtype=torch.uint8, device=device)
     small = [torch.empty(1000 + 17 * i, dtype=torch.uint8, device=device) for i in range(40)]
