@@ -549,9 +549,13 @@ def check_saved_oom(c, summary, oom, truth, trace_path):
     c.check(f"held tensors' site among the top {SAVED_OOM_TOP} live call sites", f"{name}:{line}",
             f"rank {rank + 1}" if rank is not None else f"absent ({listed or 'no sites'})",
             rank is not None and rank < SAVED_OOM_TOP)
-    if rank is not None:
-        c.check("held site bytes", truth["held_bytes"], sites[rank].get("bytes"))
-        c.check("held site count", truth["held_count"], sites[rank].get("count"))
+    # The held tensors may be listed under more than one stack (their native frames can differ): together the
+    # sites through that line hold exactly what the function allocated.
+    held = [s for s in sites if site_rank([s], name, line) is not None]
+    c.check("bytes live through that line", truth["held_bytes"], sum(s.get("bytes", 0) for s in held))
+    c.check("allocations live through that line", truth["held_count"], sum(s.get("count", 0) for s in held))
+    c.info("sites through that line", f"{len(held)} of the {second.get('live_call_site_count')} live call sites "
+                                      f"({len(sites)} listed)")
     c.info("second OOM diagnoses", ", ".join(str(x) for x in causes_of(second)) or "none")
 
 
