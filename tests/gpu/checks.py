@@ -470,7 +470,7 @@ def check_jax_stats(c, summary, timeline, truth, trace_path):
     # XLA holds a little device memory outside its pool (measured with preallocation: 50,696 B more than
     # pool_bytes, taken at start-up), so the exact comparison is of changes: from one checkpoint to the next,
     # memtrace's driver bytes move by exactly what XLA's pool_bytes moves by, and the offset is shown.
-    previous = None
+    previous = outside = None
     for cp, row in checkpoint_rows(c, summary, timeline, truth["checkpoints"], truth["device"]):
         stats, where = cp["memory_stats"], f"at {cp['name']}"
         pool, driver = stats.get("pool_bytes"), row.get("driver_bytes")
@@ -484,6 +484,13 @@ def check_jax_stats(c, summary, timeline, truth, trace_path):
         c.info(where, f"memory_stats pool_bytes {pool}, bytes_in_use {stats.get('bytes_in_use')}; timeline driver "
                       f"{driver} (outside the pool: {driver - pool if isinstance(driver, int) else '?'}), allocated "
                       f"{row.get('allocated_bytes')}")
+        if outside is None and isinstance(driver, int):
+            outside = driver - pool
+    last = truth["checkpoints"][-1]["memory_stats"]
+    if outside is not None and "peak_pool_bytes" in last:
+        peak = device_entry(summary, truth["device"]).get("peak_driver_bytes")
+        c.check("peak driver bytes - memory outside the pool == memory_stats peak_pool_bytes", last["peak_pool_bytes"],
+                peak - outside if isinstance(peak, int) else peak)
 
 
 def oom_list(oom):
