@@ -34,6 +34,8 @@ void replay_all(Analysis& analysis) {
     }
   });
   analysis.model.finish();
+  for (const auto& [device, state] : analysis.model.devices())
+    analysis.final_fragmentation[device] = analysis.model.fragmentation(device);
 }
 
 // Replays again up to the last device peak, snapshotting each device at its own peak event.
@@ -57,6 +59,7 @@ void collect_live_at_peak(Analysis& analysis) {
           std::vector<LiveAllocation> live;
           replay.for_each_allocated(device, [&](const LiveAllocation& a) { live.push_back(a); });
           analysis.live_at_peak[device] = group_by_call_site(live);
+          analysis.fragmentation_at_peak[device] = replay.fragmentation(device);
         }
       }
       if (event_index++ == last_needed) throw StopReading{};

@@ -32,6 +32,10 @@ struct Analysis {
   int64_t last_event_time_ns = 0;  // time of the last complete event read
   // Per device: the allocated-kind allocations live at its peak allocated, grouped by call site.
   std::map<int32_t, std::vector<CallSite>> live_at_peak;
+  // Per device: free space inside reserved memory at its peak allocated (same moment as live_at_peak)
+  // and at the end of the trace.
+  std::map<int32_t, Fragmentation> fragmentation_at_peak;
+  std::map<int32_t, Fragmentation> final_fragmentation;
   std::vector<LeakSite> leaks;
 
   bool allocator_layer_seen() const;

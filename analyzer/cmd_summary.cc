@@ -14,6 +14,7 @@ int cmd_summary(const std::vector<std::string>& args) {
   if (s.json()) {
     nlohmann::json report = {{"trace", trace_json(a)},
                              {"devices", devices_json(a, *s.resolver)},
+                             {"process", process_json(a)},
                              {"leaks", leaks_json(a, *s.resolver)},
                              {"ooms", ooms_json(a, *s.resolver)}};
     std::cout << report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
@@ -21,6 +22,7 @@ int cmd_summary(const std::vector<std::string>& args) {
   }
   print_trace_overview(std::cout, a);
   print_devices(std::cout, a, *s.resolver, s.options);
+  print_process(std::cout, a);
   print_leaks(std::cout, a, *s.resolver, s.options);
   print_ooms(std::cout, a, *s.resolver, s.options);
   print_health(std::cout, a);

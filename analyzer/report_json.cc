@@ -50,6 +50,10 @@ json trace_json(const Analysis& a) {
       {"unmaps", h.unmaps},
       {"address_reserves", h.address_reserves},
       {"address_frees", h.address_frees},
+      {"unknown_graph_launches", h.unknown_graph_launches},
+      {"graph_nodes_not_kept", h.graph_nodes_not_kept},
+      {"pool_samples", h.pool_samples},
+      {"device_usage_samples", h.device_usage_samples},
       {"notices", notices},
   };
   trace["python_finalizing_time_s"] =
@@ -60,6 +64,8 @@ json trace_json(const Analysis& a) {
     trace["argv"] = std::vector<std::string>(a.info.start->argv().begin(), a.info.start->argv().end());
     trace["tracer_version"] = a.info.start->tracer_version();
     trace["python_version"] = a.info.start->python_frames();
+    // CLOCK_MONOTONIC at time zero: every time_s is seconds since this moment.
+    trace["start_monotonic_ns"] = a.info.start->start_monotonic_ns();
   }
   // How the process ended; "how" is null when the trace has no end record (it was cut off).
   trace["end"] = a.info.end ? json{{"how", end_how_name(*a.info.end)}, {"signal", a.info.end->signal()}}
@@ -77,6 +83,38 @@ static json sites_json(const std::vector<CallSite>& sites, FrameResolver& resolv
   for (const CallSite& s : sites)
     out.push_back({{"device", s.device}, {"bytes", s.bytes}, {"count", s.count}, {"frames", frames_json(resolver.resolve(s.stack_id))}});
   return out;
+}
+
+json fragmentation_json(const Fragmentation& f) {
+  return {{"reserved_minus_allocated_bytes", f.reserved_minus_allocated_bytes},
+          {"segments_known", f.segments_known},
+          {"segment_count", f.segments_known ? json(f.segment_count) : json(nullptr)},
+          {"largest_free_block_bytes", f.segments_known ? json(f.largest_free_block_bytes) : json(nullptr)}};
+}
+
+static json optional_bytes(const std::optional<uint64_t>& bytes) { return bytes ? json(*bytes) : json(nullptr); }
+
+json device_usage_json(const std::optional<DeviceUsage>& u) {
+  if (!u) return nullptr;
+  return {{"time_s", seconds(u->time_ns)},
+          {"api", proto::Api_Name(u->api)},
+          {"device_free_bytes", u->device_free_bytes},
+          {"device_total_bytes", u->device_total_bytes},
+          {"process_used_bytes", optional_bytes(u->process_used_bytes)},
+          {"other_processes_used_bytes", optional_bytes(u->other_processes_used_bytes)},
+          {"accounted_bytes", u->accounted_bytes},
+          {"context_and_unattributed_bytes",
+           u->process_used_bytes ? json(u->unattributed_bytes()) : json(nullptr)}};
+}
+
+json process_json(const Analysis& a) {
+  const ProcessTotals& p = a.model.process_totals();
+  return {{"host_pinned_bytes", p.host_pinned_bytes},
+          {"peak_host_pinned_bytes", p.peak_host_pinned.bytes},
+          {"host_registered_bytes", p.host_registered_bytes},
+          {"peak_host_registered_bytes", p.peak_host_registered.bytes},
+          {"address_space_reserved_bytes", p.address_space_reserved_bytes},
+          {"peak_address_space_reserved_bytes", p.peak_address_space_reserved.bytes}};
 }
 
 json devices_json(const Analysis& a, FrameResolver& resolver) {
@@ -103,7 +141,25 @@ json devices_json(const Analysis& a, FrameResolver& resolver) {
         {"block_frees", d.block_frees},
         {"allocator_layer", d.allocator_layer_seen},
         {"block_layer", d.block_layer_seen},
+        {"final_array_bytes", d.array_bytes},
+        {"peak_array_bytes", d.peak_array.bytes},
+        {"final_managed_bytes", d.managed_bytes},
+        {"peak_managed_bytes", d.peak_managed.bytes},
+        {"final_imported_bytes", d.imported_bytes},
+        {"peak_imported_bytes", d.peak_imported.bytes},
+        {"final_graph_bytes", d.graph_bytes()},
+        {"peak_graph_bytes", d.peak_graph.bytes},
+        {"final_pools_reserved_bytes", d.pools_reserved_bytes()},
+        {"peak_pools_reserved_bytes", d.peak_pools_reserved.bytes},
+        {"context_destroys", d.context_destroys},
+        {"device_usage", {{"last", device_usage_json(d.last_usage)}, {"peak", device_usage_json(d.peak_usage)}}},
     };
+    auto at_peak = a.fragmentation_at_peak.find(device);
+    auto final_fragmentation = a.final_fragmentation.find(device);
+    entry["fragmentation"] = {
+        {"at_peak_allocated", at_peak == a.fragmentation_at_peak.end() ? json(nullptr) : fragmentation_json(at_peak->second)},
+        {"final", final_fragmentation == a.final_fragmentation.end() ? json(nullptr)
+                                                                     : fragmentation_json(final_fragmentation->second)}};
     auto peak = a.live_at_peak.find(device);
     entry["live_at_peak"] = peak == a.live_at_peak.end() ? json::array() : sites_json(peak->second, resolver);
     out.push_back(std::move(entry));

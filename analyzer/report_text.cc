@@ -76,6 +76,51 @@ void print_peak(std::ostream& out, const char* name, const Peak& peak) {
 
 std::string last_complete_event(const Analysis& a);
 
+// "arrays 2.00 MiB (peak 8.00 MiB)" for the categories that were ever used, on one line.
+void print_categories(std::ostream& out, const DeviceState& d) {
+  struct Category {
+    const char* name;
+    uint64_t final_bytes;
+    uint64_t peak_bytes;
+  };
+  const Category categories[] = {
+      {"pools reserved", d.pools_reserved_bytes(), d.peak_pools_reserved.bytes},
+      {"graph memory", d.graph_bytes(), d.peak_graph.bytes},
+      {"arrays", d.array_bytes, d.peak_array.bytes},
+      {"managed (charged to no device)", d.managed_bytes, d.peak_managed.bytes},
+      {"imported (not this process's)", d.imported_bytes, d.peak_imported.bytes},
+  };
+  std::string line;
+  for (const Category& c : categories) {
+    if (c.peak_bytes == 0) continue;
+    line += std::string(line.empty() ? "" : "; ") + c.name + ' ' + format_bytes(c.final_bytes) + " (peak " +
+            format_bytes(c.peak_bytes) + ')';
+  }
+  if (!line.empty()) out << "  " << line << '\n';
+}
+
+void print_fragmentation(std::ostream& out, const char* when, const Fragmentation& f) {
+  out << "  fragmentation " << when << ": reserved - allocated " << format_bytes(f.reserved_minus_allocated_bytes);
+  if (f.segments_known)
+    out << ", " << count_of(f.segment_count, "segment") << ", largest free block "
+        << format_bytes(f.largest_free_block_bytes);
+  else
+    out << " (segments unknown: no PyTorch blocks)";
+  out << '\n';
+}
+
+// "process 1.49 GiB = accounted 1.00 GiB + context and unattributed 500 MiB; other processes ...".
+void print_usage(std::ostream& out, const char* when, const DeviceUsage& u) {
+  out << "  device usage " << when << " (" << format_seconds(seconds(u.time_ns)) << "): ";
+  if (u.process_used_bytes)
+    out << "process " << format_bytes(*u.process_used_bytes) << " = accounted " << format_bytes(u.accounted_bytes)
+        << " + context and unattributed " << format_bytes(u.unattributed_bytes());
+  else
+    out << "accounted " << format_bytes(u.accounted_bytes) << " (no per-process figure: NVML unavailable)";
+  if (u.other_processes_used_bytes) out << "; other processes " << format_bytes(*u.other_processes_used_bytes);
+  out << "; device free " << format_bytes(u.device_free_bytes) << " of " << format_bytes(u.device_total_bytes) << '\n';
+}
+
 }  // namespace
 
 void print_trace_overview(std::ostream& out, const Analysis& a) {
@@ -110,6 +155,16 @@ void print_devices(std::ostream& out, const Analysis& a, FrameResolver& resolver
     out << "  driver allocations " << with_thousands(d.driver_allocations) << " (" << with_thousands(d.driver_frees)
         << " freed), block allocations " << with_thousands(d.block_allocations) << " ("
         << with_thousands(d.block_frees) << " freed)\n";
+    print_categories(out, d);
+    if (auto f = a.fragmentation_at_peak.find(device); f != a.fragmentation_at_peak.end())
+      print_fragmentation(out, "at peak allocated", f->second);
+    if (auto f = a.final_fragmentation.find(device); f != a.final_fragmentation.end())
+      print_fragmentation(out, "at end", f->second);
+    if (d.peak_usage) print_usage(out, "at peak", *d.peak_usage);
+    if (d.last_usage) print_usage(out, "last", *d.last_usage);
+    if (d.context_destroys)
+      out << "  context destroyed or reset " << count_of(d.context_destroys, "time")
+          << " (its allocations freed with it)\n";
     auto peak = a.live_at_peak.find(device);
     if (peak == a.live_at_peak.end() || peak->second.empty()) continue;
     const auto& sites = peak->second;
@@ -121,6 +176,20 @@ void print_devices(std::ostream& out, const Analysis& a, FrameResolver& resolver
       print_frames(out, resolver.resolve(sites[i].stack_id), options);
     }
   }
+}
+
+void print_process(std::ostream& out, const Analysis& a) {
+  const ProcessTotals& p = a.model.process_totals();
+  if (!p.peak_host_pinned.bytes && !p.peak_host_registered.bytes && !p.peak_address_space_reserved.bytes) return;
+  out << "\nHost memory and address space (process-wide, charged to no device)\n";
+  auto line = [&](const char* name, uint64_t final_bytes, const Peak& peak) {
+    if (!peak.bytes) return;
+    out << "  " << name << format_bytes(final_bytes) << " at end, peak " << format_bytes(peak.bytes) << " at "
+        << format_seconds(seconds(peak.time_ns)) << '\n';
+  };
+  line("pinned host             ", p.host_pinned_bytes, p.peak_host_pinned);
+  line("registered host         ", p.host_registered_bytes, p.peak_host_registered);
+  line("address space reserved  ", p.address_space_reserved_bytes, p.peak_address_space_reserved);
 }
 
 void print_leaks(std::ostream& out, const Analysis& a, FrameResolver& resolver, const TextOptions& options) {
@@ -187,6 +256,10 @@ void print_health(std::ostream& out, const Analysis& a) {
   if (h.teardown_frees)
     out << "  teardown frees " << with_thousands(h.teardown_frees)
         << " (freed while CUDA was shutting down, counted as freed)\n";
+  if (h.unknown_graph_launches)
+    out << "  launches of graphs never seen instantiated " << with_thousands(h.unknown_graph_launches) << '\n';
+  if (h.graph_nodes_not_kept)
+    out << "  graph memory nodes not kept (too many) " << with_thousands(h.graph_nodes_not_kept) << '\n';
   if (h.backward_timestamps)
     out << "  timestamps going backwards " << with_thousands(h.backward_timestamps) << '\n';
   if (a.read.records_with_invalid_text)

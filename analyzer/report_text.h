@@ -21,6 +21,8 @@ struct TextOptions {
 void print_frames(std::ostream& out, const std::vector<Frame>& frames, const TextOptions& options);
 void print_trace_overview(std::ostream& out, const Analysis& analysis);
 void print_devices(std::ostream& out, const Analysis& analysis, FrameResolver& resolver, const TextOptions& options);
+// Host memory (pinned, registered) and address space reserved: process-wide; nothing when unused.
+void print_process(std::ostream& out, const Analysis& analysis);
 void print_leaks(std::ostream& out, const Analysis& analysis, FrameResolver& resolver, const TextOptions& options);
 void print_ooms(std::ostream& out, const Analysis& analysis, FrameResolver& resolver, const TextOptions& options);
 void print_health(std::ostream& out, const Analysis& analysis);
