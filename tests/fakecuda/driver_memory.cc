@@ -4,6 +4,7 @@
 
 #include "device_memory.h"
 #include "driver_internal.h"
+#include "driver_pools.h"
 
 using namespace fakecuda;
 
@@ -30,6 +31,7 @@ CUresult allocate_current(CUdeviceptr* pointer, size_t size, MemoryKind kind) {
 CUresult free_pointer(CUdeviceptr pointer) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (pointer == 0) return CUDA_SUCCESS;
+  pool_block_freed(pointer);  // nothing when it is not a pool block
   if (driver_torn_down()) {
     memory_free(pointer);
     return CUDA_ERROR_DEINITIALIZED;
@@ -108,6 +110,9 @@ CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdevi
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
       *static_cast<size_t*>(data) = size;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:  // null for memory that is not a pool block
+      *static_cast<CUmemoryPool*>(data) = pool_of_block(start);
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
       *static_cast<unsigned int*>(data) =

@@ -20,6 +20,7 @@ CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version, cuui
 decltype(cuMemAllocAsync) cuMemAllocAsync_ptsz;
 decltype(cuMemFreeAsync) cuMemFreeAsync_ptsz;
 decltype(cuMemAllocFromPoolAsync) cuMemAllocFromPoolAsync_ptsz;
+CUresult cuStreamSynchronize_ptsz(CUstream stream);
 }
 
 namespace {
@@ -64,6 +65,24 @@ const Entry kEntries[] = {
     FAKECUDA_ENTRY("cuMemAddressFree", 10020, false, cuMemAddressFree),
     FAKECUDA_ENTRY("cuMemSetAccess", 10020, false, cuMemSetAccess),
     FAKECUDA_ENTRY("cuMemGetAllocationGranularity", 10020, false, cuMemGetAllocationGranularity),
+    // Pools, synchronizations, events, graph memory, PCI bus ids (driver_pools.cc).
+    FAKECUDA_ENTRY("cuDeviceGetMemPool", 11020, false, cuDeviceGetMemPool),
+    FAKECUDA_ENTRY("cuDeviceSetMemPool", 11020, false, cuDeviceSetMemPool),
+    FAKECUDA_ENTRY("cuMemPoolCreate", 11020, false, cuMemPoolCreate),
+    FAKECUDA_ENTRY("cuMemPoolDestroy", 11020, false, cuMemPoolDestroy),
+    FAKECUDA_ENTRY("cuMemPoolTrimTo", 11020, false, cuMemPoolTrimTo),
+    FAKECUDA_ENTRY("cuMemPoolSetAttribute", 11020, false, cuMemPoolSetAttribute),
+    FAKECUDA_ENTRY("cuMemPoolGetAttribute", 11020, false, cuMemPoolGetAttribute),
+    FAKECUDA_ENTRY("cuStreamSynchronize", 2000, false, cuStreamSynchronize),
+    FAKECUDA_ENTRY("cuStreamSynchronize", 7000, true, cuStreamSynchronize_ptsz),
+    FAKECUDA_ENTRY("cuCtxSynchronize", 2000, false, cuCtxSynchronize),
+    FAKECUDA_ENTRY("cuCtxSynchronize", 13000, false, cuCtxSynchronize_v2),
+    FAKECUDA_ENTRY("cuEventSynchronize", 2000, false, cuEventSynchronize),
+    FAKECUDA_ENTRY("cuEventCreate", 2000, false, cuEventCreate),
+    FAKECUDA_ENTRY("cuEventDestroy", 4000, false, cuEventDestroy_v2),
+    FAKECUDA_ENTRY("cuDeviceGetGraphMemAttribute", 11040, false, cuDeviceGetGraphMemAttribute),
+    FAKECUDA_ENTRY("cuDeviceGraphMemTrim", 11040, false, cuDeviceGraphMemTrim),
+    FAKECUDA_ENTRY("cuDeviceGetPCIBusId", 2000, false, cuDeviceGetPCIBusId),
 };
 #undef FAKECUDA_ENTRY
 

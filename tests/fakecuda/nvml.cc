@@ -1,0 +1,146 @@
+// A fake NVML (libnvidia-ml.so.1) over the fake driver's devices: the functions a profiler uses to see a
+// device's memory as nvidia-smi does. Test-only.
+//
+// Devices are found by PCI bus id only, in the fake driver's format ("0000:BB:00.0", BB = 0xc0 - 2 * CUDA
+// ordinal, see cuDeviceGetPCIBusId in driver_pools.cc). Per device:
+//   this process      = what the fake driver has charged to the device + FAKENVML_CONTEXT_BYTES (default 0:
+//                       the memory a real context and the CUDA libraries take without any API reporting it)
+//   another process   = FAKENVML_OTHER_PROCESS_BYTES, a comma-separated list by CUDA ordinal (default none);
+//                       listed as pid 1 when not 0
+//   total             = the fake driver's capacity (FAKECUDA_TOTAL_BYTES); free = total - both
+// FAKENVML_LIST_OTHERS_FIRST=1 lists the other process before this one; FAKENVML_PROCESSES_NOT_AVAILABLE=1
+// reports this process's usedGpuMemory as NVML_VALUE_NOT_AVAILABLE (as NVML does under WDDM or in some
+// containers).
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+extern "C" {
+// From the fake driver (libcuda.so.1), test-only.
+uint64_t fakecuda_device_used_bytes(int device);
+uint64_t fakecuda_device_total_bytes();
+int fakecuda_device_count();
+}
+
+namespace {
+
+// nvml.h
+using nvmlReturn_t = int;
+constexpr nvmlReturn_t NVML_SUCCESS = 0;
+constexpr nvmlReturn_t NVML_ERROR_UNINITIALIZED = 1;
+constexpr nvmlReturn_t NVML_ERROR_INVALID_ARGUMENT = 2;
+constexpr nvmlReturn_t NVML_ERROR_NOT_FOUND = 6;
+constexpr nvmlReturn_t NVML_ERROR_INSUFFICIENT_SIZE = 7;
+constexpr unsigned long long NVML_VALUE_NOT_AVAILABLE = ~0ULL;
+struct nvmlMemory_t {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+};
+struct nvmlProcessInfo_t {  // nvmlProcessInfo_v2_t, what the _v3 process queries fill in
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+};
+
+struct FakeDevice {
+  int ordinal;
+};
+constexpr int kMaxDevices = 64;
+FakeDevice g_devices[kMaxDevices];
+bool g_initialized = false;
+std::atomic<unsigned> g_memory_info_calls{0};
+
+uint64_t env_u64(const char* name) {
+  const char* text = std::getenv(name);
+  return text ? std::strtoull(text, nullptr, 0) : 0;
+}
+
+// The ordinal-th entry of a comma-separated list of byte counts; 0 when absent.
+uint64_t other_process_bytes(int ordinal) {
+  const char* text = std::getenv("FAKENVML_OTHER_PROCESS_BYTES");
+  for (int i = 0; text && *text; i++) {
+    char* end = nullptr;
+    unsigned long long value = std::strtoull(text, &end, 0);
+    if (i == ordinal) return value;
+    text = *end == ',' ? end + 1 : nullptr;
+  }
+  return 0;
+}
+
+uint64_t own_bytes(int ordinal) { return fakecuda_device_used_bytes(ordinal) + env_u64("FAKENVML_CONTEXT_BYTES"); }
+
+const FakeDevice* device_of(void* handle) {
+  auto* device = static_cast<const FakeDevice*>(handle);
+  return device >= g_devices && device < g_devices + kMaxDevices ? device : nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+nvmlReturn_t nvmlInit_v2() {
+  g_initialized = true;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlShutdown() { return NVML_SUCCESS; }
+
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* bus_id, void** device) {
+  if (!g_initialized) return NVML_ERROR_UNINITIALIZED;
+  if (!bus_id || !device) return NVML_ERROR_INVALID_ARGUMENT;
+  unsigned domain = 0, bus = 0, slot = 0, function = 0;
+  if (std::sscanf(bus_id, "%x:%x:%x.%x", &domain, &bus, &slot, &function) != 4) return NVML_ERROR_INVALID_ARGUMENT;
+  int ordinal = (0xc0 - static_cast<int>(bus)) / 2;
+  if (domain != 0 || slot != 0 || function != 0 || (0xc0 - static_cast<int>(bus)) % 2 != 0 || ordinal < 0 ||
+      ordinal >= fakecuda_device_count() || ordinal >= kMaxDevices)
+    return NVML_ERROR_NOT_FOUND;
+  g_devices[ordinal].ordinal = ordinal;
+  *device = &g_devices[ordinal];
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(void* handle, nvmlMemory_t* memory) {
+  if (!g_initialized) return NVML_ERROR_UNINITIALIZED;
+  const FakeDevice* device = device_of(handle);
+  if (!device || !memory) return NVML_ERROR_INVALID_ARGUMENT;
+  g_memory_info_calls.fetch_add(1);
+  memory->total = fakecuda_device_total_bytes();
+  memory->used = own_bytes(device->ordinal) + other_process_bytes(device->ordinal);
+  memory->free = memory->total > memory->used ? memory->total - memory->used : 0;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(void* handle, unsigned int* count, nvmlProcessInfo_t* infos) {
+  if (!g_initialized) return NVML_ERROR_UNINITIALIZED;
+  const FakeDevice* device = device_of(handle);
+  if (!device || !count) return NVML_ERROR_INVALID_ARGUMENT;
+  nvmlProcessInfo_t listed[2];
+  unsigned n = 0;
+  unsigned long long own = env_u64("FAKENVML_PROCESSES_NOT_AVAILABLE") == 1 ? NVML_VALUE_NOT_AVAILABLE
+                                                                           : own_bytes(device->ordinal);
+  nvmlProcessInfo_t self{static_cast<unsigned>(getpid()), own, 0, 0};
+  uint64_t other_bytes = other_process_bytes(device->ordinal);
+  nvmlProcessInfo_t other{1, other_bytes, 0, 0};
+  bool others_first = env_u64("FAKENVML_LIST_OTHERS_FIRST") == 1;
+  if (other_bytes && others_first) listed[n++] = other;
+  listed[n++] = self;
+  if (other_bytes && !others_first) listed[n++] = other;
+  if (!infos || *count < n) {
+    *count = n;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  std::memcpy(infos, listed, n * sizeof(nvmlProcessInfo_t));
+  *count = n;
+  return NVML_SUCCESS;
+}
+
+// Test-only: how many times nvmlDeviceGetMemoryInfo answered (a program waits for the tracer's first sample).
+unsigned fakenvml_memory_info_calls() { return g_memory_info_calls.load(); }
+
+}  // extern "C"
