@@ -316,44 +316,26 @@ def check_killed(c, summary, leaks, start, progress, kill_time_s, flush_ms, pid,
 
 # ---- issue 4: the memory model, checkpoints against the frameworks' own figures, OOM reports ----
 
-def find_value(obj, keys):
-    """The first value of any of `keys` found in obj, depth-first (dicts before their children), or None."""
-    if isinstance(obj, dict):
-        for key in keys:
-            if key in obj:
-                return obj[key]
-        children = obj.values()
-    elif isinstance(obj, list):
-        children = obj
-    else:
-        return None
-    for child in children:
-        value = find_value(child, keys)
-        if value is not None:
-            return value
-    return None
-
-
-# The summary's key stems for each category of issue 4's rule 3 (and the VMM, graph and address-space figures),
-# looked up as `peak_<stem>_bytes` / `final_<stem>_bytes`, in device 0's entry first, then anywhere in the summary
-# (host categories are process-wide).
-CATEGORY_STEMS = {
-    "managed": ["managed"],
-    "host_pinned": ["host_pinned", "pinned_host", "pinned"],
-    "host_registered": ["host_registered", "registered_host", "registered"],
-    "array": ["array", "arrays"],
-    "address_space": ["address_space_reserved", "address_space", "address_reserved"],
-    "graph": ["graph", "graph_memory"],
-    "vmm": ["vmm", "vmm_physical"],
-    "imported": ["imported"],
+# Where `memtrace summary --json` reports each category of issue 4's rule 3 (and graph memory and address space):
+# (section, peak key, final key); section "device" is the device's devices[] entry, "process" the process-wide
+# object (host memory is never charged to a GPU; address space belongs to no device).
+CATEGORY_KEYS = {
+    "managed": ("device", "peak_managed_bytes", "final_managed_bytes"),
+    "array": ("device", "peak_array_bytes", "final_array_bytes"),
+    "imported": ("device", "peak_imported_bytes", "final_imported_bytes"),
+    "graph": ("device", "peak_graph_bytes", "final_graph_bytes"),
+    "pools_reserved": ("device", "peak_pools_reserved_bytes", "final_pools_reserved_bytes"),
+    "host_pinned": ("process", "peak_host_pinned_bytes", "host_pinned_bytes"),
+    "host_registered": ("process", "peak_host_registered_bytes", "host_registered_bytes"),
+    "address_space": ("process", "peak_address_space_reserved_bytes", "address_space_reserved_bytes"),
 }
 
 
 def category_value(summary, device, category, stat):
     """Device `device`'s (or the process's) `stat` ("peak" or "final") of `category` from summary --json."""
-    keys = [f"{stat}_{stem}_bytes" for stem in CATEGORY_STEMS[category]]
-    value = find_value(device_entry(summary, device), keys)
-    return value if value is not None else find_value(summary, keys)
+    section, peak_key, final_key = CATEGORY_KEYS[category]
+    where = device_entry(summary, device) if section == "device" else summary.get("process", {})
+    return where.get(peak_key if stat == "peak" else final_key)
 
 
 def start_ns(summary):
@@ -399,6 +381,18 @@ def check_memory_model(c, summary, timeline, truth, trace_path):
     facts = truth["facts"]
     c.info("facts", ", ".join(f"{k} {v}" for k, v in facts.items() if not k.startswith("teardown_")))
     teardown_verdict(c, facts)
+    # DEVICE_USAGE (NVML): NVML and cuMemGetInfo both report the device's whole memory as its total.
+    usage = dev.get("device_usage") or {}
+    last = usage.get("last") or {}
+    c.check("device_usage.last.device_total_bytes == cuMemGetInfo total", facts["device_total_bytes"],
+            last.get("device_total_bytes"))
+    for which in ("last", "peak"):
+        u = usage.get(which) or {}
+        c.info(f"device usage ({which})", f"at {u.get('time_s')} s: process {u.get('process_used_bytes')} B (NVML), "
+                                          f"accounted {u.get('accounted_bytes')} B, context and unattributed "
+                                          f"{u.get('context_and_unattributed_bytes')} B, other processes "
+                                          f"{u.get('other_processes_used_bytes')} B, device free "
+                                          f"{u.get('device_free_bytes')} of {u.get('device_total_bytes')} B")
 
 
 def teardown_verdict(c, facts):
@@ -430,13 +424,6 @@ def check_ipc_child(c, summary, truth, trace_path):
         c.check(key, truth[key], dev.get(key, 0))
 
 
-# The timeline row's fragmentation figures (issue 4's rule 8).
-FRAGMENTATION_KEYS = {
-    "segments": ["segment_count", "segments"],
-    "largest_free": ["largest_free_block_bytes", "largest_free_bytes"],
-}
-
-
 def check_torch_checkpoints(c, summary, timeline, truth, trace_path, expect_backend):
     if expect_backend:
         c.check("torch allocator backend", expect_backend, truth["allocator_backend"])
@@ -451,9 +438,9 @@ def check_torch_checkpoints(c, summary, timeline, truth, trace_path, expect_back
                     row.get("reserved_bytes"))
             # Fragmentation rebuilt from block addresses inside segments == PyTorch's own segment list.
             c.check(f"{where}: timeline segment count == memory_snapshot() segments", cp["snapshot_segments"],
-                    find_value(row, FRAGMENTATION_KEYS["segments"]))
+                    row.get("segment_count"))
             c.check(f"{where}: timeline largest free block == largest inactive block of memory_snapshot()",
-                    cp["snapshot_largest_free_block_bytes"], find_value(row, FRAGMENTATION_KEYS["largest_free"]))
+                    cp["snapshot_largest_free_block_bytes"], row.get("largest_free_block_bytes"))
         else:
             # PyTorch asks the pool for its reserved memory when memory_stats() runs; memtrace has the pool's latest
             # sample (after an allocation, a trim or a synchronization). Shown, not checked.

@@ -178,7 +178,7 @@ struct Gauge {
 struct Tally {
   Gauge blocks, driver_layer, vmm_device, managed, pinned, registered, arrays, address_space, graph;
   size_t default_pool_reserved = 0, user_pool_reserved = 0, graph_pool_reserved = 0;
-  size_t peak_reserved = 0, peak_graph_pool_reserved = 0;
+  size_t peak_reserved = 0, peak_graph_pool_reserved = 0, peak_pools_reserved = 0;
   size_t reserved() const {
     return driver_layer.live + vmm_device.live + arrays.live + default_pool_reserved + user_pool_reserved +
            graph_pool_reserved;
@@ -220,6 +220,8 @@ struct Program {
     t.graph_pool_reserved = graph_reserved();
     t.peak_reserved = std::max(t.peak_reserved, t.reserved());
     t.peak_graph_pool_reserved = std::max(t.peak_graph_pool_reserved, t.graph_pool_reserved);
+    t.peak_pools_reserved =
+        std::max(t.peak_pools_reserved, t.default_pool_reserved + t.user_pool_reserved + t.graph_pool_reserved);
     const uint64_t now = monotonic_ns();
     char buf[1024];
     std::snprintf(buf, sizeof buf,
@@ -590,6 +592,7 @@ void Program::teardown() {
   fact("teardown_freed_by_destroy_bytes", (long long)f3 - (long long)f2);
   fact("teardown_freed_by_release_bytes", (long long)f4 - (long long)f3);
   fact("teardown_release_result", (long long)release);
+  fact("device_total_bytes", (long long)total);
 }
 
 void write_truth(const Program& p, const char* path) {
@@ -608,11 +611,11 @@ void write_truth(const Program& p, const char* path) {
                " \"peak_allocated_bytes\": %zu, \"final_allocated_bytes\": 0, \"peak_reserved_bytes\": %zu,\n"
                " \"final_reserved_bytes\": %zu, \"final_driver_bytes\": %zu,\n"
                " \"categories\": {\"managed\": [%zu, 0], \"host_pinned\": [%zu, 0], \"host_registered\": [%zu, 0],\n"
-               "   \"array\": [%zu, 0], \"address_space\": [%zu, 0], \"graph\": [%zu, 0], \"vmm\": [%zu, %zu]},\n"
+               "   \"array\": [%zu, 0], \"address_space\": [%zu, 0], \"graph\": [%zu, 0], \"pools_reserved\": [%zu, 0]},\n"
                " \"facts\": {%s}}\n",
                t.blocks.peak, t.peak_reserved, t.vmm_device.live, t.vmm_device.live, t.managed.peak, t.pinned.peak,
-               t.registered.peak, t.arrays.peak, t.address_space.peak, graph_peak, t.vmm_device.peak,
-               t.vmm_device.live, p.facts_json.c_str());
+               t.registered.peak, t.arrays.peak, t.address_space.peak, graph_peak, t.peak_pools_reserved,
+               p.facts_json.c_str());
   std::fclose(f);
 }
 
