@@ -165,7 +165,10 @@ void MemoryModel::apply(const proto::Event& event) {
   if (event.time_delta_ns() < 0) ++health_.backward_timestamps;
   now_ns_ = add_delta(now_ns_, event.time_delta_ns());
   touched_.clear();
-  if (event.kind() != proto::OOM && !pending_driver_ooms_.empty()) pending_driver_ooms_.erase(event.tid());
+  // A sample is not the thread going on: the hook records a DEVICE_USAGE right after each failure, so one
+  // comes between PyTorch's failed segment request and its own OOM report.
+  bool sample = event.kind() == proto::DEVICE_USAGE || event.kind() == proto::POOL_RESERVED;
+  if (event.kind() != proto::OOM && !sample && !pending_driver_ooms_.empty()) pending_driver_ooms_.erase(event.tid());
   bool graph_node = event.graph() != 0 || event.capture_id() != 0;
   switch (event.kind()) {
     case proto::ALLOC:
