@@ -13,7 +13,7 @@
 //   B  VMM       cuMemAddressReserve of 8 granules, one 3-granule cuMemCreate mapped at two addresses,
 //                cuMemRelease before the two cuMemUnmap; a cuMemCreate with a host NUMA location if supported
 //   C  host      cudaMallocManaged; cudaMallocHost, cudaHostAlloc, cuMemAllocHost, cudaHostRegister
-//   D  arrays    cudaMallocArray (size: cuArrayGetMemoryRequirements), cudaMalloc3D (pitch * height * depth)
+//   D  arrays    cudaMallocArray (size: cuArrayGetMemoryRequirements, else its elements), cudaMalloc3D (pitch * height * depth)
 //   E  graphs    a captured cudaMallocAsync/cudaFreeAsync launched twice; a graph built with
 //                cudaGraphAddMemAllocNode launched once, its memory freed by a second graph's free node;
 //                cudaDeviceGraphMemTrim
@@ -59,7 +59,7 @@ constexpr size_t kMallocHostBytes = 3 * kMiB + 100;
 constexpr size_t kHostAllocBytes = 5 * kMiB + 300;
 constexpr size_t kCuMemAllocHostBytes = 1 * kMiB + 50;
 constexpr size_t kRegisteredBytes = 4 * kMiB + 3 * 4096;  // page multiple: cudaHostRegister pins whole pages
-constexpr size_t kArrayWidth = 1000, kArrayHeight = 700;  // float elements
+constexpr size_t kArrayWidth = 4000, kArrayHeight = 3000;  // float elements: 48,000,000 B of elements
 constexpr size_t k3dWidthBytes = 1000, k3dHeight = 300, k3dDepth = 7;
 constexpr size_t kCapturedBytes = 3 * kMiB + 8;           // cudaMallocAsync inside a stream capture
 constexpr size_t kGraphNodeBytes = 6 * kMiB + 64;         // cudaGraphAddMemAllocNode
@@ -379,17 +379,28 @@ void Program::host_and_managed() {
 }
 
 void Program::arrays() {
+  // cuda.h: cuArrayGetMemoryRequirements answers CUDA_ERROR_INVALID_VALUE for an array made without
+  // CUDA_ARRAY3D_DEFERRED_MAPPING, i.e. for every array of cudaMallocArray. Its size is then the elements'
+  // bytes (width * height * 4 for floats), what a tracer can always learn (cuArray3DGetDescriptor); the
+  // driver's own use, from cuMemGetInfo around the allocation, is shown beside it.
   cudaChannelFormatDesc desc = cudaCreateChannelDesc<float>();
   cudaArray_t array;
+  size_t free_before, free_after, total;
+  check(drv.cuMemGetInfo(&free_before, &total), "cuMemGetInfo");
   check(cudaMallocArray(&array, &desc, kArrayWidth, kArrayHeight), "cudaMallocArray");
+  check(drv.cuMemGetInfo(&free_after, &total), "cuMemGetInfo");
   CUDA_ARRAY_MEMORY_REQUIREMENTS req = {};
-  check(drv.cuArrayGetMemoryRequirements(&req, reinterpret_cast<CUarray>(array), 0), "cuArrayGetMemoryRequirements");
-  fact("array_requirements_bytes", (long long)req.size);
-  fact("array_requirements_alignment_bytes", (long long)req.alignment);
-  t.arrays.add(req.size);
+  const CUresult r = drv.cuArrayGetMemoryRequirements(&req, reinterpret_cast<CUarray>(array), 0);
+  const size_t element_bytes = kArrayWidth * kArrayHeight * sizeof(float);
+  fact("array_requirements_result", (long long)r);
+  fact("array_requirements_bytes", r == CUDA_SUCCESS ? (long long)req.size : -1);
+  fact("array_element_bytes", (long long)element_bytes);
+  fact("array_free_drop_bytes", (long long)free_before - (long long)free_after);
+  const size_t array_bytes = r == CUDA_SUCCESS ? req.size : element_bytes;
+  t.arrays.add(array_bytes);
   checkpoint("D1 array");
   check(cudaFreeArray(array), "cudaFreeArray");
-  t.arrays.sub(req.size);
+  t.arrays.sub(array_bytes);
 
   cudaPitchedPtr pitched;
   check(cudaMalloc3D(&pitched, make_cudaExtent(k3dWidthBytes, k3dHeight, k3dDepth)), "cudaMalloc3D");
