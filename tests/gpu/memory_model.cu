@@ -13,7 +13,8 @@
 //   B  VMM       cuMemAddressReserve of 8 granules, one 3-granule cuMemCreate mapped at two addresses,
 //                cuMemRelease before the two cuMemUnmap; a cuMemCreate with a host NUMA location if supported
 //   C  host      cudaMallocManaged; cudaMallocHost, cudaHostAlloc, cuMemAllocHost, cudaHostRegister
-//   D  arrays    cudaMallocArray (size: cuArrayGetMemoryRequirements, else its elements), cudaMalloc3D (pitch * height * depth)
+//   D  arrays    cudaMallocArray (size: cuArrayGetMemoryRequirements, else its elements' bytes), cudaMalloc3D
+//                (pitch * height * depth)
 //   E  graphs    a captured cudaMallocAsync/cudaFreeAsync launched twice; a graph built with
 //                cudaGraphAddMemAllocNode launched once, its memory freed by a second graph's free node;
 //                cudaDeviceGraphMemTrim
