@@ -370,8 +370,9 @@ def check_memory_model(c, summary, timeline, truth, trace_path):
         where = f"at {cp['name']}"
         for key in ("allocated_bytes", "reserved_bytes", "driver_bytes"):
             c.check(f"{where}: timeline {key}", cp[key], row.get(key))
-        c.info(f"{where}: driver's readings", f"pools reserved: default {cp['default_pool_reserved_bytes']}, user "
-                                               f"{cp['user_pool_reserved_bytes']}, graph {cp['graph_pool_reserved_bytes']}")
+        c.info(f"{where}: driver's readings",
+               f"pools reserved: default {cp['default_pool_reserved_bytes']}, user {cp['user_pool_reserved_bytes']}, "
+               f"graph {cp['graph_pool_reserved_bytes']}")
     for key in ("peak_allocated_bytes", "final_allocated_bytes", "peak_reserved_bytes", "final_reserved_bytes",
                 "final_driver_bytes"):
         c.check(key, truth[key], dev.get(key))

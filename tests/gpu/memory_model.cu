@@ -623,7 +623,8 @@ void write_truth(const Program& p, const char* path) {
                " \"peak_allocated_bytes\": %zu, \"final_allocated_bytes\": 0, \"peak_reserved_bytes\": %zu,\n"
                " \"final_reserved_bytes\": %zu, \"final_driver_bytes\": %zu,\n"
                " \"categories\": {\"managed\": [%zu, 0], \"host_pinned\": [%zu, 0], \"host_registered\": [%zu, 0],\n"
-               "   \"array\": [%zu, 0], \"address_space\": [%zu, 0], \"graph\": [%zu, 0], \"pools_reserved\": [%zu, 0]},\n"
+               "   \"array\": [%zu, 0], \"address_space\": [%zu, 0], \"graph\": [%zu, 0],\n"
+               "   \"pools_reserved\": [%zu, 0]},\n"
                " \"facts\": {%s}}\n",
                t.blocks.peak, t.peak_reserved, t.vmm_device.live, t.vmm_device.live, t.managed.peak, t.pinned.peak,
                t.registered.peak, t.arrays.peak, t.address_space.peak, graph_peak, t.peak_pools_reserved,
