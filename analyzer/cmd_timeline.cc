@@ -1,7 +1,10 @@
 // `memtrace timeline TRACE --csv|--json [--interval S]`: one row per event that changes a device's
-// totals (time from trace start, device, allocated, reserved, driver), streamed as the trace is read.
+// totals (time from trace start, device, allocated, reserved, driver, and fragmentation: reserved minus
+// allocated, segment count, largest free block), streamed as the trace is read.
 // With --interval, at most one row per device per interval, at the time of its last change, holding the
-// highest value each total reached within the interval (a sampled timeline must not hide a peak).
+// highest value each total reached within the interval (a sampled timeline must not hide a peak) and
+// the fragmentation at that last change. Fragmentation walks the live blocks (O(live allocations)), so
+// with --interval it is taken once per row written, not at every event.
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -20,31 +23,46 @@ struct Row {
   int32_t device;
   int64_t time_ns;
   DeviceTotals totals;
+  std::optional<Fragmentation> fragmentation;  // taken at time_ns (set before the row is written)
 };
 
 class RowWriter {
  public:
   explicit RowWriter(bool json) : json_(json) {
     if (json_) std::cout << "{\"rows\": [";
-    else std::cout << "time_s,device,allocated_bytes,reserved_bytes,driver_bytes\n";
+    else
+      std::cout << "time_s,device,allocated_bytes,reserved_bytes,driver_bytes,reserved_minus_allocated_bytes,"
+                   "segment_count,largest_free_block_bytes\n";
   }
+  // Segment count and largest free block are empty (CSV) or null (JSON) where segments are unknown.
   void write(const Row& row) {
+    Fragmentation f = row.fragmentation.value_or(Fragmentation{});
     if (json_) {
       nlohmann::json r = {{"time_s", seconds(row.time_ns)}, {"device", row.device},
                           {"allocated_bytes", row.totals.allocated_bytes},
-                          {"reserved_bytes", row.totals.reserved_bytes}, {"driver_bytes", row.totals.driver_bytes}};
+                          {"reserved_bytes", row.totals.reserved_bytes}, {"driver_bytes", row.totals.driver_bytes},
+                          {"reserved_minus_allocated_bytes", f.reserved_minus_allocated_bytes},
+                          {"segment_count", f.segments_known ? nlohmann::json(f.segment_count) : nlohmann::json(nullptr)},
+                          {"largest_free_block_bytes",
+                           f.segments_known ? nlohmann::json(f.largest_free_block_bytes) : nlohmann::json(nullptr)}};
       std::cout << (rows_ ? ",\n  " : "\n  ") << r.dump();
     } else {
       char time[32];
       std::snprintf(time, sizeof time, "%.9f", seconds(row.time_ns));
       std::cout << time << ',' << row.device << ',' << row.totals.allocated_bytes << ','
-                << row.totals.reserved_bytes << ',' << row.totals.driver_bytes << '\n';
+                << row.totals.reserved_bytes << ',' << row.totals.driver_bytes << ','
+                << f.reserved_minus_allocated_bytes << ',';
+      if (f.segments_known) std::cout << f.segment_count << ',' << f.largest_free_block_bytes;
+      else std::cout << ',';
+      std::cout << '\n';
     }
     ++rows_;
   }
-  void finish(const TraceReadSummary& read, uint64_t events) {
+  void finish(const TraceReadSummary& read, uint64_t events, std::optional<uint64_t> start_monotonic_ns) {
     if (!json_) return;
     nlohmann::json trace = {{"events", events}, {"truncated", read.truncated}};
+    // CLOCK_MONOTONIC at time zero, to line up time_s with a script's own monotonic clock.
+    if (start_monotonic_ns) trace["start_monotonic_ns"] = *start_monotonic_ns;
     std::cout << "\n], \"trace\": " << trace.dump() << "}\n";
   }
 
@@ -57,9 +75,21 @@ class RowWriter {
 // later interval starts.
 class IntervalSampler {
  public:
-  IntervalSampler(RowWriter& writer, std::optional<int64_t> interval_ns) : writer_(writer), interval_ns_(interval_ns) {}
-  void add(const Row& row) {
-    if (!interval_ns_) return writer_.write(row);
+  IntervalSampler(RowWriter& writer, const MemoryModel& model, std::optional<int64_t> interval_ns)
+      : writer_(writer), model_(model), interval_ns_(interval_ns) {}
+  // Called with the time of the next event before the model applies it: a pending row whose interval
+  // ends here takes its fragmentation now, while the model still holds its last change.
+  void before_event(int64_t time_ns) {
+    if (!interval_ns_) return;
+    for (auto& [device, row] : pending_)
+      if (!row.fragmentation && row.time_ns / *interval_ns_ != time_ns / *interval_ns_)
+        row.fragmentation = model_.fragmentation(device);
+  }
+  void add(Row row) {
+    if (!interval_ns_) {
+      row.fragmentation = model_.fragmentation(row.device);
+      return writer_.write(row);
+    }
     auto it = pending_.find(row.device);
     if (it == pending_.end()) {
       pending_.emplace(row.device, row);
@@ -67,22 +97,29 @@ class IntervalSampler {
     }
     Row& pending = it->second;
     if (pending.time_ns / *interval_ns_ != row.time_ns / *interval_ns_) {
+      if (!pending.fragmentation) pending.fragmentation = model_.fragmentation(row.device);
       writer_.write(pending);
       pending = row;
       return;
     }
     pending.time_ns = row.time_ns;
+    pending.fragmentation.reset();
     pending.totals.allocated_bytes = std::max(pending.totals.allocated_bytes, row.totals.allocated_bytes);
     pending.totals.reserved_bytes = std::max(pending.totals.reserved_bytes, row.totals.reserved_bytes);
     pending.totals.driver_bytes = std::max(pending.totals.driver_bytes, row.totals.driver_bytes);
   }
+  // At the end of the trace: the model holds every pending row's last change.
   void flush() {
-    for (const auto& [device, row] : pending_) writer_.write(row);
+    for (auto& [device, row] : pending_) {
+      if (!row.fragmentation) row.fragmentation = model_.fragmentation(device);
+      writer_.write(row);
+    }
     pending_.clear();
   }
 
  private:
   RowWriter& writer_;
+  const MemoryModel& model_;
   std::optional<int64_t> interval_ns_;
   std::map<int32_t, Row> pending_;
 };
@@ -121,21 +158,28 @@ int cmd_timeline(const std::vector<std::string>& args) {
     return report_trace_error(parsed.trace, e);
   }
   RowWriter writer(parsed.has("--json"));
-  IntervalSampler sampler(writer, interval_ns);
+  IntervalSampler sampler(writer, model, interval_ns);
   model.set_totals_callback([&](int32_t device, int64_t time_ns, const DeviceTotals& totals) {
     sampler.add(Row{device, time_ns, totals});
   });
   TraceReadSummary read;
+  std::optional<uint64_t> start_monotonic_ns;
   try {
     read = read_trace(parsed.trace, [&](const proto::Record& record) {
-      if (record.kind_case() == proto::Record::kEvent) model.apply(record.event());
+      if (record.kind_case() == proto::Record::kStart) start_monotonic_ns = record.start().start_monotonic_ns();
+      if (record.kind_case() != proto::Record::kEvent) return;
+      int64_t next_ns;
+      if (__builtin_add_overflow(model.now_ns(), record.event().time_delta_ns(), &next_ns))
+        next_ns = record.event().time_delta_ns() > 0 ? INT64_MAX : INT64_MIN;  // as the model saturates
+      sampler.before_event(next_ns);
+      model.apply(record.event());
     });
   } catch (const TraceError& e) {  // the file changed between the passes
     std::cout.flush();
     return report_trace_error(parsed.trace, e);
   }
   sampler.flush();
-  writer.finish(read, model.health().events);
+  writer.finish(read, model.health().events, start_monotonic_ns);
   if (read.truncated)
     std::cerr << "memtrace: " << parsed.trace << ": truncated trace, rows up to the last complete chunk\n";
   return kExitOk;

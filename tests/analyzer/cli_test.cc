@@ -156,18 +156,21 @@ TEST(Cli, TimelineCsvOneRowPerChange) {
   test::write_file(path, b.bytes());
   CliResult r = run_memtrace("timeline " + path + " --csv");
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Driver level only: reserved = allocated (0 between them), no PyTorch segments (empty columns).
   EXPECT_EQ(r.out,
-            "time_s,device,allocated_bytes,reserved_bytes,driver_bytes\n"
-            "0.500000000,0,1000,1000,1000\n"
-            "0.750000000,0,1024,1024,1024\n"
-            "1.000000000,0,24,24,24\n");
+            "time_s,device,allocated_bytes,reserved_bytes,driver_bytes,reserved_minus_allocated_bytes,segment_count,"
+            "largest_free_block_bytes\n"
+            "0.500000000,0,1000,1000,1000,0,,\n"
+            "0.750000000,0,1024,1024,1024,0,,\n"
+            "1.000000000,0,24,24,24,0,,\n");
   // Sampled every second: the rows at 0.5 and 0.75 s share the first interval; its row is at 0.75 s with
   // the highest totals of the interval (here also the last).
   r = run_memtrace("timeline " + path + " --csv --interval 1");
   EXPECT_EQ(r.out,
-            "time_s,device,allocated_bytes,reserved_bytes,driver_bytes\n"
-            "0.750000000,0,1024,1024,1024\n"
-            "1.000000000,0,24,24,24\n");
+            "time_s,device,allocated_bytes,reserved_bytes,driver_bytes,reserved_minus_allocated_bytes,segment_count,"
+            "largest_free_block_bytes\n"
+            "0.750000000,0,1024,1024,1024,0,,\n"
+            "1.000000000,0,24,24,24,0,,\n");
   r = run_memtrace("timeline " + path + " --json");
   nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["rows"].size(), 3u);
@@ -190,9 +193,10 @@ TEST(Cli, TimelineIntervalKeepsThePeak) {
   CliResult r = run_memtrace("timeline " + path + " --csv --interval 1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out,
-            "time_s,device,allocated_bytes,reserved_bytes,driver_bytes\n"
-            "0.600000000,0,1024,1024,1024\n"
-            "1.200000000,0,32,32,32\n");
+            "time_s,device,allocated_bytes,reserved_bytes,driver_bytes,reserved_minus_allocated_bytes,segment_count,"
+            "largest_free_block_bytes\n"
+            "0.600000000,0,1024,1024,1024,0,,\n"
+            "1.200000000,0,32,32,32,0,,\n");
   std::remove(path.c_str());
 }
 
