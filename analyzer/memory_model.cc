@@ -366,14 +366,19 @@ void MemoryModel::on_address_reserve(const proto::Event& event, int64_t sign) {
 void MemoryModel::on_pool_sample(const proto::Event& event) {
   ++health_.pool_samples;
   DeviceState& state = device_state(event.device());
-  uint64_t& sample = pool_samples_[{event.device(), event.address()}];
+  auto key = std::make_pair(event.device(), event.address());
+  uint64_t previous = 0;
+  if (auto it = pool_samples_.find(key); it != pool_samples_.end()) previous = it->second;
   if (event.address() == 0) {
     state.graph_reserved_bytes = event.size();
   } else {
-    state.pool_reserved_sampled_bytes -= std::min(state.pool_reserved_sampled_bytes, sample);
+    state.pool_reserved_sampled_bytes -= std::min(state.pool_reserved_sampled_bytes, previous);
     state.pool_reserved_sampled_bytes += event.size();
   }
-  sample = event.size();
+  // A pool at 0 (destroyed, or trimmed to nothing) adds nothing: forgetting it keeps the table as
+  // small as the set of pools holding memory, however many pools a long job creates.
+  if (event.size() == 0) pool_samples_.erase(key);
+  else pool_samples_[key] = event.size();
 }
 
 void MemoryModel::on_device_usage(const proto::Event& event) {
@@ -412,9 +417,12 @@ void MemoryModel::on_graph_launch(const proto::Event& event) {
   if (event.result() != 0) return;
   if (event.kind() == proto::GRAPH_CAPTURED) {
     // The capture made a new graph: its memory nodes are the ones recorded under the capture's id.
+    if (auto old = graph_nodes_.find(event.graph()); old != graph_nodes_.end()) {
+      graph_nodes_kept_ -= old->second.size();
+      graph_nodes_.erase(old);
+    }
     auto nodes = capture_nodes_.extract(event.capture_id());
-    if (nodes.empty()) graph_nodes_.erase(event.graph());
-    else graph_nodes_[event.graph()] = std::move(nodes.mapped());
+    if (!nodes.empty()) graph_nodes_[event.graph()] = std::move(nodes.mapped());
     return;
   }
   if (event.kind() == proto::GRAPH_INSTANTIATE) {
@@ -449,8 +457,7 @@ void MemoryModel::on_context_destroy(const proto::Event& event) {
     if (a.device == event.device() && freed_with_context(a)) freed.push_back(key);
   for (const Key& key : freed) release(live_.find(key));
   // The device's pools (the graph memory pool too) go with the context.
-  for (auto& [pool, sample] : pool_samples_)
-    if (pool.first == event.device()) sample = 0;
+  std::erase_if(pool_samples_, [&](const auto& entry) { return entry.first.first == event.device(); });
   state.pool_reserved_sampled_bytes = 0;
   state.graph_reserved_bytes = 0;
 }
@@ -602,6 +609,12 @@ Fragmentation MemoryModel::fragmentation(int32_t device) const {
     run_held_blocks = run_held_blocks || m.held_blocks;
   }
   flush_run(mapped);
+  // Live blocks in no segment we can see (PyTorch's cudaMallocAsync backend keeps them in a pool):
+  // the layout is the pool's, unknown.
+  if (segments.empty() && state->second.torch_block_bytes > 0) {
+    f.segments_known = false;
+    return f;
+  }
   f.segment_count = segments.size();
   f.largest_free_block_bytes = largest_free_block_bytes(segments, torch_blocks_);
   return f;

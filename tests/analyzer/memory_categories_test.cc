@@ -341,6 +341,21 @@ TEST(MemoryCategories, FragmentationFromBlocksInsideSegments) {
   EXPECT_EQ(p.segment_count, 0u);
 }
 
+TEST(MemoryCategories, PyTorchBlocksInAPoolHaveNoSegmentsToRebuild) {
+  // PyTorch's cudaMallocAsync backend: its blocks come from a pool, in no driver allocation.
+  MemoryModel model = replay({
+      pool_block(proto::ALLOC, 0, 0x9000000, 4 * kMiB),
+      pool_sample(0, 0xA1, 8 * kMiB),
+      torch_block(proto::ALLOC, 0, 0x9000000, 4 * kMiB, 8 * kMiB),
+  });
+  Fragmentation f = model.fragmentation(0);
+  EXPECT_FALSE(f.segments_known);
+  EXPECT_EQ(f.segment_count, 0u);
+  // reserved 8 (PyTorch) - allocated 4 + 4 (the torch block and the pool block under it: the device's
+  // allocated is torch blocks plus pool blocks) = 0
+  EXPECT_EQ(f.reserved_minus_allocated_bytes, 0u);
+}
+
 TEST(MemoryCategories, FragmentationOfExpandableSegmentsJoinsContiguousMappings) {
   // One reservation at 0x40000000; three 2 MiB pages mapped one after another (one 6 MiB segment),
   // then a page mapped after a 2 MiB hole (a second segment, holding no block: not a segment).
