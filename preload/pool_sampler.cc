@@ -5,62 +5,12 @@
 #include <sched.h>
 
 #include "hooks_internal.h"
+#include "pool_sample_table.h"
 #include "recorder.h"
 
 namespace memtrace {
 
 std::atomic<int> g_pools_seen{0};
-
-// ---- the table ---------------------------------------------------------------------------------------------
-
-PoolSampleTable::Slot* PoolSampleTable::find(uint64_t pool, int device) {
-  for (Slot& s : slots_)
-    if (s.used && s.pool == pool && s.device == device) return &s;
-  return nullptr;
-}
-
-bool PoolSampleTable::update(uint64_t pool, int device, uint64_t bytes) {
-  if (Slot* s = find(pool, device)) {
-    if (s->bytes == bytes) return false;
-    s->bytes = bytes;
-    return true;
-  }
-  for (Slot& s : slots_) {
-    if (s.used) continue;
-    s = Slot{true, pool, device, bytes};
-    used_++;
-    return true;
-  }
-  return false;
-}
-
-int PoolSampleTable::device_of(uint64_t pool) const {
-  for (const Slot& s : slots_)
-    if (s.used && s.pool == pool) return s.device;
-  return -1;
-}
-
-int PoolSampleTable::remove(uint64_t pool) {
-  int removed = 0;
-  for (Slot& s : slots_) {
-    if (!s.used || s.pool != pool) continue;
-    s.used = false;
-    used_--;
-    removed++;
-  }
-  return removed;
-}
-
-int PoolSampleTable::pools(uint64_t* handles, int* devices, int max) const {
-  int n = 0;
-  for (const Slot& s : slots_) {
-    if (!s.used || s.pool == 0 || n == max) continue;
-    handles[n] = s.pool;
-    devices[n] = s.device;
-    n++;
-  }
-  return n;
-}
 
 // ---- driver functions ----------------------------------------------------------------------------------------
 
@@ -214,7 +164,13 @@ void sample_known_pools(Api api) {
 void sample_graph_pool(int device, Api api) {
   if (device < 0) return;
   uint64_t bytes = 0;
-  if (graph_pool_reserved_bytes(device, &bytes)) offer(0, device, bytes, api);
+  if (!graph_pool_reserved_bytes(device, &bytes)) return;
+  // A device's graph pool holds nothing before the first graph with memory nodes runs: no first sample of 0
+  // (every launch of a graph without memory nodes would otherwise write one per device).
+  lock_table();
+  bool unseen_empty = bytes == 0 && !g_table.contains(0, device);
+  unlock_table();
+  if (!unseen_empty) offer(0, device, bytes, api);
 }
 
 }  // namespace memtrace

@@ -1,6 +1,7 @@
 """An OOM: with one device of 64 MiB (67108864 bytes), 40 MiB (41943040) are held when 100 MiB
 (104857600) are requested; free memory at that moment is 64 - 40 = 24 MiB = 25165824 bytes.
-The runtime's failed cudaMalloc and the driver's failed cuMemAlloc under it are one OOM.
+The runtime's failed cudaMalloc and the driver's failed cuMemAlloc under it are one OOM, followed by the
+device's DEVICE_USAGE sample taken right after it (without NVML here: cuMemGetInfo's free/total only).
 """
 import e2e_lib
 from e2e_lib import MIB
@@ -9,7 +10,7 @@ case = e2e_lib.Case()
 _, trace = case.run_traced([case.program("oom")],
                            {"FAKECUDA_TOTAL_BYTES": str(64 * MIB), "FAKECUDA_DEVICES": "1"})
 summary = case.analyze("summary", trace)
-case.check_health(summary, 3)  # allocation, OOM, free
+case.check_health(summary, 4)  # allocation, OOM, its DEVICE_USAGE, free
 ooms = summary.get("ooms", [])
 case.check("oom events", 1, len(ooms))
 first = ooms[0] if ooms else {}

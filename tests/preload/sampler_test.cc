@@ -1,0 +1,83 @@
+// The tracer's sample rules that need no CUDA: which pool samples are written (pool_sample_table.h) and how
+// NVML's process list splits into this process and the others (nvml_processes.h).
+#include <gtest/gtest.h>
+
+#include "nvml_processes.h"
+#include "pool_sample_table.h"
+
+namespace memtrace {
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+
+TEST(PoolSampleTable, WritesFirstSamplesAndChangesOnly) {
+  PoolSampleTable t;
+  EXPECT_FALSE(t.contains(0xA0, 0));
+  EXPECT_TRUE(t.update(0xA0, 0, 0));          // a pool's first sample is written, even of 0 bytes
+  EXPECT_TRUE(t.contains(0xA0, 0));
+  EXPECT_FALSE(t.update(0xA0, 0, 0));         // unchanged
+  EXPECT_TRUE(t.update(0xA0, 0, 4 * kMiB));   // grew
+  EXPECT_FALSE(t.update(0xA0, 0, 4 * kMiB));
+  EXPECT_TRUE(t.update(0xA0, 0, 2 * kMiB));   // shrank
+  EXPECT_TRUE(t.update(0xB0, 1, 2 * kMiB));   // another pool, same size: its own first sample
+  EXPECT_TRUE(t.update(0, 1, 6 * kMiB));      // device 1's graph pool is pool 0 of device 1 ...
+  EXPECT_TRUE(t.update(0, 0, 6 * kMiB));      // ... and device 0's another slot
+  EXPECT_FALSE(t.update(0, 1, 6 * kMiB));
+  EXPECT_EQ(t.size(), 4);
+  EXPECT_EQ(t.device_of(0xB0), 1);
+  EXPECT_EQ(t.device_of(0xC0), -1);
+}
+
+TEST(PoolSampleTable, ListsPoolsButNotGraphPoolsAndFreesSlots) {
+  PoolSampleTable t;
+  t.update(0xA0, 0, 2 * kMiB);
+  t.update(0, 0, 2 * kMiB);  // graph pool: not sampled at synchronizations
+  t.update(0xB0, 1, 0);
+  uint64_t pools[4];
+  int devices[4];
+  ASSERT_EQ(t.pools(pools, devices, 4), 2);
+  EXPECT_EQ(pools[0], 0xA0u);
+  EXPECT_EQ(devices[0], 0);
+  EXPECT_EQ(pools[1], 0xB0u);
+  EXPECT_EQ(devices[1], 1);
+  EXPECT_EQ(t.pools(pools, devices, 1), 1);  // at most `max`
+  EXPECT_EQ(t.remove(0xA0), 1);
+  EXPECT_EQ(t.remove(0xA0), 0);
+  EXPECT_EQ(t.size(), 2);
+  EXPECT_TRUE(t.update(0xA0, 0, 2 * kMiB));  // a pool created again at the same address starts afresh
+}
+
+TEST(PoolSampleTable, FullTableSamplesNoNewPool) {
+  PoolSampleTable t;
+  for (uint64_t pool = 1; pool <= PoolSampleTable::kSlots; pool++) EXPECT_TRUE(t.update(pool, 0, pool));
+  EXPECT_FALSE(t.update(1000, 0, 5));           // 65th pool: no slot, nothing written
+  EXPECT_FALSE(t.contains(1000, 0));
+  EXPECT_TRUE(t.update(1, 0, 7));               // the pools in the table go on
+  EXPECT_EQ(t.remove(2), 1);
+  EXPECT_TRUE(t.update(1000, 0, 5));            // a freed slot takes the new one
+}
+
+TEST(NvmlProcesses, SplitsOwnUseFromOthers) {
+  // Us (pid 40) twice, as MIG lists one entry per compute instance: 100 + 28 = 128 MiB; others 300 + 50 MiB.
+  NvmlProcessInfo list[] = {{7, 300 * kMiB, 0, 0}, {40, 100 * kMiB, 1, 0}, {9, 50 * kMiB, 0, 0},
+                            {40, 28 * kMiB, 2, 0}};
+  ProcessUsage u = split_process_usage(list, 4, 40);
+  EXPECT_TRUE(u.known);
+  EXPECT_EQ(u.process_used_bytes, 128 * kMiB);
+  EXPECT_EQ(u.other_processes_used_bytes, 350 * kMiB);
+}
+
+TEST(NvmlProcesses, AbsentFromTheListIsZeroAndUnavailableIsUnknown) {
+  constexpr unsigned long long kNotAvailable = ~0ULL;
+  NvmlProcessInfo others[] = {{7, 300 * kMiB, 0, 0}, {8, kNotAvailable, 0, 0}};  // the second counts 0
+  ProcessUsage absent = split_process_usage(others, 2, 40);
+  EXPECT_TRUE(absent.known);
+  EXPECT_EQ(absent.process_used_bytes, 0u);
+  EXPECT_EQ(absent.other_processes_used_bytes, 300 * kMiB);
+  NvmlProcessInfo unavailable[] = {{40, kNotAvailable, 0, 0}};
+  EXPECT_FALSE(split_process_usage(unavailable, 1, 40).known);
+  EXPECT_TRUE(split_process_usage(nullptr, 0, 40).known);  // an empty list: we use nothing yet
+}
+
+}  // namespace
+}  // namespace memtrace
