@@ -10,6 +10,12 @@
 // end, and by the allocating hook right after an OOM (with cuMemGetInfo's free/total, so that an OOM is
 // described even without NVML).
 //
+// Measured on an H200 (driver 580, CUDA 13.0): NVML's total is the whole memory, 150,754,820,096 bytes, where
+// cuMemGetInfo says 150,109,880,320, so an NVML sample and an OOM's cuMemGetInfo figures differ by that much;
+// a process holding one 256 MiB cudaMalloc (pools and graph memory trimmed to 0) was listed with 813,694,976
+// bytes, and with 543,162,368 once it was freed: its context and the CUDA libraries' own memory, about
+// 518 MiB that no API reports.
+//
 // A CUDA device ordinal is matched to its NVML device by PCI bus id (cuDeviceGetPCIBusId ->
 // nvmlDeviceGetHandleByPciBusId_v2): NVML numbers devices differently from CUDA when CUDA_VISIBLE_DEVICES
 // or CUDA_DEVICE_ORDER changes the order. The bus id is read from the hook thread the first time a device is

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include "device_usage.h"
 #include "hooks_internal.h"
 #include "pool_sample_table.h"
 #include "recorder.h"
@@ -85,6 +86,9 @@ void write_sample(uint64_t pool, int device, uint64_t bytes, Api api) {
 
 // Records `bytes` for (pool, device) and writes the event if it changed.
 void offer(uint64_t pool, int device, uint64_t bytes, Api api) {
+  // Recording an event on a device seen for the first time reads its PCI bus id (a driver call): done here,
+  // before the lock, which is never held while calling CUDA.
+  device_usage_note_device(device);
   lock_table();
   if (g_table.update(pool, device, bytes)) {
     g_pools_seen.store(1, std::memory_order_relaxed);
