@@ -22,6 +22,7 @@ struct UsageError : std::runtime_error {
 int cmd_summary(const std::vector<std::string>& args);
 int cmd_timeline(const std::vector<std::string>& args);
 int cmd_leaks(const std::vector<std::string>& args);
+int cmd_oom(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);
 
 // Prints `memtrace: <file>: <what is wrong> (at byte N)` and returns kExitBadInput.

@@ -13,7 +13,8 @@ constexpr const char* kUsage =
     "usage: memtrace run [-o PATH] -- CMD ARGS...      run CMD with the tracer preloaded\n"
     "       memtrace summary TRACE [--json] [--top N] [--all-frames]\n"
     "       memtrace timeline TRACE --csv|--json [--interval SECONDS]\n"
-    "       memtrace leaks TRACE [--json] [--top N] [--all-frames]\n";
+    "       memtrace leaks TRACE [--json] [--top N] [--all-frames]\n"
+    "       memtrace oom TRACE [--json] [--top N] [--all-frames]\n";
 
 }  // namespace
 
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
     if (command == "summary") return cmd_summary(args);
     if (command == "timeline") return cmd_timeline(args);
     if (command == "leaks") return cmd_leaks(args);
+    if (command == "oom") return cmd_oom(args);
     if (command == "run") return cmd_run(args);
     throw UsageError("unknown command '" + command + "'");
   } catch (const UsageError& e) {

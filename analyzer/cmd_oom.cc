@@ -1,0 +1,36 @@
+// `memtrace oom TRACE [--json] [--top N] [--all-frames]`: every failed allocation with what the process
+// and the device held at that moment, and why it most likely failed (oom_diagnosis.h).
+#include <iostream>
+
+#include "oom_json.h"
+#include "oom_report.h"
+#include "oom_text.h"
+#include "report_session.h"
+
+namespace memtrace {
+
+int cmd_oom(const std::vector<std::string>& args) {
+  ReportSession s;
+  if (int status = open_report(args, /*with_live_at_peak=*/false, &s); status != kExitOk) return status;
+  size_t sites_per_oom = s.args.value("--top") ? s.options.top : kSitesPerOom;
+  OomReport report;
+  try {
+    report = build_oom_report(*s.analysis, sites_per_oom);
+  } catch (const TraceError& e) {  // the file changed between the passes
+    return report_trace_error(s.args.trace, e);
+  }
+  if (s.json()) {
+    std::cout << oom_report_json(*s.analysis, report, *s.resolver).dump(2, ' ', false,
+                                                                        nlohmann::json::error_handler_t::replace)
+              << '\n';
+    return kExitOk;
+  }
+  if (report.total == 0) {
+    std::cout << "no failed allocation in " << s.args.trace << '\n';
+    return kExitOk;
+  }
+  print_oom_report(std::cout, *s.analysis, report, *s.resolver, s.options);
+  return kExitOk;
+}
+
+}  // namespace memtrace
