@@ -245,11 +245,12 @@ void MemoryModel::add_live(const LiveAllocation& a) {
   charge(a, +1);
   switch (a.space) {
     case AddressSpace::kTorchBlock:
+      if (!segment_index_active_) activate_segment_index();
       torch_blocks_[a.address] = a.size_bytes;
       mark_segment_of_block(a.address);
       break;
     case AddressSpace::kDriverPointer:
-      if (a.memory == proto::MEMORY_DEVICE) driver_pointers_[a.address] = a.size_bytes;
+      if (segment_index_active_ && a.memory == proto::MEMORY_DEVICE) driver_pointers_[a.address] = a.size_bytes;
       break;
     case AddressSpace::kDriverHandle:
       handles_[a.address] = HandleState{};
@@ -460,6 +461,12 @@ void MemoryModel::on_context_destroy(const proto::Event& event) {
   std::erase_if(pool_samples_, [&](const auto& entry) { return entry.first.first == event.device(); });
   state.pool_reserved_sampled_bytes = 0;
   state.graph_reserved_bytes = 0;
+}
+
+void MemoryModel::activate_segment_index() {
+  segment_index_active_ = true;
+  for (const auto& [key, a] : live_)
+    if (key.space == AddressSpace::kDriverPointer && a.memory == proto::MEMORY_DEVICE) driver_pointers_[a.address] = a.size_bytes;
 }
 
 void MemoryModel::mark_segment_of_block(uint64_t address) {

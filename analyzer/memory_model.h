@@ -303,9 +303,12 @@ class MemoryModel {
   std::map<int32_t, DeviceTotals> last_totals_;
   std::unordered_map<Key, LiveAllocation, KeyHash> live_;
   // Ordered indexes of part of live_, for rebuilding segments: PyTorch blocks (address -> size) and
-  // driver-layer pointer allocations (address -> size).
+  // driver-layer device pointer allocations (address -> size). The second is kept only from the first
+  // PyTorch block on (built then from live_), so that traces without PyTorch do not pay for it.
   std::map<uint64_t, uint64_t> torch_blocks_;
   std::map<uint64_t, uint64_t> driver_pointers_;
+  bool segment_index_active_ = false;
+  void activate_segment_index();
   std::unordered_map<uint64_t, HandleState> handles_;
   std::map<uint64_t, Mapping> mappings_;        // virtual address -> what backs it
   std::map<uint64_t, uint64_t> reservations_;   // cuMemAddressReserve: start -> size
