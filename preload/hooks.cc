@@ -3,6 +3,7 @@
 // Wrappers never call a public CUDA entry point: only the real pointers stored in g_hooks.
 #include <dlfcn.h>
 
+#include "array_bytes.h"
 #include "hooks_internal.h"
 #include "device_usage.h"
 #include "pool_sampler.h"
@@ -20,23 +21,39 @@ Fn real_fn(HookId id, HookPath path) {
   return reinterpret_cast<Fn>(hook_real(id, path));
 }
 
-// One successful or failed allocation. A failure because memory ran out is an OOM event carrying the
-// request and the device's free/total memory at that moment; other failures are not memory events.
+// Where an allocation's memory lives decides whether the device's free/total at a failure says anything.
+bool charged_to_device(Memory memory) {
+  return memory == Memory::kDevice || memory == Memory::kArray || memory == Memory::kManaged;
+}
+
+// One successful or failed allocation, `e` filled in but for its kind. A failure because memory ran out is
+// an OOM event carrying the request (and, for device memory, the device's free/total memory at that moment);
+// other failures are not memory events.
+void record_alloc(MemoryEvent e, bool ok, bool out_of_memory) {
+  if (!ok && !out_of_memory) return;
+  e.kind = ok ? EventKind::kAlloc : EventKind::kOom;
+  if (!ok) {
+    e.address = 0;
+    if (charged_to_device(e.memory)) device_memory_info(&e.device_free_bytes, &e.device_total_bytes);
+  }
+  record_event(e);
+  if (!ok && charged_to_device(e.memory))
+    device_usage_after_oom(e.device, e.api, e.device_total_bytes != 0, e.device_free_bytes, e.device_total_bytes);
+}
+
 void on_alloc(Api api, Layer layer, bool ok, bool out_of_memory, uint64_t address, uint64_t size,
               uint64_t stream, int device, int result) {
-  if (!ok && !out_of_memory) return;
-  MemoryEvent e{.kind = ok ? EventKind::kAlloc : EventKind::kOom, .layer = layer, .api = api, .device = device,
-                .stream = stream, .address = ok ? address : 0, .size = size, .result = result};
-  if (!ok) device_memory_info(&e.device_free_bytes, &e.device_total_bytes);
-  record_event(e);
+  record_alloc({.layer = layer, .api = api, .device = device, .stream = stream, .address = address, .size = size,
+                .result = result},
+               ok, out_of_memory);
 }
 
 // The device and size of a free are those of the allocation it frees: the analyzer takes them from there,
 // so a block freed while another device is current is still charged to its own.
-void on_free(Api api, Layer layer, uint64_t address, uint64_t stream, int result) {
-  if (address == 0) return;  // cudaFree(nullptr) is the classic "create the context" call
-  record_event({.kind = EventKind::kFree, .layer = layer, .api = api, .stream = stream, .address = address,
-                .result = result});
+void on_free(MemoryEvent e) {
+  if (e.address == 0) return;  // cudaFree(nullptr) is the classic "create the context" call
+  e.kind = EventKind::kFree;
+  record_event(e);
 }
 
 // A free that succeeded, or that came after the driver or runtime shut down at process exit (the memory
@@ -52,22 +69,22 @@ bool freed(int result) {
 // first. Once the process is exiting there is no such race, and the free is recorded after the call with its
 // result: a free answered with CUDA_ERROR_DEINITIALIZED is a teardown free. (A free that fails for another
 // reason while the job runs is still recorded as a free; the driver only fails those on bad pointers.)
+// `e` names the api, layer, address and stream (and capture_id for a free made during stream capture).
 class FreeEvent {
  public:
-  FreeEvent(const HookScope& scope, Api api, Layer layer, uint64_t address, uint64_t stream)
-      : api_(api), layer_(layer), address_(address), stream_(stream),
-        deferred_(scope.outermost() && recorder_exit_begun()) {
-    if (scope.outermost() && !deferred_) on_free(api_, layer_, address_, stream_, 0);
+  FreeEvent(const HookScope& scope, const MemoryEvent& e)
+      : event_(e), deferred_(scope.outermost() && recorder_exit_begun()) {
+    if (scope.outermost() && !deferred_) on_free(event_);
   }
-  void done(int result) const {
-    if (deferred_ && freed(result)) on_free(api_, layer_, address_, stream_, result);
+  FreeEvent(const HookScope& scope, Api api, Layer layer, uint64_t address, uint64_t stream)
+      : FreeEvent(scope, {.layer = layer, .api = api, .stream = stream, .address = address}) {}
+  void done(int result) {
+    event_.result = result;
+    if (deferred_ && freed(result)) on_free(event_);
   }
 
  private:
-  Api api_;
-  Layer layer_;
-  uint64_t address_;
-  uint64_t stream_;
+  MemoryEvent event_;
   bool deferred_;
 };
 
@@ -86,6 +103,72 @@ int pool_block_device(bool ok, uint64_t address) {
 uint64_t ptr_value(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 uint64_t stream_value(const void* s) { return reinterpret_cast<uintptr_t>(s); }
 
+// A host location (CU_MEM_LOCATION_TYPE_HOST, _HOST_NUMA, _HOST_NUMA_CURRENT) makes page-locked host memory.
+bool host_location(CUmemLocationType type) {
+  return type == CU_MEM_LOCATION_TYPE_HOST || type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+         type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
+}
+
+// A stream-ordered allocation: made while its stream is being captured, it is a memory node of the graph
+// being built, not memory yet (capture_id). One driver call, only for allocations that succeeded.
+void record_async_alloc(MemoryEvent e, bool ok, bool out_of_memory, bool per_thread_stream) {
+  if (ok) e.capture_id = stream_capture_id(e.stream, per_thread_stream);
+  record_alloc(e, ok, out_of_memory);
+  // The pool may have grown to hold the block (a captured allocation is not memory until the graph runs).
+  if (ok && e.capture_id == 0) sample_pool_after_alloc(e.api, e.device, e.address);
+}
+
+// The free event of a stream-ordered free; one driver call for the capture check, by the outermost hook only.
+MemoryEvent async_free(const HookScope& scope, Api api, uint64_t address, uint64_t stream, bool per_thread_stream) {
+  MemoryEvent e{.layer = Layer::kBlock, .api = api, .stream = stream, .address = address};
+  if (scope.outermost() && address != 0) e.capture_id = stream_capture_id(stream, per_thread_stream);
+  return e;
+}
+
+// Another process's memory mapped here (IPC): listed as imported, never this process's allocation.
+void record_import(Api api, uint64_t address) {
+  int current = current_device();
+  record_event({.kind = EventKind::kAlloc, .layer = Layer::kDriver, .api = api,
+                .device = device_of_pointer(address, current), .address = address,
+                .size = allocation_range_bytes(address), .memory = Memory::kImported});
+}
+
+// Recorded before the real call, for the reason a free is (FreeEvent): once the context is gone, another
+// thread's allocation may get one of its addresses. Without a device there is nothing to attribute.
+void record_context_destroy(Api api, int device, uint64_t context) {
+  if (device < 0) return;
+  record_event({.kind = EventKind::kContextDestroy, .api = api, .device = device, .address = context});
+}
+
+// The capture id is asked for before the real call (the capture is over after it) and recorded with the
+// graph the call returned.
+void record_graph_captured(Api api, uint64_t stream, const void* graph_out, uint64_t capture_id) {
+  if (capture_id == 0 || graph_out == nullptr) return;
+  uint64_t graph = ptr_value(*static_cast<void* const*>(graph_out));
+  record_event({.kind = EventKind::kGraphCaptured, .api = api, .stream = stream, .graph = graph,
+                .capture_id = capture_id});
+}
+
+void record_instantiate(Api api, uint64_t exec, uint64_t graph) {
+  record_event({.kind = EventKind::kGraphInstantiate, .api = api, .address = exec, .graph = graph});
+}
+
+void record_launch(Api api, uint64_t exec, uint64_t stream) {
+  record_event({.kind = EventKind::kGraphLaunch, .api = api, .stream = stream, .address = exec});
+  // The launch may have grown the device's graph memory pool (its alloc nodes took memory): pool_sampler.h.
+  sample_graph_pool(current_device(), api);
+}
+
+// A memory node of `graph`: an allocation of `size` bytes at `address` on `device` each time the graph runs.
+void record_alloc_node(Api api, uint64_t graph, int device, uint64_t address, uint64_t size) {
+  record_event({.kind = EventKind::kAlloc, .layer = Layer::kBlock, .api = api, .device = device, .address = address,
+                .size = size, .graph = graph});
+}
+
+void record_free_node(Api api, uint64_t graph, uint64_t address) {
+  record_event({.kind = EventKind::kFree, .layer = Layer::kBlock, .api = api, .address = address, .graph = graph});
+}
+
 constexpr int kRuntimeOom = cudaErrorMemoryAllocation;
 constexpr int kDriverOom = CUDA_ERROR_OUT_OF_MEMORY;
 
@@ -101,7 +184,7 @@ using namespace memtrace;
   if (!real) return error;                                                        \
   HookScope scope
 
-// ---- CUDA runtime ----------------------------------------------------------------------------------------
+// ---- CUDA runtime: device memory -------------------------------------------------------------------------
 
 MEMTRACE_EXPORT cudaError_t cudaMalloc(void** devPtr, size_t size) {
   MEMTRACE_FORWARD_OR(cudaMalloc, cudaErrorInitializationError);
@@ -131,52 +214,264 @@ MEMTRACE_EXPORT cudaError_t cudaMallocPitch(void** devPtr, size_t* pitch, size_t
   return r;
 }
 
+// A pitched 3D allocation is plain device memory of extent.height * extent.depth rows of `pitch` bytes.
+MEMTRACE_EXPORT cudaError_t cudaMalloc3D(cudaPitchedPtr* pitchedDevPtr, cudaExtent extent) {
+  MEMTRACE_FORWARD_OR(cudaMalloc3D, cudaErrorInitializationError);
+  cudaError_t r = real(pitchedDevPtr, extent);
+  if (scope.outermost()) {
+    bool ok = r == cudaSuccess;
+    uint64_t rows = uint64_t{extent.height} * extent.depth;
+    record_alloc({.layer = Layer::kDriver, .api = Api::kCudaMalloc3D, .device = current_device(),
+                  .address = ok ? ptr_value(pitchedDevPtr->ptr) : 0,
+                  .size = (ok ? pitchedDevPtr->pitch : extent.width) * rows, .result = r},
+                 ok, r == kRuntimeOom);
+  }
+  return r;
+}
+
 MEMTRACE_EXPORT cudaError_t cudaMallocManaged(void** devPtr, size_t size, unsigned int flags) {
   MEMTRACE_FORWARD_OR(cudaMallocManaged, cudaErrorInitializationError);
   cudaError_t r = real(devPtr, size, flags);
   if (scope.outermost())
-    on_alloc(Api::kCudaMallocManaged, Layer::kDriver, r == cudaSuccess, r == kRuntimeOom,
-             devPtr ? ptr_value(*devPtr) : 0, size, 0, current_device(), r);
+    record_alloc({.layer = Layer::kDriver, .api = Api::kCudaMallocManaged, .device = current_device(),
+                  .address = devPtr ? ptr_value(*devPtr) : 0, .size = size, .result = r,
+                  .memory = Memory::kManaged},
+                 r == cudaSuccess, r == kRuntimeOom);
   return r;
 }
 
-// Stream-ordered allocations are blocks of the device's memory pool: LAYER_BLOCK (see memtrace.proto).
-#define MEMTRACE_RUNTIME_MALLOC_ASYNC(symbol)                                                                \
+// Stream-ordered allocations are blocks of the device's memory pool: LAYER_BLOCK (see memtrace.proto). Made
+// while their stream is being captured, they are memory nodes of the graph being built (capture_id).
+#define MEMTRACE_RUNTIME_MALLOC_ASYNC(symbol, per_thread_stream)                                            \
   MEMTRACE_EXPORT cudaError_t symbol(void** devPtr, size_t size, cudaStream_t stream) {                     \
     MEMTRACE_FORWARD_OR(symbol, cudaErrorInitializationError);                                              \
     cudaError_t r = real(devPtr, size, stream);                                                             \
     if (scope.outermost())                                                                                  \
-      on_alloc(Api::kCudaMallocAsync, Layer::kBlock, r == cudaSuccess, r == kRuntimeOom,                    \
-               devPtr ? ptr_value(*devPtr) : 0, size, stream_value(stream), current_device(), r);           \
+      record_async_alloc({.layer = Layer::kBlock, .api = Api::kCudaMallocAsync, .device = current_device(), \
+                          .stream = stream_value(stream), .address = devPtr ? ptr_value(*devPtr) : 0,       \
+                          .size = size, .result = r},                                                       \
+                         r == cudaSuccess, r == kRuntimeOom, per_thread_stream);                            \
     return r;                                                                                               \
   }
-MEMTRACE_RUNTIME_MALLOC_ASYNC(cudaMallocAsync)
-MEMTRACE_RUNTIME_MALLOC_ASYNC(cudaMallocAsync_ptsz)
+MEMTRACE_RUNTIME_MALLOC_ASYNC(cudaMallocAsync, false)
+MEMTRACE_RUNTIME_MALLOC_ASYNC(cudaMallocAsync_ptsz, true)
 
-#define MEMTRACE_RUNTIME_FREE_ASYNC(symbol)                                                                  \
+#define MEMTRACE_RUNTIME_FREE_ASYNC(symbol, per_thread_stream)                                               \
   MEMTRACE_EXPORT cudaError_t symbol(void* devPtr, cudaStream_t stream) {                                   \
     MEMTRACE_FORWARD_OR(symbol, cudaErrorInitializationError);                                              \
-    FreeEvent event(scope, Api::kCudaFreeAsync, Layer::kBlock, ptr_value(devPtr), stream_value(stream));   \
+    FreeEvent event(scope, async_free(scope, Api::kCudaFreeAsync, ptr_value(devPtr), stream_value(stream),  \
+                                      per_thread_stream));                                                  \
     cudaError_t r = real(devPtr, stream);                                                                   \
     event.done(r);                                                                                          \
     return r;                                                                                               \
   }
-MEMTRACE_RUNTIME_FREE_ASYNC(cudaFreeAsync)
-MEMTRACE_RUNTIME_FREE_ASYNC(cudaFreeAsync_ptsz)
+MEMTRACE_RUNTIME_FREE_ASYNC(cudaFreeAsync, false)
+MEMTRACE_RUNTIME_FREE_ASYNC(cudaFreeAsync_ptsz, true)
 
-#define MEMTRACE_RUNTIME_MALLOC_FROM_POOL(symbol)                                                            \
+#define MEMTRACE_RUNTIME_MALLOC_FROM_POOL(symbol, per_thread_stream)                                         \
   MEMTRACE_EXPORT cudaError_t symbol(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream) {    \
     MEMTRACE_FORWARD_OR(symbol, cudaErrorInitializationError);                                              \
     cudaError_t r = real(ptr, size, pool, stream);                                                          \
-    if (scope.outermost())                                                                                  \
-      on_alloc(Api::kCudaMallocFromPoolAsync, Layer::kBlock, r == cudaSuccess, r == kRuntimeOom,            \
-               ptr ? ptr_value(*ptr) : 0, size, stream_value(stream), pool_block_device(r == cudaSuccess, ptr ? ptr_value(*ptr) : 0), r); \
+    if (scope.outermost()) {                                                                                \
+      bool ok = r == cudaSuccess;                                                                           \
+      uint64_t address = ok && ptr ? ptr_value(*ptr) : 0;                                                   \
+      record_async_alloc({.layer = Layer::kBlock, .api = Api::kCudaMallocFromPoolAsync,                     \
+                          .device = pool_block_device(ok, address), .stream = stream_value(stream),         \
+                          .address = address, .size = size, .result = r},                                   \
+                         ok, r == kRuntimeOom, per_thread_stream);                                          \
+    }                                                                                                       \
     return r;                                                                                               \
   }
-MEMTRACE_RUNTIME_MALLOC_FROM_POOL(cudaMallocFromPoolAsync)
-MEMTRACE_RUNTIME_MALLOC_FROM_POOL(cudaMallocFromPoolAsync_ptsz)
+MEMTRACE_RUNTIME_MALLOC_FROM_POOL(cudaMallocFromPoolAsync, false)
+MEMTRACE_RUNTIME_MALLOC_FROM_POOL(cudaMallocFromPoolAsync_ptsz, true)
 
-// ---- CUDA driver -----------------------------------------------------------------------------------------
+// ---- CUDA runtime: host memory ---------------------------------------------------------------------------
+// Page-locked host memory is never charged to a GPU; `device` is the current one, for the record only.
+
+#define MEMTRACE_RUNTIME_HOST_ALLOC(symbol, api_id, params, args)                                              \
+  MEMTRACE_EXPORT cudaError_t symbol params {                                                               \
+    MEMTRACE_FORWARD_OR(symbol, cudaErrorInitializationError);                                              \
+    cudaError_t r = real args;                                                                              \
+    if (scope.outermost())                                                                                  \
+      record_alloc({.layer = Layer::kDriver, .api = api_id, .device = current_device(),                        \
+                    .address = ptr ? ptr_value(*ptr) : 0, .size = size, .result = r,                        \
+                    .memory = Memory::kHostPinned},                                                         \
+                   r == cudaSuccess, r == kRuntimeOom);                                                     \
+    return r;                                                                                               \
+  }
+MEMTRACE_RUNTIME_HOST_ALLOC(cudaMallocHost, Api::kCudaMallocHost, (void** ptr, size_t size), (ptr, size))
+MEMTRACE_RUNTIME_HOST_ALLOC(cudaHostAlloc, Api::kCudaHostAlloc, (void** ptr, size_t size, unsigned int flags),
+                            (ptr, size, flags))
+
+MEMTRACE_EXPORT cudaError_t cudaFreeHost(void* ptr) {
+  MEMTRACE_FORWARD_OR(cudaFreeHost, cudaErrorInitializationError);
+  FreeEvent event(scope, Api::kCudaFreeHost, Layer::kDriver, ptr_value(ptr), 0);
+  cudaError_t r = real(ptr);
+  event.done(r);
+  return r;
+}
+
+// Registering page-locks memory the program already has: the registered range is what the event names.
+MEMTRACE_EXPORT cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
+  MEMTRACE_FORWARD_OR(cudaHostRegister, cudaErrorInitializationError);
+  cudaError_t r = real(ptr, size, flags);
+  if (scope.outermost())
+    record_alloc({.layer = Layer::kDriver, .api = Api::kCudaHostRegister, .device = current_device(),
+                  .address = ptr_value(ptr), .size = size, .result = r, .memory = Memory::kHostRegistered},
+                 r == cudaSuccess, false);
+  return r;
+}
+
+MEMTRACE_EXPORT cudaError_t cudaHostUnregister(void* ptr) {
+  MEMTRACE_FORWARD_OR(cudaHostUnregister, cudaErrorInitializationError);
+  FreeEvent event(scope, Api::kCudaHostUnregister, Layer::kDriver, ptr_value(ptr), 0);
+  cudaError_t r = real(ptr);
+  event.done(r);
+  return r;
+}
+
+// ---- CUDA runtime: arrays ----------------------------------------------------------------------------------
+// A runtime array handle is the driver's (cudaArray_t and CUarray name the same object). Its size is what
+// the driver set aside where it says (deferred-mapping arrays only), else its elements' bytes, which is also
+// the size of a request that failed (array_bytes.h).
+
+uint64_t runtime_element_bytes(const cudaChannelFormatDesc* desc) {
+  return desc ? runtime_format_element_bytes(desc->x, desc->y, desc->z, desc->w) : 0;
+}
+
+#define MEMTRACE_RUNTIME_ARRAY(symbol, api_id, handle_type, driver_bytes, elements, params, args)             \
+  MEMTRACE_EXPORT cudaError_t symbol params {                                                               \
+    MEMTRACE_FORWARD_OR(symbol, cudaErrorInitializationError);                                              \
+    cudaError_t r = real args;                                                                              \
+    if (scope.outermost()) {                                                                                \
+      bool ok = r == cudaSuccess;                                                                           \
+      int device = current_device();                                                                        \
+      uint64_t bytes = ok ? driver_bytes(reinterpret_cast<handle_type>(*array), device) : 0;                \
+      record_alloc({.layer = Layer::kDriver, .api = api_id, .device = device,                               \
+                    .address = ok ? ptr_value(*array) : 0, .size = bytes ? bytes : elements, .result = r,   \
+                    .memory = Memory::kArray},                                                              \
+                   ok, r == kRuntimeOom);                                                                   \
+    }                                                                                                       \
+    return r;                                                                                               \
+  }
+MEMTRACE_RUNTIME_ARRAY(cudaMallocArray, Api::kCudaMallocArray, CUarray, array_bytes,
+                       array_element_bytes(width, height, 0, runtime_element_bytes(desc), 1),
+                       (cudaArray_t* array, const cudaChannelFormatDesc* desc, size_t width, size_t height,
+                        unsigned int flags),
+                       (array, desc, width, height, flags))
+MEMTRACE_RUNTIME_ARRAY(cudaMalloc3DArray, Api::kCudaMalloc3DArray, CUarray, array_bytes,
+                       array_element_bytes(extent.width, extent.height, extent.depth, runtime_element_bytes(desc),
+                                           1),
+                       (cudaArray_t* array, const cudaChannelFormatDesc* desc, cudaExtent extent,
+                        unsigned int flags),
+                       (array, desc, extent, flags))
+MEMTRACE_RUNTIME_ARRAY(cudaMallocMipmappedArray, Api::kCudaMallocMipmappedArray, CUmipmappedArray,
+                       mipmapped_array_bytes,
+                       array_element_bytes(extent.width, extent.height, extent.depth, runtime_element_bytes(desc),
+                                           levels),
+                       (cudaMipmappedArray_t* array, const cudaChannelFormatDesc* desc, cudaExtent extent,
+                        unsigned int levels, unsigned int flags),
+                       (array, desc, extent, levels, flags))
+
+MEMTRACE_EXPORT cudaError_t cudaFreeArray(cudaArray_t array) {
+  MEMTRACE_FORWARD_OR(cudaFreeArray, cudaErrorInitializationError);
+  FreeEvent event(scope, Api::kCudaFreeArray, Layer::kDriver, ptr_value(array), 0);
+  cudaError_t r = real(array);
+  event.done(r);
+  return r;
+}
+
+MEMTRACE_EXPORT cudaError_t cudaFreeMipmappedArray(cudaMipmappedArray_t array) {
+  MEMTRACE_FORWARD_OR(cudaFreeMipmappedArray, cudaErrorInitializationError);
+  FreeEvent event(scope, Api::kCudaFreeMipmappedArray, Layer::kDriver, ptr_value(array), 0);
+  cudaError_t r = real(array);
+  event.done(r);
+  return r;
+}
+
+// ---- CUDA runtime: imports and teardown --------------------------------------------------------------------
+
+// Another process's allocation mapped here: its size is the range the driver mapped.
+MEMTRACE_EXPORT cudaError_t cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle, unsigned int flags) {
+  MEMTRACE_FORWARD_OR(cudaIpcOpenMemHandle, cudaErrorInitializationError);
+  cudaError_t r = real(devPtr, handle, flags);
+  if (scope.outermost() && r == cudaSuccess) record_import(Api::kCudaIpcOpenMemHandle, ptr_value(*devPtr));
+  return r;
+}
+
+MEMTRACE_EXPORT cudaError_t cudaIpcCloseMemHandle(void* devPtr) {
+  MEMTRACE_FORWARD_OR(cudaIpcCloseMemHandle, cudaErrorInitializationError);
+  FreeEvent event(scope, Api::kCudaIpcCloseMemHandle, Layer::kDriver, ptr_value(devPtr), 0);
+  cudaError_t r = real(devPtr);
+  event.done(r);
+  return r;
+}
+
+// Destroys the current device's primary context, and with it what the driver frees with a context.
+MEMTRACE_EXPORT cudaError_t cudaDeviceReset() {
+  MEMTRACE_FORWARD_OR(cudaDeviceReset, cudaErrorInitializationError);
+  if (scope.outermost()) record_context_destroy(Api::kCudaDeviceReset, current_device(), 0);
+  return real();
+}
+
+// ---- CUDA runtime: graph memory ----------------------------------------------------------------------------
+
+#define MEMTRACE_RUNTIME_END_CAPTURE(symbol, per_thread_stream)                                              \
+  MEMTRACE_EXPORT cudaError_t symbol(cudaStream_t stream, cudaGraph_t* graph) {                             \
+    MEMTRACE_FORWARD_OR(symbol, cudaErrorInitializationError);                                              \
+    uint64_t capture_id = scope.outermost() ? stream_capture_id(stream_value(stream), per_thread_stream) : 0; \
+    cudaError_t r = real(stream, graph);                                                                    \
+    if (r == cudaSuccess) record_graph_captured(Api::kCudaStreamEndCapture, stream_value(stream), graph, capture_id); \
+    return r;                                                                                               \
+  }
+MEMTRACE_RUNTIME_END_CAPTURE(cudaStreamEndCapture, false)
+MEMTRACE_RUNTIME_END_CAPTURE(cudaStreamEndCapture_ptsz, true)
+
+#define MEMTRACE_RUNTIME_INSTANTIATE(symbol, options_type)                                                   \
+  MEMTRACE_EXPORT cudaError_t symbol(cudaGraphExec_t* exec, cudaGraph_t graph, options_type options) {     \
+    MEMTRACE_FORWARD_OR(symbol, cudaErrorInitializationError);                                              \
+    cudaError_t r = real(exec, graph, options);                                                             \
+    if (scope.outermost() && r == cudaSuccess && exec)                                                      \
+      record_instantiate(Api::kCudaGraphInstantiate, ptr_value(*exec), ptr_value(graph));                   \
+    return r;                                                                                               \
+  }
+MEMTRACE_RUNTIME_INSTANTIATE(cudaGraphInstantiate, unsigned long long)
+MEMTRACE_RUNTIME_INSTANTIATE(cudaGraphInstantiateWithFlags, unsigned long long)
+MEMTRACE_RUNTIME_INSTANTIATE(cudaGraphInstantiateWithParams, cudaGraphInstantiateParams*)
+MEMTRACE_RUNTIME_INSTANTIATE(cudaGraphInstantiateWithParams_ptsz, cudaGraphInstantiateParams*)
+
+#define MEMTRACE_RUNTIME_GRAPH_LAUNCH(symbol)                                                                \
+  MEMTRACE_EXPORT cudaError_t symbol(cudaGraphExec_t exec, cudaStream_t stream) {                           \
+    MEMTRACE_FORWARD_OR(symbol, cudaErrorInitializationError);                                              \
+    cudaError_t r = real(exec, stream);                                                                     \
+    if (scope.outermost() && r == cudaSuccess)                                                              \
+      record_launch(Api::kCudaGraphLaunch, ptr_value(exec), stream_value(stream));                          \
+    return r;                                                                                               \
+  }
+MEMTRACE_RUNTIME_GRAPH_LAUNCH(cudaGraphLaunch)
+MEMTRACE_RUNTIME_GRAPH_LAUNCH(cudaGraphLaunch_ptsz)
+
+MEMTRACE_EXPORT cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                                     const cudaGraphNode_t* dependencies, size_t count,
+                                                     cudaMemAllocNodeParams* params) {
+  MEMTRACE_FORWARD_OR(cudaGraphAddMemAllocNode, cudaErrorInitializationError);
+  cudaError_t r = real(node, graph, dependencies, count, params);
+  if (scope.outermost() && r == cudaSuccess)
+    record_alloc_node(Api::kCudaGraphAddMemAllocNode, ptr_value(graph), params->poolProps.location.id,
+                      ptr_value(params->dptr), params->bytesize);
+  return r;
+}
+
+MEMTRACE_EXPORT cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t* node, cudaGraph_t graph,
+                                                    const cudaGraphNode_t* dependencies, size_t count, void* dptr) {
+  MEMTRACE_FORWARD_OR(cudaGraphAddMemFreeNode, cudaErrorInitializationError);
+  cudaError_t r = real(node, graph, dependencies, count, dptr);
+  if (scope.outermost() && r == cudaSuccess)
+    record_free_node(Api::kCudaGraphAddMemFreeNode, ptr_value(graph), ptr_value(dptr));
+  return r;
+}
+
+// ---- CUDA driver: device memory ----------------------------------------------------------------------------
 
 MEMTRACE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   MEMTRACE_FORWARD_OR(cuMemAlloc_v2, CUDA_ERROR_NOT_INITIALIZED);
@@ -211,56 +506,72 @@ MEMTRACE_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, u
   MEMTRACE_FORWARD_OR(cuMemAllocManaged, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = real(dptr, bytesize, flags);
   if (scope.outermost())
-    on_alloc(Api::kCuMemAllocManaged, Layer::kDriver, r == CUDA_SUCCESS, r == kDriverOom, dptr ? *dptr : 0,
-             bytesize, 0, current_device(), r);
+    record_alloc({.layer = Layer::kDriver, .api = Api::kCuMemAllocManaged, .device = current_device(),
+                  .address = dptr ? *dptr : 0, .size = bytesize, .result = r, .memory = Memory::kManaged},
+                 r == CUDA_SUCCESS, r == kDriverOom);
   return r;
 }
 
-#define MEMTRACE_DRIVER_ALLOC_ASYNC(symbol)                                                                  \
+#define MEMTRACE_DRIVER_ALLOC_ASYNC(symbol, per_thread_stream)                                               \
   MEMTRACE_EXPORT CUresult symbol(CUdeviceptr* dptr, size_t bytesize, CUstream stream) {                    \
     MEMTRACE_FORWARD_OR(symbol, CUDA_ERROR_NOT_INITIALIZED);                                                \
     CUresult r = real(dptr, bytesize, stream);                                                              \
     if (scope.outermost())                                                                                  \
-      on_alloc(Api::kCuMemAllocAsync, Layer::kBlock, r == CUDA_SUCCESS, r == kDriverOom, dptr ? *dptr : 0,  \
-               bytesize, stream_value(stream), current_device(), r);                                        \
+      record_async_alloc({.layer = Layer::kBlock, .api = Api::kCuMemAllocAsync, .device = current_device(), \
+                          .stream = stream_value(stream), .address = dptr ? *dptr : 0, .size = bytesize,    \
+                          .result = r},                                                                     \
+                         r == CUDA_SUCCESS, r == kDriverOom, per_thread_stream);                            \
     return r;                                                                                               \
   }
-MEMTRACE_DRIVER_ALLOC_ASYNC(cuMemAllocAsync)
-MEMTRACE_DRIVER_ALLOC_ASYNC(cuMemAllocAsync_ptsz)
+MEMTRACE_DRIVER_ALLOC_ASYNC(cuMemAllocAsync, false)
+MEMTRACE_DRIVER_ALLOC_ASYNC(cuMemAllocAsync_ptsz, true)
 
-#define MEMTRACE_DRIVER_ALLOC_FROM_POOL(symbol)                                                              \
+#define MEMTRACE_DRIVER_ALLOC_FROM_POOL(symbol, per_thread_stream)                                           \
   MEMTRACE_EXPORT CUresult symbol(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream stream) { \
     MEMTRACE_FORWARD_OR(symbol, CUDA_ERROR_NOT_INITIALIZED);                                                \
     CUresult r = real(dptr, bytesize, pool, stream);                                                        \
-    if (scope.outermost())                                                                                  \
-      on_alloc(Api::kCuMemAllocFromPoolAsync, Layer::kBlock, r == CUDA_SUCCESS, r == kDriverOom,            \
-               dptr ? *dptr : 0, bytesize, stream_value(stream), pool_block_device(r == CUDA_SUCCESS, dptr ? *dptr : 0), r); \
+    if (scope.outermost()) {                                                                                \
+      bool ok = r == CUDA_SUCCESS;                                                                          \
+      uint64_t address = ok && dptr ? *dptr : 0;                                                            \
+      record_async_alloc({.layer = Layer::kBlock, .api = Api::kCuMemAllocFromPoolAsync,                     \
+                          .device = pool_block_device(ok, address), .stream = stream_value(stream),         \
+                          .address = address, .size = bytesize, .result = r},                               \
+                         ok, r == kDriverOom, per_thread_stream);                                           \
+    }                                                                                                       \
     return r;                                                                                               \
   }
-MEMTRACE_DRIVER_ALLOC_FROM_POOL(cuMemAllocFromPoolAsync)
-MEMTRACE_DRIVER_ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz)
+MEMTRACE_DRIVER_ALLOC_FROM_POOL(cuMemAllocFromPoolAsync, false)
+MEMTRACE_DRIVER_ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz, true)
 
-#define MEMTRACE_DRIVER_FREE_ASYNC(symbol)                                                                   \
+#define MEMTRACE_DRIVER_FREE_ASYNC(symbol, per_thread_stream)                                                \
   MEMTRACE_EXPORT CUresult symbol(CUdeviceptr dptr, CUstream stream) {                                      \
     MEMTRACE_FORWARD_OR(symbol, CUDA_ERROR_NOT_INITIALIZED);                                                \
-    FreeEvent event(scope, Api::kCuMemFreeAsync, Layer::kBlock, dptr, stream_value(stream));               \
+    FreeEvent event(scope, async_free(scope, Api::kCuMemFreeAsync, dptr, stream_value(stream),              \
+                                      per_thread_stream));                                                  \
     CUresult r = real(dptr, stream);                                                                        \
     event.done(r);                                                                                          \
     return r;                                                                                               \
   }
-MEMTRACE_DRIVER_FREE_ASYNC(cuMemFreeAsync)
-MEMTRACE_DRIVER_FREE_ASYNC(cuMemFreeAsync_ptsz)
+MEMTRACE_DRIVER_FREE_ASYNC(cuMemFreeAsync, false)
+MEMTRACE_DRIVER_FREE_ASYNC(cuMemFreeAsync_ptsz, true)
 
-// Virtual memory management. cuMemCreate is physical memory (keyed by its handle); map/unmap and address
-// reservations are recorded for the analyzer but are not memory of their own.
+// ---- CUDA driver: virtual memory management ----------------------------------------------------------------
+// cuMemCreate is physical memory (keyed by its handle); map/unmap and address reservations are recorded for
+// the analyzer but are not memory of their own.
+
 MEMTRACE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
                                      const CUmemAllocationProp* prop, unsigned long long flags) {
   MEMTRACE_FORWARD_OR(cuMemCreate, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = real(handle, size, prop, flags);
   if (scope.outermost()) {
-    int device = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
-    on_alloc(Api::kCuMemCreate, Layer::kDriver, r == CUDA_SUCCESS, r == kDriverOom, handle ? *handle : 0, size, 0,
-             device, r);
+    bool host = prop && host_location(prop->location.type);
+    int device = host                                                        ? current_device()
+                 : prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id
+                                                                              : -1;
+    record_alloc({.layer = Layer::kDriver, .api = Api::kCuMemCreate, .device = device,
+                  .address = handle ? *handle : 0, .size = size, .result = r,
+                  .memory = host ? Memory::kHostPinned : Memory::kDevice},
+                 r == CUDA_SUCCESS, r == kDriverOom);
   }
   return r;
 }
@@ -302,6 +613,214 @@ MEMTRACE_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   CUresult r = real(ptr, size);
   if (scope.outermost() && r == CUDA_SUCCESS)
     on_other(EventKind::kAddressFree, Api::kCuMemAddressFree, ptr, size, 0);
+  return r;
+}
+
+// ---- CUDA driver: host memory ------------------------------------------------------------------------------
+
+#define MEMTRACE_DRIVER_HOST_ALLOC(symbol, api_id, params, args)                                               \
+  MEMTRACE_EXPORT CUresult symbol params {                                                                  \
+    MEMTRACE_FORWARD_OR(symbol, CUDA_ERROR_NOT_INITIALIZED);                                                \
+    CUresult r = real args;                                                                                 \
+    if (scope.outermost())                                                                                  \
+      record_alloc({.layer = Layer::kDriver, .api = api_id, .device = current_device(),                        \
+                    .address = pp ? ptr_value(*pp) : 0, .size = bytesize, .result = r,                      \
+                    .memory = Memory::kHostPinned},                                                         \
+                   r == CUDA_SUCCESS, r == kDriverOom);                                                     \
+    return r;                                                                                               \
+  }
+MEMTRACE_DRIVER_HOST_ALLOC(cuMemAllocHost_v2, Api::kCuMemAllocHost, (void** pp, size_t bytesize), (pp, bytesize))
+MEMTRACE_DRIVER_HOST_ALLOC(cuMemHostAlloc, Api::kCuMemHostAlloc, (void** pp, size_t bytesize, unsigned int flags),
+                           (pp, bytesize, flags))
+
+MEMTRACE_EXPORT CUresult cuMemFreeHost(void* p) {
+  MEMTRACE_FORWARD_OR(cuMemFreeHost, CUDA_ERROR_NOT_INITIALIZED);
+  FreeEvent event(scope, Api::kCuMemFreeHost, Layer::kDriver, ptr_value(p), 0);
+  CUresult r = real(p);
+  event.done(r);
+  return r;
+}
+
+MEMTRACE_EXPORT CUresult cuMemHostRegister_v2(void* p, size_t bytesize, unsigned int flags) {
+  MEMTRACE_FORWARD_OR(cuMemHostRegister_v2, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = real(p, bytesize, flags);
+  if (scope.outermost())
+    record_alloc({.layer = Layer::kDriver, .api = Api::kCuMemHostRegister, .device = current_device(),
+                  .address = ptr_value(p), .size = bytesize, .result = r, .memory = Memory::kHostRegistered},
+                 r == CUDA_SUCCESS, false);
+  return r;
+}
+
+MEMTRACE_EXPORT CUresult cuMemHostUnregister(void* p) {
+  MEMTRACE_FORWARD_OR(cuMemHostUnregister, CUDA_ERROR_NOT_INITIALIZED);
+  FreeEvent event(scope, Api::kCuMemHostUnregister, Layer::kDriver, ptr_value(p), 0);
+  CUresult r = real(p);
+  event.done(r);
+  return r;
+}
+
+// ---- CUDA driver: arrays -----------------------------------------------------------------------------------
+// Sized as the runtime's arrays are (see there).
+
+template <typename Descriptor>
+uint64_t driver_element_bytes(const Descriptor* desc) {
+  return desc ? driver_format_element_bytes(desc->Format, desc->NumChannels) : 0;
+}
+
+#define MEMTRACE_DRIVER_ARRAY(symbol, api_id, driver_bytes, elements, params, args)                         \
+  MEMTRACE_EXPORT CUresult symbol params {                                                                  \
+    MEMTRACE_FORWARD_OR(symbol, CUDA_ERROR_NOT_INITIALIZED);                                                \
+    CUresult r = real args;                                                                                 \
+    if (scope.outermost()) {                                                                                \
+      bool ok = r == CUDA_SUCCESS;                                                                          \
+      int device = current_device();                                                                        \
+      uint64_t bytes = ok ? driver_bytes(*handle, device) : 0;                                              \
+      record_alloc({.layer = Layer::kDriver, .api = api_id, .device = device,                               \
+                    .address = ok ? ptr_value(*handle) : 0, .size = bytes ? bytes : elements, .result = r,  \
+                    .memory = Memory::kArray},                                                              \
+                   ok, r == kDriverOom);                                                                    \
+    }                                                                                                       \
+    return r;                                                                                               \
+  }
+MEMTRACE_DRIVER_ARRAY(cuArrayCreate_v2, Api::kCuArrayCreate, array_bytes,
+                      desc ? array_element_bytes(desc->Width, desc->Height, 0, driver_element_bytes(desc), 1) : 0,
+                      (CUarray* handle, const CUDA_ARRAY_DESCRIPTOR* desc), (handle, desc))
+MEMTRACE_DRIVER_ARRAY(cuArray3DCreate_v2, Api::kCuArray3DCreate, array_bytes,
+                      desc ? array_element_bytes(desc->Width, desc->Height, desc->Depth, driver_element_bytes(desc), 1)
+                           : 0,
+                      (CUarray* handle, const CUDA_ARRAY3D_DESCRIPTOR* desc), (handle, desc))
+MEMTRACE_DRIVER_ARRAY(cuMipmappedArrayCreate, Api::kCuMipmappedArrayCreate, mipmapped_array_bytes,
+                      desc ? array_element_bytes(desc->Width, desc->Height, desc->Depth, driver_element_bytes(desc),
+                                                 levels)
+                           : 0,
+                      (CUmipmappedArray* handle, const CUDA_ARRAY3D_DESCRIPTOR* desc, unsigned int levels),
+                      (handle, desc, levels))
+
+MEMTRACE_EXPORT CUresult cuArrayDestroy(CUarray array) {
+  MEMTRACE_FORWARD_OR(cuArrayDestroy, CUDA_ERROR_NOT_INITIALIZED);
+  FreeEvent event(scope, Api::kCuArrayDestroy, Layer::kDriver, ptr_value(array), 0);
+  CUresult r = real(array);
+  event.done(r);
+  return r;
+}
+
+MEMTRACE_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) {
+  MEMTRACE_FORWARD_OR(cuMipmappedArrayDestroy, CUDA_ERROR_NOT_INITIALIZED);
+  FreeEvent event(scope, Api::kCuMipmappedArrayDestroy, Layer::kDriver, ptr_value(array), 0);
+  CUresult r = real(array);
+  event.done(r);
+  return r;
+}
+
+// ---- CUDA driver: imports ----------------------------------------------------------------------------------
+
+MEMTRACE_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int flags) {
+  MEMTRACE_FORWARD_OR(cuIpcOpenMemHandle_v2, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = real(pdptr, handle, flags);
+  if (scope.outermost() && r == CUDA_SUCCESS) record_import(Api::kCuIpcOpenMemHandle, *pdptr);
+  return r;
+}
+
+MEMTRACE_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  MEMTRACE_FORWARD_OR(cuIpcCloseMemHandle, CUDA_ERROR_NOT_INITIALIZED);
+  FreeEvent event(scope, Api::kCuIpcCloseMemHandle, Layer::kDriver, dptr, 0);
+  CUresult r = real(dptr);
+  event.done(r);
+  return r;
+}
+
+// A buffer of external memory (Vulkan, D3D, NvSciBuf...) mapped into this address space; cuMemFree ends it.
+MEMTRACE_EXPORT CUresult cuExternalMemoryGetMappedBuffer(CUdeviceptr* devPtr, CUexternalMemory extMem,
+                                                         const CUDA_EXTERNAL_MEMORY_BUFFER_DESC* bufferDesc) {
+  MEMTRACE_FORWARD_OR(cuExternalMemoryGetMappedBuffer, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = real(devPtr, extMem, bufferDesc);
+  if (scope.outermost() && r == CUDA_SUCCESS)
+    record_event({.kind = EventKind::kAlloc, .layer = Layer::kDriver, .api = Api::kCuExternalMemoryGetMappedBuffer,
+                  .device = current_device(), .address = *devPtr, .size = bufferDesc->size,
+                  .memory = Memory::kImported});
+  return r;
+}
+
+// An allocation handle of another process: the same handle space as cuMemCreate's, so its maps, unmaps and
+// release pair with it. Its size is not known here (0).
+MEMTRACE_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
+                                                        CUmemAllocationHandleType type) {
+  MEMTRACE_FORWARD_OR(cuMemImportFromShareableHandle, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = real(handle, osHandle, type);
+  if (scope.outermost() && r == CUDA_SUCCESS)
+    record_event({.kind = EventKind::kAlloc, .layer = Layer::kDriver, .api = Api::kCuMemImportFromShareableHandle,
+                  .device = device_of_handle(*handle), .address = *handle, .memory = Memory::kImported});
+  return r;
+}
+
+// ---- CUDA driver: context teardown -------------------------------------------------------------------------
+// The release of a primary context's last reference (cuDevicePrimaryCtxRelease) destroys it too, but the
+// reference count is the driver's secret: not recorded.
+
+MEMTRACE_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+  MEMTRACE_FORWARD_OR(cuCtxDestroy_v2, CUDA_ERROR_NOT_INITIALIZED);
+  if (scope.outermost()) record_context_destroy(Api::kCuCtxDestroy, device_of_context(ctx), ptr_value(ctx));
+  return real(ctx);
+}
+
+MEMTRACE_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  MEMTRACE_FORWARD_OR(cuDevicePrimaryCtxReset_v2, CUDA_ERROR_NOT_INITIALIZED);
+  if (scope.outermost()) record_context_destroy(Api::kCuDevicePrimaryCtxReset, dev, 0);
+  return real(dev);
+}
+
+// ---- CUDA driver: graph memory -----------------------------------------------------------------------------
+
+#define MEMTRACE_DRIVER_END_CAPTURE(symbol, per_thread_stream)                                               \
+  MEMTRACE_EXPORT CUresult symbol(CUstream stream, CUgraph* graph) {                                        \
+    MEMTRACE_FORWARD_OR(symbol, CUDA_ERROR_NOT_INITIALIZED);                                                \
+    uint64_t capture_id = scope.outermost() ? stream_capture_id(stream_value(stream), per_thread_stream) : 0; \
+    CUresult r = real(stream, graph);                                                                       \
+    if (r == CUDA_SUCCESS) record_graph_captured(Api::kCuStreamEndCapture, stream_value(stream), graph, capture_id); \
+    return r;                                                                                               \
+  }
+MEMTRACE_DRIVER_END_CAPTURE(cuStreamEndCapture, false)
+MEMTRACE_DRIVER_END_CAPTURE(cuStreamEndCapture_ptsz, true)
+
+#define MEMTRACE_DRIVER_INSTANTIATE(symbol, options_type)                                                    \
+  MEMTRACE_EXPORT CUresult symbol(CUgraphExec* exec, CUgraph graph, options_type options) {                 \
+    MEMTRACE_FORWARD_OR(symbol, CUDA_ERROR_NOT_INITIALIZED);                                                \
+    CUresult r = real(exec, graph, options);                                                                \
+    if (scope.outermost() && r == CUDA_SUCCESS && exec)                                                     \
+      record_instantiate(Api::kCuGraphInstantiate, ptr_value(*exec), ptr_value(graph));                     \
+    return r;                                                                                               \
+  }
+MEMTRACE_DRIVER_INSTANTIATE(cuGraphInstantiateWithFlags, unsigned long long)
+MEMTRACE_DRIVER_INSTANTIATE(memtrace_cuGraphInstantiate_v12000, unsigned long long)
+MEMTRACE_DRIVER_INSTANTIATE(cuGraphInstantiateWithParams, CUDA_GRAPH_INSTANTIATE_PARAMS*)
+MEMTRACE_DRIVER_INSTANTIATE(cuGraphInstantiateWithParams_ptsz, CUDA_GRAPH_INSTANTIATE_PARAMS*)
+
+#define MEMTRACE_DRIVER_GRAPH_LAUNCH(symbol)                                                                 \
+  MEMTRACE_EXPORT CUresult symbol(CUgraphExec exec, CUstream stream) {                                      \
+    MEMTRACE_FORWARD_OR(symbol, CUDA_ERROR_NOT_INITIALIZED);                                                \
+    CUresult r = real(exec, stream);                                                                        \
+    if (scope.outermost() && r == CUDA_SUCCESS)                                                             \
+      record_launch(Api::kCuGraphLaunch, ptr_value(exec), stream_value(stream));                            \
+    return r;                                                                                               \
+  }
+MEMTRACE_DRIVER_GRAPH_LAUNCH(cuGraphLaunch)
+MEMTRACE_DRIVER_GRAPH_LAUNCH(cuGraphLaunch_ptsz)
+
+MEMTRACE_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* dependencies,
+                                                size_t count, CUDA_MEM_ALLOC_NODE_PARAMS* params) {
+  MEMTRACE_FORWARD_OR(cuGraphAddMemAllocNode, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = real(node, graph, dependencies, count, params);
+  if (scope.outermost() && r == CUDA_SUCCESS)
+    record_alloc_node(Api::kCuGraphAddMemAllocNode, ptr_value(graph), params->poolProps.location.id, params->dptr,
+                      params->bytesize);
+  return r;
+}
+
+MEMTRACE_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* dependencies,
+                                               size_t count, CUdeviceptr dptr) {
+  MEMTRACE_FORWARD_OR(cuGraphAddMemFreeNode, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = real(node, graph, dependencies, count, dptr);
+  if (scope.outermost() && r == CUDA_SUCCESS) record_free_node(Api::kCuGraphAddMemFreeNode, ptr_value(graph), dptr);
   return r;
 }
 
@@ -377,8 +896,9 @@ MEMTRACE_EXPORT void reportOutOfMemoryToProfiler(int64_t alloc_size, size_t tota
                     .size = static_cast<uint64_t>(alloc_size),
                     .allocator_allocated_bytes = total_allocated,
                     .allocator_reserved_bytes = total_reserved};
-      device_memory_info(&e.device_free_bytes, &e.device_total_bytes);
+      bool have_memory_info = device_memory_info(&e.device_free_bytes, &e.device_total_bytes);
       record_event(e);
+      device_usage_after_oom(e.device, e.api, have_memory_info, e.device_free_bytes, e.device_total_bytes);
     }
   }
   using Fn = void (*)(int64_t, size_t, size_t, Device);
@@ -436,6 +956,10 @@ HookSlot g_hooks[kHookCount] = {
 #define MEMTRACE_DRIVER_HOOK(symbol, base_name, min_version, per_thread_stream)                           \
   {#symbol, base_name, min_version, per_thread_stream,                                                    \
    reinterpret_cast<void*>(&HandedOut<&memtrace_own_##symbol, decltype(::symbol)>::call), {nullptr}, {nullptr}},
+// Our own hidden name: no other definition can take its place.
+#define MEMTRACE_DRIVER_PROC(symbol, base_name, min_version, per_thread_stream)                           \
+  {#symbol, base_name, min_version, per_thread_stream,                                                    \
+   reinterpret_cast<void*>(&HandedOut<&::symbol, decltype(::symbol)>::call), {nullptr}, {nullptr}},
 #include "hooks.def"
 };
 }  // namespace memtrace

@@ -18,15 +18,30 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStre
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream);
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
 CUresult cuStreamSynchronize_ptsz(CUstream hStream);
+cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t* pGraph);
+cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t* pGraphExec, cudaGraph_t graph,
+                                                cudaGraphInstantiateParams* instantiateParams);
+cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream);
+CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phGraph);
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams);
+CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
+CUresult cuStreamSynchronize_ptsz(CUstream hStream);
 void* dlsym(void* handle, const char* name) noexcept;
 }
 #pragma GCC visibility pop
+
+extern "C" {
+// cuGetProcAddress("cuGraphInstantiate") from CUDA 12.0: cuGraphInstantiateWithFlags' ABI (hooks.def).
+CUresult memtrace_cuGraphInstantiate_v12000(CUgraphExec* phGraphExec, CUgraph hGraph, unsigned long long flags);
+}
 
 namespace memtrace {
 
 enum HookId : int {
 #define MEMTRACE_RUNTIME_HOOK(symbol) kHook_##symbol,
 #define MEMTRACE_DRIVER_HOOK(symbol, base_name, min_version, per_thread_stream) kHook_##symbol,
+#define MEMTRACE_DRIVER_PROC(symbol, base_name, min_version, per_thread_stream) kHook_##symbol,
 #include "hooks.def"
   kHookCount
 };
@@ -63,13 +78,35 @@ HookPath take_hook_path();
 // wrapper; otherwise returns `real`. Also remembers the driver helpers below.
 void* substitute_by_symbol(const char* symbol, void* real);
 
-// The driver's own cuCtxGetDevice / cuMemGetInfo_v2, never a public entry point of ours. -1 / false when
-// the driver is not reachable.
+// Driver functions the hooks call for facts about what they saw: the driver's own, never a public entry
+// point of ours (the resolver remembers what cuGetProcAddress / dlsym returned for them, see resolver.cc).
+// Each answers "unknown" (-1 / false) when the driver is not reachable or refuses.
+
+// cuCtxGetDevice: the calling thread's current device.
 int current_device();
+// cuMemGetInfo_v2: free and total bytes of the current device.
 bool device_memory_info(uint64_t* free_bytes, uint64_t* total_bytes);
 // The device ordinal `address` belongs to (cuPointerGetAttribute, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL), for
 // allocations from an explicit pool, which may belong to any device; `fallback` when the driver cannot say.
 int device_of_pointer(uint64_t address, int fallback);
+// The device of `context` (cuCtxGetDevice_v2 of CUDA 13.0; older drivers lack it: then the current
+// device, if `context` is the current context). -1 when unknown.
+int device_of_context(CUcontext context);
+// Bytes the driver set aside for a CUDA array / mipmapped array on `device`
+// (cuArrayGetMemoryRequirements / cuMipmappedArrayGetMemoryRequirements, CUDA 11.6: `size` of
+// CUDA_ARRAY_MEMORY_REQUIREMENTS). 0 when unknown, which is every array made without
+// CUDA_ARRAY3D_DEFERRED_MAPPING (see array_bytes.h).
+uint64_t array_bytes(CUarray array, int device);
+uint64_t mipmapped_array_bytes(CUmipmappedArray array, int device);
+// Size of the allocation that starts at `address` (cuMemGetAddressRange_v2). 0 when unknown.
+uint64_t allocation_range_bytes(uint64_t address);
+// The device a VMM allocation handle's memory lives on (cuMemGetAllocationPropertiesFromHandle), -1 when
+// it is not device memory or unknown.
+int device_of_handle(uint64_t handle);
+// The id of the stream capture `stream` is in (cuStreamGetCaptureInfo_v3: status ACTIVE), 0 when the
+// stream is not capturing or the driver cannot say. One driver call. `per_thread_stream`: the call came
+// through a _ptsz entry point, where stream 0 is the per-thread default stream, not the legacy one.
+uint64_t stream_capture_id(uint64_t stream, bool per_thread_stream);
 
 // glibc's dlsym, bypassing our interposed one.
 void* real_dlsym(void* handle, const char* name);

@@ -40,10 +40,48 @@ using GetProcV2 = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverPro
 std::atomic<void*> g_real_get_proc_v1{nullptr};
 std::atomic<void*> g_real_get_proc_v2{nullptr};
 
-// Helpers the wrappers use, never handed out.
-std::atomic<void*> g_real_ctx_get_device{nullptr};
-std::atomic<void*> g_real_mem_get_info{nullptr};
-std::atomic<void*> g_real_pointer_get_attribute{nullptr};
+// Driver functions the wrappers ask for facts (hooks_internal.h), never handed out. Each is remembered
+// when the runtime looks it up (base name, at a version whose ABI is this one; per-thread-stream flavours
+// are left alone) or a program dlsym()s it by its exported name; otherwise found like a hook's real
+// function. [min_version, below_version) is the cuGetProcAddress version range of this ABI.
+struct DriverHelper {
+  const char* base_name;
+  int min_version;
+  int below_version;
+  const char* symbol;
+  std::atomic<void*> real;
+  // The loaded driver exports no `symbol` (an older driver): not looked up again on every call.
+  std::atomic<bool> missing;
+};
+enum HelperId : int {
+  kCtxGetDevice,
+  kCtxGetDeviceOfContext,
+  kMemGetInfo,
+  kPointerGetAttribute,
+  kArrayGetMemoryRequirements,
+  kMipmappedArrayGetMemoryRequirements,
+  kMemGetAddressRange,
+  kMemGetAllocationPropertiesFromHandle,
+  kStreamGetCaptureInfo,
+  kCtxGetCurrent,
+  kHelperCount
+};
+constexpr int kNoUpperVersion = 1 << 30;
+DriverHelper g_helpers[kHelperCount] = {
+    {"cuCtxGetDevice", 2000, 13000, "cuCtxGetDevice", {nullptr}, {false}},
+    // CUDA 13.0 gave the name a second argument, the context asked about.
+    {"cuCtxGetDevice", 13000, kNoUpperVersion, "cuCtxGetDevice_v2", {nullptr}, {false}},
+    {"cuMemGetInfo", 3020, kNoUpperVersion, "cuMemGetInfo_v2", {nullptr}, {false}},
+    {"cuPointerGetAttribute", 4000, kNoUpperVersion, "cuPointerGetAttribute", {nullptr}, {false}},
+    {"cuArrayGetMemoryRequirements", 11060, kNoUpperVersion, "cuArrayGetMemoryRequirements", {nullptr}, {false}},
+    {"cuMipmappedArrayGetMemoryRequirements", 11060, kNoUpperVersion, "cuMipmappedArrayGetMemoryRequirements",
+     {nullptr}, {false}},
+    {"cuMemGetAddressRange", 3020, kNoUpperVersion, "cuMemGetAddressRange_v2", {nullptr}, {false}},
+    {"cuMemGetAllocationPropertiesFromHandle", 10020, kNoUpperVersion, "cuMemGetAllocationPropertiesFromHandle",
+     {nullptr}, {false}},
+    {"cuStreamGetCaptureInfo", 12030, kNoUpperVersion, "cuStreamGetCaptureInfo_v3", {nullptr}, {false}},
+    {"cuCtxGetCurrent", 4000, kNoUpperVersion, "cuCtxGetCurrent", {nullptr}, {false}},
+};
 
 void* substitute_proc(const char* base, void* real, int version, cuuint64_t flags);
 
@@ -85,10 +123,11 @@ void* substitute_proc(const char* base, void* real, int version, cuuint64_t flag
   if (strcmp(base, "cuGetProcAddress") == 0)
     return version >= 12000 ? install(g_real_get_proc_v2, real, reinterpret_cast<void*>(&wrapped_get_proc_v2))
                             : install(g_real_get_proc_v1, real, reinterpret_cast<void*>(&wrapped_get_proc_v1));
-  if (strcmp(base, "cuCtxGetDevice") == 0) remember(g_real_ctx_get_device, real);
-  if (strcmp(base, "cuMemGetInfo") == 0 && version >= 3020) remember(g_real_mem_get_info, real);
-  if (strcmp(base, "cuPointerGetAttribute") == 0) remember(g_real_pointer_get_attribute, real);
   bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  if (!per_thread)
+    for (DriverHelper& helper : g_helpers)
+      if (version >= helper.min_version && version < helper.below_version && strcmp(helper.base_name, base) == 0)
+        remember(helper.real, real);
   for (HookSlot& h : g_hooks) {
     if (!h.base_name || version < h.min_version || strcmp(h.base_name, base) != 0) continue;
     if (h.per_thread_stream != per_thread && has_per_thread_sibling(h)) continue;
@@ -97,19 +136,22 @@ void* substitute_proc(const char* base, void* real, int version, cuuint64_t flag
   return real;
 }
 
-void* driver_helper(std::atomic<void*>& slot, const char* symbol) {
+void* driver_helper(HelperId id) {
+  std::atomic<void*>& slot = g_helpers[id].real;
+  const char* symbol = g_helpers[id].symbol;
   void* fn = slot.load(std::memory_order_acquire);
-  if (fn) return fn;
+  if (fn || g_helpers[id].missing.load(std::memory_order_relaxed)) return fn;
   fn = real_dlsym(RTLD_NEXT, symbol);
   if (!fn) {
     void* handle = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
     if (handle) {
       fn = real_dlsym(handle, symbol);
       dlclose(handle);
+      if (!fn) g_helpers[id].missing.store(true, std::memory_order_relaxed);
     }
   }
   if (fn) remember(slot, fn);
-  return fn;
+  return slot.load(std::memory_order_acquire);
 }
 
 }  // namespace
@@ -121,9 +163,8 @@ void* substitute_by_symbol(const char* symbol, void* real) {
     return install(g_real_get_proc_v1, real, reinterpret_cast<void*>(&wrapped_get_proc_v1));
   if (strcmp(symbol, "cuGetProcAddress_v2") == 0)
     return install(g_real_get_proc_v2, real, reinterpret_cast<void*>(&wrapped_get_proc_v2));
-  if (strcmp(symbol, "cuCtxGetDevice") == 0) remember(g_real_ctx_get_device, real);
-  if (strcmp(symbol, "cuMemGetInfo_v2") == 0) remember(g_real_mem_get_info, real);
-  if (strcmp(symbol, "cuPointerGetAttribute") == 0) remember(g_real_pointer_get_attribute, real);
+  for (DriverHelper& helper : g_helpers)
+    if (strcmp(helper.symbol, symbol) == 0) remember(helper.real, real);
   for (HookSlot& h : g_hooks)
     if (strcmp(h.symbol, symbol) == 0) return install(h.real, real, h.handed_out);
   return real;
@@ -147,17 +188,20 @@ void* hook_real(HookId id, HookPath path) {
   return h.real_next.load(std::memory_order_acquire);
 }
 
+template <typename Fn>
+Fn helper_fn(HelperId id) {
+  return reinterpret_cast<Fn>(driver_helper(id));
+}
+
 int current_device() {
-  using Fn = CUresult (*)(CUdevice*);
-  auto fn = reinterpret_cast<Fn>(driver_helper(g_real_ctx_get_device, "cuCtxGetDevice"));
+  auto fn = helper_fn<CUresult (*)(CUdevice*)>(kCtxGetDevice);
   CUdevice device = -1;
   if (!fn || fn(&device) != CUDA_SUCCESS) return -1;
   return device;
 }
 
 bool device_memory_info(uint64_t* free_bytes, uint64_t* total_bytes) {
-  using Fn = CUresult (*)(size_t*, size_t*);
-  auto fn = reinterpret_cast<Fn>(driver_helper(g_real_mem_get_info, "cuMemGetInfo_v2"));
+  auto fn = helper_fn<CUresult (*)(size_t*, size_t*)>(kMemGetInfo);
   size_t f = 0, t = 0;
   if (!fn || fn(&f, &t) != CUDA_SUCCESS) return false;
   *free_bytes = f;
@@ -166,11 +210,66 @@ bool device_memory_info(uint64_t* free_bytes, uint64_t* total_bytes) {
 }
 
 int device_of_pointer(uint64_t address, int fallback) {
-  using Fn = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
-  auto fn = reinterpret_cast<Fn>(driver_helper(g_real_pointer_get_attribute, "cuPointerGetAttribute"));
+  auto fn = helper_fn<CUresult (*)(void*, CUpointer_attribute, CUdeviceptr)>(kPointerGetAttribute);
   int ordinal = -1;
   if (!fn || fn(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address) != CUDA_SUCCESS) return fallback;
   return ordinal;
+}
+
+int device_of_context(CUcontext context) {
+  if (auto fn = helper_fn<CUresult (*)(CUdevice*, CUcontext)>(kCtxGetDeviceOfContext)) {
+    CUdevice device = -1;
+    return fn(&device, context) == CUDA_SUCCESS ? device : -1;
+  }
+  auto get_current = helper_fn<CUresult (*)(CUcontext*)>(kCtxGetCurrent);
+  CUcontext current = nullptr;
+  if (!get_current || get_current(&current) != CUDA_SUCCESS || current != context) return -1;
+  return current_device();
+}
+
+uint64_t array_bytes(CUarray array, int device) {
+  using Fn = CUresult (*)(CUDA_ARRAY_MEMORY_REQUIREMENTS*, CUarray, CUdevice);
+  auto fn = helper_fn<Fn>(kArrayGetMemoryRequirements);
+  CUDA_ARRAY_MEMORY_REQUIREMENTS requirements{};
+  if (!fn || fn(&requirements, array, device) != CUDA_SUCCESS) return 0;
+  return requirements.size;
+}
+
+uint64_t mipmapped_array_bytes(CUmipmappedArray array, int device) {
+  using Fn = CUresult (*)(CUDA_ARRAY_MEMORY_REQUIREMENTS*, CUmipmappedArray, CUdevice);
+  auto fn = helper_fn<Fn>(kMipmappedArrayGetMemoryRequirements);
+  CUDA_ARRAY_MEMORY_REQUIREMENTS requirements{};
+  if (!fn || fn(&requirements, array, device) != CUDA_SUCCESS) return 0;
+  return requirements.size;
+}
+
+uint64_t allocation_range_bytes(uint64_t address) {
+  auto fn = helper_fn<CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr)>(kMemGetAddressRange);
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (!fn || fn(&base, &size, address) != CUDA_SUCCESS) return 0;
+  return size;
+}
+
+int device_of_handle(uint64_t handle) {
+  using Fn = CUresult (*)(CUmemAllocationProp*, CUmemGenericAllocationHandle);
+  auto fn = helper_fn<Fn>(kMemGetAllocationPropertiesFromHandle);
+  CUmemAllocationProp prop{};
+  if (!fn || fn(&prop, handle) != CUDA_SUCCESS || prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE) return -1;
+  return prop.location.id;
+}
+
+uint64_t stream_capture_id(uint64_t stream, bool per_thread_stream) {
+  using Fn = CUresult (*)(CUstream, CUstreamCaptureStatus*, cuuint64_t*, CUgraph*, const CUgraphNode**,
+                          const CUgraphEdgeData**, size_t*);
+  auto fn = helper_fn<Fn>(kStreamGetCaptureInfo);
+  if (!fn) return 0;
+  CUstream handle = reinterpret_cast<CUstream>(static_cast<uintptr_t>(stream));
+  if (per_thread_stream && stream == 0) handle = CU_STREAM_PER_THREAD;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t id = 0;
+  if (fn(handle, &status, &id, nullptr, nullptr, nullptr, nullptr) != CUDA_SUCCESS) return 0;
+  return status == CU_STREAM_CAPTURE_STATUS_ACTIVE ? id : 0;
 }
 
 }  // namespace memtrace

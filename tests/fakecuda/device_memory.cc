@@ -26,11 +26,18 @@ struct Allocation {
   int device;
   uint64_t size;
   MemoryKind kind;
+  const void* context;
 };
+
+bool charged(MemoryKind kind) {
+  return kind == MemoryKind::kDevice || kind == MemoryKind::kPool || kind == MemoryKind::kPhysical ||
+         kind == MemoryKind::kArray;
+}
 
 struct PhysicalAllocation {
   int device;
   uint64_t size;
+  bool imported;
 };
 
 // One lock for everything: the double is about exact accounting, not speed.
@@ -87,40 +94,66 @@ uint64_t device_free_bytes(int device) {
   return s.total_bytes - s.used_bytes[device];
 }
 
-uintptr_t memory_allocate(int device, uint64_t size, MemoryKind kind) {
+bool freed_with_context(MemoryKind kind) {
+  return kind != MemoryKind::kPhysical && kind != MemoryKind::kImported;
+}
+
+uintptr_t memory_allocate(int device, uint64_t size, MemoryKind kind, const void* context) {
   State& s = state();
   std::lock_guard<std::mutex> guard(s.lock);
-  bool charged = kind != MemoryKind::kManaged;
-  if (charged && !charge(s, device, size)) return 0;
+  bool is_charged = charged(kind);
+  if (is_charged && !charge(s, device, size)) return 0;
   auto released = s.released_by_size.find(size);
   if (released != s.released_by_size.end()) {
     uintptr_t address = released->second;
     s.released_by_size.erase(released);
-    s.allocations[address] = Allocation{device, size, kind};
+    s.allocations[address] = Allocation{device, size, kind, context};
     return address;
   }
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
-    if (charged) s.used_bytes[device] -= size;
+    if (is_charged) s.used_bytes[device] -= size;
     return 0;
   }
   auto address = reinterpret_cast<uintptr_t>(p);
-  s.allocations[address] = Allocation{device, size, kind};
+  s.allocations[address] = Allocation{device, size, kind, context};
   return address;
 }
+
+namespace {
+// Caller holds the lock.
+void release_locked(State& s, std::map<uintptr_t, Allocation>::iterator it) {
+  if (charged(it->second.kind)) s.used_bytes[it->second.device] -= it->second.size;
+  if (s.reuse_addresses)
+    s.released_by_size.emplace(it->second.size, it->first);
+  else
+    munmap(reinterpret_cast<void*>(it->first), it->second.size);
+  s.allocations.erase(it);
+}
+}  // namespace
 
 bool memory_free(uintptr_t address) {
   State& s = state();
   std::lock_guard<std::mutex> guard(s.lock);
   auto it = s.allocations.find(address);
   if (it == s.allocations.end()) return false;
-  if (it->second.kind != MemoryKind::kManaged) s.used_bytes[it->second.device] -= it->second.size;
-  if (s.reuse_addresses)
-    s.released_by_size.emplace(it->second.size, address);
-  else
-    munmap(reinterpret_cast<void*>(address), it->second.size);
-  s.allocations.erase(it);
+  release_locked(s, it);
   return true;
+}
+
+int memory_free_context(const void* context) {
+  State& s = state();
+  std::lock_guard<std::mutex> guard(s.lock);
+  int freed = 0;
+  for (auto it = s.allocations.begin(); it != s.allocations.end();) {
+    auto next = std::next(it);
+    if (it->second.context == context && freed_with_context(it->second.kind)) {
+      release_locked(s, it);
+      freed++;
+    }
+    it = next;
+  }
+  return freed;
 }
 
 bool memory_lookup(uintptr_t address, int* device, uintptr_t* start, uint64_t* size, MemoryKind* kind) {
@@ -142,7 +175,15 @@ uint64_t physical_create(int device, uint64_t size) {
   std::lock_guard<std::mutex> guard(s.lock);
   if (!charge(s, device, size)) return 0;
   uint64_t handle = s.next_handle++;
-  s.physical[handle] = PhysicalAllocation{device, size};
+  s.physical[handle] = PhysicalAllocation{device, size, false};
+  return handle;
+}
+
+uint64_t physical_import(int device, uint64_t size) {
+  State& s = state();
+  std::lock_guard<std::mutex> guard(s.lock);
+  uint64_t handle = s.next_handle++;
+  s.physical[handle] = PhysicalAllocation{device, size, true};
   return handle;
 }
 
@@ -151,7 +192,7 @@ bool physical_release(uint64_t handle) {
   std::lock_guard<std::mutex> guard(s.lock);
   auto it = s.physical.find(handle);
   if (it == s.physical.end()) return false;
-  s.used_bytes[it->second.device] -= it->second.size;
+  if (!it->second.imported) s.used_bytes[it->second.device] -= it->second.size;
   s.physical.erase(it);
   return true;
 }

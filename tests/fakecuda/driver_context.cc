@@ -28,6 +28,8 @@ CUmemoryPool default_pool(int device) {
   return &g_default_pools[device];
 }
 
+CUcontext current_context() { return t_current; }
+
 CUresult current_device(int* device) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
@@ -88,6 +90,51 @@ CUresult cuCtxGetCurrent(CUcontext* context) {
   if (!context) return CUDA_ERROR_INVALID_VALUE;
   *context = t_current;
   return CUDA_SUCCESS;
+}
+
+// CUDA 13.0's form: the device of `context` (null: of the current context).
+CUresult cuCtxGetDevice_v2(CUdevice* device, CUcontext context) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!device) return CUDA_ERROR_INVALID_VALUE;
+  if (!context) context = t_current;
+  if (!context) return CUDA_ERROR_INVALID_CONTEXT;
+  *device = context->device;
+  return CUDA_SUCCESS;
+}
+
+// A context of its own on `device`, made current on the calling thread (params and flags are ignored).
+CUresult cuCtxCreate_v4(CUcontext* context, CUctxCreateParams*, unsigned int, CUdevice device) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!context) return CUDA_ERROR_INVALID_VALUE;
+  if (!device_valid(device)) return CUDA_ERROR_INVALID_DEVICE;
+  *context = new CUctx_st{device};  // never deleted: a destroyed handle stays an address nobody reuses
+  t_current = *context;
+  return CUDA_SUCCESS;
+}
+
+// Frees what the real driver frees with a context (device_memory.h: freed_with_context). The primary
+// context cannot be destroyed this way.
+CUresult cuCtxDestroy_v2(CUcontext context) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!context) return CUDA_ERROR_INVALID_VALUE;
+  if (context == primary_context(context->device)) return CUDA_ERROR_INVALID_CONTEXT;
+  memory_free_context(context);
+  if (t_current == context) t_current = nullptr;
+  return CUDA_SUCCESS;
+}
+
+// Destroys the primary context's allocations; the context itself stays usable (the driver makes it
+// again at the next use, which the double need not tell apart).
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice device) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!device_valid(device)) return CUDA_ERROR_INVALID_DEVICE;
+  memory_free_context(primary_context(device));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  return device_valid(device) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
 CUresult cuCtxGetDevice(CUdevice* device) {

@@ -17,6 +17,8 @@ namespace fakecuda {
 // The calling thread's current device, from its current context (cuCtxSetCurrent). Like the real
 // driver: CUDA_ERROR_NOT_INITIALIZED before cuInit, CUDA_ERROR_INVALID_CONTEXT without a context.
 CUresult current_device(int* device);
+// The calling thread's current context; null without one.
+CUcontext current_context();
 bool driver_initialized();
 // The primary context / default memory pool of a valid device (one static object each).
 CUcontext primary_context(int device);
@@ -33,5 +35,11 @@ bool driver_torn_down();
 // `extern "C" void fakecuda_test_after_free(uintptr_t address)` after the memory is released and before
 // the free returns: a test program uses it to run another thread's allocation at that exact moment.
 void run_after_free_hook(uintptr_t address);
+
+// Stream capture (driver_graphs.cc). Streams are plain handles to the double; capture is tracked per handle
+// value. A stream-ordered allocation on a capturing stream becomes a memory node of the graph being built
+// (its address is reserved, nothing is charged) and a stream-ordered free on it frees nothing.
+// `per_thread_stream`: the call came through a _ptsz entry point, where stream 0 is the per-thread stream.
+bool stream_capturing(CUstream stream, bool per_thread_stream);
 
 }  // namespace fakecuda

@@ -13,19 +13,41 @@ namespace {
 // cuMemAllocPitch rounds each row up to this many bytes (the texture pitch alignment of current GPUs).
 constexpr size_t kPitchAlignmentBytes = 512;
 
+// An explicit pool's blocks belong to its device's primary context.
 CUresult allocate_on(int device, CUdeviceptr* pointer, size_t size, MemoryKind kind) {
   if (!pointer || size == 0) return CUDA_ERROR_INVALID_VALUE;
-  uintptr_t address = memory_allocate(device, size, kind);
+  uintptr_t address = memory_allocate(device, size, kind, primary_context(device));
   if (!address) return CUDA_ERROR_OUT_OF_MEMORY;
   *pointer = address;
   return CUDA_SUCCESS;
 }
 
+CUresult free_pointer(CUdeviceptr pointer);
+
 CUresult allocate_current(CUdeviceptr* pointer, size_t size, MemoryKind kind) {
   int device = 0;
   CUresult result = current_device(&device);
   if (result != CUDA_SUCCESS) return result;
-  return allocate_on(device, pointer, size, kind);
+  if (!pointer || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  uintptr_t address = memory_allocate(device, size, kind, current_context());
+  if (!address) return CUDA_ERROR_OUT_OF_MEMORY;
+  *pointer = address;
+  return CUDA_SUCCESS;
+}
+
+// A stream-ordered allocation: a graph memory node while `stream` is capturing.
+CUresult allocate_async(CUdeviceptr* pointer, size_t size, CUstream stream, bool per_thread_stream) {
+  bool capturing = stream_capturing(stream, per_thread_stream);
+  CUresult result = allocate_current(pointer, size, capturing ? MemoryKind::kGraph : MemoryKind::kPool);
+  int device = 0;
+  if (result == CUDA_SUCCESS && !capturing && current_device(&device) == CUDA_SUCCESS)
+    pool_block_allocated(current_pool(device), *pointer, size);
+  return result;
+}
+
+CUresult free_async(CUdeviceptr pointer, CUstream stream, bool per_thread_stream) {
+  if (stream_capturing(stream, per_thread_stream)) return CUDA_SUCCESS;  // a free node: frees when run
+  return free_pointer(pointer);
 }
 
 CUresult free_pointer(CUdeviceptr pointer) {
@@ -41,10 +63,14 @@ CUresult free_pointer(CUdeviceptr pointer) {
   return CUDA_SUCCESS;
 }
 
-CUresult allocate_from_pool(CUdeviceptr* pointer, size_t size, CUmemoryPool pool) {
+CUresult allocate_from_pool(CUdeviceptr* pointer, size_t size, CUmemoryPool pool, CUstream stream,
+                            bool per_thread_stream) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (!pool) return CUDA_ERROR_INVALID_VALUE;
-  return allocate_on(pool->device, pointer, size, MemoryKind::kPool);
+  bool capturing = stream_capturing(stream, per_thread_stream);
+  CUresult result = allocate_on(pool->device, pointer, size, capturing ? MemoryKind::kGraph : MemoryKind::kPool);
+  if (result == CUDA_SUCCESS && !capturing) pool_block_allocated(pool, *pointer, size);
+  return result;
 }
 
 }  // namespace
@@ -74,22 +100,22 @@ CUresult cuMemAllocManaged(CUdeviceptr* pointer, size_t size, unsigned int flags
   return allocate_current(pointer, size, MemoryKind::kManaged);
 }
 
-CUresult cuMemAllocAsync(CUdeviceptr* pointer, size_t size, CUstream) {
-  return allocate_current(pointer, size, MemoryKind::kPool);
+CUresult cuMemAllocAsync(CUdeviceptr* pointer, size_t size, CUstream stream) {
+  return allocate_async(pointer, size, stream, false);
 }
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr* pointer, size_t size, CUstream) {
-  return allocate_current(pointer, size, MemoryKind::kPool);
-}
-
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr* pointer, size_t size, CUmemoryPool pool, CUstream) {
-  return allocate_from_pool(pointer, size, pool);
-}
-CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* pointer, size_t size, CUmemoryPool pool, CUstream) {
-  return allocate_from_pool(pointer, size, pool);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr* pointer, size_t size, CUstream stream) {
+  return allocate_async(pointer, size, stream, true);
 }
 
-CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream) { return free_pointer(pointer); }
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr pointer, CUstream) { return free_pointer(pointer); }
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr* pointer, size_t size, CUmemoryPool pool, CUstream stream) {
+  return allocate_from_pool(pointer, size, pool, stream, false);
+}
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* pointer, size_t size, CUmemoryPool pool, CUstream stream) {
+  return allocate_from_pool(pointer, size, pool, stream, true);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) { return free_async(pointer, stream, false); }
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr pointer, CUstream stream) { return free_async(pointer, stream, true); }
 
 // Answers the attributes a profiler asks about an address: its device, its allocation's range and
 // its memory type. Anything else is CUDA_ERROR_INVALID_VALUE.
@@ -115,8 +141,9 @@ CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdevi
       *static_cast<CUmemoryPool*>(data) = pool_of_block(start);
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-      *static_cast<unsigned int*>(data) =
-          kind == MemoryKind::kManaged ? CU_MEMORYTYPE_UNIFIED : CU_MEMORYTYPE_DEVICE;
+      *static_cast<unsigned int*>(data) = kind == MemoryKind::kManaged ? CU_MEMORYTYPE_UNIFIED
+                                          : kind == MemoryKind::kHost  ? CU_MEMORYTYPE_HOST
+                                                                       : CU_MEMORYTYPE_DEVICE;
       return CUDA_SUCCESS;
     default:
       return CUDA_ERROR_INVALID_VALUE;

@@ -21,6 +21,11 @@ decltype(cuMemAllocAsync) cuMemAllocAsync_ptsz;
 decltype(cuMemFreeAsync) cuMemFreeAsync_ptsz;
 decltype(cuMemAllocFromPoolAsync) cuMemAllocFromPoolAsync_ptsz;
 CUresult cuStreamSynchronize_ptsz(CUstream stream);
+decltype(cuStreamBeginCapture_v2) cuStreamBeginCapture_v2_ptsz;
+decltype(cuStreamGetCaptureInfo_v3) cuStreamGetCaptureInfo_v3_ptsz;
+decltype(cuStreamEndCapture) cuStreamEndCapture_ptsz;
+decltype(cuGraphInstantiateWithParams) cuGraphInstantiateWithParams_ptsz;
+decltype(cuGraphLaunch) cuGraphLaunch_ptsz;
 }
 
 namespace {
@@ -65,6 +70,42 @@ const Entry kEntries[] = {
     FAKECUDA_ENTRY("cuMemAddressFree", 10020, false, cuMemAddressFree),
     FAKECUDA_ENTRY("cuMemSetAccess", 10020, false, cuMemSetAccess),
     FAKECUDA_ENTRY("cuMemGetAllocationGranularity", 10020, false, cuMemGetAllocationGranularity),
+    // Host memory, arrays, imports, context teardown (driver_host.cc, driver_arrays.cc, driver_imports.cc,
+    // driver_context.cc). From 13000 "cuCtxGetDevice" takes the context asked about.
+    FAKECUDA_ENTRY("cuCtxGetDevice", 13000, false, cuCtxGetDevice_v2),
+    FAKECUDA_ENTRY("cuMemAllocHost", 3020, false, cuMemAllocHost_v2),
+    FAKECUDA_ENTRY("cuMemHostAlloc", 2020, false, cuMemHostAlloc),
+    FAKECUDA_ENTRY("cuMemFreeHost", 2000, false, cuMemFreeHost),
+    FAKECUDA_ENTRY("cuMemHostRegister", 6050, false, cuMemHostRegister_v2),
+    FAKECUDA_ENTRY("cuMemHostUnregister", 4000, false, cuMemHostUnregister),
+    FAKECUDA_ENTRY("cuArrayCreate", 3020, false, cuArrayCreate_v2),
+    FAKECUDA_ENTRY("cuArray3DCreate", 3020, false, cuArray3DCreate_v2),
+    FAKECUDA_ENTRY("cuArrayDestroy", 2000, false, cuArrayDestroy),
+    FAKECUDA_ENTRY("cuMipmappedArrayCreate", 5000, false, cuMipmappedArrayCreate),
+    FAKECUDA_ENTRY("cuMipmappedArrayDestroy", 5000, false, cuMipmappedArrayDestroy),
+    FAKECUDA_ENTRY("cuArrayGetMemoryRequirements", 11060, false, cuArrayGetMemoryRequirements),
+    FAKECUDA_ENTRY("cuMipmappedArrayGetMemoryRequirements", 11060, false, cuMipmappedArrayGetMemoryRequirements),
+    FAKECUDA_ENTRY("cuMemGetAddressRange", 3020, false, cuMemGetAddressRange_v2),
+    FAKECUDA_ENTRY("cuIpcOpenMemHandle", 11000, false, cuIpcOpenMemHandle_v2),
+    FAKECUDA_ENTRY("cuIpcCloseMemHandle", 4010, false, cuIpcCloseMemHandle),
+    FAKECUDA_ENTRY("cuDevicePrimaryCtxReset", 11000, false, cuDevicePrimaryCtxReset_v2),
+    FAKECUDA_ENTRY("cuDevicePrimaryCtxRelease", 11000, false, cuDevicePrimaryCtxRelease_v2),
+    // Graphs (driver_graphs.cc). From 12000 "cuGraphInstantiate" has cuGraphInstantiateWithFlags' ABI.
+    FAKECUDA_ENTRY("cuStreamBeginCapture", 10010, false, cuStreamBeginCapture_v2),
+    FAKECUDA_ENTRY("cuStreamBeginCapture", 10010, true, cuStreamBeginCapture_v2_ptsz),
+    FAKECUDA_ENTRY("cuStreamGetCaptureInfo", 12030, false, cuStreamGetCaptureInfo_v3),
+    FAKECUDA_ENTRY("cuStreamGetCaptureInfo", 12030, true, cuStreamGetCaptureInfo_v3_ptsz),
+    FAKECUDA_ENTRY("cuStreamEndCapture", 10000, false, cuStreamEndCapture),
+    FAKECUDA_ENTRY("cuStreamEndCapture", 10000, true, cuStreamEndCapture_ptsz),
+    FAKECUDA_ENTRY("cuGraphCreate", 10000, false, cuGraphCreate),
+    FAKECUDA_ENTRY("cuGraphAddMemAllocNode", 11040, false, cuGraphAddMemAllocNode),
+    FAKECUDA_ENTRY("cuGraphAddMemFreeNode", 11040, false, cuGraphAddMemFreeNode),
+    FAKECUDA_ENTRY("cuGraphInstantiate", 12000, false, cuGraphInstantiateWithFlags),
+    FAKECUDA_ENTRY("cuGraphInstantiateWithFlags", 11040, false, cuGraphInstantiateWithFlags),
+    FAKECUDA_ENTRY("cuGraphInstantiateWithParams", 12000, false, cuGraphInstantiateWithParams),
+    FAKECUDA_ENTRY("cuGraphInstantiateWithParams", 12000, true, cuGraphInstantiateWithParams_ptsz),
+    FAKECUDA_ENTRY("cuGraphLaunch", 10000, false, cuGraphLaunch),
+    FAKECUDA_ENTRY("cuGraphLaunch", 10000, true, cuGraphLaunch_ptsz),
     // Pools, synchronizations, events, graph memory, PCI bus ids (driver_pools.cc).
     FAKECUDA_ENTRY("cuDeviceGetMemPool", 11020, false, cuDeviceGetMemPool),
     FAKECUDA_ENTRY("cuDeviceSetMemPool", 11020, false, cuDeviceSetMemPool),

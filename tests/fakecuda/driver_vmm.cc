@@ -58,8 +58,15 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CU
                      unsigned long long flags) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (!handle || !prop || flags != 0 || size == 0 || !aligned(size)) return CUDA_ERROR_INVALID_VALUE;
-  if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
-    return CUDA_ERROR_INVALID_VALUE;
+  if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
+  CUmemLocationType where = prop->location.type;
+  if (where == CU_MEM_LOCATION_TYPE_HOST || where == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+      where == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT) {
+    int device = 0;  // page-locked host memory: charged to no device (the double files it under device 0)
+    *handle = physical_import(device, size);
+    return CUDA_SUCCESS;
+  }
+  if (where != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
   if (!device_valid(prop->location.id)) return CUDA_ERROR_INVALID_DEVICE;
   uint64_t created = physical_create(prop->location.id, size);
   if (!created) return CUDA_ERROR_OUT_OF_MEMORY;

@@ -134,10 +134,79 @@ TEST(Runtime, UsesTheDriverThroughTheResolverOnly) {
   EXPECT_EQ(free, 61 * kMiB);  // 64 - 3
   EXPECT_EQ(cudaMalloc(&p, 100 * kMiB), cudaErrorMemoryAllocation);
   EXPECT_EQ(p, nullptr);
-  // The runtime loaded its table at first use: 2 self look-ups + 17 driver entry points. (Earlier
-  // tests in this process may have loaded it already; then no new look-up happens at all.)
+  // The runtime loaded its table at first use: 2 self look-ups + 17 entry points for device memory + 24
+  // for host memory, arrays, imports, teardown and graphs = 43. (Earlier tests in this process may have
+  // loaded it already; then no new look-up happens at all.)
   unsigned long lookups = fakecuda_proc_address_lookups() - lookups_before;
-  EXPECT_TRUE(lookups == 0 || lookups == 19) << lookups;
+  EXPECT_TRUE(lookups == 0 || lookups == 43) << lookups;
+}
+
+TEST(Driver, ContextResetFreesWhatTheDriverFreesWithAContext) {
+  bind(1);
+  CUdeviceptr device_memory = 0;
+  void* pinned = nullptr;
+  CUarray array = nullptr;
+  CUmemGenericAllocationHandle handle = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&device_memory, 3 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocHost_v2(&pinned, 1 * kMiB), CUDA_SUCCESS);  // host memory: not charged
+  CUDA_ARRAY_DESCRIPTOR desc{};
+  desc.Width = 1000;
+  desc.Format = CU_AD_FORMAT_FLOAT;
+  desc.NumChannels = 1;
+  ASSERT_EQ(cuArrayCreate_v2(&array, &desc), CUDA_SUCCESS);  // 4000 bytes, charged as 64 KiB = 65536
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 1;
+  ASSERT_EQ(cuMemCreate(&handle, 2 * kMiB, &prop, 0), CUDA_SUCCESS);
+  EXPECT_EQ(free_bytes(), kTotalBytes - 3 * kMiB - 65536 - 2 * kMiB);
+  ASSERT_EQ(cuDevicePrimaryCtxReset_v2(1), CUDA_SUCCESS);
+  EXPECT_EQ(free_bytes(), kTotalBytes - 2 * kMiB);  // the VMM handle outlives the context
+  EXPECT_EQ(cuMemFree_v2(device_memory), CUDA_ERROR_INVALID_VALUE);  // already gone
+  EXPECT_EQ(cuMemFreeHost(pinned), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemRelease(handle), CUDA_SUCCESS);
+  EXPECT_EQ(free_bytes(), kTotalBytes);
+}
+
+TEST(Driver, OnlyDeferredMappingArraysHaveMemoryRequirements) {
+  bind(0);
+  CUarray plain = nullptr, deferred = nullptr;
+  CUDA_ARRAY3D_DESCRIPTOR desc{};
+  desc.Width = desc.Height = 100;
+  desc.Format = CU_AD_FORMAT_FLOAT;
+  desc.NumChannels = 1;
+  ASSERT_EQ(cuArray3DCreate_v2(&plain, &desc), CUDA_SUCCESS);
+  desc.Flags = CUDA_ARRAY3D_DEFERRED_MAPPING;
+  ASSERT_EQ(cuArray3DCreate_v2(&deferred, &desc), CUDA_SUCCESS);
+  CUDA_ARRAY_MEMORY_REQUIREMENTS requirements{};
+  EXPECT_EQ(cuArrayGetMemoryRequirements(&requirements, plain, 0), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuArrayGetMemoryRequirements(&requirements, deferred, 0), CUDA_SUCCESS);
+  EXPECT_EQ(requirements.size, 65536u);  // 100 x 100 x 4 = 40000, rounded up to 64 KiB
+  EXPECT_EQ(cuArrayDestroy(plain), CUDA_SUCCESS);
+  EXPECT_EQ(cuArrayDestroy(deferred), CUDA_SUCCESS);
+  EXPECT_EQ(free_bytes(), kTotalBytes);
+}
+
+TEST(Driver, AllocationsDuringCaptureAreGraphNodesNotMemory) {
+  bind(0);
+  CUstream stream = reinterpret_cast<CUstream>(0x7100);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t id = 0;
+  ASSERT_EQ(cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamGetCaptureInfo_v3(stream, &status, &id, nullptr, nullptr, nullptr, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  EXPECT_NE(id, 0u);
+  CUdeviceptr node = 0;
+  ASSERT_EQ(cuMemAllocAsync(&node, 4 * kMiB, stream), CUDA_SUCCESS);
+  EXPECT_EQ(free_bytes(), kTotalBytes);  // the double runs no graph: a node is never charged
+  ASSERT_EQ(cuStreamGetCaptureInfo_v3(nullptr, &status, nullptr, nullptr, nullptr, nullptr, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_NONE);  // the legacy stream is another stream
+  CUgraph graph = nullptr;
+  ASSERT_EQ(cuStreamEndCapture(stream, &graph), CUDA_SUCCESS);
+  EXPECT_NE(graph, nullptr);
+  ASSERT_EQ(cuStreamGetCaptureInfo_v3(stream, &status, nullptr, nullptr, nullptr, nullptr, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_NONE);
+  EXPECT_EQ(cuStreamEndCapture(stream, &graph), CUDA_ERROR_ILLEGAL_STATE);
 }
 
 }  // namespace
