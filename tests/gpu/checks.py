@@ -382,11 +382,14 @@ def check_memory_model(c, summary, timeline, truth, trace_path):
     facts = truth["facts"]
     c.info("facts", ", ".join(f"{k} {v}" for k, v in facts.items() if not k.startswith("teardown_")))
     teardown_verdict(c, facts)
-    # DEVICE_USAGE (NVML): NVML and cuMemGetInfo both report the device's whole memory as its total.
+    # DEVICE_USAGE (NVML): samples with this process's own figure. NVML's total is the whole memory, more than
+    # cuMemGetInfo's (150,754,820,096 B against 150,109,880,320 B on the H200): shown, not compared.
     usage = dev.get("device_usage") or {}
     last = usage.get("last") or {}
-    c.check("device_usage.last.device_total_bytes == cuMemGetInfo total", facts["device_total_bytes"],
-            last.get("device_total_bytes"))
+    c.check("NVML samples with this process's use", "device_usage.last.process_used_bytes > 0",
+            last.get("process_used_bytes"), isinstance(last.get("process_used_bytes"), int)
+            and last["process_used_bytes"] > 0)
+    c.info("device total", f"NVML {last.get('device_total_bytes')} B, cuMemGetInfo {facts['device_total_bytes']} B")
     for which in ("last", "peak"):
         u = usage.get(which) or {}
         c.info(f"device usage ({which})", f"at {u.get('time_s')} s: process {u.get('process_used_bytes')} B (NVML), "
