@@ -16,12 +16,13 @@ const PoolSampleTable::Slot* PoolSampleTable::find(uint64_t pool, int device) co
 
 bool PoolSampleTable::contains(uint64_t pool, int device) const { return find(pool, device) != nullptr; }
 
-bool PoolSampleTable::update(uint64_t pool, int device, uint64_t bytes) {
+bool PoolSampleTable::update(uint64_t pool, int device, uint64_t bytes, bool add) {
   if (Slot* s = find(pool, device)) {
     if (s->bytes == bytes) return false;
     s->bytes = bytes;
     return true;
   }
+  if (!add) return false;
   for (Slot& s : slots_) {
     if (s.used) continue;
     s = Slot{true, pool, device, bytes};

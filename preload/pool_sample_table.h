@@ -16,8 +16,10 @@ class PoolSampleTable {
   bool contains(uint64_t pool, int device) const;
   // Records `bytes` as the latest sample of (pool, device). True when it must be written: the first sample
   // of the pool, or a value different from the previous one. False too when the table is full and the pool
-  // has no slot (the pool is then not sampled; 64 live pools is far beyond what programs create).
-  bool update(uint64_t pool, int device, uint64_t bytes);
+  // has no slot (the pool is then not sampled; 64 live pools is far beyond what programs create), and, with
+  // `add` false, when the pool has no slot (a synchronization's sample of a pool destroyed meanwhile by
+  // another thread must not bring it back).
+  bool update(uint64_t pool, int device, uint64_t bytes, bool add = true);
   // The device recorded for `pool` (the first one found when it is on several devices), -1 when unknown.
   int device_of(uint64_t pool) const;
   // Frees the slot of `pool` on every device. Returns how many slots it had.

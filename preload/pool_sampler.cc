@@ -84,13 +84,14 @@ void write_sample(uint64_t pool, int device, uint64_t bytes, Api api) {
   record_event({.kind = EventKind::kPoolReserved, .api = api, .device = device, .address = pool, .size = bytes});
 }
 
-// Records `bytes` for (pool, device) and writes the event if it changed.
-void offer(uint64_t pool, int device, uint64_t bytes, Api api) {
+// Records `bytes` for (pool, device) and writes the event if it changed. `add` false: only for a pool the
+// table has (see PoolSampleTable::update).
+void offer(uint64_t pool, int device, uint64_t bytes, Api api, bool add = true) {
   // Recording an event on a device seen for the first time reads its PCI bus id (a driver call): done here,
   // before the lock, which is never held while calling CUDA.
   device_usage_note_device(device);
   lock_table();
-  if (g_table.update(pool, device, bytes)) {
+  if (g_table.update(pool, device, bytes, add)) {
     g_pools_seen.store(1, std::memory_order_relaxed);
     write_sample(pool, device, bytes, api);
   }
@@ -161,7 +162,7 @@ void sample_known_pools(Api api) {
   unlock_table();
   for (int i = 0; i < n; i++) {
     uint64_t bytes = 0;
-    if (pool_reserved_bytes(pools[i], &bytes)) offer(pools[i], devices[i], bytes, api);
+    if (pool_reserved_bytes(pools[i], &bytes)) offer(pools[i], devices[i], bytes, api, /*add=*/false);
   }
 }
 

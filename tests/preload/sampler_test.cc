@@ -47,6 +47,16 @@ TEST(PoolSampleTable, ListsPoolsButNotGraphPoolsAndFreesSlots) {
   EXPECT_TRUE(t.update(0xA0, 0, 2 * kMiB));  // a pool created again at the same address starts afresh
 }
 
+TEST(PoolSampleTable, SynchronizationSamplesNeverBringBackARemovedPool) {
+  PoolSampleTable t;
+  t.update(0xA0, 0, 4 * kMiB);
+  EXPECT_TRUE(t.update(0xA0, 0, 2 * kMiB, /*add=*/false));  // a pool in the table: as usual
+  EXPECT_EQ(t.remove(0xA0), 1);                              // destroyed by another thread meanwhile
+  EXPECT_FALSE(t.update(0xA0, 0, 2 * kMiB, /*add=*/false));  // the synchronization's late sample: dropped
+  EXPECT_FALSE(t.contains(0xA0, 0));
+  EXPECT_EQ(t.size(), 0);
+}
+
 TEST(PoolSampleTable, FullTableSamplesNoNewPool) {
   PoolSampleTable t;
   for (uint64_t pool = 1; pool <= PoolSampleTable::kSlots; pool++) EXPECT_TRUE(t.update(pool, 0, pool));
