@@ -34,6 +34,10 @@ struct Driver {
   decltype(&cuDevicePrimaryCtxRetain) primary_ctx_retain = nullptr;
   decltype(&cuCtxSetCurrent) ctx_set_current = nullptr;
   decltype(&cuCtxGetDevice) ctx_get_device = nullptr;
+  // "cuCtxGetDevice" at 13000 is the two-argument cuCtxGetDevice_v2; asked for before the one-argument
+  // form, as a CUDA 13 runtime may: a profiler that remembers the first answer as the one-argument
+  // function would call it with a missing argument.
+  decltype(&cuCtxGetDevice_v2) ctx_get_device_of = nullptr;
   decltype(&cuDeviceGetCount) device_get_count = nullptr;
   decltype(&cuMemGetInfo_v2) mem_get_info = nullptr;
   decltype(&cuMemAlloc_v2) mem_alloc = nullptr;
@@ -125,7 +129,8 @@ Driver load_driver() {
   if (!lookup(bootstrap, "cuGetProcAddress", 12000, CU_GET_PROC_ADDRESS_DEFAULT, &resolver)) return d;
   const cuuint64_t legacy = CU_GET_PROC_ADDRESS_DEFAULT;
   const cuuint64_t ptsz = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
-  d.loaded = lookup(resolver, "cuInit", 2000, legacy, &d.init) &&
+  d.loaded = lookup(resolver, "cuCtxGetDevice", 13000, legacy, &d.ctx_get_device_of) &&
+             lookup(resolver, "cuInit", 2000, legacy, &d.init) &&
              lookup(resolver, "cuDevicePrimaryCtxRetain", 7000, legacy, &d.primary_ctx_retain) &&
              lookup(resolver, "cuCtxSetCurrent", 4000, legacy, &d.ctx_set_current) &&
              lookup(resolver, "cuCtxGetDevice", 2000, legacy, &d.ctx_get_device) &&
