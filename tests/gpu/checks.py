@@ -414,6 +414,12 @@ def teardown_verdict(c, facts):
            f"(cuMemAlloc {alloc} B, cuMemCreate {create} B): the driver freed the cuMemAlloc "
            f"{'and' if handle_freed else 'but not'} the cuMemCreate handle; cuMemRelease afterwards returned "
            f"{facts['teardown_release_result']} and gave back {facts['teardown_freed_by_release_bytes']} B")
+    # The rule frees a device's allocations with "its" context; the primary context's must survive the
+    # destruction of another one (the allocations carry no context: a model that frees them all fails G2).
+    c.info("primary context's allocation after cuCtxDestroy of another (measured)",
+           f"cuMemGetAddressRange returned {facts['teardown_survivor_range_result']}, range "
+           f"{facts['teardown_survivor_range_bytes']} B for the {facts['teardown_survivor_bytes']} B cudaMalloc: "
+           + ("alive" if facts["teardown_survivor_range_result"] == 0 else "gone"))
 
 
 def check_ipc_child(c, summary, truth, trace_path):

@@ -193,6 +193,7 @@ struct Program {
   std::string facts_json;        // "key": value pairs of driver readings, comma-separated
   cudaStream_t stream = nullptr;
   cudaMemPool_t default_pool = nullptr, user_pool = nullptr;
+  void* survivor = nullptr;  // the primary context's cudaMalloc, live from the start to cudaDeviceReset
 
   size_t pool_reserved(cudaMemPool_t pool) {
     cuuint64_t v = 0;
@@ -585,6 +586,14 @@ void Program::teardown() {
   t.driver_layer.sub(kTeardownAllocBytes);  // rule 6: freed with its context; the VMM handle is not
   check(drv.cuCtxSetCurrent(primary), "cuCtxSetCurrent (primary)");
   check(drv.cuMemGetInfo(&f3, &total), "cuMemGetInfo");
+  // The primary context's allocation outlives the other context: the driver still knows its range.
+  CUdeviceptr survivor_base = 0;
+  size_t survivor_range = 0;
+  const CUresult survivor_lookup =
+      drv.cuMemGetAddressRange(&survivor_base, &survivor_range, reinterpret_cast<CUdeviceptr>(survivor));
+  fact("teardown_survivor_range_result", (long long)survivor_lookup);
+  fact("teardown_survivor_range_bytes", (long long)survivor_range);
+  fact("teardown_survivor_bytes", (long long)kSurvivorBytes);
   checkpoint("G2 context destroyed");
 
   const CUresult release = drv.cuMemRelease(h);
@@ -644,8 +653,7 @@ int main(int argc, char** argv) {
   Program p;
   p.drv = load_driver();
   check(cudaStreamCreateWithFlags(&p.stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  void* survivor;
-  check(cudaMalloc(&survivor, kSurvivorBytes), "cudaMalloc (survivor)");
+  check(cudaMalloc(&p.survivor, kSurvivorBytes), "cudaMalloc (survivor)");
   p.t.driver_layer.add(kSurvivorBytes);
 
   p.pools();
