@@ -26,7 +26,10 @@ MiB = 1024 * 1024
 
 
 def snapshot_fragmentation(device_index):
-    """(segment count, largest inactive block bytes, reserved bytes) of the device from memory_snapshot()."""
+    """(segment count, largest inactive block bytes, reserved bytes) of the device from memory_snapshot(); Nones
+    under backend:cudaMallocAsync, which keeps no blocks and refuses to take a snapshot."""
+    if torch.cuda.get_allocator_backend() != "native":
+        return None, None, None
     segments = [s for s in torch.cuda.memory_snapshot() if s.get("device") == device_index]
     inactive = [b["size"] for s in segments for b in s.get("blocks", []) if b.get("state") == "inactive"]
     return len(segments), max(inactive, default=0), sum(s.get("total_size", 0) for s in segments)
