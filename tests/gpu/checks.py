@@ -560,7 +560,7 @@ def check_saved_oom(c, summary, oom, truth, trace_path):
     c.check("allocations live through that line", truth["held_count"], sum(s.get("count", 0) for s in held))
     c.info("sites through that line", f"{len(held)} of the {second.get('live_call_site_count')} live call sites "
                                       f"({len(sites)} listed)")
-    # The held tensors are over 80% of the device (torch_saved_oom.py leaves 12 to 20 GiB of ~140 GiB free).
+    # The held tensors are over 80% of the device (torch_saved_oom.py leaves 10 to 18 GiB of ~140 GiB free).
     causes = causes_of(second)
     c.check("second OOM diagnoses include live_tensors", "live_tensors in the list", ", ".join(causes) or "none",
             "live_tensors" in causes)

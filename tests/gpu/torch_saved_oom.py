@@ -18,8 +18,8 @@ import torch
 
 GiB = 1024 ** 3
 CHUNK_BYTES = 8 * GiB
-LEFT_FREE_BYTES = 12 * GiB   # what build_activations leaves free, roughly
-SECOND_REQUEST_BYTES = 24 * GiB  # more than the 12 to 20 GiB left
+LEFT_FREE_BYTES = 10 * GiB   # what build_activations leaves free: 10 to 18 GiB
+SECOND_REQUEST_BYTES = 24 * GiB  # more than the 10 to 18 GiB left
 
 saved = None  # the kept exception: module level, so it lives to the end
 
