@@ -4,7 +4,9 @@
 // starts; absent or MEMTRACE_NVML=0 = skipped silently):
 //   device_free_bytes / device_total_bytes  nvmlDeviceGetMemoryInfo
 //   process_used_bytes                       this pid's usedGpuMemory in nvmlDeviceGetComputeRunningProcesses_v3
-//                                            (0 when the list does not have us)
+//                                            (an empty list: 0; a list of others without us, as in a container
+//                                            whose pids are not the host's: both figures left out, see
+//                                            nvml_processes.h)
 //   other_processes_used_bytes               the sum of every other process's usedGpuMemory
 // Taken by the writer thread (never a hook) every flush interval in which events were recorded and at the
 // end, and by the allocating hook right after an OOM (with cuMemGetInfo's free/total, so that an OOM is

@@ -15,9 +15,15 @@ struct NvmlProcessInfo {
 static_assert(sizeof(NvmlProcessInfo) == 24, "nvmlProcessInfo_v2_t layout");
 
 // This process's and every other process's use of a device, from NVML's list of compute processes.
+//
+// An empty list means nobody uses the device: 0 and 0. A list of other processes without us means the pids
+// do not match: NVML lists host pids, and a process in a container (its own PID namespace) has another pid
+// (every process with a context on the device is listed, and a traced process has one), so one of the
+// "others" is us. Then neither figure is known: counting ourselves as another process would blame it for
+// our own memory.
 struct ProcessUsage {
-  bool known;                         // false: our own entry's figure is not available
-  uint64_t process_used_bytes;        // our pid's usedGpuMemory; 0 when the list does not have us
+  bool known;                         // false: our figure is not available, or we are not in a non-empty list
+  uint64_t process_used_bytes;        // our pid's usedGpuMemory (summed over our entries)
   uint64_t other_processes_used_bytes;  // the sum of the others' (entries without a figure count 0)
 };
 ProcessUsage split_process_usage(const NvmlProcessInfo* processes, unsigned count, unsigned pid);

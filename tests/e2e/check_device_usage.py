@@ -13,6 +13,9 @@ exit): 8 MiB on device 0, 16 MiB on device 1, a 2048 MiB request on device 1 fai
     device 1: free 1024 - (16 + 300 + 200) = 508 MiB, process 316 MiB, others 200 MiB.
 --mode oom_nvml_off (MEMTRACE_NVML=0) and oom_without_nvml (no libnvidia-ml.so.1 to find): only the DEVICE_USAGE
   after the OOM, 1008 / 1024 MiB, without process figures.
+--mode oom_other_pid (NVML lists this process under another pid, as it lists host pids to a process in a
+  container): the same three DEVICE_USAGE as oom_nvml, with NVML's free/total but without process figures
+  (one of the "other" processes is us: counting it as another would blame it for our own memory).
 --mode periodic (device_usage wait, MEMTRACE_FLUSH_MS=50, no context or other process): 8 MiB on device 0, then
   the writer thread's sample (free 1016 MiB, process 8 MiB, others 0) on a thread that is not the program's,
   then the exit sample (the same figures) on the program's thread; the intervals in between recorded no
@@ -28,7 +31,8 @@ from e2e_lib import MIB
 
 
 def add_arguments(parser):
-    parser.add_argument("--mode", choices=("oom_nvml", "oom_nvml_off", "oom_without_nvml", "periodic"), required=True)
+    parser.add_argument("--mode", choices=("oom_nvml", "oom_nvml_off", "oom_without_nvml", "oom_other_pid", "periodic"),
+                        required=True)
     parser.add_argument("--nvml-dir", required=True)
 
 
@@ -40,6 +44,8 @@ if mode != "oom_without_nvml":
     env["LD_LIBRARY_PATH"] = case.args.fake_lib_dir + ":" + case.args.nvml_dir
 if mode == "oom_nvml_off":
     env["MEMTRACE_NVML"] = "0"
+if mode == "oom_other_pid":
+    env["FAKENVML_OWN_PID"] = "4194304"  # PID_MAX_LIMIT: every Linux pid is below it, so this is never ours
 if mode == "periodic":
     env.update({"MEMTRACE_FLUSH_MS": "50", "FAKENVML_CONTEXT_BYTES": "0", "FAKENVML_OTHER_PROCESS_BYTES": ""})
 _, trace = case.run_traced([case.program("device_usage"), "wait" if mode == "periodic" else "oom"], env)
@@ -76,6 +82,10 @@ if mode == "oom_nvml":
                 usage("CUDA_MALLOC", 1, 1008 * MIB, 316 * MIB, 200 * MIB),
                 usage("NVML_SAMPLE", 0, 616 * MIB, 308 * MIB, 100 * MIB),
                 usage("NVML_SAMPLE", 1, 508 * MIB, 316 * MIB, 200 * MIB)]
+    threads = ["main"] * 6
+elif mode == "oom_other_pid":
+    expected = [alloc(0, 8 * MIB), alloc(1, 16 * MIB), oom(1, 2048 * MIB), usage("CUDA_MALLOC", 1, 1008 * MIB),
+                usage("NVML_SAMPLE", 0, 616 * MIB), usage("NVML_SAMPLE", 1, 508 * MIB)]
     threads = ["main"] * 6
 elif mode in ("oom_nvml_off", "oom_without_nvml"):
     expected = [alloc(0, 8 * MIB), alloc(1, 16 * MIB), oom(1, 2048 * MIB), usage("CUDA_MALLOC", 1, 1008 * MIB)]

@@ -9,8 +9,9 @@
 //                       listed as pid 1 when not 0
 //   total             = the fake driver's capacity (FAKECUDA_TOTAL_BYTES); free = total - both
 // FAKENVML_LIST_OTHERS_FIRST=1 lists the other process before this one; FAKENVML_PROCESSES_NOT_AVAILABLE=1
-// reports this process's usedGpuMemory as NVML_VALUE_NOT_AVAILABLE (as NVML does under WDDM or in some
-// containers).
+// reports this process's usedGpuMemory as NVML_VALUE_NOT_AVAILABLE (as NVML does under WDDM);
+// FAKENVML_OWN_PID=N lists this process under pid N (as NVML lists host pids to a process in a container).
+// fakenvml_memory_info_calls() counts the answers of nvmlDeviceGetMemoryInfo.
 #include <unistd.h>
 
 #include <atomic>
@@ -124,7 +125,9 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(void* handle, unsigned int*
   unsigned n = 0;
   unsigned long long own = env_u64("FAKENVML_PROCESSES_NOT_AVAILABLE") == 1 ? NVML_VALUE_NOT_AVAILABLE
                                                                            : own_bytes(device->ordinal);
-  nvmlProcessInfo_t self{static_cast<unsigned>(getpid()), own, 0, 0};
+  unsigned own_pid = env_u64("FAKENVML_OWN_PID") ? static_cast<unsigned>(env_u64("FAKENVML_OWN_PID"))
+                                                 : static_cast<unsigned>(getpid());
+  nvmlProcessInfo_t self{own_pid, own, 0, 0};
   uint64_t other_bytes = other_process_bytes(device->ordinal);
   nvmlProcessInfo_t other{1, other_bytes, 0, 0};
   bool others_first = env_u64("FAKENVML_LIST_OTHERS_FIRST") == 1;

@@ -77,16 +77,26 @@ TEST(NvmlProcesses, SplitsOwnUseFromOthers) {
   EXPECT_EQ(u.other_processes_used_bytes, 350 * kMiB);
 }
 
-TEST(NvmlProcesses, AbsentFromTheListIsZeroAndUnavailableIsUnknown) {
+TEST(NvmlProcesses, OthersWithoutFiguresCountZero) {
   constexpr unsigned long long kNotAvailable = ~0ULL;
-  NvmlProcessInfo others[] = {{7, 300 * kMiB, 0, 0}, {8, kNotAvailable, 0, 0}};  // the second counts 0
-  ProcessUsage absent = split_process_usage(others, 2, 40);
-  EXPECT_TRUE(absent.known);
-  EXPECT_EQ(absent.process_used_bytes, 0u);
-  EXPECT_EQ(absent.other_processes_used_bytes, 300 * kMiB);
+  NvmlProcessInfo list[] = {{7, 300 * kMiB, 0, 0}, {8, kNotAvailable, 0, 0}, {40, 5 * kMiB, 0, 0}};
+  ProcessUsage u = split_process_usage(list, 3, 40);
+  EXPECT_TRUE(u.known);
+  EXPECT_EQ(u.process_used_bytes, 5 * kMiB);
+  EXPECT_EQ(u.other_processes_used_bytes, 300 * kMiB);  // 300 + 0 for pid 8
+}
+
+TEST(NvmlProcesses, UnknownWhenOurFigureIsUnavailableOrOurPidIsNotListed) {
+  constexpr unsigned long long kNotAvailable = ~0ULL;
   NvmlProcessInfo unavailable[] = {{40, kNotAvailable, 0, 0}};
   EXPECT_FALSE(split_process_usage(unavailable, 1, 40).known);
-  EXPECT_TRUE(split_process_usage(nullptr, 0, 40).known);  // an empty list: we use nothing yet
+  // Host pids seen from a container: one of these is us under another pid.
+  NvmlProcessInfo others[] = {{7, 300 * kMiB, 0, 0}, {9, 800 * kMiB, 0, 0}};
+  EXPECT_FALSE(split_process_usage(others, 2, 40).known);
+  ProcessUsage empty = split_process_usage(nullptr, 0, 40);  // nobody on the device
+  EXPECT_TRUE(empty.known);
+  EXPECT_EQ(empty.process_used_bytes, 0u);
+  EXPECT_EQ(empty.other_processes_used_bytes, 0u);
 }
 
 }  // namespace
