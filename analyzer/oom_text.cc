@@ -6,22 +6,24 @@
 namespace memtrace {
 namespace {
 
-std::string optional_bytes(const std::optional<uint64_t>& bytes) {
-  return bytes ? format_bytes(*bytes) : std::string("not reported");
-}
-
+// The DEVICE_USAGE sample: cuMemGetInfo's or NVML's free/total, and NVML's per-process figures when the
+// tracer could load NVML.
 void print_usage(std::ostream& out, const OomDetail& d) {
-  out << "  NVML sample:       ";
+  out << "  device sample:     ";
   if (!d.usage) {
-    out << "none in the trace before the failure (the tracer could not load NVML)\n";
+    out << "none in the trace up to the failure\n";
     return;
   }
   const DeviceUsage& u = *d.usage;
   if (d.usage_after_oom) out << "right after the failure";
-  else out << "latest before the failure, " << format_seconds(seconds(d.oom.time_ns - u.time_ns)) << " earlier";
-  out << ": this process " << optional_bytes(u.process_used_bytes) << ", other processes "
-      << optional_bytes(u.other_processes_used_bytes) << ", free " << format_bytes(u.device_free_bytes) << " of "
-      << format_bytes(u.device_total_bytes) << '\n';
+  else out << "latest before the failure (" << format_seconds(seconds(d.oom.time_ns - u.time_ns)) << " earlier)";
+  out << ": free " << format_bytes(u.device_free_bytes) << " of " << format_bytes(u.device_total_bytes);
+  if (u.process_used_bytes && u.other_processes_used_bytes)
+    out << "; NVML: this process " << format_bytes(*u.process_used_bytes) << ", other processes "
+        << format_bytes(*u.other_processes_used_bytes);
+  else
+    out << "; no NVML figures";
+  out << '\n';
 }
 
 void print_fragmentation(std::ostream& out, const Fragmentation& f) {
