@@ -219,7 +219,9 @@ struct Program {
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     t.default_pool_reserved = pool_reserved(default_pool);
     t.user_pool_reserved = user_pool ? pool_reserved(user_pool) : 0;
-    t.graph_pool_reserved = graph_reserved();
+    // A pool's live blocks lie inside its reserved memory: where the driver reports less (or nothing yet), the
+    // blocks stand in for it, as in memtrace's rule.
+    t.graph_pool_reserved = std::max(graph_reserved(), t.graph.live);
     t.peak_reserved = std::max(t.peak_reserved, t.reserved());
     t.peak_graph_pool_reserved = std::max(t.peak_graph_pool_reserved, t.graph_pool_reserved);
     t.peak_pools_reserved =
