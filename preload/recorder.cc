@@ -181,7 +181,7 @@ uint64_t intern_stack_locked(const CapturedStack& stack) {
 
 bool append_event_locked(const MemoryEvent& e, uint64_t stack_id) {
   uint64_t t = now_ns();
-  uint8_t buf[21 * 12];  // 21 fields, each at most a 2-byte tag and a 10-byte varint
+  uint8_t buf[22 * 12];  // 22 fields, each at most a 2-byte tag and a 10-byte varint
   ProtoWriter w(buf, buf + sizeof buf);
   w.uint(1, static_cast<uint64_t>(e.kind));
   w.uint(2, static_cast<uint64_t>(e.layer));
@@ -204,6 +204,7 @@ bool append_event_locked(const MemoryEvent& e, uint64_t stack_id) {
   w.uint(19, e.capture_id);
   w.optional_uint(20, e.has_process_usage, e.process_used_bytes);
   w.optional_uint(21, e.has_process_usage, e.other_processes_used_bytes);
+  w.uint(22, e.context);
   if (!append_record_locked(field::kEvent, w)) return false;
   g_last_event_ns = t;
   g_events++;

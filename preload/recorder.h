@@ -32,6 +32,7 @@ struct MemoryEvent {
   bool has_process_usage = false;           // NVML answered: the two figures below are present
   uint64_t process_used_bytes = 0;
   uint64_t other_processes_used_bytes = 0;
+  uint64_t context = 0;                     // driver-layer ALLOC: the current CUcontext
 };
 
 // Records one event with the calling thread's stack (for allocations and OOMs). Thread-safe; never throws;
