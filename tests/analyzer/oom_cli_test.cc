@@ -101,6 +101,27 @@ TEST(OomCli, TextReportHasTheFactsAndTheDiagnosis) {
   EXPECT_EQ(r.out.rfind("memtrace: " + path + "\n", 0), 0u) << r.out;
 }
 
+// 105 failures (one thread, driver level): 100 described, 5 counted.
+TEST(OomCli, FailuresBeyondTheHundredthAreCounted) {
+  test::TraceBuilder b;
+  b.start().end_chunk();
+  for (uint64_t i = 1; i <= 105; ++i) b.event(cuda_malloc_oom(0, i * kMiB, 0, 64 * kMiB, 1'000'000));
+  b.end_chunk();
+  std::string path = test::temp_path("oom-many.mtrace");
+  test::write_file(path, b.bytes());
+  CliResult r = run_oom(path);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("\nFailed allocations: 105 (the first 100 in detail, 5 more only counted)\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\nOOM #100: device 0 at 0.100 s, CUDA_MALLOC: requested 100.00 MiB (104,857,600 B)\n"),
+            std::string::npos);
+  EXPECT_EQ(r.out.find("OOM #101"), std::string::npos);
+  nlohmann::json j = nlohmann::json::parse(run_oom(path + " --json").out);
+  EXPECT_EQ(j["oom_count"], 105);
+  EXPECT_EQ(j["detailed_count"], 100);
+  EXPECT_EQ(j["ooms"].size(), 100u);
+}
+
 TEST(OomCli, JsonHasTheDocumentedKeys) {
   CliResult r = run_oom(request_too_large_trace() + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -238,6 +238,24 @@ TEST(OomReport, MemoryClimbingBeforeTheFailureNamesTheGrowingSite) {
             "50.00 MiB in 5 allocations of 10.00 MiB per step, one every 1.000 s (median)");
 }
 
+// The growth trace above with one site per list (--top 1): still 2 live sites and 1 growing site
+// counted, only the largest of each listed.
+TEST(OomReport, SitesPerOomLimitsTheListsNotTheCounts) {
+  std::vector<proto::Event> events = {driver_alloc(0, 0x5000000, 20 * kMiB, 500 * kMs, 11)};
+  for (uint64_t i = 0; i < 5; ++i)
+    events.push_back(driver_alloc(0, 0x10000000 + i * 0x1000000, 10 * kMiB, i == 0 ? 500 * kMs : kSecond, 12));
+  events.push_back(cuda_malloc_oom(0, 10 * kMiB, 5 * kMiB, 1000 * kMiB, kSecond, 12));
+  Report r = report_of("growth-top-1", events);
+  OomReport limited = build_oom_report(*r.analysis, 1);
+  ASSERT_EQ(limited.detailed.size(), 1u);
+  const OomDetail& d = limited.detailed[0];
+  EXPECT_EQ(d.live_site_count, 2u);
+  ASSERT_EQ(d.top_live_sites.size(), 1u);
+  EXPECT_EQ(d.top_live_sites[0].stack_id, 12u);
+  EXPECT_EQ(d.growing_site_count, 1u);
+  EXPECT_EQ(d.growing_sites.size(), 1u);
+}
+
 // The tracer's hook records a DEVICE_USAGE right after each failure, on the failing thread: between the
 // failed cudaMalloc and PyTorch's own OOM. The failure is still one OOM (after 1 failed driver
 // allocation), described by the sample taken after PyTorch's report (others 700 MiB), not the first one.
