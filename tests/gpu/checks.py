@@ -386,9 +386,12 @@ def check_memory_model(c, summary, timeline, truth, trace_path):
     # cuMemGetInfo's (150,754,820,096 B against 150,109,880,320 B on the H200): shown, not compared.
     usage = dev.get("device_usage") or {}
     last = usage.get("last") or {}
-    c.check("NVML samples with this process's use", "device_usage.last.process_used_bytes > 0",
-            last.get("process_used_bytes"), isinstance(last.get("process_used_bytes"), int)
-            and last["process_used_bytes"] > 0)
+    # The peak sample, not the last: the last is taken at exit, where CUDA may already have torn the context
+    # down and NVML lists the process with nothing.
+    peak = usage.get("peak") or {}
+    c.check("NVML samples with this process's use", "device_usage.peak.process_used_bytes > 0",
+            peak.get("process_used_bytes"), isinstance(peak.get("process_used_bytes"), int)
+            and peak["process_used_bytes"] > 0)
     c.info("device total", f"NVML {last.get('device_total_bytes')} B, cuMemGetInfo {facts['device_total_bytes']} B")
     for which in ("last", "peak"):
         u = usage.get(which) or {}

@@ -41,6 +41,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -118,13 +119,18 @@ struct Driver {
 #define MEMORY_MODEL_LOAD(d, name) (d).name = &::name  // cuda.h's macros pick the _v2 / _v4 symbol
 const char* kDriverPath = "-lcuda (exported symbols)";
 #else
-#define MEMORY_MODEL_LOAD(d, name) (d).name = reinterpret_cast<decltype((d).name)>(entry_point(#name))
+#define MEMORY_MODEL_LOAD(d, name) \
+  (d).name = reinterpret_cast<decltype((d).name)>(entry_point(#name, abi_version(#name)))
 const char* kDriverPath = "cudaGetDriverEntryPointByVersion";
 
-void* entry_point(const char* name) {
+// The CUDA version whose ABI of `name` matches the declaration used in Driver: 13000 (cuda.h's own) except
+// cuCtxSynchronize, which at 13000 is cuCtxSynchronize_v2(CUcontext) while Driver calls the argument-less one.
+unsigned abi_version(const char* name) { return std::strcmp(name, "cuCtxSynchronize") == 0 ? 12000 : 13000; }
+
+void* entry_point(const char* name, unsigned version) {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult status;
-  check(cudaGetDriverEntryPointByVersion(name, &fn, 13000, cudaEnableDefault, &status), name);
+  check(cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &status), name);
   if (status != cudaDriverEntryPointSuccess || fn == nullptr) {
     std::fprintf(stderr, "memory_model: no driver entry point %s (status %d)\n", name, int(status));
     std::exit(1);
