@@ -41,11 +41,21 @@ void record_alloc(MemoryEvent e, bool ok, bool out_of_memory) {
     device_usage_after_oom(e.device, e.api, e.device_total_bytes != 0, e.device_free_bytes, e.device_total_bytes);
 }
 
+// Memory the driver frees with the context it was made in (cuCtxDestroy, cuDevicePrimaryCtxReset): device
+// memory, arrays, managed and page-locked host memory of cuMemAlloc* / cudaMalloc* / cuMemAllocHost /
+// cuMemHostAlloc. The ALLOC names that context (the current one: allocations are made in it), so that
+// destroying a context made with cuCtxCreate frees its own allocations and not the primary context's of the
+// same device. One driver call, for allocations that succeeded.
+void record_context_alloc(MemoryEvent e, bool ok, bool out_of_memory) {
+  if (ok) e.context = current_context();
+  record_alloc(e, ok, out_of_memory);
+}
+
 void on_alloc(Api api, Layer layer, bool ok, bool out_of_memory, uint64_t address, uint64_t size,
               uint64_t stream, int device, int result) {
-  record_alloc({.layer = layer, .api = api, .device = device, .stream = stream, .address = address, .size = size,
-                .result = result},
-               ok, out_of_memory);
+  record_context_alloc({.layer = layer, .api = api, .device = device, .stream = stream, .address = address,
+                        .size = size, .result = result},
+                       ok, out_of_memory);
 }
 
 // The device and size of a free are those of the allocation it frees: the analyzer takes them from there,
@@ -131,6 +141,23 @@ void record_import(Api api, uint64_t address) {
   record_event({.kind = EventKind::kAlloc, .layer = Layer::kDriver, .api = api,
                 .device = device_of_pointer(address, current), .address = address,
                 .size = allocation_range_bytes(address), .memory = Memory::kImported});
+}
+
+// Each device's primary context, as cuDevicePrimaryCtxRetain last returned it: a reset (cuDevicePrimaryCtxReset,
+// cudaDeviceReset) names the device only, and its CONTEXT_DESTROY must name the context whose allocations go.
+// 0 = never seen. A fixed table (devices 0..63, as far as a trace tells them apart): a hook may not allocate.
+// Relaxed: each slot is one value on its own, and a retain returns the same handle to every thread.
+constexpr int kMaxPrimaryContexts = 64;
+std::atomic<uint64_t> g_primary_contexts[kMaxPrimaryContexts];
+
+bool primary_context_slot(int device) { return device >= 0 && device < kMaxPrimaryContexts; }
+
+void remember_primary_context(int device, uint64_t context) {
+  if (primary_context_slot(device)) g_primary_contexts[device].store(context, std::memory_order_relaxed);
+}
+
+uint64_t primary_context(int device) {
+  return primary_context_slot(device) ? g_primary_contexts[device].load(std::memory_order_relaxed) : 0;
 }
 
 // Recorded before the real call, for the reason a free is (FreeEvent): once the context is gone, another
@@ -221,10 +248,10 @@ MEMTRACE_EXPORT cudaError_t cudaMalloc3D(cudaPitchedPtr* pitchedDevPtr, cudaExte
   if (scope.outermost()) {
     bool ok = r == cudaSuccess;
     uint64_t rows = uint64_t{extent.height} * extent.depth;
-    record_alloc({.layer = Layer::kDriver, .api = Api::kCudaMalloc3D, .device = current_device(),
-                  .address = ok ? ptr_value(pitchedDevPtr->ptr) : 0,
-                  .size = (ok ? pitchedDevPtr->pitch : extent.width) * rows, .result = r},
-                 ok, r == kRuntimeOom);
+    record_context_alloc({.layer = Layer::kDriver, .api = Api::kCudaMalloc3D, .device = current_device(),
+                          .address = ok ? ptr_value(pitchedDevPtr->ptr) : 0,
+                          .size = (ok ? pitchedDevPtr->pitch : extent.width) * rows, .result = r},
+                         ok, r == kRuntimeOom);
   }
   return r;
 }
@@ -233,10 +260,10 @@ MEMTRACE_EXPORT cudaError_t cudaMallocManaged(void** devPtr, size_t size, unsign
   MEMTRACE_FORWARD_OR(cudaMallocManaged, cudaErrorInitializationError);
   cudaError_t r = real(devPtr, size, flags);
   if (scope.outermost())
-    record_alloc({.layer = Layer::kDriver, .api = Api::kCudaMallocManaged, .device = current_device(),
-                  .address = devPtr ? ptr_value(*devPtr) : 0, .size = size, .result = r,
-                  .memory = Memory::kManaged},
-                 r == cudaSuccess, r == kRuntimeOom);
+    record_context_alloc({.layer = Layer::kDriver, .api = Api::kCudaMallocManaged, .device = current_device(),
+                          .address = devPtr ? ptr_value(*devPtr) : 0, .size = size, .result = r,
+                          .memory = Memory::kManaged},
+                         r == cudaSuccess, r == kRuntimeOom);
   return r;
 }
 
@@ -293,10 +320,10 @@ MEMTRACE_RUNTIME_MALLOC_FROM_POOL(cudaMallocFromPoolAsync_ptsz, true)
     MEMTRACE_FORWARD_OR(symbol, cudaErrorInitializationError);                                              \
     cudaError_t r = real args;                                                                              \
     if (scope.outermost())                                                                                  \
-      record_alloc({.layer = Layer::kDriver, .api = api_id, .device = current_device(),                        \
-                    .address = ptr ? ptr_value(*ptr) : 0, .size = size, .result = r,                        \
-                    .memory = Memory::kHostPinned},                                                         \
-                   r == cudaSuccess, r == kRuntimeOom);                                                     \
+      record_context_alloc({.layer = Layer::kDriver, .api = api_id, .device = current_device(),                \
+                            .address = ptr ? ptr_value(*ptr) : 0, .size = size, .result = r,                \
+                            .memory = Memory::kHostPinned},                                                 \
+                           r == cudaSuccess, r == kRuntimeOom);                                             \
     return r;                                                                                               \
   }
 MEMTRACE_RUNTIME_HOST_ALLOC(cudaMallocHost, Api::kCudaMallocHost, (void** ptr, size_t size), (ptr, size))
@@ -347,10 +374,10 @@ uint64_t runtime_element_bytes(const cudaChannelFormatDesc* desc) {
       bool ok = r == cudaSuccess;                                                                           \
       int device = current_device();                                                                        \
       uint64_t bytes = ok ? driver_bytes(reinterpret_cast<handle_type>(*array), device) : 0;                \
-      record_alloc({.layer = Layer::kDriver, .api = api_id, .device = device,                               \
-                    .address = ok ? ptr_value(*array) : 0, .size = bytes ? bytes : elements, .result = r,   \
-                    .memory = Memory::kArray},                                                              \
-                   ok, r == kRuntimeOom);                                                                   \
+      record_context_alloc({.layer = Layer::kDriver, .api = api_id, .device = device,                       \
+                            .address = ok ? ptr_value(*array) : 0, .size = bytes ? bytes : elements,        \
+                            .result = r, .memory = Memory::kArray},                                         \
+                           ok, r == kRuntimeOom);                                                           \
     }                                                                                                       \
     return r;                                                                                               \
   }
@@ -410,7 +437,10 @@ MEMTRACE_EXPORT cudaError_t cudaIpcCloseMemHandle(void* devPtr) {
 // Destroys the current device's primary context, and with it what the driver frees with a context.
 MEMTRACE_EXPORT cudaError_t cudaDeviceReset() {
   MEMTRACE_FORWARD_OR(cudaDeviceReset, cudaErrorInitializationError);
-  if (scope.outermost()) record_context_destroy(Api::kCudaDeviceReset, current_device(), 0);
+  if (scope.outermost()) {
+    int device = current_device();
+    record_context_destroy(Api::kCudaDeviceReset, device, primary_context(device));
+  }
   return real();
 }
 
@@ -506,9 +536,9 @@ MEMTRACE_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, u
   MEMTRACE_FORWARD_OR(cuMemAllocManaged, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = real(dptr, bytesize, flags);
   if (scope.outermost())
-    record_alloc({.layer = Layer::kDriver, .api = Api::kCuMemAllocManaged, .device = current_device(),
-                  .address = dptr ? *dptr : 0, .size = bytesize, .result = r, .memory = Memory::kManaged},
-                 r == CUDA_SUCCESS, r == kDriverOom);
+    record_context_alloc({.layer = Layer::kDriver, .api = Api::kCuMemAllocManaged, .device = current_device(),
+                          .address = dptr ? *dptr : 0, .size = bytesize, .result = r, .memory = Memory::kManaged},
+                         r == CUDA_SUCCESS, r == kDriverOom);
   return r;
 }
 
@@ -623,10 +653,10 @@ MEMTRACE_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
     MEMTRACE_FORWARD_OR(symbol, CUDA_ERROR_NOT_INITIALIZED);                                                \
     CUresult r = real args;                                                                                 \
     if (scope.outermost())                                                                                  \
-      record_alloc({.layer = Layer::kDriver, .api = api_id, .device = current_device(),                        \
-                    .address = pp ? ptr_value(*pp) : 0, .size = bytesize, .result = r,                      \
-                    .memory = Memory::kHostPinned},                                                         \
-                   r == CUDA_SUCCESS, r == kDriverOom);                                                     \
+      record_context_alloc({.layer = Layer::kDriver, .api = api_id, .device = current_device(),                \
+                            .address = pp ? ptr_value(*pp) : 0, .size = bytesize, .result = r,              \
+                            .memory = Memory::kHostPinned},                                                 \
+                           r == CUDA_SUCCESS, r == kDriverOom);                                             \
     return r;                                                                                               \
   }
 MEMTRACE_DRIVER_HOST_ALLOC(cuMemAllocHost_v2, Api::kCuMemAllocHost, (void** pp, size_t bytesize), (pp, bytesize))
@@ -675,10 +705,10 @@ uint64_t driver_element_bytes(const Descriptor* desc) {
       bool ok = r == CUDA_SUCCESS;                                                                          \
       int device = current_device();                                                                        \
       uint64_t bytes = ok ? driver_bytes(*handle, device) : 0;                                              \
-      record_alloc({.layer = Layer::kDriver, .api = api_id, .device = device,                               \
-                    .address = ok ? ptr_value(*handle) : 0, .size = bytes ? bytes : elements, .result = r,  \
-                    .memory = Memory::kArray},                                                              \
-                   ok, r == kDriverOom);                                                                    \
+      record_context_alloc({.layer = Layer::kDriver, .api = api_id, .device = device,                       \
+                            .address = ok ? ptr_value(*handle) : 0, .size = bytes ? bytes : elements,       \
+                            .result = r, .memory = Memory::kArray},                                         \
+                           ok, r == kDriverOom);                                                            \
     }                                                                                                       \
     return r;                                                                                               \
   }
@@ -765,8 +795,17 @@ MEMTRACE_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
 
 MEMTRACE_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   MEMTRACE_FORWARD_OR(cuDevicePrimaryCtxReset_v2, CUDA_ERROR_NOT_INITIALIZED);
-  if (scope.outermost()) record_context_destroy(Api::kCuDevicePrimaryCtxReset, dev, 0);
+  if (scope.outermost()) record_context_destroy(Api::kCuDevicePrimaryCtxReset, dev, primary_context(dev));
   return real(dev);
+}
+
+// Every retain is remembered, nested in another hook or not (the runtime retains inside cudaMalloc and
+// cudaSetDevice): the handle is a fact about the device, not an event.
+MEMTRACE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  MEMTRACE_FORWARD_OR(cuDevicePrimaryCtxRetain, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = real(pctx, dev);
+  if (r == CUDA_SUCCESS && pctx) remember_primary_context(dev, ptr_value(*pctx));
+  return r;
 }
 
 // ---- CUDA driver: graph memory -----------------------------------------------------------------------------

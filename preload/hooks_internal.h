@@ -84,6 +84,9 @@ void* substitute_by_symbol(const char* symbol, void* real);
 
 // cuCtxGetDevice: the calling thread's current device.
 int current_device();
+// cuCtxGetCurrent: the calling thread's current CUcontext, as an integer (0 when none or unknown). The
+// context an allocation is made in is the one whose destruction frees it (memtrace.proto: Event.context).
+uint64_t current_context();
 // cuMemGetInfo_v2: free and total bytes of the current device.
 bool device_memory_info(uint64_t* free_bytes, uint64_t* total_bytes);
 // The device ordinal `address` belongs to (cuPointerGetAttribute, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL), for

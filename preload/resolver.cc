@@ -216,6 +216,13 @@ int device_of_pointer(uint64_t address, int fallback) {
   return ordinal;
 }
 
+uint64_t current_context() {
+  auto fn = helper_fn<CUresult (*)(CUcontext*)>(kCtxGetCurrent);
+  CUcontext context = nullptr;
+  if (!fn || fn(&context) != CUDA_SUCCESS) return 0;
+  return reinterpret_cast<uintptr_t>(context);
+}
+
 int device_of_context(CUcontext context) {
   if (auto fn = helper_fn<CUresult (*)(CUdevice*, CUcontext)>(kCtxGetDeviceOfContext)) {
     CUdevice device = -1;

@@ -14,6 +14,10 @@ their elements' bytes.
   (capture 2, the per-thread stream), legacy 128 KiB = 131072 (stream 0 is not the per-thread stream: not
   captured); graph memory node 8 MiB on device 1; left_to_reset 5 MiB, freed by the device reset.
 Capture ids: the double numbers captures from 1 in the order they begin.
+Contexts: every allocation the driver frees with a context (pinned, host_alloc, the three arrays, pitched,
+managed, left_to_reset) names the current one, device 0's primary context (primary0: the runtime retained it
+at cudaSetDevice); registered host memory, the import, pool blocks and graph nodes name none (0). The reset
+names primary0 as the context it destroys.
 """
 import e2e_lib
 from memory_kinds_lib import KIB, MIB, alloc, compare, event, events, free, values
@@ -28,6 +32,8 @@ shared = case.args.runtime == "shared"
 stdout, trace = case.run_traced([case.program("memory_kinds_" + case.args.runtime)])
 v = values(stdout)
 stream = 0x5100
+primary0 = v["primary0"]
+case.check("device 0's primary context is a handle (not 0, which names no context)", True, primary0 != 0)
 
 
 def api(runtime_name, driver_name):
@@ -37,20 +43,20 @@ def api(runtime_name, driver_name):
 
 expected = [
     alloc(api("CUDA_MALLOC_HOST", "CU_MEM_ALLOC_HOST"), memory="MEMORY_HOST_PINNED", device=0,
-          address=v["pinned"], size=1 * MIB),
+          address=v["pinned"], size=1 * MIB, context=primary0),
     alloc(api("CUDA_HOST_ALLOC", "CU_MEM_HOST_ALLOC"), memory="MEMORY_HOST_PINNED", device=0,
-          address=v["host_alloc"], size=2 * MIB),
+          address=v["host_alloc"], size=2 * MIB, context=primary0),
     alloc(api("CUDA_HOST_REGISTER", "CU_MEM_HOST_REGISTER"), memory="MEMORY_HOST_REGISTERED", device=0,
           address=v["registered"], size=64 * KIB),
     alloc(api("CUDA_MALLOC_ARRAY", "CU_ARRAY_CREATE"), memory="MEMORY_ARRAY", device=0, address=v["array_2d"],
-          size=16000),
+          size=16000, context=primary0),
     alloc(api("CUDA_MALLOC_3D_ARRAY", "CU_ARRAY_3D_CREATE"), memory="MEMORY_ARRAY", device=0,
-          address=v["array_3d"], size=300000),
+          address=v["array_3d"], size=300000, context=primary0),
     alloc(api("CUDA_MALLOC_MIPMAPPED_ARRAY", "CU_MIPMAPPED_ARRAY_CREATE"), memory="MEMORY_ARRAY", device=0,
-          address=v["mipmapped"], size=344064),
-    alloc(api("CUDA_MALLOC_3D", "CU_MEM_ALLOC_PITCH"), device=0, address=v["pitched"], size=61440),
+          address=v["mipmapped"], size=344064, context=primary0),
+    alloc(api("CUDA_MALLOC_3D", "CU_MEM_ALLOC_PITCH"), device=0, address=v["pitched"], size=61440, context=primary0),
     alloc(api("CUDA_MALLOC_MANAGED", "CU_MEM_ALLOC_MANAGED"), memory="MEMORY_MANAGED", device=0,
-          address=v["managed"], size=3 * MIB),
+          address=v["managed"], size=3 * MIB, context=primary0),
     alloc(api("CUDA_IPC_OPEN_MEM_HANDLE", "CU_IPC_OPEN_MEM_HANDLE"), memory="MEMORY_IMPORTED", device=1,
           address=v["imported"], size=4 * MIB),
     alloc(api("CUDA_MALLOC_ASYNC", "CU_MEM_ALLOC_ASYNC"), layer="LAYER_BLOCK", device=0, stream=stream,
@@ -89,8 +95,9 @@ expected = [
     free(api("CUDA_FREE", "CU_MEM_FREE"), address=v["pitched"]),
     free(api("CUDA_FREE", "CU_MEM_FREE"), address=v["managed"]),
     free(api("CUDA_IPC_CLOSE_MEM_HANDLE", "CU_IPC_CLOSE_MEM_HANDLE"), address=v["imported"]),
-    alloc(api("CUDA_MALLOC", "CU_MEM_ALLOC"), device=0, address=v["left_to_reset"], size=5 * MIB),
-    event("CONTEXT_DESTROY", api("CUDA_DEVICE_RESET", "CU_DEVICE_PRIMARY_CTX_RESET"), device=0),
+    alloc(api("CUDA_MALLOC", "CU_MEM_ALLOC"), device=0, address=v["left_to_reset"], size=5 * MIB, context=primary0),
+    event("CONTEXT_DESTROY", api("CUDA_DEVICE_RESET", "CU_DEVICE_PRIMARY_CTX_RESET"), device=0,
+          address=primary0),
 ]
 compare(case, expected, events(case, trace))
 case.finish()

@@ -10,8 +10,14 @@ driver sizes (the test double's rule: the elements' bytes rounded up to 64 KiB =
   cuMemCreate on a host NUMA node 2 MiB: host memory, the current device (0); on device 1 4 MiB
   IPC import 1 MiB on device 0; external memory buffer 3 MiB; shareable-handle import: size unknown (0)
   captured 1 MiB (capture 1, stream 0x6100), per_thread 256 KiB = 262144 (capture 2, the per-thread
-  stream); graph memory node 2 MiB on device 0; in_own 3 MiB in a context of device 1 (destroyed);
-  in_primary 5 MiB (device 0's primary context, reset). cuDevicePrimaryCtxRelease records nothing.
+  stream); graph memory node 2 MiB on device 0; in_primary 5 MiB (device 0's primary context, reset);
+  in_own 3 MiB in a context of device 0 made with cuCtxCreate (destroyed). cuDevicePrimaryCtxRelease records
+  nothing.
+Contexts: every allocation the driver frees with a context names the one current when it was made: pinned,
+host_alloc, the four arrays and in_primary device 0's primary context (primary0, retained by the program),
+in_own its own context. VMM handles, registered host memory, imports, pool blocks and graph nodes name none
+(0). cuCtxDestroy names the context destroyed (own); the reset names primary0, which the tracer learnt from
+the program's cuDevicePrimaryCtxRetain.
 """
 import e2e_lib
 from memory_kinds_lib import KIB, MIB, alloc, compare, event, events, free, values
@@ -20,15 +26,21 @@ case = e2e_lib.Case()
 stdout, trace = case.run_traced([case.program("memory_kinds_driver")])
 v = values(stdout)
 stream = 0x6100
+primary0, own = v["primary0"], v["own"]
+case.check("the two contexts are distinct handles", True, primary0 != 0 and own != 0 and primary0 != own)
 expected = [
-    alloc("CU_MEM_ALLOC_HOST", memory="MEMORY_HOST_PINNED", device=0, address=v["pinned"], size=1 * MIB),
-    alloc("CU_MEM_HOST_ALLOC", memory="MEMORY_HOST_PINNED", device=0, address=v["host_alloc"], size=2 * MIB),
+    alloc("CU_MEM_ALLOC_HOST", memory="MEMORY_HOST_PINNED", device=0, address=v["pinned"], size=1 * MIB,
+          context=primary0),
+    alloc("CU_MEM_HOST_ALLOC", memory="MEMORY_HOST_PINNED", device=0, address=v["host_alloc"], size=2 * MIB,
+          context=primary0),
     alloc("CU_MEM_HOST_REGISTER", memory="MEMORY_HOST_REGISTERED", device=0, address=v["registered"],
           size=64 * KIB),
-    alloc("CU_ARRAY_CREATE", memory="MEMORY_ARRAY", device=0, address=v["array_2d"], size=4000),
-    alloc("CU_ARRAY_3D_CREATE", memory="MEMORY_ARRAY", device=0, address=v["array_3d"], size=1048576),
-    alloc("CU_MIPMAPPED_ARRAY_CREATE", memory="MEMORY_ARRAY", device=0, address=v["mipmapped"], size=81920),
-    alloc("CU_ARRAY_3D_CREATE", memory="MEMORY_ARRAY", device=0, address=v["deferred"], size=65536),
+    alloc("CU_ARRAY_CREATE", memory="MEMORY_ARRAY", device=0, address=v["array_2d"], size=4000, context=primary0),
+    alloc("CU_ARRAY_3D_CREATE", memory="MEMORY_ARRAY", device=0, address=v["array_3d"], size=1048576,
+          context=primary0),
+    alloc("CU_MIPMAPPED_ARRAY_CREATE", memory="MEMORY_ARRAY", device=0, address=v["mipmapped"], size=81920,
+          context=primary0),
+    alloc("CU_ARRAY_3D_CREATE", memory="MEMORY_ARRAY", device=0, address=v["deferred"], size=65536, context=primary0),
     alloc("CU_MEM_CREATE", memory="MEMORY_HOST_PINNED", device=0, address=v["host_handle"], size=2 * MIB),
     alloc("CU_MEM_CREATE", device=1, address=v["device_handle"], size=4 * MIB),
     alloc("CU_IPC_OPEN_MEM_HANDLE", memory="MEMORY_IMPORTED", device=0, address=v["ipc"], size=1 * MIB),
@@ -61,10 +73,10 @@ expected = [
     free("CU_IPC_CLOSE_MEM_HANDLE", address=v["ipc"]),
     free("CU_MEM_FREE", address=v["mapped_buffer"]),
     free("CU_MEM_RELEASE", address=v["shared_handle"]),
-    alloc("CU_MEM_ALLOC", device=1, address=v["in_own"], size=3 * MIB),
-    event("CONTEXT_DESTROY", "CU_CTX_DESTROY", device=1, address=v["own"]),
-    alloc("CU_MEM_ALLOC", device=0, address=v["in_primary"], size=5 * MIB),
-    event("CONTEXT_DESTROY", "CU_DEVICE_PRIMARY_CTX_RESET", device=0),
+    alloc("CU_MEM_ALLOC", device=0, address=v["in_primary"], size=5 * MIB, context=primary0),
+    alloc("CU_MEM_ALLOC", device=0, address=v["in_own"], size=3 * MIB, context=own),
+    event("CONTEXT_DESTROY", "CU_CTX_DESTROY", device=0, address=own),
+    event("CONTEXT_DESTROY", "CU_DEVICE_PRIMARY_CTX_RESET", device=0, address=primary0),
 ]
 compare(case, expected, events(case, trace))
 case.finish()

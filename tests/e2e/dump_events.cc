@@ -24,6 +24,7 @@ nlohmann::json event_json(const memtrace::proto::Event& e) {
       {"stack_id", e.stack_id()},              {"handle", e.handle()},
       {"graph", e.graph()},                    {"capture_id", e.capture_id()},
       {"device_free_bytes", e.device_free_bytes()}, {"device_total_bytes", e.device_total_bytes()},
+      {"context", e.context()},
   };
   if (e.has_process_used_bytes()) j["process_used_bytes"] = e.process_used_bytes();
   if (e.has_other_processes_used_bytes()) j["other_processes_used_bytes"] = e.other_processes_used_bytes();

@@ -3,8 +3,12 @@
 // stream-ordered allocations made during stream capture (legacy and per-thread streams), a graph built
 // with memory nodes, and a device reset. Built twice: against the shared runtime (the runtime hooks see the
 // calls) and the static one (only the driver calls it makes are seen). check_memory_kinds.py compares the
-// exact event sequence; the handles it cannot know are printed as "value NAME 0xHEX".
+// exact event sequence; the handles it cannot know are printed as "value NAME 0xHEX", among them the
+// context the runtime made current (device 0's primary context), which the allocations the driver frees
+// with it name, and so does the reset.
+#include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -25,6 +29,21 @@ void print_value(const char* name, const void* value) {
   std::printf("value %s 0x%llx\n", name, static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(value)));
 }
 
+// The calling thread's current context, asked of the driver the runtime loaded (the program is not linked
+// with it; the runtime API has no call that names a context).
+CUcontext current_context() {
+  void* libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  void* symbol = libcuda ? dlsym(libcuda, "cuCtxGetCurrent") : nullptr;
+  auto get_current = reinterpret_cast<decltype(&cuCtxGetCurrent)>(symbol);
+  if (!get_current) {
+    std::fprintf(stderr, "cuCtxGetCurrent not found in the loaded libcuda.so.1\n");
+    std::exit(3);
+  }
+  CUcontext context = nullptr;
+  E2E_OK(get_current(&context));
+  return context;
+}
+
 // The test double's IPC handle: another process's allocation of `size` bytes on `device`.
 cudaIpcMemHandle_t other_process_handle(uint64_t size, int32_t device) {
   cudaIpcMemHandle_t handle{};
@@ -39,6 +58,7 @@ int main() {
   // A stream handle of the program's own; the double tracks capture per handle value.
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(0x5100);
   E2E_OK(cudaSetDevice(0));
+  print_value("primary0", current_context());
 
   void *pinned, *host_alloc;
   E2E_OK(cudaMallocHost(&pinned, 1 * kMiB));

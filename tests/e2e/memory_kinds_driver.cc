@@ -1,8 +1,9 @@
 // The driver API's memory that is not plain device memory, once each, in a fixed order: page-locked and
 // registered host memory, arrays, VMM handles on the host and on a device, imports (IPC, external memory,
 // a shareable handle), stream-ordered allocations during capture (a stream of the program's own and the
-// per-thread stream), a graph with memory nodes, and context teardown (cuCtxDestroy, cuDevicePrimaryCtxReset,
-// and a cuDevicePrimaryCtxRelease that must not be recorded). check_memory_kinds_driver.py compares the
+// per-thread stream), a graph with memory nodes, and context teardown (cuCtxDestroy of a context made while
+// the primary context of the same device holds memory, cuDevicePrimaryCtxReset, and a
+// cuDevicePrimaryCtxRelease that must not be recorded). check_memory_kinds_driver.py compares the
 // exact event sequence; handles are printed as "value NAME 0xHEX".
 #include <cuda.h>
 
@@ -49,6 +50,7 @@ int main() {
   E2E_OK(cuInit(0));
   E2E_OK(cuDevicePrimaryCtxRetain(&primary0, 0));
   E2E_OK(cuCtxSetCurrent(primary0));
+  print_value("primary0", primary0);
 
   void *pinned, *host_alloc;
   E2E_OK(cuMemAllocHost(&pinned, 1 * kMiB));
@@ -164,15 +166,16 @@ int main() {
   E2E_OK(cuMemFree(mapped_buffer));
   E2E_OK(cuMemRelease(shared_handle));
 
-  // A context of its own on device 1, destroyed with an allocation in it; then device 0's primary context
-  // reset with one in it. Releasing device 1's primary context (never retained here) records nothing.
+  // Device 0's primary context holds `in_primary` while a context of its own on the same device is made and
+  // destroyed with `in_own` in it (the driver frees in_own only); then the primary context is reset, which
+  // frees in_primary. Releasing device 1's primary context (never retained here) records nothing.
   CUcontext own;
   CUdeviceptr in_own, in_primary;
-  E2E_OK(cuCtxCreate(&own, nullptr, 0, 1));
+  E2E_OK(cuMemAlloc(&in_primary, 5 * kMiB));
+  E2E_OK(cuCtxCreate(&own, nullptr, 0, 0));
   E2E_OK(cuMemAlloc(&in_own, 3 * kMiB));
   E2E_OK(cuCtxDestroy(own));
   E2E_OK(cuCtxSetCurrent(primary0));
-  E2E_OK(cuMemAlloc(&in_primary, 5 * kMiB));
   E2E_OK(cuDevicePrimaryCtxReset(0));
   E2E_OK(cuDevicePrimaryCtxRelease(1));
   print_value("own", own);

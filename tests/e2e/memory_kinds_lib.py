@@ -33,10 +33,10 @@ def events(case, trace):
 
 def event(kind, api, **fields):
     """An expected event: kind and api, and every other field given; fields not given must hold their
-    defaults (DEVICE memory, LAYER_UNKNOWN, device -1, zero addresses, sizes, links; no stack)."""
+    defaults (DEVICE memory, LAYER_UNKNOWN, device -1, zero addresses, sizes, links, context; no stack)."""
     expected = {"kind": kind, "api": api, "layer": "LAYER_UNKNOWN", "memory": "MEMORY_DEVICE", "device": -1,
                 "stream": 0, "address": 0, "size": 0, "graph": 0, "capture_id": 0, "handle": 0, "result": 0,
-                "has_stack": False}
+                "context": 0, "has_stack": False}
     expected.update(fields)
     return expected
 

@@ -168,6 +168,33 @@ TEST(Driver, ContextResetFreesWhatTheDriverFreesWithAContext) {
   EXPECT_EQ(free_bytes(), kTotalBytes);
 }
 
+// As on the H200: destroying a context made with cuCtxCreate frees its own allocations and leaves the
+// primary context's on the same device alone. The two contexts are distinct handles, and cuCtxGetCurrent
+// names whichever is current (the tracer records it on every allocation).
+TEST(Driver, CreatedContextIsNotThePrimaryContext) {
+  bind(0);
+  CUcontext primary = nullptr, own = nullptr, current = nullptr;
+  ASSERT_EQ(cuDevicePrimaryCtxRetain(&primary, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxGetCurrent(&current), CUDA_SUCCESS);
+  EXPECT_EQ(current, primary);
+  CUdeviceptr in_primary = 0, in_own = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&in_primary, 5 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxCreate_v4(&own, nullptr, 0, 0), CUDA_SUCCESS);
+  EXPECT_NE(own, primary);
+  ASSERT_EQ(cuCtxGetCurrent(&current), CUDA_SUCCESS);
+  EXPECT_EQ(current, own);  // cuCtxCreate makes the new context current
+  ASSERT_EQ(cuMemAlloc_v2(&in_own, 3 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(free_bytes(), kTotalBytes - 8 * kMiB);  // 5 + 3 MiB on device 0
+  ASSERT_EQ(cuCtxDestroy_v2(own), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxGetCurrent(&current), CUDA_SUCCESS);
+  EXPECT_EQ(current, nullptr);  // the destroyed context was current: none is now
+  ASSERT_EQ(cuCtxSetCurrent(primary), CUDA_SUCCESS);
+  EXPECT_EQ(free_bytes(), kTotalBytes - 5 * kMiB);  // only in_own went with its context
+  EXPECT_EQ(cuMemFree_v2(in_own), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFree_v2(in_primary), CUDA_SUCCESS);
+  EXPECT_EQ(free_bytes(), kTotalBytes);
+}
+
 TEST(Driver, OnlyDeferredMappingArraysHaveMemoryRequirements) {
   bind(0);
   CUarray plain = nullptr, deferred = nullptr;
