@@ -34,6 +34,8 @@ void* dlsym(void* handle, const char* name) noexcept;
 extern "C" {
 // cuGetProcAddress("cuGraphInstantiate") from CUDA 12.0: cuGraphInstantiateWithFlags' ABI (hooks.def).
 CUresult memtrace_cuGraphInstantiate_v12000(CUgraphExec* phGraphExec, CUgraph hGraph, unsigned long long flags);
+// cuGetProcAddress("cuDevicePrimaryCtxReset") below 11000: CUDA 7.0's function (hooks.def).
+CUresult memtrace_cuDevicePrimaryCtxReset_v7000(CUdevice dev);
 }
 
 namespace memtrace {

@@ -132,6 +132,8 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice device) {
   return CUDA_SUCCESS;
 }
 
+CUresult cuDevicePrimaryCtxReset(CUdevice device) { return cuDevicePrimaryCtxReset_v2(device); }
+
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   return device_valid(device) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;

@@ -12,6 +12,11 @@ struct CUmemPoolHandle_st {
   int device;
 };
 
+// CUDA 7.0's cuDevicePrimaryCtxReset, exported under the name that cuda.h #defines to the _v2 function (the
+// same argument). cuGetProcAddress hands it out below 11000, where the CUDA 13 runtime asks for it.
+#undef cuDevicePrimaryCtxReset
+extern "C" CUresult cuDevicePrimaryCtxReset(CUdevice device);
+
 namespace fakecuda {
 
 // The calling thread's current device, from its current context (cuCtxSetCurrent). Like the real

@@ -88,6 +88,7 @@ const Entry kEntries[] = {
     FAKECUDA_ENTRY("cuMemGetAddressRange", 3020, false, cuMemGetAddressRange_v2),
     FAKECUDA_ENTRY("cuIpcOpenMemHandle", 11000, false, cuIpcOpenMemHandle_v2),
     FAKECUDA_ENTRY("cuIpcCloseMemHandle", 4010, false, cuIpcCloseMemHandle),
+    FAKECUDA_ENTRY("cuDevicePrimaryCtxReset", 7000, false, cuDevicePrimaryCtxReset),
     FAKECUDA_ENTRY("cuDevicePrimaryCtxReset", 11000, false, cuDevicePrimaryCtxReset_v2),
     FAKECUDA_ENTRY("cuDevicePrimaryCtxRelease", 11000, false, cuDevicePrimaryCtxRelease_v2),
     // Graphs (driver_graphs.cc). From 12000 "cuGraphInstantiate" has cuGraphInstantiateWithFlags' ABI.

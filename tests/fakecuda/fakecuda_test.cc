@@ -44,6 +44,16 @@ TEST(Resolver, PicksTheAbiOfTheRequestedVersion) {
   EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
 }
 
+// The CUDA 13 runtime asks for "cuDevicePrimaryCtxReset" at 7000 (measured on the H200): CUDA 7.0's function,
+// exported under its plain name; from 11000 the _v2 one.
+TEST(Resolver, PrimaryContextResetHasTwoAbis) {
+  void* v7000 = resolve("cuDevicePrimaryCtxReset", 7000, 0, nullptr);
+  ASSERT_NE(v7000, nullptr);
+  EXPECT_EQ(v7000, dlsym(RTLD_DEFAULT, "cuDevicePrimaryCtxReset"));
+  EXPECT_EQ(resolve("cuDevicePrimaryCtxReset", 13000, 0, nullptr), dlsym(RTLD_DEFAULT, "cuDevicePrimaryCtxReset_v2"));
+  EXPECT_NE(v7000, dlsym(RTLD_DEFAULT, "cuDevicePrimaryCtxReset_v2"));
+}
+
 TEST(Resolver, PerThreadStreamFlagSelectsPtsz) {
   EXPECT_EQ(resolve("cuMemAllocAsync", 11020, 0, nullptr), dlsym(RTLD_DEFAULT, "cuMemAllocAsync"));
   EXPECT_EQ(resolve("cuMemAllocAsync", 11020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, nullptr),

@@ -64,6 +64,7 @@ struct Driver {
   decltype(&cuMipmappedArrayDestroy) mipmapped_array_destroy = nullptr;
   decltype(&cuIpcOpenMemHandle_v2) ipc_open_mem_handle = nullptr;
   decltype(&cuIpcCloseMemHandle) ipc_close_mem_handle = nullptr;
+  // "cuDevicePrimaryCtxReset" at 7000, as the CUDA 13 runtime asks (measured on the H200): CUDA 7.0's ABI.
   decltype(&cuDevicePrimaryCtxReset_v2) device_primary_ctx_reset = nullptr;
   decltype(&cuStreamBeginCapture_v2) stream_begin_capture = nullptr;
   decltype(&cuStreamBeginCapture_v2) stream_begin_capture_ptsz = nullptr;
@@ -102,7 +103,7 @@ bool lookup_more(ResolverV2 resolver, Driver* d) {
          lookup(resolver, "cuMipmappedArrayDestroy", 5000, legacy, &d->mipmapped_array_destroy) &&
          lookup(resolver, "cuIpcOpenMemHandle", 11000, legacy, &d->ipc_open_mem_handle) &&
          lookup(resolver, "cuIpcCloseMemHandle", 4010, legacy, &d->ipc_close_mem_handle) &&
-         lookup(resolver, "cuDevicePrimaryCtxReset", 11000, legacy, &d->device_primary_ctx_reset) &&
+         lookup(resolver, "cuDevicePrimaryCtxReset", 7000, legacy, &d->device_primary_ctx_reset) &&
          lookup(resolver, "cuStreamBeginCapture", 10010, legacy, &d->stream_begin_capture) &&
          lookup(resolver, "cuStreamBeginCapture", 10010, ptsz, &d->stream_begin_capture_ptsz) &&
          lookup(resolver, "cuStreamEndCapture", 10000, legacy, &d->stream_end_capture) &&
