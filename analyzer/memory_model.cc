@@ -226,7 +226,7 @@ void MemoryModel::on_alloc(const proto::Event& event, AddressSpace space) {
   }
   LiveAllocation a{.space = space, .memory = memory_of(event), .device = event.device(), .size_bytes = event.size(),
                    .stack_id = event.stack_id(), .time_ns = now_ns_, .event_index = event_index_,
-                   .address = event.address()};
+                   .address = event.address(), .context = event.context()};
   if (a.memory == proto::MEMORY_MANAGED) ++health_.managed_allocations;
   add_live(a);
   if (space == AddressSpace::kTorchBlock) note_torch_totals(event, a.device);
@@ -453,11 +453,27 @@ void MemoryModel::on_graph_launch(const proto::Event& event) {
 void MemoryModel::on_context_destroy(const proto::Event& event) {
   DeviceState& state = device_state(event.device());
   ++state.context_destroys;
+  // Which allocations were the destroyed context's: those made in it (Event.context). Pool blocks and
+  // allocations whose context is not known go with the device's primary context: a reset (cudaDeviceReset,
+  // cuDevicePrimaryCtxReset) or a destroy that does not name its context; destroying a context made with
+  // cuCtxCreate leaves them, as it leaves the primary context's own allocations.
+  bool primary = event.address() == 0 || event.api() == proto::CUDA_DEVICE_RESET ||
+                 event.api() == proto::CU_DEVICE_PRIMARY_CTX_RESET;
+  auto of_this_context = [&](const LiveAllocation& a) {
+    if (a.device != event.device() || !freed_with_context(a)) return false;
+    if (a.context == 0) return primary;
+    return event.address() == 0 || a.context == event.address();
+  };
   std::vector<Key> freed;
   for (const auto& [key, a] : live_)
-    if (a.device == event.device() && freed_with_context(a)) freed.push_back(key);
-  for (const Key& key : freed) release(live_.find(key));
-  // The device's pools (the graph memory pool too) go with the context.
+    if (of_this_context(a)) freed.push_back(key);
+  for (const Key& key : freed) {
+    auto it = live_.find(key);
+    state.context_freed_bytes += it->second.size_bytes;
+    release(it);
+  }
+  if (!primary) return;
+  // The device's pools (the graph memory pool too) go with its primary context.
   std::erase_if(pool_samples_, [&](const auto& entry) { return entry.first.first == event.device(); });
   state.pool_reserved_sampled_bytes = 0;
   state.graph_reserved_bytes = 0;

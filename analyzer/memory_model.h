@@ -37,6 +37,7 @@ struct LiveAllocation {
   int64_t time_ns = 0;          // since trace start
   uint64_t event_index = 0;
   uint64_t address = 0;         // the pointer (or handle) it was allocated at
+  uint64_t context = 0;         // Event.context: the CUcontext current at a driver-layer ALLOC, 0 = not known
   bool charged_to_device() const { return memory == proto::MEMORY_DEVICE || memory == proto::MEMORY_ARRAY; }
 };
 
@@ -108,6 +109,7 @@ struct DeviceState {
   bool allocator_layer_seen = false; // any TORCH_ALLOCATOR event on this device
   uint64_t driver_allocations = 0, driver_frees = 0, block_allocations = 0, block_frees = 0;
   uint64_t context_destroys = 0;     // CONTEXT_DESTROY events (cuCtxDestroy, cudaDeviceReset...)
+  uint64_t context_freed_bytes = 0;  // bytes those events freed (charged or not), summed
   // Peaks of the raw quantities; which of them is "allocated" and "reserved" depends on the layers
   // the device has seen over the whole trace (see peak_allocated / peak_reserved).
   Peak peak_driver;          // of driver_bytes

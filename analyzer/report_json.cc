@@ -152,6 +152,7 @@ json devices_json(const Analysis& a, FrameResolver& resolver) {
         {"final_pools_reserved_bytes", d.pools_reserved_bytes()},
         {"peak_pools_reserved_bytes", d.peak_pools_reserved.bytes},
         {"context_destroys", d.context_destroys},
+        {"context_freed_bytes", d.context_freed_bytes},
         {"device_usage", {{"last", device_usage_json(d.last_usage)}, {"peak", device_usage_json(d.peak_usage)}}},
     };
     auto at_peak = a.fragmentation_at_peak.find(device);

@@ -163,8 +163,8 @@ void print_devices(std::ostream& out, const Analysis& a, FrameResolver& resolver
     if (d.peak_usage) print_usage(out, "at peak", *d.peak_usage);
     if (d.last_usage) print_usage(out, "last", *d.last_usage);
     if (d.context_destroys)
-      out << "  context destroyed or reset " << count_of(d.context_destroys, "time")
-          << " (its allocations freed with it)\n";
+      out << "  context destroyed or reset " << count_of(d.context_destroys, "time") << ", freeing "
+          << format_bytes(d.context_freed_bytes) << " of allocations with it\n";
     auto peak = a.live_at_peak.find(device);
     if (peak == a.live_at_peak.end() || peak->second.empty()) continue;
     const auto& sites = peak->second;

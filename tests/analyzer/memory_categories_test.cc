@@ -272,6 +272,33 @@ TEST(MemoryCategories, ContextDestroyFreesWhatTheDriverFreesWithTheContextAndNot
   EXPECT_EQ(model.live_at_exit().size(), 2u);
 }
 
+proto::Event in_context(proto::Event e, uint64_t context) {
+  e.set_context(context);
+  return e;
+}
+
+TEST(MemoryCategories, DestroyingACreatedContextFreesOnlyItsOwnAllocations) {
+  constexpr uint64_t kPrimary = 0xC0, kCreated = 0xC1;
+  proto::Event destroy = make_event(proto::CONTEXT_DESTROY, proto::LAYER_UNKNOWN, proto::CU_CTX_DESTROY, 0, kCreated, 0, 1000);
+  proto::Event reset = make_event(proto::CONTEXT_DESTROY, proto::LAYER_UNKNOWN, proto::CU_DEVICE_PRIMARY_CTX_RESET, 0,
+                                  kPrimary, 0, 1000);
+  MemoryModel model;
+  std::vector<uint64_t> driver;
+  model.set_totals_callback([&](int32_t, int64_t, const DeviceTotals& t) { driver.push_back(t.driver_bytes); });
+  for (const auto& e : std::vector<proto::Event>{
+           in_context(driver_alloc(0, 0x100000, 2 * kMiB, 1000), kPrimary),                           // 2
+           pool_block(proto::ALLOC, 0, 0x9000000, 4 * kMiB),                                          // 6 (block, no context)
+           in_context(driver_alloc(0, 0x800000, 64 * kMiB, 1000, 0, proto::CU_MEM_ALLOC), kCreated),  // 70
+           in_context(vmm_create(0, 0x11, 16 * kMiB), kCreated),                                      // 86
+           destroy,  // the created context's cuMemAlloc only: 86 - 64 = 22
+           reset,    // the primary's cudaMalloc and the pool block: 22 - 2 - 4 = 16 (the handle stays)
+       })
+    model.apply(e);
+  EXPECT_EQ(driver, (std::vector<uint64_t>{2 * kMiB, 6 * kMiB, 70 * kMiB, 86 * kMiB, 22 * kMiB, 16 * kMiB}));
+  EXPECT_EQ(model.devices().at(0).context_destroys, 2u);
+  EXPECT_EQ(model.devices().at(0).context_freed_bytes, (64 + 2 + 4) * kMiB);
+}
+
 proto::Event usage(int32_t device, uint64_t free_bytes, uint64_t total_bytes, std::optional<uint64_t> process,
                    std::optional<uint64_t> others) {
   proto::Event e = make_event(proto::DEVICE_USAGE, proto::LAYER_UNKNOWN, proto::NVML_SAMPLE, device, 0, 0, 1000);
