@@ -794,11 +794,11 @@ MEMTRACE_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
 }
 
 // The ABI of CUDA 11.0 and that of CUDA 7.0, which the CUDA 13 runtime asks for (hooks.def).
-#define MEMTRACE_DRIVER_PRIMARY_CTX_RESET(symbol)                                                             \
-  MEMTRACE_EXPORT CUresult symbol(CUdevice dev) {                                                           \
-    MEMTRACE_FORWARD_OR(symbol, CUDA_ERROR_NOT_INITIALIZED);                                                \
+#define MEMTRACE_DRIVER_PRIMARY_CTX_RESET(symbol)                                                            \
+  MEMTRACE_EXPORT CUresult symbol(CUdevice dev) {                                                            \
+    MEMTRACE_FORWARD_OR(symbol, CUDA_ERROR_NOT_INITIALIZED);                                                 \
     if (scope.outermost()) record_context_destroy(Api::kCuDevicePrimaryCtxReset, dev, primary_context(dev)); \
-    return real(dev);                                                                                       \
+    return real(dev);                                                                                        \
   }
 MEMTRACE_DRIVER_PRIMARY_CTX_RESET(cuDevicePrimaryCtxReset_v2)
 MEMTRACE_DRIVER_PRIMARY_CTX_RESET(memtrace_cuDevicePrimaryCtxReset_v7000)
