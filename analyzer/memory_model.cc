@@ -307,6 +307,7 @@ void MemoryModel::on_free(const proto::Event& event, AddressSpace space) {
   }
   // Size and device come from the allocation: the free may not say its size, and may run while
   // another device is current.
+  if (space == AddressSpace::kDriverPointer && it->second.held_blocks) release_torch_segment(device, it->second.size_bytes);
   release(it);
   if (space == AddressSpace::kTorchBlock) note_torch_totals(event, event.device() >= 0 ? event.device() : device);
 }
@@ -338,8 +339,14 @@ void MemoryModel::on_unmap(const proto::Event& event) {
   if (end < event.address()) end = UINT64_MAX;
   for (auto m = mappings_.lower_bound(event.address()); m != mappings_.end() && m->first < end;) {
     uint64_t handle_value = m->second.handle;
+    bool expandable_segment_page = reservations_with_blocks_.count(reservation_of(m->first)) > 0;
+    uint64_t page_bytes = m->second.size_bytes;
     m = mappings_.erase(m);
     auto handle = handles_.find(handle_value);
+    if (expandable_segment_page) {
+      auto page = live_.find(Key{AddressSpace::kDriverHandle, handle_value});
+      if (page != live_.end()) release_torch_segment(page->second.device, page_bytes);
+    }
     if (handle == handles_.end() || handle->second.mappings == 0) continue;
     if (--handle->second.mappings == 0 && handle->second.released) {
       auto it = live_.find(Key{AddressSpace::kDriverHandle, handle_value});
@@ -360,6 +367,7 @@ void MemoryModel::on_address_reserve(const proto::Event& event, int64_t sign) {
   }
   auto it = reservations_.find(event.address());
   if (it == reservations_.end()) return;
+  reservations_with_blocks_.erase(it->first);
   total -= std::min(total, it->second);
   reservations_.erase(it);
 }
@@ -496,8 +504,28 @@ void MemoryModel::mark_segment_of_block(uint64_t address) {
   }
   if (auto it = mappings_.upper_bound(address); it != mappings_.begin()) {
     --it;
-    if (address - it->first < it->second.size_bytes) it->second.held_blocks = true;
+    if (address - it->first < it->second.size_bytes) {
+      it->second.held_blocks = true;
+      if (uint64_t reservation = reservation_of(address)) reservations_with_blocks_.insert(reservation);
+    }
   }
+}
+
+uint64_t MemoryModel::reservation_of(uint64_t address) const {
+  auto r = reservations_.upper_bound(address);
+  if (r == reservations_.begin()) return 0;
+  --r;
+  return address - r->first < r->second ? r->first : 0;
+}
+
+// PyTorch reports its reserved total with each block, but gives segments back to the driver without a
+// report (torch.cuda.empty_cache(), and before retrying a failed cudaMalloc): a cudaFree of a segment, or
+// the unmap of an expandable segment's page, is that much less reserved until its next report says so.
+// A segment is a driver allocation (or reservation) a PyTorch block was ever placed in.
+void MemoryModel::release_torch_segment(int32_t device, uint64_t bytes) {
+  DeviceState& state = device_state(device);
+  if (!state.allocator_layer_seen) return;
+  state.torch_reserved_bytes -= std::min(state.torch_reserved_bytes, bytes);
 }
 
 void MemoryModel::charge(const LiveAllocation& a, int64_t sign) {
@@ -614,10 +642,7 @@ Fragmentation MemoryModel::fragmentation(int32_t device) const {
   bool run_held_blocks = false;
   auto flush_run = [&](std::vector<AddressRange>& run) {
     if (run_held_blocks) {
-      auto runs = contiguous_runs(run, [this](uint64_t start) {
-        auto r = reservations_.upper_bound(start);
-        return r == reservations_.begin() ? uint64_t(0) : std::prev(r)->first;
-      });
+      auto runs = contiguous_runs(run, [this](uint64_t start) { return reservation_of(start); });
       segments.insert(segments.end(), runs.begin(), runs.end());
     }
     run.clear();

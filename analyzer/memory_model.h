@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -95,7 +96,9 @@ struct DeviceState {
   uint64_t driver_layer_bytes = 0;
   uint64_t pool_block_bytes = 0;     // live stream-ordered pool blocks (cudaMallocAsync..., graph memory)
   uint64_t torch_block_bytes = 0;    // live PyTorch caching-allocator blocks
-  uint64_t torch_reserved_bytes = 0; // allocator_reserved_bytes of the latest TORCH_ALLOCATOR event
+  // allocator_reserved_bytes of the latest TORCH_ALLOCATOR event, less the segments PyTorch gave back to the
+  // driver since (torch.cuda.empty_cache() frees segments without a report: see release_torch_segment).
+  uint64_t torch_reserved_bytes = 0;
   // Categories, each reported on its own (memtrace.proto enum Memory).
   uint64_t array_bytes = 0;          // CUDA arrays (device memory, in driver_bytes)
   uint64_t managed_bytes = 0;        // managed memory made on this device's context (charged to no device)
@@ -314,6 +317,9 @@ class MemoryModel {
   std::unordered_map<uint64_t, HandleState> handles_;
   std::map<uint64_t, Mapping> mappings_;        // virtual address -> what backs it
   std::map<uint64_t, uint64_t> reservations_;   // cuMemAddressReserve: start -> size
+  std::set<uint64_t> reservations_with_blocks_; // starts of reservations a PyTorch block was placed in
+  void release_torch_segment(int32_t device, uint64_t bytes);
+  uint64_t reservation_of(uint64_t address) const;  // start of the reservation holding `address`, or 0
   std::map<std::pair<int32_t, uint64_t>, uint64_t> pool_samples_;  // (device, pool) -> latest sample
   std::unordered_map<uint64_t, std::vector<GraphNode>> graph_nodes_;    // CUgraph -> its memory nodes
   std::unordered_map<uint64_t, std::vector<GraphNode>> capture_nodes_;  // capture id -> nodes so far

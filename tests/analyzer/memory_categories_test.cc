@@ -403,5 +403,47 @@ TEST(MemoryCategories, FragmentationOfExpandableSegmentsJoinsContiguousMappings)
   EXPECT_EQ(f.reserved_minus_allocated_bytes, 6 * kMiB);  // 8 - 2
 }
 
+TEST(MemoryCategories, SegmentsPyTorchGivesBackLowerItsReservedUntilItsNextReport) {
+  // torch.cuda.empty_cache() frees cached segments with cudaFree (or unmaps expandable segments' pages)
+  // and reports nothing. Device 0:
+  //   e0-e1: two 2 MiB segments; e2-e3: a block in each, PyTorch reports reserved 4 MiB
+  //   e4: the block of segment 2 freed (reserved still 4); e5: cudaFree of segment 2 -> 4 - 2 = 2 MiB
+  //   e6: a 16 MiB cudaMalloc of the program's own and e7 its cudaFree: never held a block, reserved stays 2
+  //   e8: the next report says 2 MiB itself
+  MemoryModel model;
+  std::vector<uint64_t> reserved;
+  model.set_totals_callback([&](int32_t, int64_t, const DeviceTotals& t) { reserved.push_back(t.reserved_bytes); });
+  for (const auto& e : {
+           driver_alloc(0, 0x10000000, 2 * kMiB), driver_alloc(0, 0x20000000, 2 * kMiB),
+           torch_block(proto::ALLOC, 0, 0x10000000, 1 * kMiB, 4 * kMiB),
+           torch_block(proto::ALLOC, 0, 0x20000000, 1 * kMiB, 4 * kMiB),
+           torch_block(proto::FREE, 0, 0x20000000, 0, 4 * kMiB),
+           driver_free(0, 0x20000000),
+           driver_alloc(0, 0x30000000, 16 * kMiB), driver_free(0, 0x30000000),
+           torch_block(proto::ALLOC, 0, 0x10100000, 512 * 1024, 2 * kMiB),
+       })
+    model.apply(e);
+  // The first rows come before any report: the layer hint is unknown to a plain replay, so reserved is
+  // the driver total there (e0: 2, e1: 4); from e2 on it is PyTorch's.
+  std::vector<uint64_t> expected = {2 * kMiB, 4 * kMiB, 4 * kMiB, 4 * kMiB, 4 * kMiB, 2 * kMiB, 2 * kMiB, 2 * kMiB, 2 * kMiB};
+  EXPECT_EQ(reserved, expected);
+
+  // Expandable segments: reservation at 0x40000000, pages of 2 MiB at +0, +2, +4 MiB, a block in the
+  // first, reported reserved 6 MiB; unmapping the last two pages leaves 6 - 4 = 2 MiB. A page mapped in
+  // a reservation that never held a block (0x80000000) changes nothing when unmapped.
+  MemoryModel expandable = replay({
+      address_reserve(proto::ADDRESS_RESERVE, 0x40000000, 64 * kMiB),
+      address_reserve(proto::ADDRESS_RESERVE, 0x80000000, 64 * kMiB),
+      vmm_create(0, 0x11, 2 * kMiB), vmm_map(0x40000000, 2 * kMiB, 0x11),
+      vmm_create(0, 0x12, 2 * kMiB), vmm_map(0x40200000, 2 * kMiB, 0x12),
+      vmm_create(0, 0x13, 2 * kMiB), vmm_map(0x40400000, 2 * kMiB, 0x13),
+      vmm_create(0, 0x21, 2 * kMiB), vmm_map(0x80000000, 2 * kMiB, 0x21),
+      torch_block(proto::ALLOC, 0, 0x40000000, 1 * kMiB, 6 * kMiB),
+      vmm_unmap(0x40200000, 4 * kMiB), vmm_release(0x12), vmm_release(0x13),
+      vmm_unmap(0x80000000, 2 * kMiB), vmm_release(0x21),
+  });
+  EXPECT_EQ(expandable.devices().at(0).totals().reserved_bytes, 2 * kMiB);
+}
+
 }  // namespace
 }  // namespace memtrace
