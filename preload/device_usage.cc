@@ -51,7 +51,6 @@ struct DeviceSlot {
 };
 DeviceSlot g_devices[kMaxDevices];
 std::atomic<uint64_t> g_noted{0};
-std::atomic<void*> g_device_get_pci_bus_id{nullptr};
 
 // At most this many processes on one device are looked at; a longer list (NVML_ERROR_INSUFFICIENT_SIZE)
 // leaves the per-process figures out of that sample rather than allocate.
@@ -143,7 +142,7 @@ void device_usage_note_device(int device) {
   if (g_noted.load(std::memory_order_relaxed) & bit) return;
   if (g_noted.fetch_or(bit) & bit) return;  // another thread is reading it
   using Fn = CUresult (*)(char*, int, CUdevice);
-  auto fn = reinterpret_cast<Fn>(driver_function(g_device_get_pci_bus_id, "cuDeviceGetPCIBusId"));
+  auto fn = reinterpret_cast<Fn>(driver_helper(kDeviceGetPCIBusId));
   DeviceSlot& slot = g_devices[device];
   if (fn && fn(slot.bus_id, kBusIdBytes, device) == CUDA_SUCCESS) {
     slot.bus_id[kBusIdBytes - 1] = '\0';

@@ -84,6 +84,30 @@ void* substitute_by_symbol(const char* symbol, void* real);
 // point of ours (the resolver remembers what cuGetProcAddress / dlsym returned for them, see resolver.cc).
 // Each answers "unknown" (-1 / false) when the driver is not reachable or refuses.
 
+// Driver functions the tracer asks for facts, never handed out (resolver.cc's g_helpers has one row each:
+// the cuGetProcAddress name and version range of the ABI used).
+enum HelperId : int {
+  kCtxGetDevice,
+  kCtxGetDeviceOfContext,
+  kMemGetInfo,
+  kPointerGetAttribute,
+  kArrayGetMemoryRequirements,
+  kMipmappedArrayGetMemoryRequirements,
+  kMemGetAddressRange,
+  kMemGetAllocationPropertiesFromHandle,
+  kStreamGetCaptureInfo,
+  kCtxGetCurrent,
+  kMemPoolGetAttribute,
+  kDeviceGetMemPool,
+  kDeviceGetGraphMemAttribute,
+  kDeviceGetPCIBusId,
+  kHelperCount
+};
+
+// The driver's own function `id`: the one the runtime looked up or a program dlsym()ed, else found in
+// libcuda.so.1 by its exported name; null when the driver is not loaded or lacks it.
+void* driver_helper(HelperId id);
+
 // cuCtxGetDevice: the calling thread's current device.
 int current_device();
 // cuCtxGetCurrent: the calling thread's current CUcontext, as an integer (0 when none or unknown). The

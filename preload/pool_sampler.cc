@@ -1,6 +1,5 @@
 #include "pool_sampler.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 
@@ -13,36 +12,13 @@ namespace memtrace {
 
 std::atomic<int> g_pools_seen{0};
 
-// ---- driver functions ----------------------------------------------------------------------------------------
-
-void* driver_function(std::atomic<void*>& slot, const char* symbol) {
-  void* fn = slot.load(std::memory_order_acquire);
-  if (fn) return fn;
-  fn = real_dlsym(RTLD_NEXT, symbol);
-  if (!fn) {
-    // The runtime loads libcuda.so.1 RTLD_LOCAL, where RTLD_NEXT does not look.
-    void* handle = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
-    if (handle) {
-      fn = real_dlsym(handle, symbol);
-      dlclose(handle);
-    }
-  }
-  if (fn) slot.store(fn, std::memory_order_release);
-  return fn;
-}
-
 namespace {
-
-std::atomic<void*> g_pool_get_attribute{nullptr};
-std::atomic<void*> g_device_get_mem_pool{nullptr};
-std::atomic<void*> g_device_get_graph_mem_attribute{nullptr};
-std::atomic<void*> g_pointer_get_attribute{nullptr};
 
 // CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT of `pool` (cuda.h: "Amount of backing memory currently allocated for
 // the mempool", a cuuint64_t). False when the driver cannot say (a destroyed pool, no driver).
 bool pool_reserved_bytes(uint64_t pool, uint64_t* bytes) {
   using Fn = CUresult (*)(CUmemoryPool, CUmemPool_attribute, void*);
-  auto fn = reinterpret_cast<Fn>(driver_function(g_pool_get_attribute, "cuMemPoolGetAttribute"));
+  auto fn = reinterpret_cast<Fn>(driver_helper(kMemPoolGetAttribute));
   cuuint64_t value = 0;
   if (!fn || fn(reinterpret_cast<CUmemoryPool>(pool), CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &value) != CUDA_SUCCESS)
     return false;
@@ -54,7 +30,7 @@ bool pool_reserved_bytes(uint64_t pool, uint64_t* bytes) {
 // asynchronous allocator", a cuuint64_t).
 bool graph_pool_reserved_bytes(int device, uint64_t* bytes) {
   using Fn = CUresult (*)(CUdevice, CUgraphMem_attribute, void*);
-  auto fn = reinterpret_cast<Fn>(driver_function(g_device_get_graph_mem_attribute, "cuDeviceGetGraphMemAttribute"));
+  auto fn = reinterpret_cast<Fn>(driver_helper(kDeviceGetGraphMemAttribute));
   cuuint64_t value = 0;
   if (!fn || fn(device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &value) != CUDA_SUCCESS) return false;
   *bytes = value;
@@ -63,7 +39,7 @@ bool graph_pool_reserved_bytes(int device, uint64_t* bytes) {
 
 uint64_t current_pool_of(int device) {
   using Fn = CUresult (*)(CUmemoryPool*, CUdevice);
-  auto fn = reinterpret_cast<Fn>(driver_function(g_device_get_mem_pool, "cuDeviceGetMemPool"));
+  auto fn = reinterpret_cast<Fn>(driver_helper(kDeviceGetMemPool));
   CUmemoryPool pool = nullptr;
   if (!fn || fn(&pool, device) != CUDA_SUCCESS) return 0;
   return reinterpret_cast<uintptr_t>(pool);
@@ -134,7 +110,7 @@ void sample_pool_after_alloc(Api api, int device, uint64_t address) {
     return;
   }
   using Fn = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
-  auto fn = reinterpret_cast<Fn>(driver_function(g_pointer_get_attribute, "cuPointerGetAttribute"));
+  auto fn = reinterpret_cast<Fn>(driver_helper(kPointerGetAttribute));
   CUmemoryPool pool = nullptr;
   if (fn && fn(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, address) == CUDA_SUCCESS)
     sample_pool(reinterpret_cast<uintptr_t>(pool), device, api);

@@ -60,8 +60,5 @@ void sample_graph_pool(int device, Api api);
 extern std::atomic<int> g_pools_seen;
 inline bool pools_seen() { return g_pools_seen.load(std::memory_order_relaxed) != 0; }
 
-// The driver's own `symbol` (libcuda.so.1, after us in the search order or already loaded), remembered in
-// `slot`; null when the driver is not loaded. Never one of our hooks: only names we do not interpose.
-void* driver_function(std::atomic<void*>& slot, const char* symbol);
 
 }  // namespace memtrace

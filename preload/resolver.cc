@@ -53,19 +53,6 @@ struct DriverHelper {
   // The loaded driver exports no `symbol` (an older driver): not looked up again on every call.
   std::atomic<bool> missing;
 };
-enum HelperId : int {
-  kCtxGetDevice,
-  kCtxGetDeviceOfContext,
-  kMemGetInfo,
-  kPointerGetAttribute,
-  kArrayGetMemoryRequirements,
-  kMipmappedArrayGetMemoryRequirements,
-  kMemGetAddressRange,
-  kMemGetAllocationPropertiesFromHandle,
-  kStreamGetCaptureInfo,
-  kCtxGetCurrent,
-  kHelperCount
-};
 constexpr int kNoUpperVersion = 1 << 30;
 DriverHelper g_helpers[kHelperCount] = {
     {"cuCtxGetDevice", 2000, 13000, "cuCtxGetDevice", {nullptr}, {false}},
@@ -81,7 +68,12 @@ DriverHelper g_helpers[kHelperCount] = {
      {nullptr}, {false}},
     {"cuStreamGetCaptureInfo", 12030, kNoUpperVersion, "cuStreamGetCaptureInfo_v3", {nullptr}, {false}},
     {"cuCtxGetCurrent", 4000, kNoUpperVersion, "cuCtxGetCurrent", {nullptr}, {false}},
+    {"cuMemPoolGetAttribute", 11020, kNoUpperVersion, "cuMemPoolGetAttribute", {nullptr}, {false}},
+    {"cuDeviceGetMemPool", 11020, kNoUpperVersion, "cuDeviceGetMemPool", {nullptr}, {false}},
+    {"cuDeviceGetGraphMemAttribute", 11040, kNoUpperVersion, "cuDeviceGetGraphMemAttribute", {nullptr}, {false}},
+    {"cuDeviceGetPCIBusId", 4010, kNoUpperVersion, "cuDeviceGetPCIBusId", {nullptr}, {false}},
 };
+static_assert(sizeof g_helpers / sizeof g_helpers[0] == kHelperCount, "one g_helpers row per HelperId");
 
 void* substitute_proc(const char* base, void* real, int version, cuuint64_t flags);
 
@@ -136,6 +128,8 @@ void* substitute_proc(const char* base, void* real, int version, cuuint64_t flag
   return real;
 }
 
+}  // namespace
+
 void* driver_helper(HelperId id) {
   std::atomic<void*>& slot = g_helpers[id].real;
   const char* symbol = g_helpers[id].symbol;
@@ -153,8 +147,6 @@ void* driver_helper(HelperId id) {
   if (fn) remember(slot, fn);
   return slot.load(std::memory_order_acquire);
 }
-
-}  // namespace
 
 void* real_dlsym(void* handle, const char* name) { return get_real_dlsym()(handle, name); }
 
