@@ -1,0 +1,198 @@
+"""The tables of scripts/gpu-bench, from the runs it made.
+
+    python3 gpu_bench_report.py WORK_DIR
+
+WORK_DIR holds, for every run, RUN.json (written by gpt_bench.py: step_ms, snapshot figures...) where RUN is
+ROUND-MODE, and measures.tsv, lines of `ROUND<TAB>MODE<TAB>KEY<TAB>VALUE` that scripts/gpu-bench measured around the
+process: trace_bytes, trace_events, dropped_events (memtrace's trace), summary_s (`memtrace summary` wall time),
+memviz_stats_s (`python -m torch.cuda._memory_viz stats` wall time), exit_status.
+
+Prints the median step time of every mode over all its steps (all rounds pooled), its ratio to its baseline, the
+overhead of memtrace as a fraction of PyTorch recorder's, trace bytes against snapshot bytes, and the time to a
+report; then the same as a markdown table for docs/performance.md. A mode whose runs all failed shows as "failed".
+"""
+import csv
+import json
+import os
+import statistics
+import sys
+from collections import defaultdict
+
+# mode -> (letter, what it is, the mode its step time is compared with)
+MODES = {
+    "none": ("a", "no profiler", None),
+    "memtrace": ("b", "memtrace run (native + Python stacks)", "none"),
+    "history_python": ("c", '_record_memory_history(stacks="python")', "none"),
+    "history_all": ("d", '_record_memory_history(stacks="all")', "none"),
+    "memtrace_async": ("e", "memtrace run, backend:cudaMallocAsync", "none_async"),
+    "none_async": ("f", "no profiler, backend:cudaMallocAsync", None),
+}
+ORDER = ["none", "memtrace", "history_python", "history_all", "memtrace_async", "none_async"]
+
+
+def load_runs(work):
+    """{mode: [run dict, ...]} in round order; a run's dict is its RUN.json plus its measures.tsv lines."""
+    measures = defaultdict(dict)
+    tsv = os.path.join(work, "measures.tsv")
+    if os.path.exists(tsv):
+        with open(tsv, newline="") as f:
+            for row in csv.reader(f, delimiter="\t"):
+                if len(row) == 4:
+                    measures[(row[0], row[1])][row[2]] = float(row[3])
+    keys = set(measures)
+    for name in os.listdir(work):
+        stem, ext = os.path.splitext(name)
+        if ext == ".json" and "-" in stem and stem.split("-", 1)[1] in MODES:
+            keys.add(tuple(stem.split("-", 1)))
+    runs = defaultdict(list)
+    for round_, mode in sorted(keys, key=lambda k: (int(k[0]) if k[0].isdigit() else 0, k[1])):
+        run = {"round": round_, "mode": mode}
+        path = os.path.join(work, "%s-%s.json" % (round_, mode))
+        if os.path.exists(path):
+            with open(path) as f:
+                run.update(json.load(f))
+        run.update(measures.get((round_, mode), {}))
+        runs[mode].append(run)
+    return runs
+
+
+def median_of(runs, key):
+    values = [r[key] for r in runs if r.get(key) is not None]
+    return statistics.median(values) if values else None
+
+
+def mode_figures(runs):
+    """{mode: figures} with the pooled median step and the per-run medians of every size and time."""
+    figures = {}
+    for mode in ORDER:
+        mode_runs = runs.get(mode, [])
+        steps = [ms for r in mode_runs for ms in r.get("step_ms", [])]
+        figures[mode] = {
+            "runs": sum(1 for r in mode_runs if r.get("step_ms")),
+            "steps": len(steps),
+            "median_step_ms": statistics.median(steps) if steps else None,
+            "round_medians_ms": [r["median_step_ms"] for r in mode_runs if r.get("median_step_ms") is not None],
+            "backend": next((r["allocator_backend"] for r in mode_runs if r.get("allocator_backend")), None),
+        }
+        for key in ("trace_bytes", "trace_events", "dropped_events", "summary_s", "snapshot_bytes",
+                    "snapshot_entries", "dump_snapshot_s", "memviz_stats_s", "max_memory_allocated_bytes"):
+            figures[mode][key] = median_of(mode_runs, key)
+    return figures
+
+
+def ratio(numerator, denominator):
+    if numerator is None or denominator is None or denominator == 0:
+        return None
+    return numerator / denominator
+
+
+def overhead_fraction(figures):
+    """(b - a) / (c - a): memtrace's added step time as a fraction of _record_memory_history(stacks="python")'s."""
+    a, b, c = (figures[m]["median_step_ms"] for m in ("none", "memtrace", "history_python"))
+    if None in (a, b, c) or c - a <= 0:
+        return None
+    return (b - a) / (c - a)
+
+
+def fmt(value, pattern):
+    return "n/a" if value is None else pattern % value
+
+
+def report_time_s(f):
+    """Time to a report: `memtrace summary` for a trace; _dump_snapshot + `_memory_viz stats` for a snapshot."""
+    if f["summary_s"] is not None:
+        return f["summary_s"]
+    if f["dump_snapshot_s"] is not None and f["memviz_stats_s"] is not None:
+        return f["dump_snapshot_s"] + f["memviz_stats_s"]
+    return None
+
+
+def record_figures(f):
+    """(bytes on disk, events or entries recorded, bytes per event) of a mode's trace or snapshot."""
+    if f["trace_bytes"] is not None:
+        size, count = f["trace_bytes"], f["trace_events"]
+    else:
+        size, count = f["snapshot_bytes"], f["snapshot_entries"]
+    return size, count, ratio(size, count)
+
+
+def plain_table(figures):
+    lines = ["%-2s %-42s %-16s %5s %7s %10s %7s %12s %10s %8s %9s"
+             % ("", "mode", "backend", "runs", "steps", "median_ms", "ratio", "record_B", "events", "B/event",
+                "report_s")]
+    for mode in ORDER:
+        letter, title, base = MODES[mode]
+        f = figures[mode]
+        size, count, per_event = record_figures(f)
+        step = f["median_step_ms"]
+        base_step = figures[base]["median_step_ms"] if base else step
+        lines.append("%-2s %-42s %-16s %5d %7d %10s %7s %12s %10s %8s %9s" % (
+            letter, title, f["backend"] or "n/a", f["runs"], f["steps"],
+            fmt(step, "%.2f") if step is not None else "failed", fmt(ratio(step, base_step), "%.3fx"),
+            fmt(size, "%d"), fmt(count, "%d"), fmt(per_event, "%.2f"), fmt(report_time_s(f), "%.2f")))
+    return lines
+
+
+def summary_lines(figures):
+    a, b, c, d, e, f_ = (figures[m] for m in ORDER)
+    lines = [
+        "b/a  memtrace vs no profiler:                   %s" % fmt(ratio(b["median_step_ms"], a["median_step_ms"]), "%.3fx"),
+        "c/a  record_memory_history(python) vs none:     %s" % fmt(ratio(c["median_step_ms"], a["median_step_ms"]), "%.3fx"),
+        "d/a  record_memory_history(all) vs none:        %s" % fmt(ratio(d["median_step_ms"], a["median_step_ms"]), "%.3fx"),
+        "e/f  memtrace vs none, backend:cudaMallocAsync: %s" % fmt(ratio(e["median_step_ms"], f_["median_step_ms"]), "%.3fx"),
+        "(b-a)/(c-a)  memtrace's overhead / recorder's:  %s" % fmt(overhead_fraction(figures), "%.3f"),
+        "trace vs snapshot(python): %s smaller; vs snapshot(all): %s smaller" % (
+            fmt(ratio(c["snapshot_bytes"], b["trace_bytes"]), "%.1fx"),
+            fmt(ratio(d["snapshot_bytes"], b["trace_bytes"]), "%.1fx")),
+        "per-round medians (ms): " + "; ".join(
+            "%s %s" % (MODES[m][0], ", ".join("%.2f" % v for v in figures[m]["round_medians_ms"]) or "n/a")
+            for m in ORDER),
+    ]
+    dropped = [m for m in ("memtrace", "memtrace_async") if figures[m]["dropped_events"]]
+    for m in dropped:
+        lines.append("WARNING: %s dropped %d events (MEMTRACE_FULL_BUFFER=drop): its step time is understated"
+                     % (m, figures[m]["dropped_events"]))
+    return lines
+
+
+def markdown_table(figures):
+    lines = ["| | mode | allocator | median step | vs baseline | trace / snapshot | events / entries | "
+             "bytes per event | time to report |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for mode in ORDER:
+        letter, title, base = MODES[mode]
+        f = figures[mode]
+        size, count, per_event = record_figures(f)
+        step = f["median_step_ms"]
+        vs = ratio(step, figures[base]["median_step_ms"]) if base else 1.0 if step is not None else None
+        how = ""
+        if f["summary_s"] is not None:
+            how = " (`memtrace summary`)"
+        elif f["dump_snapshot_s"] is not None:
+            how = " (dump %.2f s + `_memory_viz stats` %s)" % (f["dump_snapshot_s"], fmt(f["memviz_stats_s"], "%.2f s"))
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            letter, title, f["backend"] or "n/a", fmt(step, "%.2f ms"),
+            fmt(vs, "%.3fx") + ("" if not base else " of " + MODES[base][0]),
+            fmt(size / 1e6 if size is not None else None, "%.2f MB"), "n/a" if count is None else "{:,}".format(int(count)),
+            fmt(per_event, "%.1f B"), fmt(report_time_s(f), "%.2f s") + how))
+    return lines
+
+
+def main(argv):
+    if len(argv) != 1:
+        sys.exit("usage: gpu_bench_report.py WORK_DIR")
+    work = argv[0]
+    if not os.path.isdir(work):
+        sys.exit("gpu_bench_report.py: %s: not a directory" % work)
+    figures = mode_figures(load_runs(work))
+    print("\n".join(plain_table(figures)))
+    print()
+    print("\n".join(summary_lines(figures)))
+    print()
+    print("\n".join(markdown_table(figures)))
+    with open(os.path.join(work, "figures.json"), "w") as f:
+        json.dump(figures, f, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
