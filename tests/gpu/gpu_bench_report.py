@@ -36,9 +36,11 @@ def load_runs(work):
     tsv = os.path.join(work, "measures.tsv")
     if os.path.exists(tsv):
         with open(tsv, newline="") as f:
-            for row in csv.reader(f, delimiter="\t"):
-                if len(row) == 4:
+            for line, row in enumerate(csv.reader(f, delimiter="\t"), 1):
+                try:
                     measures[(row[0], row[1])][row[2]] = float(row[3])
+                except (IndexError, ValueError):
+                    print("gpu_bench_report.py: %s:%d: not ROUND, MODE, KEY, number: %r; left out" % (tsv, line, row))
     keys = set(measures)
     for name in os.listdir(work):
         stem, ext = os.path.splitext(name)
@@ -141,7 +143,7 @@ def summary_lines(figures):
         "d/a  record_memory_history(all) vs none:        %s" % fmt(ratio(d["median_step_ms"], a["median_step_ms"]), "%.3fx"),
         "e/f  memtrace vs none, backend:cudaMallocAsync: %s" % fmt(ratio(e["median_step_ms"], f_["median_step_ms"]), "%.3fx"),
         "(b-a)/(c-a)  memtrace's overhead / recorder's:  %s" % fmt(overhead_fraction(figures), "%.3f"),
-        "trace vs snapshot(python): %s smaller; vs snapshot(all): %s smaller" % (
+        "snapshot bytes / memtrace trace bytes: stacks=python %s, stacks=all %s (both: the whole process)" % (
             fmt(ratio(c["snapshot_bytes"], b["trace_bytes"]), "%.1fx"),
             fmt(ratio(d["snapshot_bytes"], b["trace_bytes"]), "%.1fx")),
         "per-round medians (ms): " + "; ".join(
