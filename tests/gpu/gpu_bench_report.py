@@ -77,7 +77,8 @@ def mode_figures(runs):
             "backend": next((r["allocator_backend"] for r in mode_runs if r.get("allocator_backend")), None),
         }
         for key in ("trace_bytes", "trace_events", "dropped_events", "summary_s", "snapshot_bytes",
-                    "snapshot_entries", "dump_snapshot_s", "memviz_stats_s", "max_memory_allocated_bytes"):
+                    "snapshot_entries", "dump_snapshot_s", "memviz_stats_s", "max_memory_allocated_bytes",
+                    "python_frames_version", "allocator_layer", "wall_s"):
             figures[mode][key] = median_of(mode_runs, key)
     return figures
 
@@ -150,6 +151,15 @@ def summary_lines(figures):
             "%s %s" % (MODES[m][0], ", ".join("%.2f" % v for v in figures[m]["round_medians_ms"]) or "n/a")
             for m in ORDER),
     ]
+    for m in ("memtrace", "memtrace_async"):
+        version = figures[m]["python_frames_version"]
+        layer = figures[m]["allocator_layer"]
+        lines.append("%s: Python frames %s; PyTorch's allocator layer %s" % (
+            MODES[m][1], "n/a" if version is None else "not read" if version == 0 else
+            "read (CPython %d.%d)" % (int(version) >> 24, (int(version) >> 16) & 0xFF),
+            "n/a" if layer is None else "seen" if layer else "not seen (every tensor at the driver level)"))
+    lines.append("process wall time (s, median of runs): " + "; ".join(
+        "%s %s" % (MODES[m][0], fmt(figures[m]["wall_s"], "%.1f")) for m in ORDER))
     dropped = [m for m in ("memtrace", "memtrace_async") if figures[m]["dropped_events"]]
     for m in dropped:
         lines.append("WARNING: %s dropped %d events (MEMTRACE_FULL_BUFFER=drop): its step time is understated"
