@@ -40,7 +40,8 @@ def load_runs(work):
                 try:
                     measures[(row[0], row[1])][row[2]] = float(row[3])
                 except (IndexError, ValueError):
-                    print("gpu_bench_report.py: %s:%d: not ROUND, MODE, KEY, number: %r; left out" % (tsv, line, row))
+                    print("gpu_bench_report.py: %s:%d: not ROUND, MODE, KEY, number: %r; left out" % (tsv, line, row),
+                          file=sys.stderr)
     keys = set(measures)
     for name in os.listdir(work):
         stem, ext = os.path.splitext(name)

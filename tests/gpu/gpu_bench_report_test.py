@@ -1,0 +1,103 @@
+"""Unit tests of gpu_bench_report.py's arithmetic, on hand-made runs (no GPU, no torch).
+
+    python3 -m unittest tests/gpu/gpu_bench_report_test.py      (from the repository root)
+"""
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpu_bench_report as report  # noqa: E402
+
+
+def write_runs(work, runs, measures):
+    """runs: {(round, mode): RUN.json dict}; measures: [(round, mode, key, value)]."""
+    for (round_, mode), run in runs.items():
+        with open(os.path.join(work, "%s-%s.json" % (round_, mode)), "w") as f:
+            json.dump(run, f)
+    with open(os.path.join(work, "measures.tsv"), "w") as f:
+        for row in measures:
+            f.write("\t".join(str(v) for v in row) + "\n")
+
+
+class ReportTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.work = self.dir.name
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def figures(self):
+        return report.mode_figures(report.load_runs(self.work))
+
+    def test_steps_of_all_rounds_are_pooled_before_the_median(self):
+        # Round 1: 10, 11, 12; round 2: 20, 21. Pooled: 10 11 12 20 21 -> median 12 (not the median of the
+        # round medians, (11 + 20.5) / 2 = 15.75).
+        write_runs(self.work, {
+            ("1", "none"): {"step_ms": [10, 11, 12], "median_step_ms": 11},
+            ("2", "none"): {"step_ms": [20, 21], "median_step_ms": 20.5},
+        }, [])
+        f = self.figures()["none"]
+        self.assertEqual(f["median_step_ms"], 12)
+        self.assertEqual(f["steps"], 5)
+        self.assertEqual(f["runs"], 2)
+        self.assertEqual(f["round_medians_ms"], [11, 20.5])
+
+    def test_overhead_fraction_and_ratios(self):
+        # a 40, b 41, c 44: (41 - 40) / (44 - 40) = 0.25; b/a = 41/40 = 1.025; e/f = 33/30 = 1.1.
+        write_runs(self.work, {
+            ("1", "none"): {"step_ms": [40]},
+            ("1", "memtrace"): {"step_ms": [41]},
+            ("1", "history_python"): {"step_ms": [44]},
+            ("1", "memtrace_async"): {"step_ms": [33]},
+            ("1", "none_async"): {"step_ms": [30]},
+        }, [])
+        f = self.figures()
+        self.assertEqual(report.overhead_fraction(f), 0.25)
+        self.assertEqual(report.ratio(f["memtrace"]["median_step_ms"], f["none"]["median_step_ms"]), 1.025)
+        self.assertEqual(report.ratio(f["memtrace_async"]["median_step_ms"], f["none_async"]["median_step_ms"]), 1.1)
+
+    def test_no_overhead_fraction_when_the_recorder_costs_nothing(self):
+        # c <= a: the fraction would divide by zero or flip sign, so it is not given.
+        write_runs(self.work, {
+            ("1", "none"): {"step_ms": [40]},
+            ("1", "memtrace"): {"step_ms": [41]},
+            ("1", "history_python"): {"step_ms": [40]},
+        }, [])
+        self.assertIsNone(report.overhead_fraction(self.figures()))
+
+    def test_trace_and_snapshot_sizes_per_event(self):
+        # Trace: 300,000 B for 120,000 events = 2.5 B/event (median of rounds 290,000 and 310,000 = 300,000).
+        # Snapshot: 9,200,000 B for 100,000 entries = 92 B/entry; report time 0.5 + 3.0 = 3.5 s.
+        write_runs(self.work, {
+            ("1", "memtrace"): {"step_ms": [41]},
+            ("2", "memtrace"): {"step_ms": [41]},
+            ("1", "history_python"): {"step_ms": [44], "snapshot_bytes": 9200000, "snapshot_entries": 100000,
+                                      "dump_snapshot_s": 0.5},
+        }, [
+            (1, "memtrace", "trace_bytes", 290000), (1, "memtrace", "trace_events", 120000),
+            (2, "memtrace", "trace_bytes", 310000), (2, "memtrace", "trace_events", 120000),
+            (1, "memtrace", "summary_s", 0.75), (1, "history_python", "memviz_stats_s", 3.0),
+        ])
+        f = self.figures()
+        self.assertEqual(report.record_figures(f["memtrace"]), (300000, 120000, 2.5))
+        self.assertEqual(report.record_figures(f["history_python"]), (9200000, 100000, 92.0))
+        self.assertEqual(report.report_time_s(f["memtrace"]), 0.75)
+        self.assertEqual(report.report_time_s(f["history_python"]), 3.5)
+
+    def test_a_failed_mode_shows_as_failed_and_a_bad_measure_line_is_left_out(self):
+        write_runs(self.work, {("1", "none"): {"step_ms": [40]}}, [(1, "memtrace", "exit_status", 1)])
+        with open(os.path.join(self.work, "measures.tsv"), "a") as f:
+            f.write("1\tmemtrace\ttrace_events\tnot-a-number\n")
+        f = self.figures()
+        self.assertIsNone(f["memtrace"]["median_step_ms"])
+        self.assertIsNone(f["memtrace"]["trace_events"])
+        row = [line for line in report.plain_table(f) if line.startswith("b ")][0]
+        self.assertIn("failed", row)
+
+
+if __name__ == "__main__":
+    unittest.main()
