@@ -82,6 +82,9 @@ inline uint64_t hash_u64(uint64_t h, uint64_t v) {
   h ^= h >> 33;
   return h;
 }
+// One cheap step for long sequences of 64-bit values (a stack's frames): a bijection of h for each v, so two
+// sequences that differ in one value differ after it; finish with hash_u64 for the avalanche.
+inline uint64_t hash_step(uint64_t h, uint64_t v) { return ((h ^ v) + 0x9e3779b97f4a7c15ULL) * 0xff51afd7ed558ccdULL; }
 constexpr uint64_t kHashSeed = 0xcbf29ce484222325ULL;
 inline uint64_t nonzero_key(uint64_t h) { return h ? h : 1; }
 

@@ -16,6 +16,8 @@
 
 #include <atomic>
 
+#include "intern_table.h"
+
 namespace memtrace {
 namespace {
 
@@ -87,6 +89,14 @@ bool read_at(uintptr_t base, int32_t offset, T* out) {
   if (base == 0 || offset < 0) return false;
   memcpy(out, reinterpret_cast<const void*>(base + static_cast<uintptr_t>(offset)), sizeof(T));
   return true;
+}
+
+// For a base known to be non-NULL and a field every supported version has (the frame walk's hot path).
+template <class T>
+T load(uintptr_t base, int32_t offset) {
+  T value;
+  memcpy(&value, reinterpret_cast<const void*>(base + static_cast<uintptr_t>(offset)), sizeof(T));
+  return value;
 }
 
 uintptr_t read_pointer(uintptr_t base, int32_t offset) {
@@ -212,6 +222,109 @@ uint32_t line_of(uintptr_t code, int64_t offset_bytes) {
   return line;
 }
 
+// ---- frame cache: (code object, instruction offset) -> the frame's view, lock-free, fixed size ----
+// A hook reads the same few code objects at the same few offsets again and again; decoding names, the line
+// and the content key each time cost more than the native unwind (measured with bench/hot_path). An entry
+// is used only when the code object still points at the same line table, file name and qualified name
+// objects, whose lengths are unchanged: then those objects are the live ones the code object holds, and the
+// cached text pointers (compact ASCII only: the text lies inside the object itself) point into them.
+struct FrameCacheEntry {
+  std::atomic<uint32_t> sequence;  // odd while a writer fills the entry
+  std::atomic<uintptr_t> code;
+  std::atomic<uintptr_t> line_table;
+  std::atomic<uintptr_t> filename;
+  std::atomic<uintptr_t> qualname;
+  std::atomic<uint64_t> offset_and_line;  // offset_bytes << 32 | line
+  std::atomic<uint64_t> lengths;          // file_len << 32 | function_len
+  std::atomic<uint64_t> key;              // content hash of (file, function, line); see PythonFrameView::key
+  std::atomic<uint32_t> before_first_traceable;  // 1: offset before _co_firsttraceable (is_incomplete)
+};
+constexpr size_t kFrameCacheEntries = 4096;
+FrameCacheEntry g_frame_cache[kFrameCacheEntries];
+
+FrameCacheEntry& frame_slot(uintptr_t code, uint32_t offset_bytes) {
+  uint64_t h = (static_cast<uint64_t>(code) >> 4) * 0x9E3779B97F4A7C15ull ^ offset_bytes * 0xC2B2AE3D27D4EB4Full;
+  return g_frame_cache[(h >> 40) % kFrameCacheEntries];
+}
+
+// The code object's line table, file name and qualified name objects: what an entry is checked against.
+struct CodeRefs {
+  uintptr_t line_table;
+  uintptr_t filename;
+  uintptr_t qualname;
+};
+
+// `code` is a code object (never NULL); every supported version has the three fields.
+CodeRefs code_refs(uintptr_t code) {
+  const PythonLayout& l = g_reader.layout;
+  return {load<uintptr_t>(code, l.code_linetable), load<uintptr_t>(code, l.code_filename),
+          load<uintptr_t>(code, l.code_qualname)};
+}
+
+int64_t ascii_length(uintptr_t object) {
+  int64_t length = -1;
+  read_at(object, g_reader.layout.unicode_length, &length);
+  return length;
+}
+
+// Fills `view` (all but ends_eval_call) from the cache; false on a miss.
+bool frame_cache_lookup(uintptr_t code, uint32_t offset_bytes, PythonFrameView* view,
+                        bool* before_first_traceable) {
+  FrameCacheEntry& e = frame_slot(code, offset_bytes);
+  uint32_t before = e.sequence.load(std::memory_order_acquire);
+  if (before & 1) return false;
+  uintptr_t cached_code = e.code.load(std::memory_order_relaxed);
+  uint64_t packed = e.offset_and_line.load(std::memory_order_relaxed);
+  CodeRefs cached{e.line_table.load(std::memory_order_relaxed), e.filename.load(std::memory_order_relaxed),
+                  e.qualname.load(std::memory_order_relaxed)};
+  uint64_t lengths = e.lengths.load(std::memory_order_relaxed);
+  uint64_t key = e.key.load(std::memory_order_relaxed);
+  uint32_t cached_before = e.before_first_traceable.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (e.sequence.load(std::memory_order_relaxed) != before) return false;
+  if (cached_code != code || (packed >> 32) != offset_bytes) return false;
+  CodeRefs now = code_refs(code);
+  if (now.line_table != cached.line_table || now.filename != cached.filename || now.qualname != cached.qualname)
+    return false;
+  uint32_t file_len = static_cast<uint32_t>(lengths >> 32), function_len = static_cast<uint32_t>(lengths);
+  if (ascii_length(now.filename) != file_len || ascii_length(now.qualname) != function_len) return false;
+  const uintptr_t text_offset = static_cast<uintptr_t>(g_reader.layout.unicode_ascii_size);
+  view->file = reinterpret_cast<const char*>(now.filename + text_offset);
+  view->file_len = file_len;
+  view->function = reinterpret_cast<const char*>(now.qualname + text_offset);
+  view->function_len = function_len;
+  view->line = static_cast<uint32_t>(packed);
+  view->key = key;
+  *before_first_traceable = cached_before != 0;
+  return true;
+}
+
+// Stores a view read the slow way, when both names are compact ASCII strings no longer than the cap.
+void frame_cache_store(uintptr_t code, uint32_t offset_bytes, const CodeRefs& refs, const PythonFrameView& view,
+                       bool before_first_traceable) {
+  const uintptr_t text_offset = static_cast<uintptr_t>(g_reader.layout.unicode_ascii_size);
+  if (reinterpret_cast<uintptr_t>(view.file) != refs.filename + text_offset ||
+      reinterpret_cast<uintptr_t>(view.function) != refs.qualname + text_offset ||
+      ascii_length(refs.filename) != view.file_len || ascii_length(refs.qualname) != view.function_len)
+    return;
+  FrameCacheEntry& e = frame_slot(code, offset_bytes);
+  uint32_t sequence = e.sequence.load(std::memory_order_relaxed);
+  if ((sequence & 1) ||
+      !e.sequence.compare_exchange_strong(sequence, sequence + 1, std::memory_order_acquire)) {
+    return;
+  }
+  std::atomic_thread_fence(std::memory_order_release);
+  e.code.store(code, std::memory_order_relaxed);
+  e.line_table.store(refs.line_table, std::memory_order_relaxed);
+  e.filename.store(refs.filename, std::memory_order_relaxed);
+  e.qualname.store(refs.qualname, std::memory_order_relaxed);
+  e.offset_and_line.store(static_cast<uint64_t>(offset_bytes) << 32 | view.line, std::memory_order_relaxed);
+  e.lengths.store(static_cast<uint64_t>(view.file_len) << 32 | view.function_len, std::memory_order_relaxed);
+  e.key.store(view.key, std::memory_order_relaxed);
+  e.before_first_traceable.store(before_first_traceable ? 1 : 0, std::memory_order_relaxed);
+  e.sequence.store(sequence + 2, std::memory_order_release);
+}
+
 // ---- frame walk ----
 uintptr_t current_frame(uintptr_t tstate) {
   const PythonLayout& l = g_reader.layout;
@@ -270,6 +383,13 @@ bool resolve_reader(uint32_t hex, Reader* r) {
 }
 
 }  // namespace
+
+uint64_t python_frame_key(const char* file, uint32_t file_len, const char* function, uint32_t function_len,
+                          uint32_t line) {
+  uint64_t h = hash_bytes(kHashSeed, file, file_len);
+  h = hash_bytes(h ^ 0xff, function, function_len);
+  return nonzero_key(hash_u64(h, line));
+}
 
 uint32_t python_line_from_table(const uint8_t* table, int64_t table_len, int32_t first_line, int64_t offset_bytes) {
   if (offset_bytes < 0) return first_line > 0 ? static_cast<uint32_t>(first_line) : 0;
@@ -425,9 +545,11 @@ int python_frames_read(PythonFrameView* out, int capacity) {
   // was the first frame its eval-loop call ran (3.12+).
   int just_written = -1;
   int walked = 0;
-  for (; frame != 0 && walked < kMaxFramesWalked; frame = read_pointer(frame, l.frame_previous), ++walked) {
-    int8_t owner = -1;
-    read_at(frame, l.frame_owner, &owner);
+  // frame_previous, frame_owner, frame_code, frame_instr and object_type exist in every supported layout,
+  // and `frame` is non-NULL inside the loop: plain loads (the checked reads cost a sixth of the walk).
+  const uintptr_t code_type = g_reader.code_type;
+  for (; frame != 0 && walked < kMaxFramesWalked; frame = load<uintptr_t>(frame, l.frame_previous), ++walked) {
+    int8_t owner = load<int8_t>(frame, l.frame_owner);
     if (l.owner_cstack >= 0 && owner == l.owner_cstack) {
       if (just_written >= 0) out[just_written].ends_eval_call = true;
       just_written = -1;
@@ -435,17 +557,27 @@ int python_frames_read(PythonFrameView* out, int capacity) {
     }
     if (written == capacity) break;
     just_written = -1;
-    uintptr_t code = read_pointer(frame, l.frame_code);
-    if (!has_type(code, g_reader.code_type)) continue;
-    uintptr_t instr = read_pointer(frame, l.frame_instr);
+    uintptr_t code = load<uintptr_t>(frame, l.frame_code);
+    if (code == 0 || load<uintptr_t>(code, l.object_type) != code_type) continue;
+    uintptr_t instr = load<uintptr_t>(frame, l.frame_instr);
     int64_t offset_bytes = static_cast<int64_t>(instr - (code + static_cast<uintptr_t>(l.code_code_adaptive)));
-    if (is_incomplete(code, owner, offset_bytes)) continue;
     PythonFrameView& view = out[written];
-    read_string(read_pointer(code, l.code_filename), &view.file, &view.file_len);
-    read_string(read_pointer(code, l.code_qualname), &view.function, &view.function_len);
-    view.line = line_of(code, offset_bytes);
-    uint8_t is_entry = 0;
-    view.ends_eval_call = read_at(frame, l.frame_is_entry, &is_entry) && is_entry != 0;
+    bool cacheable = offset_bytes >= 0 && offset_bytes <= UINT32_MAX;
+    uint32_t offset32 = static_cast<uint32_t>(offset_bytes);
+    // Whether the offset lies before the first traceable instruction: a property of (code, offset) alone;
+    // a generator's frame there is complete all the same.
+    bool before_first_traceable = false;
+    if (!cacheable || !frame_cache_lookup(code, offset32, &view, &before_first_traceable)) {
+      before_first_traceable = is_incomplete(code, /*owner=*/-1, offset_bytes);
+      CodeRefs refs = code_refs(code);
+      read_string(refs.filename, &view.file, &view.file_len);
+      read_string(refs.qualname, &view.function, &view.function_len);
+      view.line = line_of(code, offset_bytes);
+      view.key = python_frame_key(view.file, view.file_len, view.function, view.function_len, view.line);
+      if (cacheable) frame_cache_store(code, offset32, refs, view, before_first_traceable);
+    }
+    if (before_first_traceable && owner != l.owner_generator) continue;
+    view.ends_eval_call = l.frame_is_entry >= 0 && load<uint8_t>(frame, l.frame_is_entry) != 0;
     just_written = written++;
   }
   // The bottom of the chain ends the outermost eval-loop call.
@@ -455,6 +587,12 @@ int python_frames_read(PythonFrameView* out, int capacity) {
 
 bool python_is_eval_pc(uintptr_t pc) {
   return supported() && pc >= g_reader.eval_begin && pc < g_reader.eval_end;
+}
+
+void python_eval_range(uintptr_t* begin, uintptr_t* end) {
+  bool ok = supported();
+  *begin = ok ? g_reader.eval_begin : 0;
+  *end = ok ? g_reader.eval_end : 0;
 }
 
 bool python_is_finalizing() {

@@ -35,6 +35,7 @@ struct PythonFrameView {
   const char* function;  // co_qualname
   uint32_t function_len;
   uint32_t line;         // 1-based source line of the instruction being executed, 0 when unknown
+  uint64_t key;          // python_frame_key(file, function, line): equal content gives an equal key
   // True for the outermost Python frame run by one call of the interpreter's evaluation loop
   // (_PyEval_EvalFrameDefault). Used to splice the frames in place of the native loop frames.
   bool ends_eval_call;
@@ -45,8 +46,17 @@ struct PythonFrameView {
 // Never allocates, never locks; safe to call from any hook after python_frames_init returned kSupported.
 int python_frames_read(PythonFrameView* out, int capacity);
 
+// The content hash of one frame (file, function, line), never 0: the key under which the trace interns a
+// Python source position. Frames of different code objects with the same text get the same key.
+uint64_t python_frame_key(const char* file, uint32_t file_len, const char* function, uint32_t function_len,
+                          uint32_t line);
+
 // True when `pc` (a native return address) lies inside _PyEval_EvalFrameDefault.
 bool python_is_eval_pc(uintptr_t pc);
+
+// _PyEval_EvalFrameDefault's machine code as [*begin, *end), for a caller testing many return addresses;
+// an empty range when support is not kSupported.
+void python_eval_range(uintptr_t* begin, uintptr_t* end);
 
 // Why python_frames_init returned kUnsupported, as one line for the user (for example
 // "CPython 3.10 has no frame reader (3.11, 3.12 and 3.13 have one)"); "" otherwise.
