@@ -1,15 +1,22 @@
 // gen_trace: writes a synthetic trace whose live set does not depend on its length, to show that the
 // analyzer's memory follows live allocations and distinct stacks, not events.
 //
-//   gen_trace OUT.mtrace --live N --churn E [--stacks S] [--window W]
+//   gen_trace OUT.mtrace --live N --churn E [--stacks S] [--window W] [--torch]
 //
-// The trace (one device, driver-level allocations, 1 us between events):
-//   - S distinct call stacks (one Python frame each);
+// The trace (one device, 1 us between events):
+//   - S distinct call stacks (one Python frame each; with --torch, 8 native frames and 4 Python frames
+//     each, drawn from a pool of 256 native return addresses and 64 Python source positions);
 //   - N allocations of 4 KiB made first and never freed: the fixed live set;
-//   - then E churn events: alloc/free pairs, each allocation freed W pairs later (so at most W more are
-//     live at once), over the S stacks in turn;
+//   - then churn: alloc/free pairs, each allocation (4 to 16 KiB) freed W pairs later (so at most W more
+//     are live at once), over the S stacks in turn, until the trace holds N + E events;
 //   - a TraceEnd. Records go in chunks of 64 Ki records, each an independent zstd frame with checksum,
 //     behind the version-1 header, as the tracer writes them.
+// Without --torch every allocation is a driver-layer cudaMalloc. With --torch the allocations are
+// PyTorch caching-allocator blocks (LAYER_BLOCK, TORCH_ALLOCATOR, with the allocator's allocated and
+// reserved totals after each event, as c10::reportMemoryUsageToProfiler reports them), placed inside
+// 2 MiB driver-layer segments (cudaMalloc) made before their first block, as PyTorch's small pool does;
+// every 4096 pairs a spare segment is made and given back (a cudaMalloc + cudaFree, as when the
+// allocator grows and empty_cache() releases it). The events count includes the segment events.
 #include <zstd.h>
 
 #include <algorithm>
@@ -93,60 +100,156 @@ Record event(memtrace::proto::EventKind kind, uint64_t address, uint64_t size, u
   return r;
 }
 
+// A PyTorch caching-allocator block event: the allocator's totals are those after the event.
+Record torch_event(memtrace::proto::EventKind kind, uint64_t address, uint64_t size, uint64_t stack_id,
+                   uint64_t allocated_bytes, uint64_t reserved_bytes) {
+  Record r = event(kind, address, size, stack_id);
+  auto* e = r.mutable_event();
+  e->set_layer(memtrace::proto::LAYER_BLOCK);
+  e->set_api(memtrace::proto::TORCH_ALLOCATOR);
+  e->set_allocator_allocated_bytes(allocated_bytes);
+  e->set_allocator_reserved_bytes(reserved_bytes);
+  return r;
+}
+
+bool flag(int argc, char** argv, const char* name) {
+  for (int i = 2; i < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return true;
+  return false;
+}
+
 uint64_t arg(int argc, char** argv, const char* name, uint64_t fallback) {
   for (int i = 2; i + 1 < argc; ++i)
     if (std::strcmp(argv[i], name) == 0) return std::strtoull(argv[i + 1], nullptr, 10);
   return fallback;
 }
 
+
+// The --torch workload: blocks inside driver segments, with the allocator's running totals.
+class TorchWorkload {
+ public:
+  explicit TorchWorkload(TraceFile& trace) : trace_(trace) {}
+  uint64_t events() const { return events_; }
+
+  // A block at `address`, making the segment it lies in first if it is new (segments are aligned).
+  void alloc(uint64_t address, uint64_t size, uint64_t stack_id) {
+    uint64_t segment = address & ~(kSegment - 1);
+    if (segment != last_segment_ && segment >= next_segment_) {
+      add(event(memtrace::proto::ALLOC, segment, kSegment, stack_id));
+      reserved_ += kSegment;
+      next_segment_ = segment + kSegment;
+    }
+    last_segment_ = segment;
+    allocated_ += size;
+    add(torch_event(memtrace::proto::ALLOC, address, size, stack_id, allocated_, reserved_));
+  }
+  void free(uint64_t address, uint64_t size) {
+    allocated_ -= size;
+    add(torch_event(memtrace::proto::FREE, address, size, 0, allocated_, reserved_));
+  }
+  // The allocator grows by one segment, then empty_cache() gives it back.
+  void spare_segment(uint64_t address) {
+    add(event(memtrace::proto::ALLOC, address, kSegment, 1));
+    add(event(memtrace::proto::FREE, address, 0, 0));
+  }
+  // Segments must be made in increasing address order per region: start a new region.
+  void start_region(uint64_t base) { next_segment_ = base; }
+
+  static constexpr uint64_t kSegment = 2 << 20;
+
+ private:
+  void add(const Record& r) {
+    trace_.add(r);
+    ++events_;
+  }
+  TraceFile& trace_;
+  uint64_t events_ = 0;
+  uint64_t allocated_ = 0, reserved_ = 0;
+  uint64_t next_segment_ = 0, last_segment_ = ~0ull;
+};
+
+void write_stacks(TraceFile& trace, uint64_t stacks, bool torch) {
+  constexpr uint64_t kNativeFrames = 8, kPythonFrames = 4, kNativePool = 256, kPythonPool = 64;
+  uint64_t python_positions = torch ? kPythonPool : stacks;
+  for (uint64_t s = 1; s <= python_positions; ++s) {
+    Record frame;
+    frame.mutable_python_frame()->set_id(s);
+    frame.mutable_python_frame()->set_file(torch ? "train.py" : "bench.py");
+    frame.mutable_python_frame()->set_function("step_" + std::to_string(s));
+    frame.mutable_python_frame()->set_line(uint32_t(s));
+    trace.add(frame);
+  }
+  for (uint64_t s = 1; s <= stacks; ++s) {
+    Record stack;
+    stack.mutable_stack()->set_id(s);
+    if (!torch) {
+      stack.mutable_stack()->add_frames(1ull << 63 | s);
+    } else {
+      // Distinct stacks: frame k of stack s is a function of (s, k) that differs between stacks.
+      for (uint64_t k = 0; k < kNativeFrames; ++k)
+        stack.mutable_stack()->add_frames(0x7f1200000000 + ((s * 7 + k * 13) % kNativePool) * 0x40 + k);
+      for (uint64_t k = 0; k < kPythonFrames; ++k)
+        stack.mutable_stack()->add_frames(1ull << 63 | (1 + (s + k * 17) % kPythonPool));
+      stack.mutable_stack()->add_frames(0x7f1300000000 + s);  // the stack's own call site makes it distinct
+    }
+    trace.add(stack);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') {
-    std::fprintf(stderr, "usage: gen_trace OUT.mtrace --live N --churn E [--stacks S] [--window W]\n");
+    std::fprintf(stderr, "usage: gen_trace OUT.mtrace --live N --churn E [--stacks S] [--window W] [--torch]\n");
     return 1;
   }
   const uint64_t live = arg(argc, argv, "--live", 10000);
   const uint64_t churn = arg(argc, argv, "--churn", 1000000);
   const uint64_t stacks = std::max<uint64_t>(1, arg(argc, argv, "--stacks", 1000));
   const uint64_t window = std::max<uint64_t>(1, arg(argc, argv, "--window", 256));
-  constexpr uint64_t kLiveBase = 0x7f0000000000, kChurnBase = 0x7e0000000000, kBlock = 4096;
+  const bool torch = flag(argc, argv, "--torch");
+  constexpr uint64_t kLiveBase = 0x7f0000000000, kChurnBase = 0x7e0000000000, kSpareBase = 0x7d0000000000;
+  constexpr uint64_t kBlock = 4096, kSlot = 4 * kBlock;
 
   TraceFile trace(argv[1]);
   Record start;
   start.mutable_start()->set_pid(1);
   start.mutable_start()->add_argv("gen_trace");
   trace.add(start);
-  for (uint64_t s = 1; s <= stacks; ++s) {
-    Record frame;
-    frame.mutable_python_frame()->set_id(s);
-    frame.mutable_python_frame()->set_file("bench.py");
-    frame.mutable_python_frame()->set_function("step_" + std::to_string(s));
-    frame.mutable_python_frame()->set_line(uint32_t(s));
-    trace.add(frame);
-    Record stack;
-    stack.mutable_stack()->set_id(s);
-    stack.mutable_stack()->add_frames(1ull << 63 | s);
-    trace.add(stack);
-  }
+  write_stacks(trace, stacks, torch);
   uint64_t events = 0;
-  for (uint64_t i = 0; i < live; ++i, ++events)
-    trace.add(event(memtrace::proto::ALLOC, kLiveBase + i * kBlock, kBlock, 1 + i % stacks));
-  // Pair p allocates slot p % window (after freeing what pair p - window put there).
-  for (uint64_t p = 0; events < live + churn; ++p) {
-    uint64_t address = kChurnBase + (p % window) * kBlock;
-    if (p >= window) {
-      trace.add(event(memtrace::proto::FREE, address, 0, 0));
+  if (!torch) {
+    for (uint64_t i = 0; i < live; ++i, ++events)
+      trace.add(event(memtrace::proto::ALLOC, kLiveBase + i * kBlock, kBlock, 1 + i % stacks));
+    // Pair p allocates slot p % window (after freeing what pair p - window put there).
+    for (uint64_t p = 0; events < live + churn; ++p) {
+      uint64_t address = kChurnBase + (p % window) * kBlock;
+      if (p >= window) {
+        trace.add(event(memtrace::proto::FREE, address, 0, 0));
+        ++events;
+      }
+      trace.add(event(memtrace::proto::ALLOC, address, kBlock * (1 + p % 4), 1 + p % stacks));
       ++events;
     }
-    trace.add(event(memtrace::proto::ALLOC, address, kBlock * (1 + p % 4), 1 + p % stacks));
-    ++events;
+  } else {
+    TorchWorkload w(trace);
+    w.start_region(kLiveBase);
+    for (uint64_t i = 0; i < live; ++i) w.alloc(kLiveBase + i * kBlock, kBlock, 1 + i % stacks);
+    // As above, with slots of 16 KiB so that every size fits its slot.
+    w.start_region(kChurnBase);
+    for (uint64_t p = 0; w.events() < live + churn; ++p) {
+      uint64_t slot = p % window;
+      if (p >= window) w.free(kChurnBase + slot * kSlot, kBlock * (1 + (p - window) % 4));
+      w.alloc(kChurnBase + slot * kSlot, kBlock * (1 + p % 4), 1 + p % stacks);
+      if (p % 4096 == 4095) w.spare_segment(kSpareBase);
+    }
+    events = w.events();
   }
   Record end;
   end.mutable_end()->set_events(events);
   end.mutable_end()->set_time_delta_ns(1000);
   trace.add(end);
-  std::printf("%s: %llu events, %llu live to the end, %llu stacks\n", argv[1], (unsigned long long)events,
-              (unsigned long long)live, (unsigned long long)stacks);
+  std::printf("%s: %llu events, %llu live to the end, %llu stacks%s\n", argv[1], (unsigned long long)events,
+              (unsigned long long)live, (unsigned long long)stacks, torch ? ", PyTorch blocks in segments" : "");
   return 0;
 }
