@@ -75,7 +75,7 @@ void crash_handler(int sig, siginfo_t* info, void* context) {
     // If its handler hands the signal on to the default action instead, we are entered again, without
     // a handler, and end it then.
     if (raised_by_abort(sig, info))
-      recorder_finish_from_signal(sig);
+      recorder_finish_from_signal(sig, /*process_dies=*/false);
     else
       recorder_flush_from_signal();
     if (program.sa_flags & SA_RESETHAND) {
@@ -92,7 +92,7 @@ void crash_handler(int sig, siginfo_t* info, void* context) {
     t_handling_signal = outer;
     return;
   }
-  recorder_finish_from_signal(sig);
+  recorder_finish_from_signal(sig, /*process_dies=*/true);
   // No handler of the program's: give the signal its disposition back and let it act. A fault re-executes
   // the faulting instruction on return; a raised or sent signal is raised again (it stays pending until
   // this handler returns, since the signal is blocked while it runs).
@@ -175,7 +175,7 @@ MEMTRACE_EXPORT sighandler_t signal(int sig, sighandler_t handler) noexcept {
 
 void finish_for_exit() {
   if (memtrace::t_handling_signal)
-    memtrace::recorder_finish_from_signal(memtrace::t_handling_signal);
+    memtrace::recorder_finish_from_signal(memtrace::t_handling_signal, /*process_dies=*/true);
   else
     memtrace::recorder_finish(memtrace::EndHow::kUnderscoreExit);
 }

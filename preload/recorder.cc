@@ -619,7 +619,7 @@ void recorder_flush_from_signal() {
   pthread_mutex_unlock(&g_flush_lock);
 }
 
-void recorder_finish_from_signal(int signal) {
+void recorder_finish_from_signal(int signal, bool process_dies) {
   if (g_state.load() != kRunning || getpid() != g_trace_pid) return;
   if (!lock_within_bounded_wait(&g_flush_lock)) return;
   if (!g_end_written) {
@@ -631,6 +631,10 @@ void recorder_finish_from_signal(int signal) {
       if (!own_lock) pthread_mutex_unlock(&g_lock);
     }
   }
+  // The process dies once this handler returns, but other threads run on until it does (long, on a loaded
+  // machine): their events would fill a buffer that the writer thread flushes after the TraceEnd, and the
+  // file would read as a process that survived. Keeping the flush lock stops every later write.
+  if (process_dies) return;
   pthread_mutex_unlock(&g_flush_lock);
 }
 
