@@ -28,6 +28,13 @@ MODES = {
     "none_async": ("f", "no profiler, backend:cudaMallocAsync", None),
 }
 ORDER = ["none", "memtrace", "history_python", "history_all", "memtrace_async", "none_async"]
+# Tracer ablations (GPU_BENCH_MODES): memtrace with one part turned off, each against no profiler.
+ABLATIONS = {
+    "memtrace_native": "memtrace, native stacks only (MEMTRACE_PYTHON_FRAMES=0)",
+    "memtrace_python": "memtrace, Python stacks only (MEMTRACE_MAX_FRAMES=0)",
+    "memtrace_nostacks": "memtrace, no stacks (both 0)",
+    "memtrace_nonvml": "memtrace, no NVML samples (MEMTRACE_NVML=0)",
+}
 
 
 def load_runs(work):
@@ -45,7 +52,7 @@ def load_runs(work):
     keys = set(measures)
     for name in os.listdir(work):
         stem, ext = os.path.splitext(name)
-        if ext == ".json" and "-" in stem and stem.split("-", 1)[1] in MODES:
+        if ext == ".json" and "-" in stem and (stem.split("-", 1)[1] in MODES or stem.split("-", 1)[1] in ABLATIONS):
             keys.add(tuple(stem.split("-", 1)))
     runs = defaultdict(list)
     for round_, mode in sorted(keys, key=lambda k: (int(k[0]) if k[0].isdigit() else 0, k[1])):
@@ -67,7 +74,7 @@ def median_of(runs, key):
 def mode_figures(runs):
     """{mode: figures} with the pooled median step and the per-run medians of every size and time."""
     figures = {}
-    for mode in ORDER:
+    for mode in ORDER + list(ABLATIONS):
         mode_runs = runs.get(mode, [])
         steps = [ms for r in mode_runs for ms in r.get("step_ms", [])]
         figures[mode] = {
@@ -168,6 +175,19 @@ def summary_lines(figures):
     return lines
 
 
+def ablation_lines(figures):
+    """One line per ablation mode that ran: its median step and its ratio to no profiler."""
+    lines = []
+    for mode, title in ABLATIONS.items():
+        f = figures[mode]
+        if not f["steps"]:
+            continue
+        lines.append("%-62s median %s ms  %s of a  (rounds: %s)" % (
+            title, fmt(f["median_step_ms"], "%.2f"), fmt(ratio(f["median_step_ms"], figures["none"]["median_step_ms"]), "%.3fx"),
+            ", ".join("%.2f" % v for v in f["round_medians_ms"])))
+    return lines
+
+
 def markdown_table(figures):
     lines = ["| | mode | allocator | median step | vs baseline | trace / snapshot | events / entries | "
              "bytes per event | time to report |",
@@ -202,6 +222,10 @@ def main(argv):
     print()
     print("\n".join(summary_lines(figures)))
     print()
+    ablations = ablation_lines(figures)
+    if ablations:
+        print("\n".join(ablations))
+        print()
     print("\n".join(markdown_table(figures)))
     with open(os.path.join(work, "figures.json"), "w") as f:
         json.dump(figures, f, indent=1)
