@@ -20,6 +20,11 @@ script can be tried where there is no GPU; the recorder needs CUDA and is refuse
 RESULT.json holds:
   step_ms                   every timed step's wall time, in milliseconds, in order
   median_step_ms            their median
+  issue_ms                  every timed step's wall time until step() returned, before the closing synchronize:
+                            the time the CPU took to issue the step's work (the GPU may still be running it)
+  issue_cpu_ms              the process's CPU time (every thread: Python's, the autograd engine's, a tracer's)
+                            over the same interval. A profiler's cost is CPU time, so this moves with it even
+                            when the step time, which the GPU can bound, does not
   warmup_steps, steps, record, tiny, device, torch_version, gpu, allocator_backend, alloc_conf
   max_memory_allocated_bytes, max_memory_reserved_bytes     torch.cuda.max_memory_*() after the timed steps
   dump_snapshot_s           wall time of _dump_snapshot (null without --record)
@@ -137,13 +142,16 @@ def run(args):
 
     for _ in range(args.warmup):
         step()
-    step_ms = []
+    step_ms, issue_ms, issue_cpu_ms = [], [], []
     for _ in range(args.steps):
         sync()
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         step()
+        t1, cpu1 = time.perf_counter(), time.process_time()
         sync()
         step_ms.append((time.perf_counter() - t0) * 1e3)
+        issue_ms.append((t1 - t0) * 1e3)
+        issue_cpu_ms.append((cpu1 - cpu0) * 1e3)
 
     result = {
         "record": args.record,
@@ -153,6 +161,8 @@ def run(args):
         "steps": args.steps,
         "step_ms": step_ms,
         "median_step_ms": statistics.median(step_ms),
+        "issue_ms": issue_ms,
+        "issue_cpu_ms": issue_cpu_ms,
         "torch_version": torch.__version__,
         "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
         "gpu": None,

@@ -66,6 +66,14 @@ def load_runs(work):
     return runs
 
 
+def quantile(values, q):
+    """The q-quantile of values (the lower of the two middle ones: no interpolation), None for none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1)))]
+
+
 def median_of(runs, key):
     values = [r[key] for r in runs if r.get(key) is not None]
     return statistics.median(values) if values else None
@@ -81,6 +89,9 @@ def mode_figures(runs):
             "runs": sum(1 for r in mode_runs if r.get("step_ms")),
             "steps": len(steps),
             "median_step_ms": statistics.median(steps) if steps else None,
+            "p25_step_ms": quantile(steps, 0.25),
+            "median_issue_ms": quantile([ms for r in mode_runs for ms in r.get("issue_ms", [])], 0.5),
+            "median_issue_cpu_ms": quantile([ms for r in mode_runs for ms in r.get("issue_cpu_ms", [])], 0.5),
             "round_medians_ms": [r["median_step_ms"] for r in mode_runs if r.get("median_step_ms") is not None],
             "backend": next((r["allocator_backend"] for r in mode_runs if r.get("allocator_backend")), None),
         }
@@ -166,6 +177,16 @@ def summary_lines(figures):
             MODES[m][1], "n/a" if version is None else "not read" if version == 0 else
             "read (CPython %d.%d)" % (int(version) >> 24, (int(version) >> 16) & 0xFF),
             "n/a" if layer is None else "seen" if layer else "not seen (every tensor at the driver level)"))
+    lines.append("p25 step (ms; phases when every mode's steps are slower push up the median, not the lower quartile): "
+                 + "; ".join("%s %s" % (MODES[m][0], fmt(figures[m]["p25_step_ms"], "%.2f")) for m in ORDER))
+    lines.append("p25 ratios: b/a %s, c/a %s, d/a %s, e/f %s" % tuple(
+        fmt(ratio(figures[x]["p25_step_ms"], figures[y]["p25_step_ms"]), "%.3fx")
+        for x, y in (("memtrace", "none"), ("history_python", "none"), ("history_all", "none"),
+                     ("memtrace_async", "none_async"))))
+    lines.append("issue time per step (ms, median; wall until step() returns, before the closing synchronize): " +
+                 "; ".join("%s %s" % (MODES[m][0], fmt(figures[m]["median_issue_ms"], "%.2f")) for m in ORDER))
+    lines.append("CPU time per step while issuing (ms, median; every thread of the process): " +
+                 "; ".join("%s %s" % (MODES[m][0], fmt(figures[m]["median_issue_cpu_ms"], "%.2f")) for m in ORDER))
     lines.append("process wall time (s, median of runs): " + "; ".join(
         "%s %s" % (MODES[m][0], fmt(figures[m]["wall_s"], "%.1f")) for m in ORDER))
     dropped = [m for m in ("memtrace", "memtrace_async") if figures[m]["dropped_events"]]
@@ -182,8 +203,11 @@ def ablation_lines(figures):
         f = figures[mode]
         if not f["steps"]:
             continue
-        lines.append("%-62s median %s ms  %s of a  (rounds: %s)" % (
-            title, fmt(f["median_step_ms"], "%.2f"), fmt(ratio(f["median_step_ms"], figures["none"]["median_step_ms"]), "%.3fx"),
+        a = figures["none"]
+        lines.append("%-58s median %s ms %s of a; p25 %s ms %s; issue CPU %s ms %s (rounds: %s)" % (
+            title, fmt(f["median_step_ms"], "%.2f"), fmt(ratio(f["median_step_ms"], a["median_step_ms"]), "%.3fx"),
+            fmt(f["p25_step_ms"], "%.2f"), fmt(ratio(f["p25_step_ms"], a["p25_step_ms"]), "%.3fx"),
+            fmt(f["median_issue_cpu_ms"], "%.2f"), fmt(ratio(f["median_issue_cpu_ms"], a["median_issue_cpu_ms"]), "%.3fx"),
             ", ".join("%.2f" % v for v in f["round_medians_ms"])))
     return lines
 

@@ -46,6 +46,28 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(f["runs"], 2)
         self.assertEqual(f["round_medians_ms"], [11, 20.5])
 
+    def test_lower_quartile_and_issue_cpu_time_are_pooled_over_rounds(self):
+        # Steps pooled: 10 11 12 13 20 21 22 23 30 (9 values); the 0.25-quantile without interpolation is the
+        # value at index int(0.25 * 8) = 2: 12. Issue CPU pooled: 1 2 3 4 5 (5 values): median at index 2: 3.
+        write_runs(self.work, {
+            ("1", "none"): {"step_ms": [10, 20, 30, 11, 21], "issue_cpu_ms": [1, 5, 3]},
+            ("2", "none"): {"step_ms": [12, 22, 13, 23], "issue_cpu_ms": [2, 4]},
+        }, [])
+        f = self.figures()["none"]
+        self.assertEqual(f["p25_step_ms"], 12)
+        self.assertEqual(f["median_issue_cpu_ms"], 3)
+        self.assertIsNone(f["median_issue_ms"])
+
+    def test_an_ablation_mode_is_read_and_compared_with_no_profiler(self):
+        # memtrace_nostacks 42 against none 40: 1.050x; p25 of one step is that step.
+        write_runs(self.work, {
+            ("1", "none"): {"step_ms": [40], "issue_cpu_ms": [20]},
+            ("1", "memtrace_nostacks"): {"step_ms": [42], "issue_cpu_ms": [25]},
+        }, [])
+        lines = report.ablation_lines(self.figures())
+        self.assertEqual(len(lines), 1)
+        self.assertIn("median 42.00 ms 1.050x of a; p25 42.00 ms 1.050x; issue CPU 25.00 ms 1.250x", lines[0])
+
     def test_overhead_fraction_and_ratios(self):
         # a 40, b 41, c 44: (41 - 40) / (44 - 40) = 0.25; b/a = 41/40 = 1.025; e/f = 33/30 = 1.1.
         write_runs(self.work, {
