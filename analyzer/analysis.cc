@@ -87,7 +87,7 @@ std::unique_ptr<Analysis> analyze_trace(const std::string& path, bool with_live_
   analysis->path = path;
   replay_all(*analysis);
   analysis->leaks = find_leak_sites(analysis->model.live_at_exit(), analysis->leak_window_ns(),
-                                    analysis->model.first_allocation_ns());
+                                    analysis->model.first_allocation_ns(analysis->model.live_at_exit()));
   if (with_live_at_peak) collect_live_at_peak(*analysis);
   return analysis;
 }

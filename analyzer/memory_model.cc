@@ -95,23 +95,6 @@ int64_t add_delta(int64_t now_ns, int64_t delta_ns) {
 
 }  // namespace
 
-bool is_block_space(AddressSpace space) {
-  return space == AddressSpace::kTorchBlock || space == AddressSpace::kPoolBlock;
-}
-
-uint64_t DeviceState::pools_reserved_bytes() const {
-  uint64_t sampled = pool_reserved_sampled_bytes + graph_reserved_bytes;
-  return std::max(sampled, pool_block_bytes);
-}
-
-DeviceTotals DeviceState::totals() const {
-  DeviceTotals t;
-  t.driver_bytes = driver_layer_bytes + array_bytes + pools_reserved_bytes();
-  t.allocated_bytes = block_layer_seen ? torch_block_bytes + pool_block_bytes : t.driver_bytes;
-  t.reserved_bytes = allocator_layer_seen ? torch_reserved_bytes : t.driver_bytes;
-  return t;
-}
-
 bool DeviceState::counts_as_allocated(const LiveAllocation& a) const {
   if (!a.charged_to_device() || a.device != device) return false;
   // Without a block layer, allocated = driver, which includes pool blocks (none exist then anyway).
@@ -123,7 +106,7 @@ bool DeviceState::counts_as_leak(const LiveAllocation& a) const {
   return allocator_layer_seen ? is_block_space(a.space) : true;
 }
 
-DeviceState& MemoryModel::device_state(int32_t device) {
+DeviceState& MemoryModel::find_device_state(int32_t device) {
   auto [it, inserted] = devices_.try_emplace(device);
   if (inserted) {
     it->second.device = device;
@@ -132,8 +115,10 @@ DeviceState& MemoryModel::device_state(int32_t device) {
       it->second.allocator_layer_seen = hint->second.allocator_layer;
     }
   }
-  if (std::find(touched_.begin(), touched_.end(), device) == touched_.end()) touched_.push_back(device);
-  return it->second;
+  cached_device_ = device;
+  cached_state_ = &it->second;
+  cached_last_totals_ = &last_totals_[device];
+  return touch(it->second);
 }
 
 void MemoryModel::on_oom(const proto::Event& event) {
@@ -203,7 +188,7 @@ void MemoryModel::apply(const proto::Event& event) {
     default:
       break;
   }
-  for (int32_t device : touched_) update_peaks_and_notify(devices_[device]);
+  for (DeviceState* state : touched_) update_peaks_and_notify(*state);
   update_process_peaks();
   ++health_.events;
   ++event_index_;
@@ -233,24 +218,25 @@ void MemoryModel::on_alloc(const proto::Event& event, AddressSpace space) {
 }
 
 void MemoryModel::add_live(const LiveAllocation& a) {
-  Key key{a.space, a.address};
-  if (auto old = live_.find(key); old != live_.end()) {
+  if (const LiveAllocation* old = live_.insert(a)) {
     // The old allocation's free was never seen: drop it so totals do not keep it forever.
     ++health_.duplicate_allocations;
-    release(old);
+    release(*old);
+    live_.insert(a);
   }
-  live_.emplace(key, a);
-  freed_.erase(key);
-  first_allocation_ns_.try_emplace({a.device, a.stack_id}, now_ns_);
+  first_allocation_ns_.try_emplace(SiteKey{a.device, a.stack_id}, now_ns_);
   charge(a, +1);
   switch (a.space) {
     case AddressSpace::kTorchBlock:
       if (!segment_index_active_) activate_segment_index();
-      torch_blocks_[a.address] = a.size_bytes;
+      torch_blocks_.add(a.address, a.size_bytes);
       mark_segment_of_block(a.address);
       break;
     case AddressSpace::kDriverPointer:
-      if (segment_index_active_ && a.memory == proto::MEMORY_DEVICE) driver_pointers_[a.address] = a.size_bytes;
+      if (segment_index_active_ && a.memory == proto::MEMORY_DEVICE) {
+        driver_pointers_[a.address] = a.size_bytes;
+        last_segment_bytes_ = 0;
+      }
       break;
     case AddressSpace::kDriverHandle:
       handles_[a.address] = HandleState{};
@@ -260,15 +246,15 @@ void MemoryModel::add_live(const LiveAllocation& a) {
   }
 }
 
-void MemoryModel::release(LiveTable::iterator it) {
-  const LiveAllocation a = it->second;
-  const Key key = it->first;
-  live_.erase(it);
-  if (freed_.size() < kMaxFreedRemembered) freed_.insert(key);
+void MemoryModel::release(const LiveAllocation& live) {
+  const LiveAllocation a = live;
+  live_.erase(live);
   charge(a, -1);
   switch (a.space) {
-    case AddressSpace::kTorchBlock: torch_blocks_.erase(a.address); break;
-    case AddressSpace::kDriverPointer: driver_pointers_.erase(a.address); break;
+    case AddressSpace::kTorchBlock: torch_blocks_.remove(a.address); break;
+    case AddressSpace::kDriverPointer:
+      if (driver_pointers_.erase(a.address)) last_segment_bytes_ = 0;
+      break;
     case AddressSpace::kDriverHandle: handles_.erase(a.address); break;
     case AddressSpace::kPoolBlock: break;
   }
@@ -281,21 +267,16 @@ void MemoryModel::on_free(const proto::Event& event, AddressSpace space) {
     return;
   }
   if (event.address() == 0 && space != AddressSpace::kDriverHandle) return;  // free(nullptr) is a no-op
-  Key key{space, event.address()};
-  auto it = live_.find(key);
+  LiveAllocation* it = live_.find(space, event.address());
   // cudaFree of memory from cudaMallocAsync is legal: it frees the pool block.
-  if (it == live_.end() && space == AddressSpace::kDriverPointer) {
-    key = Key{AddressSpace::kPoolBlock, event.address()};
-    it = live_.find(key);
-    if (it == live_.end()) key = Key{space, event.address()};
-  }
-  if (it == live_.end()) {
-    if (freed_.count(key)) ++health_.double_frees;
+  if (!it && space == AddressSpace::kDriverPointer) it = live_.find(AddressSpace::kPoolBlock, event.address());
+  if (!it) {
+    if (live_.was_freed(space, event.address())) ++health_.double_frees;
     else ++health_.unknown_frees;
     if (space == AddressSpace::kTorchBlock) note_torch_totals(event, event.device());
     return;
   }
-  int32_t device = it->second.device;
+  int32_t device = it->device;
   if (space == AddressSpace::kDriverHandle) {
     // The driver keeps a released handle's memory while any mapping of it remains (cuMemRelease,
     // CUDA driver API: "the memory will be freed when all outstanding mappings are unmapped").
@@ -307,8 +288,8 @@ void MemoryModel::on_free(const proto::Event& event, AddressSpace space) {
   }
   // Size and device come from the allocation: the free may not say its size, and may run while
   // another device is current.
-  if (space == AddressSpace::kDriverPointer && it->second.held_blocks) release_torch_segment(device, it->second.size_bytes);
-  release(it);
+  if (space == AddressSpace::kDriverPointer && it->held_blocks) release_torch_segment(device, it->size_bytes);
+  release(*it);
   if (space == AddressSpace::kTorchBlock) note_torch_totals(event, event.device() >= 0 ? event.device() : device);
 }
 
@@ -324,10 +305,10 @@ void MemoryModel::on_map(const proto::Event& event) {
   if (handle == handles_.end()) return;
   ++handle->second.mappings;
   // An imported handle does not say its size (cuMemImportFromShareableHandle); its mapping does.
-  auto it = live_.find(Key{AddressSpace::kDriverHandle, event.handle()});
-  if (it != live_.end() && it->second.memory == proto::MEMORY_IMPORTED && it->second.size_bytes == 0) {
-    it->second.size_bytes = event.size();
-    charge(LiveAllocation{.memory = proto::MEMORY_IMPORTED, .device = it->second.device, .size_bytes = event.size()}, +1);
+  LiveAllocation* it = live_.find(AddressSpace::kDriverHandle, event.handle());
+  if (it && it->memory == proto::MEMORY_IMPORTED && it->size_bytes == 0) {
+    it->size_bytes = event.size();
+    charge(LiveAllocation{.memory = proto::MEMORY_IMPORTED, .device = it->device, .size_bytes = event.size()}, +1);
   }
 }
 
@@ -344,13 +325,12 @@ void MemoryModel::on_unmap(const proto::Event& event) {
     m = mappings_.erase(m);
     auto handle = handles_.find(handle_value);
     if (expandable_segment_page) {
-      auto page = live_.find(Key{AddressSpace::kDriverHandle, handle_value});
-      if (page != live_.end()) release_torch_segment(page->second.device, page_bytes);
+      if (const LiveAllocation* page = live_.find(AddressSpace::kDriverHandle, handle_value))
+        release_torch_segment(page->device, page_bytes);
     }
     if (handle == handles_.end() || handle->second.mappings == 0) continue;
     if (--handle->second.mappings == 0 && handle->second.released) {
-      auto it = live_.find(Key{AddressSpace::kDriverHandle, handle_value});
-      if (it != live_.end()) release(it);
+      if (const LiveAllocation* it = live_.find(AddressSpace::kDriverHandle, handle_value)) release(*it);
     }
   }
 }
@@ -452,8 +432,8 @@ void MemoryModel::on_graph_launch(const proto::Event& event) {
       add_live(LiveAllocation{.space = AddressSpace::kPoolBlock, .graph = true, .device = node.device,
                               .size_bytes = node.size_bytes, .stack_id = node.stack_id, .time_ns = now_ns_,
                               .event_index = event_index_, .address = node.address});
-    } else if (auto it = live_.find(Key{AddressSpace::kPoolBlock, node.address}); it != live_.end()) {
-      release(it);
+    } else if (const LiveAllocation* it = live_.find(AddressSpace::kPoolBlock, node.address)) {
+      release(*it);
     }
   }
 }
@@ -472,13 +452,14 @@ void MemoryModel::on_context_destroy(const proto::Event& event) {
     if (a.context == 0) return primary;
     return event.address() == 0 || a.context == event.address();
   };
-  std::vector<Key> freed;
-  for (const auto& [key, a] : live_)
-    if (of_this_context(a)) freed.push_back(key);
-  for (const Key& key : freed) {
-    auto it = live_.find(key);
-    state.context_freed_bytes += it->second.size_bytes;
-    release(it);
+  std::vector<std::pair<AddressSpace, uint64_t>> freed;
+  live_.for_each([&](const LiveAllocation& a) {
+    if (of_this_context(a)) freed.emplace_back(a.space, a.address);
+  });
+  for (const auto& [space, address] : freed) {
+    const LiveAllocation* it = live_.find(space, address);
+    state.context_freed_bytes += it->size_bytes;
+    release(*it);
   }
   if (!primary) return;
   // The device's pools (the graph memory pool too) go with its primary context.
@@ -489,16 +470,24 @@ void MemoryModel::on_context_destroy(const proto::Event& event) {
 
 void MemoryModel::activate_segment_index() {
   segment_index_active_ = true;
-  for (const auto& [key, a] : live_)
-    if (key.space == AddressSpace::kDriverPointer && a.memory == proto::MEMORY_DEVICE) driver_pointers_[a.address] = a.size_bytes;
+  live_.for_each([this](const LiveAllocation& a) {
+    if (a.space == AddressSpace::kDriverPointer && a.memory == proto::MEMORY_DEVICE) driver_pointers_[a.address] = a.size_bytes;
+  });
+  last_segment_bytes_ = 0;
 }
 
 void MemoryModel::mark_segment_of_block(uint64_t address) {
   // The driver allocation (PyTorch segment) or mapping (expandable segment page) the block lies in.
+  if (address - last_segment_start_ < last_segment_bytes_) return;
   if (auto it = driver_pointers_.upper_bound(address); it != driver_pointers_.begin()) {
     --it;
     if (address - it->first < it->second) {
-      live_.at(Key{AddressSpace::kDriverPointer, it->first}).held_blocks = true;
+      live_.find(AddressSpace::kDriverPointer, it->first)->held_blocks = true;
+      // Up to the next allocation's start (overlapping ones come only from damaged traces) this lookup
+      // finds the same allocation again.
+      auto next = std::next(it);
+      last_segment_start_ = it->first;
+      last_segment_bytes_ = next == driver_pointers_.end() ? it->second : std::min(it->second, next->first - it->first);
       return;
     }
   }
@@ -586,9 +575,10 @@ void MemoryModel::update_peaks_and_notify(DeviceState& state) {
   raise(state.peak_imported, state.imported_bytes);
   raise(state.peak_graph, state.graph_bytes());
   raise(state.peak_pools_reserved, state.pools_reserved_bytes());
-  auto [it, inserted] = last_totals_.try_emplace(state.device, t);
-  if (!inserted && it->second == t) return;
-  it->second = t;
+  std::optional<DeviceTotals>& last =
+      &state == cached_state_ ? *cached_last_totals_ : last_totals_[state.device];
+  if (last == t) return;
+  last = t;
   if (on_totals_changed_) on_totals_changed_(state.device, now_ns_, t);
 }
 
@@ -602,8 +592,23 @@ void MemoryModel::for_each_allocated(int32_t device,
                                      const std::function<void(const LiveAllocation&)>& visit) const {
   auto it = devices_.find(device);
   if (it == devices_.end()) return;
-  for (const auto& [key, a] : live_)
+  live_.for_each([&](const LiveAllocation& a) {
     if (it->second.counts_as_allocated(a)) visit(a);
+  });
+}
+
+std::map<std::pair<int32_t, uint64_t>, int64_t> MemoryModel::first_allocation_ns() const {
+  std::map<std::pair<int32_t, uint64_t>, int64_t> times;
+  first_allocation_ns_.for_each([&](const SiteKey& site, int64_t ns) { times.emplace(std::pair(site.device, site.stack_id), ns); });
+  return times;
+}
+
+std::map<std::pair<int32_t, uint64_t>, int64_t> MemoryModel::first_allocation_ns(
+    const std::vector<LiveAllocation>& allocations) const {
+  std::map<std::pair<int32_t, uint64_t>, int64_t> times;
+  for (const LiveAllocation& a : allocations)
+    if (const int64_t* ns = first_allocation_ns_.find(SiteKey{a.device, a.stack_id})) times.emplace(std::pair(a.device, a.stack_id), *ns);
+  return times;
 }
 
 void MemoryModel::update_process_peaks() {
@@ -634,7 +639,7 @@ Fragmentation MemoryModel::fragmentation(int32_t device) const {
   f.segments_known = true;
   std::vector<AddressRange> segments;
   for (const auto& [address, size] : driver_pointers_) {
-    const LiveAllocation& a = live_.at(Key{AddressSpace::kDriverPointer, address});
+    const LiveAllocation& a = *live_.find(AddressSpace::kDriverPointer, address);
     if (a.device == device && a.held_blocks) segments.push_back({address, address + size});
   }
   // Expandable segments: pages (cuMemCreate handles of this device) mapped one after another.
@@ -649,8 +654,8 @@ Fragmentation MemoryModel::fragmentation(int32_t device) const {
     run_held_blocks = false;
   };
   for (const auto& [address, m] : mappings_) {
-    auto handle = live_.find(Key{AddressSpace::kDriverHandle, m.handle});
-    if (handle == live_.end() || handle->second.device != device || handle->second.memory != proto::MEMORY_DEVICE) continue;
+    const LiveAllocation* handle = live_.find(AddressSpace::kDriverHandle, m.handle);
+    if (!handle || handle->device != device || handle->memory != proto::MEMORY_DEVICE) continue;
     // A run that held a block anywhere is a segment; runs are split where the addresses leave a hole.
     if (!mapped.empty() && mapped.back().end != address) flush_run(mapped);
     mapped.push_back({address, address + m.size_bytes});
@@ -664,7 +669,12 @@ Fragmentation MemoryModel::fragmentation(int32_t device) const {
     return f;
   }
   f.segment_count = segments.size();
-  f.largest_free_block_bytes = largest_free_block_bytes(segments, torch_blocks_);
+  const std::vector<Block>& blocks = torch_blocks_.sorted([this](std::vector<Block>& all) {
+    live_.for_each([&](const LiveAllocation& a) {
+      if (a.space == AddressSpace::kTorchBlock) all.push_back({a.address, a.size_bytes});
+    });
+  });
+  f.largest_free_block_bytes = largest_free_block_bytes(segments, blocks);
   return f;
 }
 
@@ -672,8 +682,9 @@ void MemoryModel::snapshot_live_at_exit() {
   exit_snapshot_taken_ = true;
   live_at_exit_.clear();
   // Filtered in finish(): whether a device has an allocator layer is known only at the end.
-  for (const auto& [key, a] : live_)
+  live_.for_each([this](const LiveAllocation& a) {
     if (a.charged_to_device()) live_at_exit_.push_back(a);
+  });
   // Hash order is arbitrary: keep the snapshot in allocation order so that reports are stable.
   std::sort(live_at_exit_.begin(), live_at_exit_.end(),
             [](const LiveAllocation& x, const LiveAllocation& y) { return x.event_index < y.event_index; });

@@ -2,45 +2,23 @@
 // events and trace-health counts. Memory use is bounded by the number of allocations live at once.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <set>
 #include <optional>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "block_index.h"
+#include "flat_hash_map.h"
+#include "live_allocation.h"
+#include "live_table.h"
 #include "memtrace.pb.h"
 
 namespace memtrace {
-
-// Which table an address is looked up in. Driver pointers and VMM handles (cuMemCreate returns a
-// handle, not a pointer) are different namespaces; PyTorch blocks and stream-ordered pool blocks are
-// kept apart so that the same address reported by both never collides.
-enum class AddressSpace : uint8_t { kDriverPointer, kDriverHandle, kTorchBlock, kPoolBlock };
-
-// LAYER_BLOCK allocations (PyTorch blocks, pool blocks) as opposed to memory obtained from the driver.
-bool is_block_space(AddressSpace space);
-
-struct LiveAllocation {
-  AddressSpace space = AddressSpace::kDriverPointer;
-  // Where the memory lives (Event.memory, or what the API implies for traces that leave it unset).
-  // Only MEMORY_DEVICE and MEMORY_ARRAY are charged to `device`.
-  proto::Memory memory = proto::MEMORY_DEVICE;
-  bool graph = false;           // a graph's memory node made live by a GRAPH_LAUNCH (a pool block)
-  // A driver-layer allocation that has held a PyTorch block: one of the allocator's segments.
-  bool held_blocks = false;
-  int32_t device = -1;
-  uint64_t size_bytes = 0;
-  uint64_t stack_id = 0;
-  int64_t time_ns = 0;          // since trace start
-  uint64_t event_index = 0;
-  uint64_t address = 0;         // the pointer (or handle) it was allocated at
-  uint64_t context = 0;         // Event.context: the CUcontext current at a driver-layer ALLOC, 0 = not known
-  bool charged_to_device() const { return memory == proto::MEMORY_DEVICE || memory == proto::MEMORY_ARRAY; }
-};
 
 // The three per-device totals (see DeviceState::totals for what each one means).
 struct DeviceTotals {
@@ -134,7 +112,10 @@ struct DeviceState {
   // What the device's stream-ordered pools (graph memory pool included) hold from the driver: the sum
   // of their latest POOL_RESERVED samples, or the live pool blocks where they are more (a pool's blocks
   // live inside its reserved memory, so before a pool's first sample its blocks stand in for it).
-  uint64_t pools_reserved_bytes() const;
+  uint64_t pools_reserved_bytes() const {
+    uint64_t sampled = pool_reserved_sampled_bytes + graph_reserved_bytes;
+    return std::max(sampled, pool_block_bytes);
+  }
   // Graph memory: the graph pool's latest sample, or its live blocks where they are more.
   uint64_t graph_bytes() const { return graph_reserved_bytes > graph_block_bytes ? graph_reserved_bytes : graph_block_bytes; }
 
@@ -142,7 +123,13 @@ struct DeviceState {
   //   arrays, and what its pools reserve). allocated: live blocks once the device has a block layer
   //   (then it equals torch.cuda.memory_allocated()), else driver. reserved: PyTorch's own reserved
   //   total once its allocator has reported on this device (torch.cuda.memory_reserved()), else driver.
-  DeviceTotals totals() const;
+  DeviceTotals totals() const {
+    DeviceTotals t;
+    t.driver_bytes = driver_layer_bytes + array_bytes + pools_reserved_bytes();
+    t.allocated_bytes = block_layer_seen ? torch_block_bytes + pool_block_bytes : t.driver_bytes;
+    t.reserved_bytes = allocator_layer_seen ? torch_reserved_bytes : t.driver_bytes;
+    return t;
+  }
   // Whether `a` counts towards this device's allocated total (the "allocated kind").
   bool counts_as_allocated(const LiveAllocation& a) const;
   // Whether `a`, live at exit, is a leak candidate. Where PyTorch's allocator reports, its blocks are;
@@ -235,7 +222,9 @@ class MemoryModel {
   const std::vector<LiveAllocation>& live_at_exit() const { return live_at_exit_; }
   std::optional<int64_t> finalizing_time_ns() const { return finalizing_time_ns_; }
   // Time of the first successful allocation from each call site (device, stack id), freed or not.
-  const std::map<std::pair<int32_t, uint64_t>, int64_t>& first_allocation_ns() const { return first_allocation_ns_; }
+  std::map<std::pair<int32_t, uint64_t>, int64_t> first_allocation_ns() const;
+  // The same for the call sites of `allocations` only: O(allocations), not O(call sites).
+  std::map<std::pair<int32_t, uint64_t>, int64_t> first_allocation_ns(const std::vector<LiveAllocation>& allocations) const;
   // Calls `visit` for every allocation of the allocated kind currently live on `device`.
   void for_each_allocated(int32_t device, const std::function<void(const LiveAllocation&)>& visit) const;
 
@@ -251,15 +240,6 @@ class MemoryModel {
   std::optional<DeviceUsage> last_device_usage(int32_t device) const;
 
  private:
-  struct Key {
-    AddressSpace space;
-    uint64_t address;
-    bool operator==(const Key&) const = default;
-  };
-  struct KeyHash {
-    size_t operator()(const Key& k) const { return std::hash<uint64_t>()(k.address * 4 + size_t(k.space)); }
-  };
-
   // A VMM physical allocation (cuMemCreate / an imported handle): how many mappings back it, and
   // whether cuMemRelease has been called (its memory stays until the last unmap).
   struct HandleState {
@@ -283,9 +263,8 @@ class MemoryModel {
   void on_alloc(const proto::Event& event, AddressSpace space);
   void on_free(const proto::Event& event, AddressSpace space);
   void add_live(const LiveAllocation& a);
-  using LiveTable = std::unordered_map<Key, LiveAllocation, KeyHash>;
-  // Ends a live allocation: uncharges it and forgets it (and remembers it as freed).
-  void release(LiveTable::iterator it);
+  // Ends a live allocation (as found in live_): uncharges it and forgets it (and remembers it as freed).
+  void release(const LiveAllocation& a);
   void on_map(const proto::Event& event);
   void on_unmap(const proto::Event& event);
   void on_address_reserve(const proto::Event& event, int64_t sign);
@@ -301,19 +280,42 @@ class MemoryModel {
   void update_peaks_and_notify(DeviceState& state);
   void snapshot_live_at_exit();
   void keep_only_leak_candidates();
-  DeviceState& device_state(int32_t device);
+  // The state of `device` (made on first use), marked as touched by the current event.
+  DeviceState& device_state(int32_t device) {
+    return cached_state_ && cached_device_ == device ? touch(*cached_state_) : find_device_state(device);
+  }
+  DeviceState& find_device_state(int32_t device);
+  DeviceState& touch(DeviceState& state) {
+    if (touched_.empty() || (touched_.back() != &state && std::find(touched_.begin(), touched_.end(), &state) == touched_.end()))
+      touched_.push_back(&state);
+    return state;
+  }
 
   std::map<int32_t, LayerHint> hints_;
   std::map<int32_t, DeviceState> devices_;
-  std::map<int32_t, DeviceTotals> last_totals_;
-  std::unordered_map<Key, LiveAllocation, KeyHash> live_;
-  // Ordered indexes of part of live_, for rebuilding segments: PyTorch blocks (address -> size) and
-  // driver-layer device pointer allocations (address -> size). The second is kept only from the first
-  // PyTorch block on (built then from live_), so that traces without PyTorch do not pay for it.
-  std::map<uint64_t, uint64_t> torch_blocks_;
+  // Per device: the totals last passed to on_totals_changed_ (or compared, without a callback).
+  std::map<int32_t, std::optional<DeviceTotals>> last_totals_;
+  // The device of the last device_state() call and its entries in devices_ and last_totals_ (map nodes
+  // do not move): nearly every event is on the same device as the one before.
+  int32_t cached_device_ = 0;
+  DeviceState* cached_state_ = nullptr;
+  std::optional<DeviceTotals>* cached_last_totals_ = nullptr;
+  // Freed and not allocated again: tells a double free from a free of an unknown address. Bounded so
+  // that a trace with endlessly new addresses cannot grow it without limit.
+  static constexpr size_t kMaxFreedRemembered = 1 << 20;
+  LiveTable live_{kMaxFreedRemembered};
+  // Indexes of part of live_, for rebuilding segments: PyTorch blocks and driver-layer device pointer
+  // allocations (address -> size). The second is kept only from the first PyTorch block on (built then
+  // from live_), so that traces without PyTorch do not pay for it.
+  mutable BlockIndex torch_blocks_;  // brought up to date by fragmentation(), a const query
   std::map<uint64_t, uint64_t> driver_pointers_;
   bool segment_index_active_ = false;
   void activate_segment_index();
+  // [start, start + bytes): addresses for which the lookup in driver_pointers_ finds the allocation the
+  // last PyTorch block was found in, already marked held_blocks (blocks come in runs inside one
+  // segment). Emptied whenever driver_pointers_ changes.
+  uint64_t last_segment_start_ = 0;
+  uint64_t last_segment_bytes_ = 0;
   std::unordered_map<uint64_t, HandleState> handles_;
   std::map<uint64_t, Mapping> mappings_;        // virtual address -> what backs it
   std::map<uint64_t, uint64_t> reservations_;   // cuMemAddressReserve: start -> size
@@ -327,11 +329,7 @@ class MemoryModel {
   uint64_t graph_nodes_kept_ = 0;
   static constexpr uint64_t kMaxGraphNodes = 1 << 20;
   ProcessTotals process_;
-  // Freed and not allocated again: tells a double free from a free of an unknown address. Bounded so
-  // that a trace with endlessly new addresses cannot grow it without limit.
-  std::unordered_set<Key, KeyHash> freed_;
-  static constexpr size_t kMaxFreedRemembered = 1 << 20;
-  std::vector<int32_t> touched_;  // devices whose totals the current event may have changed
+  std::vector<DeviceState*> touched_;  // devices whose totals the current event may have changed
   TraceHealth health_;
   std::vector<OomEvent> ooms_;
   static constexpr size_t kMaxOomsListed = 10000;
@@ -342,7 +340,15 @@ class MemoryModel {
   std::vector<LiveAllocation> live_at_exit_;
   bool exit_snapshot_taken_ = false;
   std::optional<int64_t> finalizing_time_ns_;
-  std::map<std::pair<int32_t, uint64_t>, int64_t> first_allocation_ns_;
+  struct SiteKey {
+    int32_t device = 0;
+    uint64_t stack_id = 0;
+    bool operator==(const SiteKey&) const = default;
+  };
+  struct SiteHash {
+    uint64_t operator()(const SiteKey& k) const { return k.stack_id ^ (uint64_t(uint32_t(k.device)) << 40); }
+  };
+  FlatHashMap<SiteKey, int64_t, SiteHash> first_allocation_ns_;
   int64_t now_ns_ = 0;
   uint64_t event_index_ = 0;
   TotalsCallback on_totals_changed_;

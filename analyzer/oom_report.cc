@@ -104,7 +104,7 @@ class OomReplay {
     sites.resize(std::min(sites.size(), sites_per_oom_));
     d.top_live_sites = std::move(sites);
     // find_leak_sites puts growing sites first.
-    for (LeakSite& site : find_leak_sites(live, oom.time_ns, model_.first_allocation_ns())) {
+    for (LeakSite& site : find_leak_sites(live, oom.time_ns, model_.first_allocation_ns(live))) {
       if (!site.growing) break;
       if (d.growing_site_count++ < sites_per_oom_) d.growing_sites.push_back(std::move(site));
     }

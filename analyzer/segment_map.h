@@ -8,6 +8,8 @@
 #include <map>
 #include <vector>
 
+#include "block_index.h"
+
 namespace memtrace {
 
 // [start, end) in the unified virtual address space.
@@ -21,6 +23,8 @@ struct AddressRange {
 // live block is one free block of its whole size. 0 when there are no segments. Blocks outside every
 // segment are ignored; overlapping blocks (a damaged trace) never make a gap negative.
 uint64_t largest_free_block_bytes(const std::vector<AddressRange>& segments, const std::map<uint64_t, uint64_t>& blocks);
+// The same with the blocks in a vector sorted by address (BlockIndex::sorted).
+uint64_t largest_free_block_bytes(const std::vector<AddressRange>& segments, const std::vector<Block>& blocks);
 
 // Joins mapped ranges (sorted by start, not overlapping) into segments: each run of ranges that follow
 // one another without a hole and lie in the same address reservation (`reservation_of(start)`, any

@@ -1,0 +1,115 @@
+// The allocations the memory model holds live, found by (address space, address), and the keys freed
+// since they were last allocated, which tell a double free from a free of an address never seen.
+//
+// One FlatHashMap entry per key says where the allocation is (a slot of a pool array) or that the key
+// was freed: an ALLOC or FREE is one probe whatever the key's past, and no event allocates memory once
+// the arrays have grown to the largest live set. Freed slots of the pool are reused last-freed first.
+// Iteration (context destroy, snapshots, fragmentation) walks the pool, not the hash array.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "flat_hash_map.h"
+#include "live_allocation.h"
+
+namespace memtrace {
+
+class LiveTable {
+ public:
+  // At most `max_freed_remembered` freed keys are kept, so that a trace with endlessly new addresses
+  // cannot grow the table without limit; past that, frees are not remembered (a later double free of
+  // such a key counts as a free of an unknown address).
+  explicit LiveTable(size_t max_freed_remembered) : max_freed_(max_freed_remembered) {}
+
+  // The live allocation at (space, address), or null. Valid until the next insert.
+  LiveAllocation* find(AddressSpace space, uint64_t address) {
+    const Entry* e = index_.find(Key{address, space});
+    return e && !e->freed ? &pool_[e->slot].allocation : nullptr;
+  }
+  const LiveAllocation* find(AddressSpace space, uint64_t address) const {
+    return const_cast<LiveTable*>(this)->find(space, address);
+  }
+  // Whether (space, address) was freed, and not allocated again since (as far as remembered).
+  bool was_freed(AddressSpace space, uint64_t address) const {
+    const Entry* e = index_.find(Key{address, space});
+    return e && e->freed;
+  }
+
+  // Adds `a` and returns null, unless an allocation is live at its key: then nothing changes and that
+  // allocation is returned (the caller erases it and inserts again). A freed mark at the key is forgotten.
+  const LiveAllocation* insert(const LiveAllocation& a) {
+    uint32_t slot = free_slots_.empty() ? uint32_t(pool_.size()) : free_slots_.back();
+    auto [entry, inserted] = index_.try_emplace(Key{a.address, a.space}, Entry{slot, false});
+    if (!inserted) {
+      if (!entry->freed) return &pool_[entry->slot].allocation;
+      *entry = Entry{slot, false};
+      --freed_;
+    }
+    if (slot == pool_.size()) {
+      pool_.push_back(PoolSlot{a, true});
+    } else {
+      free_slots_.pop_back();
+      pool_[slot] = PoolSlot{a, true};
+    }
+    ++live_;
+    return nullptr;
+  }
+
+  // Ends the live allocation `a` (as returned by find), remembering its key as freed while fewer than
+  // the limit are remembered. `a` is invalid afterwards.
+  void erase(const LiveAllocation& a) {
+    Key key{a.address, a.space};
+    Entry* e = index_.find(key);
+    uint32_t slot = e->slot;
+    if (freed_ < max_freed_) {
+      e->freed = true;
+      ++freed_;
+    } else {
+      index_.erase(key);
+    }
+    pool_[slot].used = false;
+    free_slots_.push_back(slot);
+    --live_;
+  }
+
+  size_t size() const { return live_; }
+  size_t freed_remembered() const { return freed_; }
+
+  // Calls visit(const LiveAllocation&) for every live allocation, in pool order. `visit` must not
+  // insert or erase.
+  template <typename Visit>
+  void for_each(Visit&& visit) const {
+    for (const PoolSlot& s : pool_)
+      if (s.used) visit(s.allocation);
+  }
+
+ private:
+  struct Key {
+    uint64_t address = 0;
+    AddressSpace space = AddressSpace::kDriverPointer;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    // The space goes into the top bits, which the table's multiply carries into the slot number.
+    uint64_t operator()(const Key& k) const { return k.address ^ (uint64_t(k.space) << 61); }
+  };
+  struct Entry {
+    uint32_t slot = 0;   // index in pool_ when live
+    bool freed = false;  // freed since its last allocation: no slot
+  };
+  struct PoolSlot {
+    LiveAllocation allocation;
+    bool used = false;
+  };
+
+  FlatHashMap<Key, Entry, KeyHash> index_;
+  std::vector<PoolSlot> pool_;
+  std::vector<uint32_t> free_slots_;
+  size_t live_ = 0;
+  size_t freed_ = 0;
+  size_t max_freed_;
+};
+
+}  // namespace memtrace
