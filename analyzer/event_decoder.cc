@@ -63,6 +63,7 @@ inline bool set_field(proto::Event& e, uint64_t field, uint64_t v) {
     case 20: e.set_process_used_bytes(v); return true;
     case 21: e.set_other_processes_used_bytes(v); return true;
     case 22: e.set_context(v); return true;
+    case 23: e.set_time_delta_us(zigzag64(v)); return true;
     default: return false;
   }
 }

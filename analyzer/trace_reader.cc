@@ -1,5 +1,6 @@
 #include "trace_reader.h"
 
+#include "derived_fields.h"
 #include "event_decoder.h"
 #include "utf8_repair.h"
 
@@ -109,9 +110,10 @@ uint32_t read_header(Input& in, uint64_t* offset) {
   if (std::memcmp(header + 8, kHeaderTag, sizeof kHeaderTag) != 0)
     throw TraceError("not a memtrace trace (header tag is not \"MEMTRACE\")", 8);
   uint32_t version = load_le32(header + 16);
-  if (version != kTraceFormatVersion)
+  if (version < kOldestTraceFormatVersion || version > kTraceFormatVersion)
     throw TraceError("unsupported trace format version " + std::to_string(version) +
-                         " (this memtrace reads version " + std::to_string(kTraceFormatVersion) + ")",
+                         " (this memtrace reads versions " + std::to_string(kOldestTraceFormatVersion) + " to " +
+                         std::to_string(kTraceFormatVersion) + ")",
                      16);
   // A later version may put more in the header payload: skip it, if the file has it.
   uint64_t end = 8 + uint64_t(payload_bytes);
@@ -220,7 +222,7 @@ bool parse_record(const char* data, size_t length, proto::Record& record, std::s
 class RecordSplitter {
  public:
   RecordSplitter(const RecordCallback& on_record, TraceReadSummary& summary)
-      : on_record_(on_record), summary_(summary) {}
+      : on_record_(on_record), summary_(summary), derived_(summary.format_version) {}
 
   void begin_chunk(uint64_t chunk_offset) {
     chunk_offset_ = chunk_offset;
@@ -285,6 +287,8 @@ class RecordSplitter {
   void deliver(const char* data, size_t length) {
     if (!parse_record(data, length, record_, scratch_, &summary_.records_with_invalid_text))
       fail("record " + std::to_string(index_) + " of a chunk does not parse");
+    std::string error;
+    if (!derived_.fill(record_, &error)) fail("record " + std::to_string(index_) + " of a chunk: " + error);
     on_record_(record_);
     ++summary_.records;
     ++index_;
@@ -294,6 +298,7 @@ class RecordSplitter {
 
   const RecordCallback& on_record_;
   TraceReadSummary& summary_;
+  DerivedFields derived_;  // what version 2 leaves out, carried from record to record in file order
   proto::Record record_;
   std::string scratch_;
   std::string body_;  // the part of a record that straddles pieces of output

@@ -39,7 +39,9 @@ struct TraceReadSummary {
 
 // The header skippable frame: magic 0x184D2A50, payload "MEMTRACE" + u32 version + u32 reserved.
 inline constexpr uint32_t kHeaderFrameMagic = 0x184D2A50;
-inline constexpr uint32_t kTraceFormatVersion = 1;
+// Versions read: 1 and 2 (their differences: proto/memtrace.proto).
+inline constexpr uint32_t kOldestTraceFormatVersion = 1;
+inline constexpr uint32_t kTraceFormatVersion = 2;
 inline constexpr char kHeaderTag[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
 
 // The tracer's chunks are at most its buffer size (MEMTRACE_BUFFER_MB <= 4096, preload/config.cc); a
@@ -58,10 +60,12 @@ using RecordCallback = std::function<void(const proto::Record&)>;
 // Reads the trace at `path`, calling `on_record` for every record of every complete chunk.
 // A chunk is decoded only once all its bytes are in the file (its extent is measured from the zstd
 // block headers first), so a cut-off last chunk delivers none of its records.
+// Records are handed on as a version-1 trace would give them (derived_fields.h fills in what version 2
+// leaves out).
 // Throws TraceError for: unreadable file, empty file, bad magic, unknown version, a corrupt chunk,
-// a record that does not parse, is empty or is longer than kMaxRecordBytes. Records of a complete but
-// corrupt chunk may have been delivered before the error. Exceptions thrown by `on_record` propagate
-// unchanged.
+// a record that does not parse, is empty or is longer than kMaxRecordBytes, a version-2 event that
+// leaves out an allocator total with nothing to derive it from. Records of a complete but corrupt chunk
+// may have been delivered before the error. Exceptions thrown by `on_record` propagate unchanged.
 TraceReadSummary read_trace(const std::string& path, const RecordCallback& on_record);
 
 }  // namespace memtrace

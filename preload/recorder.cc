@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "device_usage.h"
+#include "event_encoder.h"
 #include "intern_table.h"
 #include "module_map.h"
 #include "process_hooks.h"
@@ -47,7 +48,7 @@ int g_active = 0;
 InternTable g_stacks;
 InternTable g_python_frames;
 uint64_t g_start_ns = 0;
-uint64_t g_last_event_ns = 0;
+EventEncoder g_encoder;           // what the next Event / TraceEnd is encoded against
 uint64_t g_events = 0;
 uint64_t g_dropped = 0;
 uint64_t g_stackless = 0;           // events recorded without their stack because an intern table was full
@@ -180,35 +181,19 @@ uint64_t intern_stack_locked(const CapturedStack& stack) {
 }
 
 bool append_event_locked(const MemoryEvent& e, uint64_t stack_id) {
-  uint64_t t = now_ns();
-  uint8_t buf[22 * 12];  // 22 fields, each at most a 2-byte tag and a 10-byte varint
+  uint8_t buf[23 * 12];  // 23 fields, each at most a 2-byte tag and a 10-byte varint
   ProtoWriter w(buf, buf + sizeof buf);
-  w.uint(1, static_cast<uint64_t>(e.kind));
-  w.uint(2, static_cast<uint64_t>(e.layer));
-  w.uint(3, static_cast<uint64_t>(e.api));
-  w.sint(4, static_cast<int64_t>(t - g_last_event_ns));
-  w.uint(5, current_tid());
-  w.sint(6, e.device);
-  w.uint(7, e.stream);
-  w.uint(8, e.address);
-  w.uint(9, e.size);
-  w.sint(10, e.result);
-  w.uint(11, stack_id);
-  w.uint(12, e.allocator_allocated_bytes);
-  w.uint(13, e.allocator_reserved_bytes);
-  w.uint(14, e.device_free_bytes);
-  w.uint(15, e.device_total_bytes);
-  w.uint(16, e.handle);
-  w.uint(17, static_cast<uint64_t>(e.memory));
-  w.uint(18, e.graph);
-  w.uint(19, e.capture_id);
-  w.optional_uint(20, e.has_process_usage, e.process_used_bytes);
-  w.optional_uint(21, e.has_process_usage, e.other_processes_used_bytes);
-  w.uint(22, e.context);
+  EventEncoder::Pending p = g_encoder.encode_event(e, now_ns(), current_tid(), stack_id, w);
   if (!append_record_locked(field::kEvent, w)) return false;
-  g_last_event_ns = t;
+  g_encoder.commit(p);
   g_events++;
   return true;
+}
+
+// An event that will not be in the trace (g_lock held).
+void drop_event_locked() {
+  g_dropped++;
+  g_encoder.event_lost();
 }
 
 bool append_notice_locked(NoticeCode code, const char* message, uint64_t count) {
@@ -314,7 +299,7 @@ void start() {
   device_usage_start();
 
   g_start_ns = now_ns();
-  g_last_event_ns = g_start_ns;
+  g_encoder.begin(g_start_ns);
   pthread_mutex_lock(&g_lock);
   append_start_locked(g_python_support == PythonSupport::kSupported ? python_hex : 0);
   if (g_python_support == PythonSupport::kUnsupported) append_python_unsupported_locked();
@@ -437,6 +422,7 @@ void write_active_buffer(bool g_lock_held) {
   if (!g_lock_held) pthread_mutex_lock(&g_lock);
   ChunkBuffer& full = g_buffers[g_active];
   g_active ^= 1;
+  g_encoder.start_chunk();
   g_wake_sent = false;
   if (!g_lock_held) pthread_mutex_unlock(&g_lock);
   // g_flush_lock keeps the other buffer ours until it is written and emptied.
@@ -449,9 +435,8 @@ void append_end_locked(EndHow how, int signal) {
   ProtoWriter w(buf, buf + sizeof buf);
   w.uint(1, g_events);
   w.uint(2, g_dropped);
-  uint64_t t = now_ns();
-  w.sint(3, static_cast<int64_t>(t - g_last_event_ns));
-  g_last_event_ns = t;  // a job that survives a signal goes on after this record: deltas chain through it
+  // A job that survives a signal goes on after this record: deltas chain through it.
+  w.sint(6, g_encoder.end_time_delta_us(now_ns()));
   w.uint(4, static_cast<uint64_t>(how));
   w.uint(5, static_cast<uint64_t>(signal));
   append_record_locked(field::kEnd, w);
@@ -566,7 +551,7 @@ void wait_for_room_locked(const MemoryEvent& e, uint64_t stack_id) {
     t_holds_lock = true;
     if (append_event_locked(e, stack_id)) return;
     if (g_state.load() != kRunning || g_exited.load()) {  // no writer will make room any more
-      g_dropped++;
+      drop_event_locked();
       return;
     }
   }
@@ -675,7 +660,7 @@ void record_event(const MemoryEvent& e) {
     if (g_config.wait_when_full && !t_never_waits)
       wait_for_room_locked(e, stack_id);
     else
-      g_dropped++;
+      drop_event_locked();
   }
   wake_writer_if_filling_locked();
   t_holds_lock = false;

@@ -1,0 +1,53 @@
+// Trace format v2 leaves out of the Event records what a reader can work out (proto/memtrace.proto:
+// Event.time_delta_us, Event.allocator_allocated_bytes). The reader puts it back before handing a record
+// on, so that everything after it sees the Events a version-1 trace of the same run would give: times in
+// time_delta_ns, and both allocator totals on every TORCH_ALLOCATOR event.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "memtrace.pb.h"
+
+namespace memtrace {
+
+class DerivedFields {
+ public:
+  explicit DerivedFields(uint32_t format_version) : derive_totals_(format_version >= 2) {}
+
+  // Fills in `record`'s Event or TraceEnd in place: time_delta_ns becomes time_delta_ns + 1000 *
+  // time_delta_us (any version), and in version 2 a TORCH_ALLOCATOR event's absent totals are derived
+  // from the previous TORCH_ALLOCATOR event of its device. Returns false, with `*error` set, for a total
+  // left out with no earlier TORCH_ALLOCATOR event of the device to derive it from.
+  bool fill(proto::Record& record, std::string* error) {
+    if (record.has_event()) {
+      proto::Event& e = *record.mutable_event();
+      if (e.time_delta_us() != 0) add_microseconds(e.time_delta_us(), e);
+      return !derive_totals_ || e.api() != proto::TORCH_ALLOCATOR || fill_totals(e, error);
+    }
+    if (record.has_end() && record.end().time_delta_us() != 0) {
+      proto::TraceEnd& end = *record.mutable_end();
+      end.set_time_delta_ns(sum_ns(end.time_delta_ns(), end.time_delta_us()));
+    }
+    return true;
+  }
+
+ private:
+  struct DeviceTotals {
+    int32_t device;
+    uint64_t allocated_bytes;
+    uint64_t reserved_bytes;
+  };
+
+  // Wrapping, not undefined, on a damaged file's absurd values.
+  static int64_t sum_ns(int64_t ns, int64_t us) { return int64_t(uint64_t(ns) + uint64_t(us) * 1000u); }
+  static void add_microseconds(int64_t us, proto::Event& e) { e.set_time_delta_ns(sum_ns(e.time_delta_ns(), us)); }
+
+  bool fill_totals(proto::Event& e, std::string* error);
+
+  bool derive_totals_;
+  std::vector<DeviceTotals> devices_;  // one per device seen: a handful, searched in order
+};
+
+}  // namespace memtrace

@@ -1,0 +1,132 @@
+// The Event and TraceEnd encoding of trace format v2 (proto/memtrace.proto): times in whole microseconds
+// since the trace's start, and PyTorch's allocator totals left out where the reader can derive them.
+// It holds what the next record is encoded against (the previous record's time, each device's last written
+// totals) and nothing else, so that tests/preload/event_encoder_test.cc and bench/trace_size_reencode
+// drive the very code the tracer runs. Not thread-safe: the recorder calls it under its lock.
+//
+// Two steps per record, because a record can fail to fit in the chunk buffer (and is then dropped or
+// retried): encode_event() writes the fields and says what the record would change, commit() makes it
+// so once the record is in the buffer.
+#pragma once
+#include <cstdint>
+
+#include "proto_writer.h"
+#include "recorder.h"
+#include "schema.h"
+
+namespace memtrace {
+
+class EventEncoder {
+ public:
+  // Totals are carried per device ordinal 0 .. kDevices-1; other devices always get both written.
+  static constexpr int kDevices = 64;
+
+  // What encode_event() found; commit() applies it.
+  struct Pending {
+    uint64_t time_us = 0;          // the record's time: whole microseconds since start
+    int device = -1;               // the slot whose totals this record wrote or derived, -1 = none
+    uint64_t allocated_bytes = 0;  // the totals after this record (what the reader will hold)
+    uint64_t reserved_bytes = 0;
+    uint64_t epoch = 0;            // epoch_ when encoded
+  };
+
+  // Time zero (TraceStart.start_monotonic_ns); forgets every device's totals.
+  void begin(uint64_t start_ns) {
+    start_ns_ = start_ns;
+    last_us_ = 0;
+    epoch_++;
+  }
+
+  // The next record starts a new chunk. Totals are written in full again, so that every chunk carries
+  // its own starting point (a reader that must skip a damaged chunk picks up again at the next one).
+  void start_chunk() { epoch_++; }
+
+  // An event was not recorded (MEMTRACE_FULL_BUFFER=drop with both buffers full). Derivation is always
+  // from the totals last written, so the gap cannot make the reader derive a wrong total; writing them in
+  // full after it anyway makes the totals after a gap stand on their own, checkable without the chain.
+  void event_lost() { epoch_++; }
+
+  // Writes the Event fields of `e` into `w` (proto3 defaults left out; the time where version 1 had it).
+  // `t_ns`: CLOCK_MONOTONIC at the event, not before begin()'s start_ns (earlier reads as the start).
+  Pending encode_event(const MemoryEvent& e, uint64_t t_ns, uint32_t tid, uint64_t stack_id, ProtoWriter& w) const {
+    Pending p;
+    p.time_us = micros_since_start(t_ns);
+    p.epoch = epoch_;
+    bool torch = e.api == Api::kTorchAllocator;
+    bool derive_allocated = false, derive_reserved = false;
+    if (torch && e.device >= 0 && e.device < kDevices) {
+      p.device = e.device;
+      const DeviceTotals& last = devices_[e.device];
+      if (last.epoch == epoch_) {
+        // Unsigned arithmetic, as the reader does it: a wrap here wraps there alike.
+        derive_allocated = e.allocator_allocated_bytes == last.allocated_bytes + allocated_change(e);
+        derive_reserved = e.allocator_reserved_bytes == last.reserved_bytes;
+      }
+      p.allocated_bytes = e.allocator_allocated_bytes;
+      p.reserved_bytes = e.allocator_reserved_bytes;
+    }
+    w.uint(1, static_cast<uint64_t>(e.kind));
+    w.uint(2, static_cast<uint64_t>(e.layer));
+    w.uint(3, static_cast<uint64_t>(e.api));
+    w.sint(23, time_delta_us(p.time_us));  // where version 1 had time_delta_ns (4): the same layout
+    w.uint(5, tid);
+    w.sint(6, e.device);
+    w.uint(7, e.stream);
+    w.uint(8, e.address);
+    w.uint(9, e.size);
+    w.sint(10, e.result);
+    w.uint(11, stack_id);
+    w.optional_uint(12, torch && !derive_allocated, e.allocator_allocated_bytes);
+    w.optional_uint(13, torch && !derive_reserved, e.allocator_reserved_bytes);
+    w.uint(14, e.device_free_bytes);
+    w.uint(15, e.device_total_bytes);
+    w.uint(16, e.handle);
+    w.uint(17, static_cast<uint64_t>(e.memory));
+    w.uint(18, e.graph);
+    w.uint(19, e.capture_id);
+    w.optional_uint(20, e.has_process_usage, e.process_used_bytes);
+    w.optional_uint(21, e.has_process_usage, e.other_processes_used_bytes);
+    w.uint(22, e.context);
+    return p;
+  }
+
+  // The record encoded as `p` is in the chunk buffer. A chunk that began in between (a fatal-signal
+  // handler flushed the buffer while this thread was appending) leaves the device's totals unknown for
+  // the new chunk, so they are written in full again there.
+  void commit(const Pending& p) {
+    last_us_ = p.time_us;
+    if (p.device >= 0) devices_[p.device] = DeviceTotals{p.allocated_bytes, p.reserved_bytes, p.epoch};
+  }
+
+  // TraceEnd.time_delta_us for a TraceEnd at `t_ns`; the next record's delta counts from it.
+  int64_t end_time_delta_us(uint64_t t_ns) {
+    uint64_t t_us = micros_since_start(t_ns);
+    int64_t delta = time_delta_us(t_us);
+    last_us_ = t_us;
+    return delta;
+  }
+
+ private:
+  struct DeviceTotals {
+    uint64_t allocated_bytes = 0;
+    uint64_t reserved_bytes = 0;
+    uint64_t epoch = 0;  // valid while equal to epoch_
+  };
+
+  // What this event does to PyTorch's allocated total (proto: ALLOC adds its size, FREE takes it away).
+  static uint64_t allocated_change(const MemoryEvent& e) {
+    if (e.kind == EventKind::kAlloc) return e.size;
+    if (e.kind == EventKind::kFree) return uint64_t{0} - e.size;
+    return 0;
+  }
+
+  uint64_t micros_since_start(uint64_t t_ns) const { return t_ns > start_ns_ ? (t_ns - start_ns_) / 1000 : 0; }
+  int64_t time_delta_us(uint64_t t_us) const { return static_cast<int64_t>(t_us - last_us_); }
+
+  uint64_t start_ns_ = 0;
+  uint64_t last_us_ = 0;
+  uint64_t epoch_ = 1;  // only grows: a slot never written (epoch 0) is never derived from
+  DeviceTotals devices_[kDevices];
+};
+
+}  // namespace memtrace

@@ -1,0 +1,215 @@
+// The tracer's Event encoding, trace format v2 (preload/event_encoder.h): the fields each record carries
+// for a small hand-made sequence, decoded with the classes generated from proto/memtrace.proto.
+#include "event_encoder.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "memtrace.pb.h"
+
+namespace memtrace {
+namespace {
+
+constexpr uint64_t kStartNs = 1'000'000'000;  // TraceStart.start_monotonic_ns of every test here
+constexpr uint64_t kMiB = 1 << 20;
+
+MemoryEvent torch(EventKind kind, int32_t device, uint64_t address, uint64_t size, uint64_t allocated,
+                  uint64_t reserved) {
+  return MemoryEvent{.kind = kind, .layer = Layer::kBlock, .api = Api::kTorchAllocator, .device = device,
+                     .address = address, .size = size, .allocator_allocated_bytes = allocated,
+                     .allocator_reserved_bytes = reserved};
+}
+
+// Encodes `e` at `t_ns` (tid 7, stack 3) and, unless `commit` is false (the record did not fit in the
+// buffer), commits it; returns the Event as a reader's protobuf runtime sees it.
+proto::Event encode(EventEncoder& encoder, const MemoryEvent& e, uint64_t t_ns, bool commit = true) {
+  uint8_t buf[23 * 12];
+  ProtoWriter w(buf, buf + sizeof buf);
+  EventEncoder::Pending p = encoder.encode_event(e, t_ns, 7, 3, w);
+  EXPECT_TRUE(w.ok());
+  if (commit) encoder.commit(p);
+  proto::Event out;
+  EXPECT_TRUE(out.ParseFromArray(buf, int(w.size())));
+  return out;
+}
+
+// What the test asserts of each record: its time and which totals it carries (-1 = left out).
+struct Expected {
+  int64_t time_delta_us;
+  int64_t allocated_bytes;
+  int64_t reserved_bytes;
+};
+
+void expect_fields(const proto::Event& e, Expected x, const char* what) {
+  SCOPED_TRACE(what);
+  EXPECT_EQ(e.time_delta_ns(), 0);  // version 2 never writes nanoseconds
+  EXPECT_EQ(e.time_delta_us(), x.time_delta_us);
+  EXPECT_EQ(e.has_allocator_allocated_bytes(), x.allocated_bytes >= 0);
+  if (x.allocated_bytes >= 0) EXPECT_EQ(e.allocator_allocated_bytes(), uint64_t(x.allocated_bytes));
+  EXPECT_EQ(e.has_allocator_reserved_bytes(), x.reserved_bytes >= 0);
+  if (x.reserved_bytes >= 0) EXPECT_EQ(e.allocator_reserved_bytes(), uint64_t(x.reserved_bytes));
+}
+
+// One device's PyTorch blocks, a lost event, a chunk boundary, another device and another API in between.
+// Times are ns after kStartNs; the record's time is floor(t / 1000) us, its delta that minus the previous.
+TEST(EventEncoder, SequenceWithALossAndAChunkBoundary) {
+  EventEncoder enc;
+  enc.begin(kStartNs);
+  // t 1500 ns -> 1 us, delta 1. First block event of device 0: both totals written.
+  expect_fields(encode(enc, torch(EventKind::kAlloc, 0, 0x1000, 512, 512, 2 * kMiB), kStartNs + 1'500),
+                {1, 512, 2 * kMiB}, "first alloc");
+  // t 2999 -> 2 us, delta 1. 512 + 1024 = 1536 and reserved unchanged: both derived.
+  expect_fields(encode(enc, torch(EventKind::kAlloc, 0, 0x1200, 1024, 1536, 2 * kMiB), kStartNs + 2'999),
+                {1, -1, -1}, "second alloc");
+  // t 3000 -> 3 us, delta 1. 1536 - 512 = 1024: derived.
+  expect_fields(encode(enc, torch(EventKind::kFree, 0, 0x1000, 512, 1024, 2 * kMiB), kStartNs + 3'000),
+                {1, -1, -1}, "free");
+  // t 10000 -> 10 us, delta 7. 1024 + 4096 = 5120 derived; reserved grew to 4 MiB: written.
+  const uint64_t reserved = 4 * kMiB;
+  expect_fields(encode(enc, torch(EventKind::kAlloc, 0, 0x200000, 4096, 5120, reserved), kStartNs + 10'000),
+                {7, -1, int64_t(reserved)}, "alloc that grew the reserve");
+  // An ALLOC of 256 bytes is lost (allocated becomes 5376 in PyTorch, unseen).
+  enc.event_lost();
+  // t 12345 -> 12 us, delta 2. 5376 - 4096 = 1280, which 5120 - 4096 would get wrong: after a loss both
+  // totals are written.
+  expect_fields(encode(enc, torch(EventKind::kFree, 0, 0x200000, 4096, 1280, reserved), kStartNs + 12'345),
+                {2, 1280, int64_t(reserved)}, "first event after the loss");
+  enc.start_chunk();
+  // t 12999 -> 12 us, delta 0 (left out: the proto3 default). First of the chunk: both written.
+  expect_fields(encode(enc, torch(EventKind::kAlloc, 0, 0x1400, 256, 1536, reserved), kStartNs + 12'999),
+                {0, 1536, int64_t(reserved)}, "first event of the chunk");
+  // t 1000000 -> 1000 us, delta 988. A driver allocation carries no totals.
+  MemoryEvent segment{.kind = EventKind::kAlloc, .layer = Layer::kDriver, .api = Api::kCudaMalloc, .device = 0,
+                      .address = 0x7f0000000000, .size = 2 * kMiB};
+  proto::Event driver = encode(enc, segment, kStartNs + 1'000'000);
+  expect_fields(driver, {988, -1, -1}, "driver alloc");
+  EXPECT_EQ(driver.api(), proto::CUDA_MALLOC);
+  EXPECT_EQ(driver.size(), 2 * kMiB);
+  // t 1000500 -> 1000 us, delta 0. Device 1's first block event: both written, whatever device 0 holds.
+  expect_fields(encode(enc, torch(EventKind::kAlloc, 1, 0x2000, 100, 100, 2 * kMiB), kStartNs + 1'000'500),
+                {0, 100, 2 * kMiB}, "device 1");
+  // t 1002000 -> 1002 us, delta 2. Device 0 again: 1536 + 64 = 1600, derived across the other two.
+  expect_fields(encode(enc, torch(EventKind::kAlloc, 0, 0x1500, 64, 1600, reserved), kStartNs + 1'002'000),
+                {2, -1, -1}, "device 0 after device 1");
+  // t 1003000 -> 1003 us, delta 1. PyTorch says 1500, not 1600 - 64 = 1536: written.
+  expect_fields(encode(enc, torch(EventKind::kFree, 0, 0x1500, 64, 1500, reserved), kStartNs + 1'003'000),
+                {1, 1500, -1}, "a total that does not follow");
+  // t 1004000 -> 1004 us, delta 1. An OOM changes nothing: 1500 and 4 MiB, both derived.
+  expect_fields(encode(enc, torch(EventKind::kOom, 0, 0, 1ull << 30, 1500, reserved), kStartNs + 1'004'000),
+                {1, -1, -1}, "OOM");
+  // TraceEnd at t 2000999 -> 2000 us: 2000 - 1004 = 996.
+  EXPECT_EQ(enc.end_time_delta_us(kStartNs + 2'000'999), 996);
+  // And an event after it (the job survived a signal) counts from the TraceEnd: 2003 - 2000 = 3.
+  expect_fields(encode(enc, segment, kStartNs + 2'003'000), {3, -1, -1}, "event after the TraceEnd");
+}
+
+// The other Event fields are written as version 1 wrote them; only the time moved to field 23.
+TEST(EventEncoder, OtherFieldsAsInVersionOne) {
+  EventEncoder enc;
+  enc.begin(kStartNs);
+  MemoryEvent e{.kind = EventKind::kDeviceUsage, .layer = Layer::kDriver, .api = Api::kNvmlSample, .device = -1,
+                .stream = 0x7f00, .address = 0x7f1234560000, .size = 1ull << 40, .result = 2,
+                .device_free_bytes = 5, .device_total_bytes = 6, .handle = 99, .memory = Memory::kHostPinned,
+                .graph = 0xabc, .capture_id = 11, .has_process_usage = true, .process_used_bytes = 0,
+                .other_processes_used_bytes = 12, .context = 13};
+  proto::Event x = encode(enc, e, kStartNs + 5'000'000);
+  EXPECT_EQ(x.kind(), proto::DEVICE_USAGE);
+  EXPECT_EQ(x.layer(), proto::LAYER_DRIVER);
+  EXPECT_EQ(x.api(), proto::NVML_SAMPLE);
+  EXPECT_EQ(x.time_delta_us(), 5000);
+  EXPECT_EQ(x.tid(), 7u);
+  EXPECT_EQ(x.device(), -1);
+  EXPECT_EQ(x.stream(), 0x7f00u);
+  EXPECT_EQ(x.address(), 0x7f1234560000u);
+  EXPECT_EQ(x.size(), 1ull << 40);
+  EXPECT_EQ(x.result(), 2);
+  EXPECT_EQ(x.stack_id(), 3u);
+  EXPECT_FALSE(x.has_allocator_allocated_bytes());  // not a TORCH_ALLOCATOR event
+  EXPECT_FALSE(x.has_allocator_reserved_bytes());
+  EXPECT_EQ(x.device_free_bytes(), 5u);
+  EXPECT_EQ(x.device_total_bytes(), 6u);
+  EXPECT_EQ(x.handle(), 99u);
+  EXPECT_EQ(x.memory(), proto::MEMORY_HOST_PINNED);
+  EXPECT_EQ(x.graph(), 0xabcu);
+  EXPECT_EQ(x.capture_id(), 11u);
+  EXPECT_TRUE(x.has_process_used_bytes());
+  EXPECT_EQ(x.process_used_bytes(), 0u);
+  EXPECT_EQ(x.other_processes_used_bytes(), 12u);
+  EXPECT_EQ(x.context(), 13u);
+}
+
+// The time field's bytes: tag 23 << 3 | 0 = 184 = varint b8 01, then zigzag(-2) = 3 (a clock read before
+// the previous record's cannot happen under the recorder's lock, but the field is signed like version 1's).
+TEST(EventEncoder, TimeIsFieldTwentyThree) {
+  EventEncoder enc;
+  enc.begin(kStartNs);
+  uint8_t buf[64];
+  ProtoWriter w(buf, buf + sizeof buf);
+  // 5 us, delta 5; device 0 and every other field at its default, left out.
+  enc.commit(enc.encode_event(MemoryEvent{.device = 0}, kStartNs + 5'000, 0, 0, w));
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(buf), w.size()), std::string("\xb8\x01\x0a", 3));  // zigzag(5) = 10
+  ProtoWriter w2(buf, buf + sizeof buf);
+  enc.encode_event(MemoryEvent{.device = 0}, kStartNs + 3'999, 0, 0, w2);  // 3 us: delta 3 - 5 = -2
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(buf), w2.size()), std::string("\xb8\x01\x03", 3));
+  // A clock read before the start reads as the start (0 us): delta 0 - 5 = -5, zigzag 9.
+  ProtoWriter w3(buf, buf + sizeof buf);
+  enc.encode_event(MemoryEvent{.device = 0}, kStartNs - 1, 0, 0, w3);
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(buf), w3.size()), std::string("\xb8\x01\x09", 3));
+}
+
+// A record that did not fit (not committed) changes nothing: the retry is encoded against the same state.
+TEST(EventEncoder, UncommittedRecordChangesNothing) {
+  EventEncoder enc;
+  enc.begin(kStartNs);
+  encode(enc, torch(EventKind::kAlloc, 0, 0x1000, 512, 512, 2 * kMiB), kStartNs + 1'000);  // 1 us
+  MemoryEvent second = torch(EventKind::kAlloc, 0, 0x1200, 1024, 1536, 2 * kMiB);
+  expect_fields(encode(enc, second, kStartNs + 2'000, /*commit=*/false), {1, -1, -1}, "did not fit");
+  // Retried at 5 us: delta 5 - 1 = 4 (from the first event, not from the one that did not fit), and
+  // 512 + 1024 still derived.
+  expect_fields(encode(enc, second, kStartNs + 5'000), {4, -1, -1}, "retry");
+}
+
+// A chunk that begins between encode and commit (a signal handler flushed the buffer while this thread
+// was appending): the next event writes both totals, as the first of a chunk must.
+TEST(EventEncoder, ChunkBegunBeforeCommitWritesTotalsAgain) {
+  EventEncoder enc;
+  enc.begin(kStartNs);
+  uint8_t buf[23 * 12];
+  ProtoWriter w(buf, buf + sizeof buf);
+  EventEncoder::Pending p =
+      enc.encode_event(torch(EventKind::kAlloc, 0, 0x1000, 512, 512, 2 * kMiB), kStartNs, 0, 0, w);
+  enc.start_chunk();
+  enc.commit(p);
+  expect_fields(encode(enc, torch(EventKind::kAlloc, 0, 0x1200, 1024, 1536, 2 * kMiB), kStartNs + 1'000),
+                {1, 1536, 2 * kMiB}, "next event");
+}
+
+// Devices outside the table (ordinal 64 and up, or -1) always carry both totals.
+TEST(EventEncoder, DevicesOutsideTheTableWriteBothTotals) {
+  EventEncoder enc;
+  enc.begin(kStartNs);
+  for (int32_t device : {EventEncoder::kDevices, -1}) {
+    SCOPED_TRACE(device);
+    encode(enc, torch(EventKind::kAlloc, device, 0x1000, 512, 512, 2 * kMiB), kStartNs);
+    expect_fields(encode(enc, torch(EventKind::kAlloc, device, 0x1200, 1024, 1536, 2 * kMiB), kStartNs),
+                  {0, 1536, 2 * kMiB}, "second event");
+  }
+  // Ordinal 63, the table's last slot, derives.
+  encode(enc, torch(EventKind::kAlloc, 63, 0x1000, 512, 512, 2 * kMiB), kStartNs);
+  expect_fields(encode(enc, torch(EventKind::kAlloc, 63, 0x1200, 1024, 1536, 2 * kMiB), kStartNs), {0, -1, -1},
+                "device 63");
+}
+
+// begin() (a new trace: the start, or a forked child's start) forgets every device's totals and the time.
+TEST(EventEncoder, BeginStartsAfresh) {
+  EventEncoder enc;
+  enc.begin(kStartNs);
+  encode(enc, torch(EventKind::kAlloc, 0, 0x1000, 512, 512, 2 * kMiB), kStartNs + 9'000);
+  enc.begin(kStartNs + 10'000);
+  expect_fields(encode(enc, torch(EventKind::kAlloc, 0, 0x1200, 1024, 1536, 2 * kMiB), kStartNs + 12'000),
+                {2, 1536, 2 * kMiB}, "first event of the new trace");
+}
+
+}  // namespace
+}  // namespace memtrace
