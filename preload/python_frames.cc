@@ -13,10 +13,12 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <atomic>
 
 #include "intern_table.h"
+#include "tls.h"
 
 namespace memtrace {
 namespace {
@@ -33,7 +35,7 @@ constexpr PythonLayout kLayout311 = {
     .frame_code = 32, .frame_previous = 48, .frame_instr = 56, .frame_owner = 69, .frame_is_entry = 68,
     .owner_generator = 1, .owner_cstack = -1,
     .code_filename = 112, .code_qualname = 128, .code_linetable = 136, .code_firstlineno = 72,
-    .code_firsttraceable = 168, .code_code_adaptive = 184, .object_type = 8, .bytes_size = 16,
+    .code_firsttraceable = 168, .code_code_adaptive = 184, .code_version = -1, .object_type = 8, .bytes_size = 16,
     .bytes_data = 32, .unicode_length = 16, .unicode_state = 32, .unicode_ascii_size = 48,
     .unicode_utf8_length = 48, .unicode_utf8 = 56, .unicode_compact_mask = 1u << 5,
     .unicode_ascii_mask = 1u << 6, .runtime_finalizing = 24};
@@ -45,7 +47,7 @@ constexpr PythonLayout kLayout312 = {
     .frame_code = 0, .frame_previous = 8, .frame_instr = 56, .frame_owner = 70, .frame_is_entry = -1,
     .owner_generator = 1, .owner_cstack = 3,
     .code_filename = 112, .code_qualname = 128, .code_linetable = 136, .code_firstlineno = 68,
-    .code_firsttraceable = 176, .code_code_adaptive = 192, .object_type = 8, .bytes_size = 16,
+    .code_firsttraceable = 176, .code_code_adaptive = 192, .code_version = 92, .object_type = 8, .bytes_size = 16,
     .bytes_data = 32, .unicode_length = 16, .unicode_state = 32, .unicode_ascii_size = 40,
     .unicode_utf8_length = 40, .unicode_utf8 = 48, .unicode_compact_mask = 1u << 5,
     .unicode_ascii_mask = 1u << 6, .runtime_finalizing = 24};
@@ -60,8 +62,9 @@ enum DebugOffsetWord313 : int {
   kDoUnicodeLength = 69, kDoUnicodeAsciiSize = 70,
   kDoWords313 = 73,  // sizeof(_Py_DebugOffsets) / 8 in 3.13.0
 };
-// 3.13 fields _Py_DebugOffsets does not publish (3.13.0 headers): _co_firsttraceable.
+// 3.13 fields _Py_DebugOffsets does not publish (3.13.0 headers): _co_firsttraceable, co_version.
 constexpr int32_t kCodeFirsttraceable313 = 184;
+constexpr int32_t kCodeVersion313 = 92;
 
 struct Reader {
   PythonLayout layout;
@@ -225,9 +228,11 @@ uint32_t line_of(uintptr_t code, int64_t offset_bytes) {
 // ---- frame cache: (code object, instruction offset) -> the frame's view, lock-free, fixed size ----
 // A hook reads the same few code objects at the same few offsets again and again; decoding names, the line
 // and the content key each time cost more than the native unwind (measured with bench/hot_path). An entry
-// is used only when the code object still points at the same line table, file name and qualified name
-// objects, whose lengths are unchanged: then those objects are the live ones the code object holds, and the
-// cached text pointers (compact ASCII only: the text lies inside the object itself) point into them.
+// is used only when the code object has the same co_version (3.12+: it is the object the entry was made
+// from, not another allocated where a freed one was) and still points at the same line table, file name and
+// qualified name objects, whose lengths are unchanged: then those objects are the live ones the code object
+// holds, and the cached text pointers (compact ASCII only: the text lies inside the object itself) point into
+// them.
 struct FrameCacheEntry {
   std::atomic<uint32_t> sequence;  // odd while a writer fills the entry
   std::atomic<uintptr_t> code;
@@ -238,6 +243,7 @@ struct FrameCacheEntry {
   std::atomic<uint64_t> lengths;          // file_len << 32 | function_len
   std::atomic<uint64_t> key;              // content hash of (file, function, line); see PythonFrameView::key
   std::atomic<uint32_t> before_first_traceable;  // 1: offset before _co_firsttraceable (is_incomplete)
+  std::atomic<uint32_t> code_version;            // code_version_of(code) when stored
 };
 constexpr size_t kFrameCacheEntries = 4096;
 FrameCacheEntry g_frame_cache[kFrameCacheEntries];
@@ -261,6 +267,14 @@ CodeRefs code_refs(uintptr_t code) {
           load<uintptr_t>(code, l.code_qualname)};
 }
 
+// co_version of the code object `code` (3.12+), 0 where the layout has none. CPython gives each code object it
+// creates the next value of one counter (never reused; 0 once the counter has run out: Objects/codeobject.c,
+// init_code), so a nonzero value tells a code object from one freed before it at the same address.
+uint32_t code_version_of(uintptr_t code) {
+  const int32_t offset = g_reader.layout.code_version;
+  return offset >= 0 ? load<uint32_t>(code, offset) : 0;
+}
+
 int64_t ascii_length(uintptr_t object) {
   int64_t length = -1;
   read_at(object, g_reader.layout.unicode_length, &length);
@@ -280,9 +294,10 @@ bool frame_cache_lookup(uintptr_t code, uint32_t offset_bytes, PythonFrameView* 
   uint64_t lengths = e.lengths.load(std::memory_order_relaxed);
   uint64_t key = e.key.load(std::memory_order_relaxed);
   uint32_t cached_before = e.before_first_traceable.load(std::memory_order_relaxed);
+  uint32_t cached_version = e.code_version.load(std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_acquire);
   if (e.sequence.load(std::memory_order_relaxed) != before) return false;
-  if (cached_code != code || (packed >> 32) != offset_bytes) return false;
+  if (cached_code != code || (packed >> 32) != offset_bytes || cached_version != code_version_of(code)) return false;
   CodeRefs now = code_refs(code);
   if (now.line_table != cached.line_table || now.filename != cached.filename || now.qualname != cached.qualname)
     return false;
@@ -299,14 +314,18 @@ bool frame_cache_lookup(uintptr_t code, uint32_t offset_bytes, PythonFrameView* 
   return true;
 }
 
-// Stores a view read the slow way, when both names are compact ASCII strings no longer than the cap.
+// True when both names of a view read the slow way are compact ASCII strings no longer than the cap: their
+// text lies inside the str objects `refs` names, so a later check of those objects vouches for it.
+bool names_inside_objects(const CodeRefs& refs, const PythonFrameView& view) {
+  const uintptr_t text_offset = static_cast<uintptr_t>(g_reader.layout.unicode_ascii_size);
+  return reinterpret_cast<uintptr_t>(view.file) == refs.filename + text_offset &&
+         reinterpret_cast<uintptr_t>(view.function) == refs.qualname + text_offset &&
+         ascii_length(refs.filename) == view.file_len && ascii_length(refs.qualname) == view.function_len;
+}
+
+// Stores a view read the slow way whose names_inside_objects().
 void frame_cache_store(uintptr_t code, uint32_t offset_bytes, const CodeRefs& refs, const PythonFrameView& view,
                        bool before_first_traceable) {
-  const uintptr_t text_offset = static_cast<uintptr_t>(g_reader.layout.unicode_ascii_size);
-  if (reinterpret_cast<uintptr_t>(view.file) != refs.filename + text_offset ||
-      reinterpret_cast<uintptr_t>(view.function) != refs.qualname + text_offset ||
-      ascii_length(refs.filename) != view.file_len || ascii_length(refs.qualname) != view.function_len)
-    return;
   FrameCacheEntry& e = frame_slot(code, offset_bytes);
   uint32_t sequence = e.sequence.load(std::memory_order_relaxed);
   if ((sequence & 1) ||
@@ -322,6 +341,7 @@ void frame_cache_store(uintptr_t code, uint32_t offset_bytes, const CodeRefs& re
   e.lengths.store(static_cast<uint64_t>(view.file_len) << 32 | view.function_len, std::memory_order_relaxed);
   e.key.store(view.key, std::memory_order_relaxed);
   e.before_first_traceable.store(before_first_traceable ? 1 : 0, std::memory_order_relaxed);
+  e.code_version.store(code_version_of(code), std::memory_order_relaxed);
   e.sequence.store(sequence + 2, std::memory_order_release);
 }
 
@@ -339,6 +359,251 @@ bool is_incomplete(uintptr_t code, int8_t owner, int64_t offset_bytes) {
   int32_t first_traceable = 0;
   if (owner == l.owner_generator || !read_at(code, l.code_firsttraceable, &first_traceable)) return false;
   return offset_bytes < static_cast<int64_t>(first_traceable) * 2;
+}
+
+// Fills `view` (all but ends_eval_call) for the code object `code` at `offset_bytes`, through the frame cache
+// when it can. True when the view's names are compact ASCII text inside the objects `refs` names (then it can
+// be remembered and checked later like a frame cache entry).
+bool resolve_frame(uintptr_t code, int64_t offset_bytes, PythonFrameView* view, bool* before_first_traceable,
+                   CodeRefs* refs) {
+  bool cacheable = offset_bytes >= 0 && offset_bytes <= UINT32_MAX;
+  uint32_t offset32 = static_cast<uint32_t>(offset_bytes);
+  if (cacheable && frame_cache_lookup(code, offset32, view, before_first_traceable)) {
+    *refs = code_refs(code);
+    return true;
+  }
+  // Whether the offset lies before the first traceable instruction: a property of (code, offset) alone;
+  // a generator's frame there is complete all the same.
+  *before_first_traceable = is_incomplete(code, /*owner=*/-1, offset_bytes);
+  *refs = code_refs(code);
+  read_string(refs->filename, &view->file, &view->file_len);
+  read_string(refs->qualname, &view->function, &view->function_len);
+  view->line = line_of(code, offset_bytes);
+  view->key = python_frame_key(view->file, view->file_len, view->function, view->function_len, view->line);
+  if (!cacheable || !names_inside_objects(*refs, *view)) return false;
+  frame_cache_store(code, offset32, *refs, *view, *before_first_traceable);
+  return true;
+}
+
+// ---- walk memo: each thread's previous walk, by depth from the bottom of its frame chain ----
+// Between two allocations a thread's outer frames rarely change: a training loop allocates again and again
+// under the same 20 to 60 Python frames, and only the innermost few differ. Each thread remembers, for every
+// depth counted from the bottom of its chain (the outermost frame is depth 0), the frame it walked there as
+// (frame address, code object, instruction pointer) and what resolving it gave. A frame at the same depth with
+// the same triple reuses that result after the checks below, at the price of a few loads and no hashing,
+// atomics or shared cache lines; the others are resolved through the frame cache as before and remembered in
+// their place.
+//
+// Why a reused result is the right one:
+//  - The result (file, function, line, key, whether the offset precedes the first traceable instruction)
+//    depends only on the code object and the instruction offset, never on the frame: the triple's code and
+//    instruction pointer fix both (the offset is the pointer minus the code's first instruction). A frame
+//    address reused by another call (a loop calling the same function again from the same place) therefore
+//    gives the same result and may reuse it; a reused address with another code object or instruction does
+//    not match the triple. The address is in the triple only to tie an entry to the walk that made it.
+//  - A frame on the chain holds a reference to its code object, so the code object is alive while we read
+//    it, and the fields the result is made of (co_filename, co_qualname, co_linetable, co_firstlineno,
+//    _co_firsttraceable) are set when it is created; str and bytes objects are immutable. What remains is a
+//    code object freed since the result was remembered and another allocated at its address. On 3.12+ its
+//    co_version tells them apart exactly (code_version_of); on 3.11, which has none, the entry is checked as
+//    the frame cache checks its own: same line table, file name and qualified name objects, lengths
+//    unchanged. In both cases the code object must still point at the same three objects, so the text handed
+//    out lies inside objects the live code object holds at that moment. The memo is therefore never weaker
+//    than the frame cache it bypasses, and on 3.12+ stronger.
+//  - Only results whose names are compact ASCII text inside those objects are remembered (as in the frame
+//    cache); a frame whose result cannot be is resolved on every walk.
+//  - Thread teardown: the memo is one mapping per thread, made at the thread's first walk that finds Python
+//    frames and unmapped by a pthread key destructor when the thread exits (the library is never unloaded:
+//    -z nodelete); after that, and in a thread that could not get one, the walk goes without. Its entries
+//    hold addresses only, never a reference, so nothing is kept alive or freed through them.
+//  - Signals: a walk that interrupts another on the same thread (a hook in a signal handler) finds the memo
+//    busy and goes without it, so a half-written entry is never read, nor written by two walks at once.
+//  - fork: the child's one thread keeps its memo (the same memory, the same frames, the same objects); the
+//    other threads' memos stay mapped and unused in the child, like the rest of those threads' memory.
+struct WalkMemoEntry {
+  uintptr_t frame;  // the triple walked at this depth; frame 0: nothing remembered
+  uintptr_t code;
+  uintptr_t instr;
+  CodeRefs refs;    // what the code object pointed at when the result was made
+  uint32_t code_version;  // code_version_of(code) then; 0 on 3.11 (then the lengths are checked)
+  uint32_t file_len;
+  uint32_t function_len;
+  uint32_t line;
+  uint64_t key;
+  bool before_first_traceable;
+};
+// One entry per depth a walk can reach (shims included), so that the walk needs no bound check: 72 KiB of
+// address space a thread, of which only the pages of the depths its stacks reach are ever touched (two for
+// a 100-frame stack).
+struct WalkMemo {
+  WalkMemoEntry entries[kMaxFramesWalked];
+};
+WalkMemo* const kNoWalkMemo = reinterpret_cast<WalkMemo*>(uintptr_t{1});
+
+MEMTRACE_TLS WalkMemo* t_walk_memo;  // nullptr until the thread's first walk; kNoWalkMemo: none
+MEMTRACE_TLS bool t_walk_memo_busy;
+MEMTRACE_TLS uint64_t t_frames_resolved;  // python_frames_resolved()
+pthread_key_t g_walk_memo_key;
+bool g_walk_memo_key_made = false;  // set once, by python_frames_init, before any read is supported
+
+void release_walk_memo(void* memo) {
+  munmap(memo, sizeof(WalkMemo));
+  t_walk_memo = kNoWalkMemo;
+}
+
+// The calling thread's memo, made on its first call; nullptr when it has none.
+WalkMemo* thread_walk_memo() {
+  WalkMemo* memo = t_walk_memo;
+  if (memo != nullptr) return memo == kNoWalkMemo ? nullptr : memo;
+  t_walk_memo = kNoWalkMemo;
+  if (!g_walk_memo_key_made) return nullptr;
+  void* p = mmap(nullptr, sizeof(WalkMemo), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  if (pthread_setspecific(g_walk_memo_key, p) != 0) {
+    munmap(p, sizeof(WalkMemo));
+    return nullptr;
+  }
+  t_walk_memo = static_cast<WalkMemo*>(p);
+  return t_walk_memo;
+}
+
+void walk_memo_store(WalkMemoEntry* m, uintptr_t frame, uintptr_t code, uintptr_t instr, const CodeRefs& refs,
+                     const PythonFrameView& view, bool before_first_traceable) {
+  *m = WalkMemoEntry{frame,          code,          instr,     refs,     code_version_of(code),
+                     view.file_len, view.function_len, view.line, view.key, before_first_traceable};
+}
+
+// Resolves the frame `frame` of `code` at `instr` into `view` (all but ends_eval_call) and remembers the result
+// in `m` (when not NULL); returns whether the instruction precedes the first traceable one. Out of line: the
+// walk's loop stays small for the case it is made for, a memo hit.
+__attribute__((noinline)) bool resolve_and_remember(WalkMemoEntry* m, uintptr_t frame, uintptr_t code,
+                                                    uintptr_t instr, PythonFrameView* view) {
+  ++t_frames_resolved;
+  int64_t offset_bytes =
+      static_cast<int64_t>(instr - (code + static_cast<uintptr_t>(g_reader.layout.code_code_adaptive)));
+  CodeRefs refs;
+  bool before_first_traceable = false;
+  bool rememberable = resolve_frame(code, offset_bytes, view, &before_first_traceable, &refs);
+  if (m != nullptr) {
+    if (rememberable) walk_memo_store(m, frame, code, instr, refs, *view, before_first_traceable);
+    else m->frame = 0;
+  }
+  return before_first_traceable;
+}
+
+// ---- the walk ----
+// The walk is compiled once per layout with fixed offsets (3.11 and 3.12, whose tables are built in) and once
+// with the offsets read at run time (3.13): with constant offsets each field is one load, and the loop's
+// state stays in registers (a quarter fewer instructions per walk: bench/hot_path_callgrind).
+struct Layout311 {
+  static constexpr const PythonLayout& get() { return kLayout311; }
+};
+struct Layout312 {
+  static constexpr const PythonLayout& get() { return kLayout312; }
+};
+struct LayoutAtRunTime {
+  static const PythonLayout& get() { return g_reader.layout; }
+};
+
+// The number of frames on the chain from `frame` to its bottom, shims included; -1 past kMaxFramesWalked.
+template <class L>
+int chain_depth(uintptr_t frame) {
+  const int32_t previous = L::get().frame_previous;
+  int depth = 0;
+  for (; frame != 0; frame = load<uintptr_t>(frame, previous)) {
+    if (++depth > kMaxFramesWalked) return -1;
+  }
+  return depth;
+}
+
+// Whether `m`, remembered for the same triple, still holds for the code object `code` (see the walk memo's
+// comment): the same line table, file name and qualified name objects, and the same co_version (3.12+) or,
+// without one, the same name lengths.
+template <class L>
+bool walk_memo_holds(const WalkMemoEntry& m, uintptr_t code) {
+  const PythonLayout& l = L::get();
+  if (load<uintptr_t>(code, l.code_linetable) != m.refs.line_table ||
+      load<uintptr_t>(code, l.code_filename) != m.refs.filename ||
+      load<uintptr_t>(code, l.code_qualname) != m.refs.qualname)
+    return false;
+  if (l.code_version >= 0 && m.code_version != 0) return load<uint32_t>(code, l.code_version) == m.code_version;
+  // m.refs were str objects when remembered, and are the same pointers now.
+  return load<int64_t>(m.refs.filename, l.unicode_length) == m.file_len &&
+         load<int64_t>(m.refs.qualname, l.unicode_length) == m.function_len;
+}
+
+// Walks from `frame` (not NULL) to the bottom of its chain, writing at most `capacity` views into `out`,
+// innermost first. With a memo, `memo` holds the entries of the chain's `depth` positions.
+template <class L, bool kWithMemo>
+int walk_frames(uintptr_t frame, PythonFrameView* out, int capacity, WalkMemoEntry* memo, int depth) {
+  const PythonLayout& l = L::get();
+  const int32_t previous = l.frame_previous, frame_owner = l.frame_owner, frame_code = l.frame_code,
+                frame_instr = l.frame_instr, frame_is_entry = l.frame_is_entry, object_type = l.object_type;
+  const int32_t owner_cstack = l.owner_cstack, owner_generator = l.owner_generator;
+  const uintptr_t text_offset = static_cast<uintptr_t>(l.unicode_ascii_size);
+  const uintptr_t code_type = g_reader.code_type;
+  int written = 0;
+  // Index of the frame written at the previous step of the walk; a C-stack shim right after it means it
+  // was the first frame its eval-loop call ran (3.12+).
+  int just_written = -1;
+  int walked = 0;
+  // frame_previous, frame_owner, frame_code, frame_instr and object_type exist in every supported layout,
+  // and `frame` is non-NULL inside the loop: plain loads (the checked reads cost a sixth of the walk).
+  for (; frame != 0 && walked < kMaxFramesWalked; frame = load<uintptr_t>(frame, previous), ++walked) {
+    int8_t owner = load<int8_t>(frame, frame_owner);
+    if (owner_cstack >= 0 && owner == owner_cstack) {
+      if (just_written >= 0) out[just_written].ends_eval_call = true;
+      just_written = -1;
+      continue;
+    }
+    if (written == capacity) break;
+    just_written = -1;
+    uintptr_t code = load<uintptr_t>(frame, frame_code);
+    if (code == 0 || load<uintptr_t>(code, object_type) != code_type) continue;
+    uintptr_t instr = load<uintptr_t>(frame, frame_instr);
+    PythonFrameView& view = out[written];
+    bool before_first_traceable;
+    WalkMemoEntry* m = nullptr;
+    if constexpr (kWithMemo) m = &memo[depth - 1 - walked];  // depth from the bottom
+    if (kWithMemo && m->frame == frame && m->code == code && m->instr == instr && walk_memo_holds<L>(*m, code)) {
+      view.file = reinterpret_cast<const char*>(m->refs.filename + text_offset);
+      view.file_len = m->file_len;
+      view.function = reinterpret_cast<const char*>(m->refs.qualname + text_offset);
+      view.function_len = m->function_len;
+      view.line = m->line;
+      view.key = m->key;
+      before_first_traceable = m->before_first_traceable;
+    } else {
+      before_first_traceable = resolve_and_remember(m, frame, code, instr, &view);
+    }
+    if (before_first_traceable && owner != owner_generator) continue;
+    view.ends_eval_call = frame_is_entry >= 0 && load<uint8_t>(frame, frame_is_entry) != 0;
+    just_written = written++;
+  }
+  // The bottom of the chain ends the outermost eval-loop call.
+  if (frame == 0 && just_written >= 0) out[just_written].ends_eval_call = true;
+  return written;
+}
+
+template <class L>
+int read_frames(uintptr_t frame, PythonFrameView* out, int capacity) {
+  WalkMemo* memo = t_walk_memo_busy ? nullptr : thread_walk_memo();
+  int depth = memo ? chain_depth<L>(frame) : -1;  // memo positions count from the bottom: the chain's length
+  if (depth < 0) return walk_frames<L, false>(frame, out, capacity, nullptr, 0);
+  t_walk_memo_busy = true;
+  int written = walk_frames<L, true>(frame, out, capacity, memo->entries, depth);
+  t_walk_memo_busy = false;
+  return written;
+}
+
+using ReadFramesFn = int (*)(uintptr_t, PythonFrameView*, int);
+ReadFramesFn g_read_frames = nullptr;  // set with g_reader, before support is published
+
+// The walk compiled for `layout`: a fixed-offset one when it is a built-in table.
+ReadFramesFn read_frames_for(const PythonLayout& layout) {
+  if (memcmp(&layout, &kLayout311, sizeof layout) == 0) return read_frames<Layout311>;
+  if (memcmp(&layout, &kLayout312, sizeof layout) == 0) return read_frames<Layout312>;
+  return read_frames<LayoutAtRunTime>;
 }
 
 // ---- init ----
@@ -462,6 +727,7 @@ bool python_layout_from_debug_offsets(const void* runtime, PythonLayout* out, co
   l.code_firstlineno = at(kDoCodeFirstlineno);
   l.code_firsttraceable = kCodeFirsttraceable313;
   l.code_code_adaptive = at(kDoCodeAdaptive);
+  l.code_version = kCodeVersion313;
   l.object_type = at(kDoObjectType);
   l.bytes_size = at(kDoBytesSize);
   l.bytes_data = at(kDoBytesData);
@@ -513,6 +779,9 @@ PythonSupport python_frames_init(uint32_t* hex_version) {
       Reader reader{};
       if (resolve_reader(hex, &reader)) {
         g_reader = reader;
+        g_read_frames = read_frames_for(g_reader.layout);
+        // Made here, outside any hook; a failure leaves every thread without a walk memo.
+        g_walk_memo_key_made = pthread_key_create(&g_walk_memo_key, release_walk_memo) == 0;
         state = static_cast<int>(PythonSupport::kSupported);
       } else {
         state = static_cast<int>(PythonSupport::kUnsupported);
@@ -537,53 +806,11 @@ const char* python_frames_unsupported_reason() {
 
 int python_frames_read(PythonFrameView* out, int capacity) {
   if (!supported() || out == nullptr || capacity <= 0) return 0;
-  const PythonLayout& l = g_reader.layout;
-  uintptr_t tstate = reinterpret_cast<uintptr_t>(g_reader.get_tstate());
-  uintptr_t frame = current_frame(tstate);
-  int written = 0;
-  // Index of the frame written at the previous step of the walk; a C-stack shim right after it means it
-  // was the first frame its eval-loop call ran (3.12+).
-  int just_written = -1;
-  int walked = 0;
-  // frame_previous, frame_owner, frame_code, frame_instr and object_type exist in every supported layout,
-  // and `frame` is non-NULL inside the loop: plain loads (the checked reads cost a sixth of the walk).
-  const uintptr_t code_type = g_reader.code_type;
-  for (; frame != 0 && walked < kMaxFramesWalked; frame = load<uintptr_t>(frame, l.frame_previous), ++walked) {
-    int8_t owner = load<int8_t>(frame, l.frame_owner);
-    if (l.owner_cstack >= 0 && owner == l.owner_cstack) {
-      if (just_written >= 0) out[just_written].ends_eval_call = true;
-      just_written = -1;
-      continue;
-    }
-    if (written == capacity) break;
-    just_written = -1;
-    uintptr_t code = load<uintptr_t>(frame, l.frame_code);
-    if (code == 0 || load<uintptr_t>(code, l.object_type) != code_type) continue;
-    uintptr_t instr = load<uintptr_t>(frame, l.frame_instr);
-    int64_t offset_bytes = static_cast<int64_t>(instr - (code + static_cast<uintptr_t>(l.code_code_adaptive)));
-    PythonFrameView& view = out[written];
-    bool cacheable = offset_bytes >= 0 && offset_bytes <= UINT32_MAX;
-    uint32_t offset32 = static_cast<uint32_t>(offset_bytes);
-    // Whether the offset lies before the first traceable instruction: a property of (code, offset) alone;
-    // a generator's frame there is complete all the same.
-    bool before_first_traceable = false;
-    if (!cacheable || !frame_cache_lookup(code, offset32, &view, &before_first_traceable)) {
-      before_first_traceable = is_incomplete(code, /*owner=*/-1, offset_bytes);
-      CodeRefs refs = code_refs(code);
-      read_string(refs.filename, &view.file, &view.file_len);
-      read_string(refs.qualname, &view.function, &view.function_len);
-      view.line = line_of(code, offset_bytes);
-      view.key = python_frame_key(view.file, view.file_len, view.function, view.function_len, view.line);
-      if (cacheable) frame_cache_store(code, offset32, refs, view, before_first_traceable);
-    }
-    if (before_first_traceable && owner != l.owner_generator) continue;
-    view.ends_eval_call = l.frame_is_entry >= 0 && load<uint8_t>(frame, l.frame_is_entry) != 0;
-    just_written = written++;
-  }
-  // The bottom of the chain ends the outermost eval-loop call.
-  if (frame == 0 && just_written >= 0) out[just_written].ends_eval_call = true;
-  return written;
+  uintptr_t frame = current_frame(reinterpret_cast<uintptr_t>(g_reader.get_tstate()));
+  return frame != 0 ? g_read_frames(frame, out, capacity) : 0;
 }
+
+uint64_t python_frames_resolved() { return t_frames_resolved; }
 
 bool python_is_eval_pc(uintptr_t pc) {
   return supported() && pc >= g_reader.eval_begin && pc < g_reader.eval_end;

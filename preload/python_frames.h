@@ -46,6 +46,11 @@ struct PythonFrameView {
 // Never allocates, never locks; safe to call from any hook after python_frames_init returned kSupported.
 int python_frames_read(PythonFrameView* out, int capacity);
 
+// The number of frames the calling thread's reads have resolved (decoded, or found in the shared frame cache)
+// since it started, rather than reused from its walk memo of the previous read (python_frames.cc): for tests
+// and benchmarks of the memo.
+uint64_t python_frames_resolved();
+
 // The content hash of one frame (file, function, line), never 0: the key under which the trace interns a
 // Python source position. Frames of different code objects with the same text get the same key.
 uint64_t python_frame_key(const char* file, uint32_t file_len, const char* function, uint32_t function_len,
@@ -88,6 +93,7 @@ struct PythonLayout {
   int32_t code_firstlineno;        // PyCodeObject.co_firstlineno (int)
   int32_t code_firsttraceable;     // PyCodeObject._co_firsttraceable (int, in code units)
   int32_t code_code_adaptive;      // PyCodeObject.co_code_adaptive (first instruction)
+  int32_t code_version;            // PyCodeObject.co_version (uint32_t, 3.12+): see python_frames.cc; -1 on 3.11
   int32_t object_type;             // PyObject.ob_type
   int32_t bytes_size;              // PyVarObject.ob_size of a bytes object
   int32_t bytes_data;              // PyBytesObject.ob_sval

@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -26,11 +27,13 @@ struct Frame {
   std::string function;
   uint32_t line;
   bool ends_eval_call;
+  bool key_matches = true;  // the view's key is python_frame_key() of its own file, function and line
 };
 
 struct Capture {
   std::string label;
   int frame_count = -1;
+  int resolved = -1;  // frames this read resolved instead of reusing them from the thread's walk memo
   std::vector<Frame> frames;
   bool finalizing = false;
   int eval_pcs = 0;  // native return addresses on the stack inside _PyEval_EvalFrameDefault
@@ -38,6 +41,7 @@ struct Capture {
 
 std::mutex g_mutex;
 std::vector<Capture> g_captures;
+std::map<std::string, long> g_notes;  // _mtprobe.note(name, value)
 PythonSupport g_support_before_init = PythonSupport::kAbsent;
 uint32_t g_hex_version = 0;
 int g_frames_before_init = -1;
@@ -51,13 +55,16 @@ Capture read_frames(const std::string& label) {
   Capture capture;
   capture.label = label;
   int pc_count = backtrace(pcs, 256);
+  uint64_t resolved_before = python_frames_resolved();
   capture.frame_count = python_frames_read(views, 64);
+  capture.resolved = static_cast<int>(python_frames_resolved() - resolved_before);
   capture.finalizing = python_is_finalizing();
   for (int i = 0; i < pc_count; ++i) capture.eval_pcs += python_is_eval_pc(reinterpret_cast<uintptr_t>(pcs[i]));
   for (int i = 0; i < capture.frame_count; ++i) {
     const PythonFrameView& v = views[i];
     capture.frames.push_back({std::string(v.file, v.file_len), std::string(v.function, v.function_len), v.line,
-                              v.ends_eval_call});
+                              v.ends_eval_call,
+                              v.key == python_frame_key(v.file, v.file_len, v.function, v.function_len, v.line)});
   }
   return capture;
 }
@@ -81,8 +88,19 @@ PyObject* cache_utf8(PyObject*, PyObject* arg) {
   Py_RETURN_NONE;
 }
 
+// Test helper: records a number the script worked out, for a test to check.
+PyObject* note(PyObject*, PyObject* args) {
+  const char* name = nullptr;
+  long value = 0;
+  if (!PyArg_ParseTuple(args, "sl", &name, &value)) return nullptr;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_notes[name] = value;
+  Py_RETURN_NONE;
+}
+
 PyMethodDef g_methods[] = {
     {"probe", probe, METH_O, "record the caller's frames as python_frames_read sees them"},
+    {"note", note, METH_VARARGS, "record a number for the tests"},
     {"cache_utf8", cache_utf8, METH_O, "cache the UTF-8 form of a str"},
     {nullptr, nullptr, 0, nullptr}};
 PyModuleDef g_module = {PyModuleDef_HEAD_INIT, "_mtprobe", nullptr, -1, g_methods};
@@ -115,10 +133,20 @@ void expect_frames(const char* label, const std::vector<Frame>& expected) {
     EXPECT_EQ(c->frames[i].function, expected[i].function);
     EXPECT_EQ(c->frames[i].line, expected[i].line);
     EXPECT_EQ(c->frames[i].ends_eval_call, expected[i].ends_eval_call);
+    EXPECT_TRUE(c->frames[i].key_matches);
   }
 }
 
 constexpr const char* kScript = "probe_script.py";
+
+// The frames of `label` are `expected`, and the read resolved `resolved` of them itself (the rest came from the
+// thread's walk memo).
+void expect_frames_resolving(const char* label, const std::vector<Frame>& expected, int resolved) {
+  expect_frames(label, expected);
+  const Capture* c = find_capture(label);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->resolved, resolved) << label;
+}
 
 TEST(PythonFrames, DetectsTheLinkedVersion) {
   // Python is linked in, so init succeeds even before Py_Initialize, and a read then finds no thread state.
@@ -198,6 +226,95 @@ TEST(PythonFrames, Finalizing) {
   EXPECT_FALSE(find_capture("atexit")->finalizing);
   expect_frames("finalizing", {{kScript, "Finalized.__del__", 42, true}});
   EXPECT_TRUE(find_capture("finalizing")->finalizing);
+}
+
+// The walk memo (python_frames.cc). The main thread's reads run in the script's order; positions count from the
+// bottom of the chain (3.12+ have a C-stack shim there, below <module>; 3.11 does not: the counts are the same).
+// Each expected `resolved` is the number of frames whose (frame, code, instruction) differ from the previous
+// read's at the same depth.
+
+// First read at this depth: inner_a, pick and memo_cases are new, <module> moved from line 52 to 110: 4.
+// The same calls again from the loop: new activations at the same addresses, code and instructions: 0.
+TEST(PythonFramesWalkMemo, TheSameStackTwiceIsReused) {
+  const std::vector<Frame> frames = {{kScript, "inner_a", 59, false},
+                                     {kScript, "pick", 67, false},
+                                     {kScript, "memo_cases", 85, false},
+                                     {kScript, "<module>", 110, true}};
+  expect_frames_resolving("memo-fresh", frames, 4);
+  expect_frames_resolving("memo-same", frames, 0);
+}
+
+// Only the innermost frame changes (inner_a, then inner_b in the frame inner_a had): memo_cases moved to line
+// 87 (1 resolved), then inner_b replaces inner_a at the same address (1 resolved, pick and the rest reused).
+TEST(PythonFramesWalkMemo, AChangedInnerFrameIsResolved) {
+  expect_frames_resolving("memo-inner-before",
+                          {{kScript, "inner_a", 59, false},
+                           {kScript, "pick", 67, false},
+                           {kScript, "memo_cases", 87, false},
+                           {kScript, "<module>", 110, true}},
+                          1);
+  expect_frames_resolving("memo-inner-after",
+                          {{kScript, "inner_b", 63, false},
+                           {kScript, "pick", 67, false},
+                           {kScript, "memo_cases", 87, false},
+                           {kScript, "<module>", 110, true}},
+                          1);
+}
+
+// An outer frame changes under unchanged inner ones: before, memo_cases moved (line 89) and outer_one, pick,
+// inner_a sit one deeper than the previous read's frames (4 resolved); after, outer_two replaces outer_one at
+// the same depth (1 resolved) while pick and inner_a, at the same addresses with the same code and
+// instructions, are reused and still named right.
+TEST(PythonFramesWalkMemo, AChangedOuterFrameIsResolved) {
+  expect_frames_resolving("memo-outer-before",
+                          {{kScript, "inner_a", 59, false},
+                           {kScript, "pick", 67, false},
+                           {kScript, "outer_one", 71, false},
+                           {kScript, "memo_cases", 89, false},
+                           {kScript, "<module>", 110, true}},
+                          4);
+  expect_frames_resolving("memo-outer-after",
+                          {{kScript, "inner_a", 59, false},
+                           {kScript, "pick", 67, false},
+                           {kScript, "outer_two", 75, false},
+                           {kScript, "memo_cases", 89, false},
+                           {kScript, "<module>", 110, true}},
+                          1);
+}
+
+// One activation of twice() at two instructions: the same frame and code with another instruction pointer is
+// resolved again (first: twice and memo_cases at line 90, 2; second: twice alone, 1).
+TEST(PythonFramesWalkMemo, TheSameFrameAtAnotherInstructionIsResolved) {
+  expect_frames_resolving("memo-offset-first",
+                          {{kScript, "twice", 79, false}, {kScript, "memo_cases", 90, false}, {kScript, "<module>", 110, true}},
+                          2);
+  expect_frames_resolving("memo-offset-second",
+                          {{kScript, "twice", 80, false}, {kScript, "memo_cases", 90, false}, {kScript, "<module>", 110, true}},
+                          1);
+}
+
+// Eight functions made from one code object with another file name each, each freed before the next is made:
+// the frame of each sits where the previous one's did, at the same instruction, and CPython put the code object
+// and its file name (of the same length) where the freed ones were. Each is named right and keyed by its own
+// text. First read: gen, generated_cases and <module> (line 111) are new (3); then only gen's frame is
+// resolved again (1): a code object at a freed one's address has another co_version.
+TEST(PythonFramesWalkMemo, ACodeObjectAtAFreedOnesAddressIsResolved) {
+  if (PY_VERSION_HEX < 0x030C0000)
+    GTEST_SKIP() << "CPython 3.11 code objects have no co_version: one freed and another allocated at its address, "
+                    "with its file name and qualified name objects also where the old ones were and of the same "
+                    "lengths, is not told apart (neither by the walk memo nor by the frame cache)";
+  // The case is only tested if it happened: every new code object and file name where the previous ones were.
+  ASSERT_EQ(g_notes.count("memo-generated-reuses"), 1u);
+  EXPECT_EQ(g_notes["memo-generated-reuses"], 7);
+  for (int i = 0; i < 8; ++i) {
+    std::string label = "memo-generated-" + std::to_string(i);
+    std::string file = "generated_" + std::to_string(i) + ".py";
+    expect_frames_resolving(label.c_str(),
+                            {{file, "gen", 2, false},
+                             {kScript, "generated_cases", 105, false},
+                             {kScript, "<module>", 111, true}},
+                            i == 0 ? 3 : 1);
+  }
 }
 
 // A location table built by hand, co_firstlineno 10. Offsets are in bytes (2 per code unit).

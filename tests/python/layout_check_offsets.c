@@ -50,6 +50,11 @@ void expected_layout(struct ExpectedLayout* out) {
   out->code_firstlineno = offsetof(PyCodeObject, co_firstlineno);
   out->code_firsttraceable = offsetof(PyCodeObject, _co_firsttraceable);
   out->code_code_adaptive = offsetof(PyCodeObject, co_code_adaptive);
+#if PY_VERSION_HEX < 0x030C0000
+  out->code_version = -1;
+#else
+  out->code_version = offsetof(PyCodeObject, co_version);
+#endif
   out->object_type = offsetof(PyObject, ob_type);
   out->bytes_size = offsetof(PyVarObject, ob_size);
   out->bytes_data = offsetof(PyBytesObject, ob_sval);

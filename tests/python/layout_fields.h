@@ -9,7 +9,7 @@
   X(minor_version) X(tstate_cframe) X(cframe_current_frame) X(tstate_current_frame) X(frame_code)     \
   X(frame_previous) X(frame_instr) X(frame_owner) X(frame_is_entry) X(owner_generator) X(owner_cstack) \
   X(code_filename) X(code_qualname) X(code_linetable) X(code_firstlineno) X(code_firsttraceable)       \
-  X(code_code_adaptive) X(object_type) X(bytes_size) X(bytes_data) X(unicode_length) X(unicode_state)  \
+  X(code_code_adaptive) X(code_version) X(object_type) X(bytes_size) X(bytes_data) X(unicode_length) X(unicode_state)  \
   X(unicode_ascii_size) X(unicode_utf8_length) X(unicode_utf8) X(unicode_compact_mask)                \
   X(unicode_ascii_mask) X(runtime_finalizing)
 
