@@ -1,7 +1,11 @@
-// The tracer's hot path: one cudaMalloc + cudaFree pair (two events) through the CUDA test double
-// (tests/fakecuda's libcudart.so.13), from a native stack of a chosen depth, with or without 20 Python frames
-// above it. The same binary runs with and without LD_PRELOAD=libmemtrace.so; bench/hot_path runs both and
-// prints the difference per event.
+// The tracer's hot path: one allocation + free pair (two events) from a native stack of a chosen depth, with or
+// without 20 Python frames above it, through one of two paths:
+//   cuda   cudaMalloc + cudaFree through the CUDA test double (tests/fakecuda's libcudart.so.13);
+//   torch  the two calls PyTorch's caching allocator makes for one block, c10::reportMemoryUsageToProfiler(+size)
+//          and (-size), to the symbol the process resolves (libmemtrace.so's hook when preloaded, else the test
+//          double's libc10.so): the path of every tensor of a real training loop.
+// The same binary runs with and without LD_PRELOAD=libmemtrace.so; bench/hot_path runs both and prints the
+// difference per event.
 //
 // Stack shape of one case, innermost first:
 //   cudaMalloc <- recurse_then_allocate x R <- (Python case: hotbench.loop <- 20 x Python `down`
@@ -11,12 +15,15 @@
 // the counter native_frames says how deep it really is.
 //
 // One iteration is one pair, so time per iteration / 2 is the time per event (bench/hot_path divides).
-// Counters per case: native_frames (as above), python_frames (20 or 0).
+// Counters per case: native_frames (as above), python_frames (20 or 0), torch (1 for the torch path).
 #include <Python.h>
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 #include <execinfo.h>
 
+#include <dlfcn.h>
+
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -30,8 +37,35 @@ int native_depth_here() {
   return backtrace(pcs, 512) - 1;  // minus this function's own frame
 }
 
+// c10::reportMemoryUsageToProfiler(void*, int64_t, size_t, size_t, c10::Device) (c10/core/Allocator.h), with
+// c10::Device as its ABI passes it: two int8_t (DeviceType::CUDA = 1, device index) in one register.
+struct C10Device {
+  int8_t type;
+  int8_t index;
+};
+using ReportMemoryUsageFn = void (*)(void*, int64_t, size_t, size_t, C10Device);
+ReportMemoryUsageFn g_report_memory_usage = nullptr;
+bool g_torch_path = false;
+
+// One block allocation and its free as the caching allocator reports them: the allocator's allocated and
+// reserved totals after each change (one 20 MiB segment reserved).
+__attribute__((noinline)) int report_block_pair() {
+  static char block;  // any address: the hook records it, nothing dereferences it
+  constexpr size_t kReservedBytes = 20u << 20;
+  g_report_memory_usage(&block, static_cast<int64_t>(kAllocationBytes), kAllocationBytes, kReservedBytes,
+                        C10Device{1, 0});
+  g_report_memory_usage(&block, -static_cast<int64_t>(kAllocationBytes), 0, kReservedBytes, C10Device{1, 0});
+  return 0;
+}
+
+// Pairs made by this process, for an instruction count per pair (bench/hot_path_callgrind: the benchmark library
+// reports only the last of the runs it makes of a case, and callgrind counts them all).
+uint64_t g_pairs = 0;
+
 // One pair from the innermost frame. noinline + the volatile sink keep every level a real call frame.
 __attribute__((noinline)) int allocate_and_free() {
+  ++g_pairs;
+  if (g_torch_path) return report_block_pair();
   void* p = nullptr;
   if (cudaMalloc(&p, kAllocationBytes) != cudaSuccess || cudaFree(p) != cudaSuccess) return 1;
   return 0;
@@ -61,9 +95,17 @@ void run_pairs(benchmark::State& state, int frames) {
   for (auto _ : state) failures += recurse_then_allocate(levels);
   if (failures) state.SkipWithError("cudaMalloc or cudaFree failed");
   state.counters["native_frames"] = actual;
+  state.counters["torch"] = g_torch_path;
 }
 
 void BM_NativeOnly(benchmark::State& state) {
+  g_torch_path = false;
+  run_pairs(state, static_cast<int>(state.range(0)));
+  state.counters["python_frames"] = 0;
+}
+
+void BM_TorchBlock(benchmark::State& state) {
+  g_torch_path = true;
   run_pairs(state, static_cast<int>(state.range(0)));
   state.counters["python_frames"] = 0;
 }
@@ -90,7 +132,7 @@ const char kPythonSource[] =
     "    return hotbench.loop()\n";
 PyObject* g_down = nullptr;
 
-void BM_WithPython(benchmark::State& state) {
+void run_with_python(benchmark::State& state) {
   g_state = &state;
   g_frames = static_cast<int>(state.range(0));
   PyObject* result = PyObject_CallFunction(g_down, "i", kPythonDepth);
@@ -101,6 +143,29 @@ void BM_WithPython(benchmark::State& state) {
   }
   Py_DECREF(result);
   state.counters["python_frames"] = kPythonDepth;
+}
+
+void BM_WithPython(benchmark::State& state) {
+  g_torch_path = false;
+  run_with_python(state);
+}
+
+void BM_TorchBlockWithPython(benchmark::State& state) {
+  g_torch_path = true;
+  run_with_python(state);
+}
+
+// The hook as PyTorch's libc10_cuda.so binds it: the first definition in the process's lookup order, which is
+// libmemtrace.so's when it is preloaded. The test double's libc10.so (on LD_LIBRARY_PATH) is loaded globally
+// first, so that without the tracer the call reaches it, and with the tracer the hook finds it to forward to.
+bool find_report_memory_usage() {
+  if (!dlopen("libc10.so", RTLD_NOW | RTLD_GLOBAL)) {
+    std::fprintf(stderr, "hot_path: cannot load the test double's libc10.so: %s\n", dlerror());
+    return false;
+  }
+  g_report_memory_usage = reinterpret_cast<ReportMemoryUsageFn>(
+      dlsym(RTLD_DEFAULT, "_ZN3c1027reportMemoryUsageToProfilerEPvlmmNS_6DeviceE"));
+  return g_report_memory_usage != nullptr;
 }
 
 bool start_python() {
@@ -125,6 +190,8 @@ bool start_python() {
 // and unlike wall time it does not grow when other jobs share the machine's cores.
 BENCHMARK(BM_NativeOnly)->ArgName("frames")->Arg(8)->Arg(32)->Arg(64)->MeasureProcessCPUTime();
 BENCHMARK(BM_WithPython)->ArgName("frames")->Arg(8)->Arg(32)->Arg(64)->MeasureProcessCPUTime();
+BENCHMARK(BM_TorchBlock)->ArgName("frames")->Arg(8)->Arg(32)->Arg(64)->MeasureProcessCPUTime();
+BENCHMARK(BM_TorchBlockWithPython)->ArgName("frames")->Arg(32)->Arg(64)->MeasureProcessCPUTime();
 
 int main(int argc, char** argv) {
   // The embedded interpreter finds its standard library under the installation it was linked against.
@@ -134,9 +201,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "hot_path: cannot start the embedded Python interpreter\n");
     return 1;
   }
+  if (!find_report_memory_usage()) return 1;
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
+  if (getenv("HOTBENCH_PRINT_PAIRS")) std::fprintf(stderr, "hot_path: %llu pairs\n", static_cast<unsigned long long>(g_pairs));
   return 0;
 }
