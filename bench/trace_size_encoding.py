@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
-"""What two Event encoding changes would save, measured on a real trace (bench/trace_size calls this).
+"""What Event encoding changes save, measured on a real trace (bench/trace_size calls this).
 
   bench/trace_size_encoding.py FILE.mtrace
 
 Rewrites the trace's Event records and compresses the record stream with `zstd -3` as one frame, as written
 and under each change, so that only the encoding differs (the writer's chunking adds the same factor to
-all: compare bench/trace_size_zstd's "chunked 3" and "one-frame 3" lines). The changes (not made: the
-event encoding is preload/recorder.cc's, and the reader would have to follow):
+all: compare bench/trace_size_zstd's "chunked 3" and "one-frame 3" lines). On a version-1 trace:
   A  time_delta_ns carried in microseconds: the delta between absolute times rounded down to 1 us. The
      nanosecond digits are clock noise that zstd cannot compress (about 10 random bits an event).
   B  allocator_allocated_bytes omitted when it equals the device's previous value plus the size of this
      ALLOC (minus it for a FREE), and allocator_reserved_bytes omitted when unchanged since the device's
      previous TORCH_ALLOCATOR event: the reader carries both forward, so nothing is lost.
   C  address as a zigzag delta from the previous address of the same event kind and layer.
+A and B are trace format v2 (proto/memtrace.proto), made in the tracer (preload/event_encoder.h; v2 times
+are rounded from the trace's start, which compresses the same); C is not made. A version-2 trace is
+measured as written only: its records already carry A and B.
 Then what each Event field costs after compression: the size with that field dropped from every event,
 subtracted from the size as written.
 """
@@ -80,8 +82,9 @@ def event_fields(record):
     return fields, order
 
 
-EVENT_FIELDS = {1: "kind", 2: "layer", 3: "api", 4: "time_delta_ns", 5: "tid", 6: "device", 8: "address",
-                9: "size", 11: "stack_id", 12: "allocator_allocated_bytes", 13: "allocator_reserved_bytes"}
+EVENT_FIELDS = {1: "kind", 2: "layer", 3: "api", 4: "time_delta_ns", 23: "time_delta_us", 5: "tid", 6: "device",
+                8: "address", 9: "size", 11: "stack_id", 12: "allocator_allocated_bytes",
+                13: "allocator_reserved_bytes"}
 
 
 def rewrite(recs, microseconds, derived_totals, address_delta, drop=None):
@@ -132,9 +135,13 @@ def main():
     events = sum(1 for r in recs if r and r[0] == 5 << 3 | 2)
     if events == 0:
         sys.exit(f"trace_size_encoding: {sys.argv[1]}: no events")
+    version = header_version(sys.argv[1])
+    changes = (("as written", 0, 0, 0), ("A: time in us", 1, 0, 0), ("B: derivable totals omitted", 0, 1, 0),
+               ("C: address delta", 0, 0, 1), ("A+B", 1, 1, 0), ("A+B+C", 1, 1, 1))
+    if version != 1:
+        changes = ((f"as written (version {version})", 0, 0, 0),)
     print(f"{'encoding':28s} {'record B/event':>15s} {'zstd -3 B/event':>16s}")
-    for name, a, b, c in (("as written", 0, 0, 0), ("A: time in us", 1, 0, 0), ("B: derivable totals omitted", 0, 1, 0),
-                          ("C: address delta", 0, 0, 1), ("A+B", 1, 1, 0), ("A+B+C", 1, 1, 1)):
+    for name, a, b, c in changes:
         stream = rewrite(recs, a, b, c)
         print(f"{name:28s} {len(stream) / events:15.2f} {compressed_size(stream) / events:16.2f}")
     whole = compressed_size(rewrite(recs, 0, 0, 0))
@@ -143,6 +150,15 @@ def main():
         costs.append((whole - compressed_size(rewrite(recs, 0, 0, 0, drop=number)), name))
     print("compressed B/event of each event field: " +
           "  ".join(f"{name}={cost / events:.2f}" for cost, name in sorted(costs, reverse=True)))
+
+
+def header_version(path):
+    """The format version of the trace's header frame (proto/memtrace.proto)."""
+    with open(path, "rb") as f:
+        header = f.read(24)
+    if len(header) < 24 or header[8:16] != b"MEMTRACE":
+        sys.exit(f"trace_size_encoding: {path}: not a memtrace trace")
+    return int.from_bytes(header[16:20], "little")
 
 
 def compressed_size(stream):
