@@ -2,19 +2,24 @@
 
 #include <algorithm>
 
+#include "peak_capture.h"
+
 namespace memtrace {
 namespace {
 
 struct StopReading {};  // thrown from the record callback once the second pass has what it needs
 constexpr size_t kMaxNoticesKept = 100;
 
-void replay_all(Analysis& analysis) {
+// Reads the whole trace into analysis.model; with `peaks`, captures what was live at each peak on the way.
+void replay_all(Analysis& analysis, PeakCapture* peaks) {
   analysis.read = read_trace(analysis.path, [&](const proto::Record& record) {
     switch (record.kind_case()) {
       case proto::Record::kEvent:
         // An event after a TraceEnd: the process survived what ended it (a recovered signal).
         if (analysis.info.end) analysis.info.end.reset();
+        if (peaks) peaks->before_event(record.event());
         analysis.model.apply(record.event());
+        if (peaks) peaks->after_event();
         analysis.last_event_time_ns = analysis.model.now_ns();
         break;
       case proto::Record::kStart:
@@ -38,11 +43,11 @@ void replay_all(Analysis& analysis) {
     analysis.final_fragmentation[device] = analysis.model.fragmentation(device);
 }
 
-// Replays again up to the last device peak, snapshotting each device at its own peak event.
-void collect_live_at_peak(Analysis& analysis) {
+// Replays again up to the last peak of `devices`, snapshotting each device at its own peak event.
+void collect_live_at_peak(Analysis& analysis, const std::vector<int32_t>& devices) {
   std::map<uint64_t, std::vector<int32_t>> devices_by_peak_event;
-  for (const auto& [device, state] : analysis.model.devices())
-    if (state.peak_allocated().bytes > 0) devices_by_peak_event[state.peak_allocated().event_index].push_back(device);
+  for (int32_t device : devices)
+    devices_by_peak_event[analysis.model.devices().at(device).peak_allocated().event_index].push_back(device);
   if (devices_by_peak_event.empty()) return;
   uint64_t last_needed = devices_by_peak_event.rbegin()->first;
 
@@ -85,10 +90,15 @@ std::optional<uint64_t> Analysis::last_event_unix_ns() const {
 std::unique_ptr<Analysis> analyze_trace(const std::string& path, bool with_live_at_peak) {
   auto analysis = std::make_unique<Analysis>();
   analysis->path = path;
-  replay_all(*analysis);
+  std::optional<PeakCapture> peaks;
+  if (with_live_at_peak) peaks.emplace(analysis->model);
+  replay_all(*analysis, peaks ? &*peaks : nullptr);
   analysis->leaks = find_leak_sites(analysis->model.live_at_exit(), analysis->leak_window_ns(),
                                     analysis->model.first_allocation_ns(analysis->model.live_at_exit()));
-  if (with_live_at_peak) collect_live_at_peak(*analysis);
+  if (peaks) {
+    std::vector<int32_t> missing = peaks->finish(analysis->live_at_peak, analysis->fragmentation_at_peak);
+    if (!missing.empty()) collect_live_at_peak(*analysis, missing);
+  }
   return analysis;
 }
 

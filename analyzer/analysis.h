@@ -1,6 +1,7 @@
-// The whole offline analysis of one trace: a first pass replays every event (totals, peaks, OOMs,
-// live at exit), a second pass stops at each device's peak allocated to see what was live there.
-// Two passes instead of keeping history keep memory flat however long the trace is.
+// The whole offline analysis of one trace: one pass replays every event (totals, peaks, OOMs, live at
+// exit) and, when asked, takes what was live at each device's peak allocated as it goes by
+// (peak_capture.h); a device whose peak it could not take cheaply is found by a second pass that stops
+// at that peak. Neither keeps history: memory stays flat however long the trace is.
 #pragma once
 
 #include <cstdint>

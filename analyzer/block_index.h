@@ -1,10 +1,11 @@
 // The live PyTorch blocks sorted by address, for the walk that finds the free space inside segments
 // (MemoryModel::fragmentation). Nearly every event of a PyTorch trace adds or removes a block, while
 // the sorted list is asked for at a few moments (peaks, OOMs, timeline rows): so add and remove only log
-// the change, and the list is brought up to date when asked for. Up to kMaxLoggedChanges changes are
-// applied one by one (a binary search and a move of the tail each, cheap for one timeline row per
-// event); past that the log is dropped, adds and removes cost a test, and the next request rebuilds the
-// list from the live set and sorts it. Memory: the list and at most kMaxLoggedChanges log entries.
+// the change, and the list is brought up to date when asked for, by one merge of the log's net effect
+// (the last change of each address, sorted) into the list: O(blocks + changes x log changes). The log
+// holds up to as many changes as the list has blocks (at least kMinLoggedChanges); past that it is
+// dropped, adds and removes cost a test, and the next request rebuilds the list from the live set and
+// sorts it. Memory: the list and a log no longer than it.
 #pragma once
 
 #include <algorithm>
@@ -22,7 +23,7 @@ struct Block {
 
 class BlockIndex {
  public:
-  static constexpr size_t kMaxLoggedChanges = 64;
+  static constexpr size_t kMinLoggedChanges = 64;
 
   // A block is now live at `address` (no live block is there already).
   void add(uint64_t address, uint64_t size_bytes) { log(Change{{address, size_bytes}, true}); }
@@ -38,8 +39,8 @@ class BlockIndex {
       all_blocks(sorted_);
       std::sort(sorted_.begin(), sorted_.end(), [](const Block& a, const Block& b) { return a.address < b.address; });
       stale_ = false;
-    } else {
-      for (const Change& c : log_) apply(c);
+    } else if (!log_.empty()) {
+      merge_log();
     }
     log_.clear();
     return sorted_;
@@ -53,7 +54,7 @@ class BlockIndex {
 
   void log(const Change& c) {
     if (stale_) return;
-    if (log_.size() == kMaxLoggedChanges) {
+    if (log_.size() >= std::max(kMinLoggedChanges, sorted_.size())) {
       stale_ = true;
       log_.clear();
       return;
@@ -61,14 +62,26 @@ class BlockIndex {
     log_.push_back(c);
   }
 
-  void apply(const Change& c) {
-    auto at = std::lower_bound(sorted_.begin(), sorted_.end(), c.block.address,
-                               [](const Block& b, uint64_t address) { return b.address < address; });
-    if (c.add) sorted_.insert(at, c.block);
-    else if (at != sorted_.end() && at->address == c.block.address) sorted_.erase(at);
+  void merge_log() {
+    // The net effect: the last change of each address. A stable sort keeps each address's changes in
+    // the order they came.
+    std::stable_sort(log_.begin(), log_.end(),
+                     [](const Change& a, const Change& b) { return a.block.address < b.block.address; });
+    merged_.clear();
+    auto old = sorted_.begin();
+    for (size_t i = 0; i < log_.size(); ++i) {
+      if (i + 1 < log_.size() && log_[i + 1].block.address == log_[i].block.address) continue;
+      const Change& last = log_[i];
+      while (old != sorted_.end() && old->address < last.block.address) merged_.push_back(*old++);
+      if (old != sorted_.end() && old->address == last.block.address) ++old;  // replaced or removed
+      if (last.add) merged_.push_back(last.block);
+    }
+    merged_.insert(merged_.end(), old, sorted_.end());
+    sorted_.swap(merged_);
   }
 
   std::vector<Block> sorted_;
+  std::vector<Block> merged_;  // scratch for merge_log, kept for its capacity
   std::vector<Change> log_;
   bool stale_ = false;
 };

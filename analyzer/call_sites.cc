@@ -36,9 +36,11 @@ std::vector<CallSite> group_by_call_site(const std::vector<LiveAllocation>& live
     for (const LiveAllocation* a : allocations) site.bytes += a->size_bytes;
     result.push_back(site);
   }
-  std::sort(result.begin(), result.end(), larger_first);
+  sort_largest_first(result);
   return result;
 }
+
+void sort_largest_first(std::vector<CallSite>& sites) { std::sort(sites.begin(), sites.end(), larger_first); }
 
 std::vector<LeakSite> find_leak_sites(const std::vector<LiveAllocation>& live_at_exit, int64_t exit_ns,
                                       const FirstAllocationTimes& first_allocation_ns) {

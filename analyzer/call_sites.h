@@ -20,6 +20,8 @@ struct CallSite {
 
 // Groups `live` by (device, stack id); largest bytes first, ties by device then stack id.
 std::vector<CallSite> group_by_call_site(const std::vector<LiveAllocation>& live);
+// Puts `sites` (one per (device, stack id)) in group_by_call_site's order.
+void sort_largest_first(std::vector<CallSite>& sites);
 
 struct LeakSite {
   CallSite site;

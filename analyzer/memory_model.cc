@@ -95,12 +95,6 @@ int64_t add_delta(int64_t now_ns, int64_t delta_ns) {
 
 }  // namespace
 
-bool DeviceState::counts_as_allocated(const LiveAllocation& a) const {
-  if (!a.charged_to_device() || a.device != device) return false;
-  // Without a block layer, allocated = driver, which includes pool blocks (none exist then anyway).
-  return block_layer_seen ? is_block_space(a.space) : true;
-}
-
 bool DeviceState::counts_as_leak(const LiveAllocation& a) const {
   if (!a.charged_to_device() || a.device != device) return false;
   return allocator_layer_seen ? is_block_space(a.space) : true;
@@ -468,6 +462,31 @@ void MemoryModel::on_context_destroy(const proto::Event& event) {
   state.graph_reserved_bytes = 0;
 }
 
+bool MemoryModel::raises_peak_allocated(const proto::Event& event, int32_t device) const {
+  if (event.kind() != proto::ALLOC || event.result() != 0 || event.size() == 0 || event.device() != device ||
+      event.graph() != 0 || event.capture_id() != 0)
+    return false;
+  auto it = devices_.find(device);
+  if (it == devices_.end()) return false;
+  const DeviceState& state = it->second;
+  AddressSpace space = space_of(event);
+  proto::Memory memory = memory_of(event);
+  // What charge() adds the size to: blocks (torch_block_bytes or pool_block_bytes) for block-space
+  // device memory, driver_bytes (driver_layer_bytes or array_bytes) for driver-space device memory and
+  // arrays.
+  uint64_t now_bytes;
+  if (state.block_layer_seen) {
+    if (!is_block_space(space) || memory != proto::MEMORY_DEVICE) return false;
+    now_bytes = state.torch_block_bytes + state.pool_block_bytes;
+  } else {
+    // A PyTorch block would make the device's allocated total the blocks from now on, whatever its memory.
+    if (is_block_space(space) || (memory != proto::MEMORY_DEVICE && memory != proto::MEMORY_ARRAY)) return false;
+    now_bytes = state.totals().driver_bytes;
+  }
+  uint64_t after_bytes = now_bytes + event.size();
+  return now_bytes == state.peak_allocated().bytes && after_bytes > now_bytes && !live_.find(space, event.address());
+}
+
 void MemoryModel::activate_segment_index() {
   segment_index_active_ = true;
   live_.for_each([this](const LiveAllocation& a) {
@@ -590,11 +609,7 @@ std::map<int32_t, LayerHint> MemoryModel::layer_hints() const {
 
 void MemoryModel::for_each_allocated(int32_t device,
                                      const std::function<void(const LiveAllocation&)>& visit) const {
-  auto it = devices_.find(device);
-  if (it == devices_.end()) return;
-  live_.for_each([&](const LiveAllocation& a) {
-    if (it->second.counts_as_allocated(a)) visit(a);
-  });
+  visit_allocated(device, visit);
 }
 
 std::map<std::pair<int32_t, uint64_t>, int64_t> MemoryModel::first_allocation_ns() const {
@@ -628,14 +643,20 @@ std::optional<DeviceUsage> MemoryModel::last_device_usage(int32_t device) const 
 }
 
 Fragmentation MemoryModel::fragmentation(int32_t device) const {
+  auto state = devices_.find(device);
+  if (state == devices_.end()) return Fragmentation{};
+  return fragmentation(device, state->second.layers());
+}
+
+Fragmentation MemoryModel::fragmentation(int32_t device, LayerHint layers) const {
   Fragmentation f;
   auto state = devices_.find(device);
   if (state == devices_.end()) return f;
-  DeviceTotals t = state->second.totals();
+  DeviceTotals t = state->second.totals(layers);
   f.reserved_minus_allocated_bytes = t.reserved_bytes > t.allocated_bytes ? t.reserved_bytes - t.allocated_bytes : 0;
   // Segments are PyTorch's: elsewhere (stream-ordered pools) the layout inside reserved memory is the
   // driver's and no event shows it.
-  if (!state->second.allocator_layer_seen) return f;
+  if (!layers.allocator_layer) return f;
   f.segments_known = true;
   std::vector<AddressRange> segments;
   for (const auto& [address, size] : driver_pointers_) {

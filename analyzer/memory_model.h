@@ -67,6 +67,13 @@ struct DeviceUsage {
   }
 };
 
+// Which layers a device shows over a whole trace, learnt by an earlier pass, so that a replay's running
+// totals mean from the first event what they mean at the end.
+struct LayerHint {
+  bool block_layer = false;
+  bool allocator_layer = false;
+};
+
 struct DeviceState {
   int32_t device = -1;
   // Live LAYER_DRIVER device memory (cudaMalloc, cuMemAlloc, cuMemCreate handles on the device): not
@@ -123,15 +130,22 @@ struct DeviceState {
   //   arrays, and what its pools reserve). allocated: live blocks once the device has a block layer
   //   (then it equals torch.cuda.memory_allocated()), else driver. reserved: PyTorch's own reserved
   //   total once its allocator has reported on this device (torch.cuda.memory_reserved()), else driver.
-  DeviceTotals totals() const {
+  DeviceTotals totals() const { return totals(layers()); }
+  // The totals as they would be with `layers` seen instead of this device's own.
+  DeviceTotals totals(LayerHint layers) const {
     DeviceTotals t;
     t.driver_bytes = driver_layer_bytes + array_bytes + pools_reserved_bytes();
-    t.allocated_bytes = block_layer_seen ? torch_block_bytes + pool_block_bytes : t.driver_bytes;
-    t.reserved_bytes = allocator_layer_seen ? torch_reserved_bytes : t.driver_bytes;
+    t.allocated_bytes = layers.block_layer ? torch_block_bytes + pool_block_bytes : t.driver_bytes;
+    t.reserved_bytes = layers.allocator_layer ? torch_reserved_bytes : t.driver_bytes;
     return t;
   }
+  LayerHint layers() const { return LayerHint{block_layer_seen, allocator_layer_seen}; }
   // Whether `a` counts towards this device's allocated total (the "allocated kind").
-  bool counts_as_allocated(const LiveAllocation& a) const;
+  bool counts_as_allocated(const LiveAllocation& a) const {
+    if (!a.charged_to_device() || a.device != device) return false;
+    // Without a block layer, allocated = driver, which includes pool blocks (none exist then anyway).
+    return block_layer_seen ? is_block_space(a.space) : true;
+  }
   // Whether `a`, live at exit, is a leak candidate. Where PyTorch's allocator reports, its blocks are;
   // the driver memory under them is the allocator's cache (reserved), not something the program
   // kept. Elsewhere every charged allocation is: a cudaMalloc nobody freed is kept memory even on a
@@ -188,13 +202,6 @@ struct TraceHealth {
   uint64_t pool_samples = 0, device_usage_samples = 0;
 };
 
-// Which layers a device shows over a whole trace, learnt by an earlier pass, so that a replay's running
-// totals mean from the first event what they mean at the end.
-struct LayerHint {
-  bool block_layer = false;
-  bool allocator_layer = false;
-};
-
 class MemoryModel {
  public:
   void set_layer_hints(std::map<int32_t, LayerHint> hints) { hints_ = std::move(hints); }
@@ -227,6 +234,16 @@ class MemoryModel {
   std::map<std::pair<int32_t, uint64_t>, int64_t> first_allocation_ns(const std::vector<LiveAllocation>& allocations) const;
   // Calls `visit` for every allocation of the allocated kind currently live on `device`.
   void for_each_allocated(int32_t device, const std::function<void(const LiveAllocation&)>& visit) const;
+  // The same without a std::function call per allocation, for callers that walk often.
+  template <typename Visit>
+  void visit_allocated(int32_t device, Visit&& visit) const {
+    auto it = devices_.find(device);
+    if (it == devices_.end()) return;
+    const DeviceState& state = it->second;
+    live_.for_each([&](const LiveAllocation& a) {
+      if (state.counts_as_allocated(a)) visit(a);
+    });
+  }
 
   // The current totals of `device` (all zero for a device never seen).
   DeviceTotals totals(int32_t device) const;
@@ -236,6 +253,20 @@ class MemoryModel {
   // segments: O(live allocations), so callers take it at moments (peaks, OOMs, timeline rows), not
   // after every event.
   Fragmentation fragmentation(int32_t device) const;
+  // The same as it would be with `layers` seen on the device instead of its own (the layers a later
+  // pass would be given as hints).
+  Fragmentation fragmentation(int32_t device, LayerHint layers) const;
+  // Whether applying `event` next would certainly raise `device`'s peak allocated (peak_allocated())
+  // to above what it is now: the device's allocated total is at that peak now, and `event` is a
+  // successful ALLOC of more than 0 bytes on it, of the allocated kind, at an address with no live
+  // allocation. A false answer says nothing.
+  bool raises_peak_allocated(const proto::Event& event, int32_t device) const;
+  // The devices whose state the last event applied may have changed (its own, the one of what it freed...).
+  const std::vector<DeviceState*>& devices_touched() const { return touched_; }
+  // Allocations live now, of every kind and device.
+  size_t live_allocations() const { return live_.size(); }
+  // Index of the next event apply() takes (the number applied so far).
+  uint64_t next_event_index() const { return event_index_; }
   // The latest DEVICE_USAGE sample of `device`, if any.
   std::optional<DeviceUsage> last_device_usage(int32_t device) const;
 

@@ -1,12 +1,14 @@
 // gen_trace: writes a synthetic trace whose live set does not depend on its length, to show that the
 // analyzer's memory follows live allocations and distinct stacks, not events.
 //
-//   gen_trace OUT.mtrace --live N --churn E [--stacks S] [--window W] [--torch]
+//   gen_trace OUT.mtrace --live N --churn E [--stacks S] [--window W] [--torch] [--spread]
 //
 // The trace (one device, 1 us between events):
 //   - S distinct call stacks (one Python frame each; with --torch, 8 native frames and 4 Python frames
 //     each, drawn from a pool of 256 native return addresses and 64 Python source positions);
-//   - N allocations of 4 KiB made first and never freed: the fixed live set;
+//   - N allocations of 4 KiB made first and never freed: the fixed live set (with --spread, made one
+//     at a time at even intervals through the churn instead, as a leak grows, so that each of them is
+//     a new peak and the last one is the trace's peak);
 //   - then churn: alloc/free pairs, each allocation (4 to 16 KiB) freed W pairs later (so at most W more
 //     are live at once), over the S stacks in turn, until the trace holds N + E events;
 //   - a TraceEnd. Records go in chunks of 64 Ki records, each an independent zstd frame with checksum,
@@ -134,12 +136,13 @@ class TorchWorkload {
   // A block at `address`, making the segment it lies in first if it is new (segments are aligned).
   void alloc(uint64_t address, uint64_t size, uint64_t stack_id) {
     uint64_t segment = address & ~(kSegment - 1);
-    if (segment != last_segment_ && segment >= next_segment_) {
+    Region& r = region(address);
+    if (segment != r.last_segment && segment >= r.next_segment) {
       add(event(memtrace::proto::ALLOC, segment, kSegment, stack_id));
       reserved_ += kSegment;
-      next_segment_ = segment + kSegment;
+      r.next_segment = segment + kSegment;
     }
-    last_segment_ = segment;
+    r.last_segment = segment;
     allocated_ += size;
     add(torch_event(memtrace::proto::ALLOC, address, size, stack_id, allocated_, reserved_));
   }
@@ -152,12 +155,17 @@ class TorchWorkload {
     add(event(memtrace::proto::ALLOC, address, kSegment, 1));
     add(event(memtrace::proto::FREE, address, 0, 0));
   }
-  // Segments must be made in increasing address order per region: start a new region.
-  void start_region(uint64_t base) { next_segment_ = base; }
+  // Segments must be made in increasing address order per region (the addresses of one 2^40-byte
+  // range): start a new region at `base`.
+  void start_region(uint64_t base) { region(base).next_segment = base; }
 
   static constexpr uint64_t kSegment = 2 << 20;
 
  private:
+  struct Region {
+    uint64_t next_segment = 0, last_segment = ~0ull;
+  };
+  Region& region(uint64_t address) { return regions_[(address >> 40) & 1]; }  // the live and churn bases differ in bit 40
   void add(const Record& r) {
     trace_.add(r);
     ++events_;
@@ -165,7 +173,7 @@ class TorchWorkload {
   TraceFile& trace_;
   uint64_t events_ = 0;
   uint64_t allocated_ = 0, reserved_ = 0;
-  uint64_t next_segment_ = 0, last_segment_ = ~0ull;
+  Region regions_[2];
 };
 
 void write_stacks(TraceFile& trace, uint64_t stacks, bool torch) {
@@ -200,7 +208,7 @@ void write_stacks(TraceFile& trace, uint64_t stacks, bool torch) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') {
-    std::fprintf(stderr, "usage: gen_trace OUT.mtrace --live N --churn E [--stacks S] [--window W] [--torch]\n");
+    std::fprintf(stderr, "usage: gen_trace OUT.mtrace --live N --churn E [--stacks S] [--window W] [--torch] [--spread]\n");
     return 1;
   }
   const uint64_t live = arg(argc, argv, "--live", 10000);
@@ -208,6 +216,9 @@ int main(int argc, char** argv) {
   const uint64_t stacks = std::max<uint64_t>(1, arg(argc, argv, "--stacks", 1000));
   const uint64_t window = std::max<uint64_t>(1, arg(argc, argv, "--window", 256));
   const bool torch = flag(argc, argv, "--torch");
+  const bool spread = flag(argc, argv, "--spread");
+  // With --spread: one live allocation every `interval` churn pairs (a pair is about 2 events).
+  const uint64_t interval = std::max<uint64_t>(1, churn / 2 / std::max<uint64_t>(1, live));
   constexpr uint64_t kLiveBase = 0x7f0000000000, kChurnBase = 0x7e0000000000, kSpareBase = 0x7d0000000000;
   constexpr uint64_t kBlock = 4096, kSlot = 4 * kBlock;
 
@@ -219,10 +230,16 @@ int main(int argc, char** argv) {
   write_stacks(trace, stacks, torch);
   uint64_t events = 0;
   if (!torch) {
-    for (uint64_t i = 0; i < live; ++i, ++events)
-      trace.add(event(memtrace::proto::ALLOC, kLiveBase + i * kBlock, kBlock, 1 + i % stacks));
+    uint64_t made = 0;  // live allocations made so far
+    for (; !spread && made < live; ++made, ++events)
+      trace.add(event(memtrace::proto::ALLOC, kLiveBase + made * kBlock, kBlock, 1 + made % stacks));
     // Pair p allocates slot p % window (after freeing what pair p - window put there).
     for (uint64_t p = 0; events < live + churn; ++p) {
+      if (spread && made < live && p % interval == 0) {
+        trace.add(event(memtrace::proto::ALLOC, kLiveBase + made * kBlock, kBlock, 1 + made % stacks));
+        ++made;
+        ++events;
+      }
       uint64_t address = kChurnBase + (p % window) * kBlock;
       if (p >= window) {
         trace.add(event(memtrace::proto::FREE, address, 0, 0));
@@ -234,10 +251,15 @@ int main(int argc, char** argv) {
   } else {
     TorchWorkload w(trace);
     w.start_region(kLiveBase);
-    for (uint64_t i = 0; i < live; ++i) w.alloc(kLiveBase + i * kBlock, kBlock, 1 + i % stacks);
+    uint64_t made = 0;
+    for (; !spread && made < live; ++made) w.alloc(kLiveBase + made * kBlock, kBlock, 1 + made % stacks);
     // As above, with slots of 16 KiB so that every size fits its slot.
     w.start_region(kChurnBase);
     for (uint64_t p = 0; w.events() < live + churn; ++p) {
+      if (spread && made < live && p % interval == 0) {
+        w.alloc(kLiveBase + made * kBlock, kBlock, 1 + made % stacks);
+        ++made;
+      }
       uint64_t slot = p % window;
       if (p >= window) w.free(kChurnBase + slot * kSlot, kBlock * (1 + (p - window) % 4));
       w.alloc(kChurnBase + slot * kSlot, kBlock * (1 + p % 4), 1 + p % stacks);

@@ -200,8 +200,8 @@ TEST(BlockIndex, AppliesLoggedChangesInOrder) {
 
 TEST(BlockIndex, RebuildsFromTheLiveSetPastTheLog) {
   BlockIndex index;
-  // 65 adds: one more than the log holds.
-  for (uint64_t i = 0; i <= BlockIndex::kMaxLoggedChanges; ++i) index.add(0x1000 * (i + 1), 1);
+  // An empty list logs kMinLoggedChanges = 64 changes; the 65th drops the log.
+  for (uint64_t i = 0; i <= BlockIndex::kMinLoggedChanges; ++i) index.add(0x1000 * (i + 1), 1);
   int rebuilds = 0;
   // The live set as the model would give it, in pool order, not sorted.
   auto rebuild = [&](std::vector<Block>& all) {
@@ -213,6 +213,27 @@ TEST(BlockIndex, RebuildsFromTheLiveSetPastTheLog) {
   EXPECT_EQ(rebuilds, 1);
   index.remove(0x9000);  // logged again after the rebuild
   EXPECT_EQ(index.sorted(rebuild), (std::vector<Block>{{0x4000, 4}}));
+  EXPECT_EQ(rebuilds, 1);
+}
+
+TEST(BlockIndex, LogsAsManyChangesAsTheListHasBlocks) {
+  BlockIndex index;
+  auto no_rebuild = [](std::vector<Block>&) { FAIL() << "rebuilt"; };
+  for (uint64_t i = 0; i < 50; ++i) index.add(0x100 * (i + 1), 1);  // 50 logged: under 64
+  ASSERT_EQ(index.sorted(no_rebuild).size(), 50u);
+  for (uint64_t i = 0; i < 50; ++i) index.add(0x100 * (i + 51), 1);  // 50 more
+  ASSERT_EQ(index.sorted(no_rebuild).size(), 100u);
+  // 100 blocks listed: 100 changes are logged (remove every odd one, then re-add them with size 2);
+  // the list keeps the even ones with size 1 and the odd ones with size 2.
+  for (uint64_t i = 1; i <= 100; i += 2) index.remove(0x100 * i);
+  for (uint64_t i = 1; i <= 100; i += 2) index.add(0x100 * i, 2);
+  const std::vector<Block>& blocks = index.sorted(no_rebuild);
+  ASSERT_EQ(blocks.size(), 100u);
+  for (uint64_t i = 1; i <= 100; ++i) EXPECT_EQ(blocks[i - 1], (Block{0x100 * i, i % 2 ? 2u : 1u})) << i;
+  // A 101st change past 100 logged ones drops the log.
+  int rebuilds = 0;
+  for (uint64_t i = 1; i <= 101; ++i) index.remove(0x100 * i);
+  index.sorted([&](std::vector<Block>&) { ++rebuilds; });
   EXPECT_EQ(rebuilds, 1);
 }
 
