@@ -542,47 +542,47 @@ int walk_frames(uintptr_t frame, PythonFrameView* out, int capacity, WalkMemoEnt
   const int32_t owner_cstack = l.owner_cstack, owner_generator = l.owner_generator;
   const uintptr_t text_offset = static_cast<uintptr_t>(l.unicode_ascii_size);
   const uintptr_t code_type = g_reader.code_type;
-  int written = 0;
-  // Index of the frame written at the previous step of the walk; a C-stack shim right after it means it
-  // was the first frame its eval-loop call ran (3.12+).
-  int just_written = -1;
+  PythonFrameView* view = out;  // the next view to write
+  PythonFrameView* const out_end = out + capacity;
+  // The view written at the previous step of the walk; a C-stack shim right after it means it was the first
+  // frame its eval-loop call ran (3.12+).
+  PythonFrameView* just_written = nullptr;
   int walked = 0;
+  int position = depth - 1;  // of `frame` in the memo: from the bottom of the chain
   // frame_previous, frame_owner, frame_code, frame_instr and object_type exist in every supported layout,
   // and `frame` is non-NULL inside the loop: plain loads (the checked reads cost a sixth of the walk).
-  for (; frame != 0 && walked < kMaxFramesWalked; frame = load<uintptr_t>(frame, previous), ++walked) {
+  for (; frame != 0 && walked < kMaxFramesWalked; frame = load<uintptr_t>(frame, previous), ++walked, --position) {
     int8_t owner = load<int8_t>(frame, frame_owner);
     if (owner_cstack >= 0 && owner == owner_cstack) {
-      if (just_written >= 0) out[just_written].ends_eval_call = true;
-      just_written = -1;
+      if (just_written) just_written->ends_eval_call = true;
+      just_written = nullptr;
       continue;
     }
-    if (written == capacity) break;
-    just_written = -1;
+    if (view == out_end) break;
+    just_written = nullptr;
     uintptr_t code = load<uintptr_t>(frame, frame_code);
     if (code == 0 || load<uintptr_t>(code, object_type) != code_type) continue;
     uintptr_t instr = load<uintptr_t>(frame, frame_instr);
-    PythonFrameView& view = out[written];
     bool before_first_traceable;
-    WalkMemoEntry* m = nullptr;
-    if constexpr (kWithMemo) m = &memo[depth - 1 - walked];  // depth from the bottom
+    WalkMemoEntry* m = kWithMemo ? &memo[position] : nullptr;
     if (kWithMemo && m->frame == frame && m->code == code && m->instr == instr && walk_memo_holds<L>(*m, code)) {
-      view.file = reinterpret_cast<const char*>(m->refs.filename + text_offset);
-      view.file_len = m->file_len;
-      view.function = reinterpret_cast<const char*>(m->refs.qualname + text_offset);
-      view.function_len = m->function_len;
-      view.line = m->line;
-      view.key = m->key;
+      view->file = reinterpret_cast<const char*>(m->refs.filename + text_offset);
+      view->file_len = m->file_len;
+      view->function = reinterpret_cast<const char*>(m->refs.qualname + text_offset);
+      view->function_len = m->function_len;
+      view->line = m->line;
+      view->key = m->key;
       before_first_traceable = m->before_first_traceable;
     } else {
-      before_first_traceable = resolve_and_remember(m, frame, code, instr, &view);
+      before_first_traceable = resolve_and_remember(m, frame, code, instr, view);
     }
     if (before_first_traceable && owner != owner_generator) continue;
-    view.ends_eval_call = frame_is_entry >= 0 && load<uint8_t>(frame, frame_is_entry) != 0;
-    just_written = written++;
+    view->ends_eval_call = frame_is_entry >= 0 && load<uint8_t>(frame, frame_is_entry) != 0;
+    just_written = view++;
   }
   // The bottom of the chain ends the outermost eval-loop call.
-  if (frame == 0 && just_written >= 0) out[just_written].ends_eval_call = true;
-  return written;
+  if (frame == 0 && just_written) just_written->ends_eval_call = true;
+  return static_cast<int>(view - out);
 }
 
 template <class L>

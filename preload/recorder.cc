@@ -141,7 +141,7 @@ size_t utf8_prefix(const char* s, size_t len, size_t max) {
 // Returns the PythonFrame id of stack->python[i], writing the record the first time it is seen; 0 if the
 // record could not be written.
 uint64_t intern_python_frame_locked(const CapturedStack& stack, int i) {
-  uint64_t key = stack.python_keys[i];
+  uint64_t key = stack.python[i].key;
   if (uint64_t id = g_python_frames.find(key)) return id;
   if (g_python_frames.full()) return 0;  // ids are never reused: write nothing under an id we cannot keep
   const PythonFrameView& f = stack.python[i];

@@ -29,18 +29,6 @@ int find_self(dl_phdr_info* info, size_t, void* data) {
   return 0;
 }
 
-bool is_self(uintptr_t pc) { return pc >= g_self_begin && pc < g_self_end; }
-
-// Emits the Python frames of one evaluation-loop call (up to and including the frame marked
-// ends_eval_call) in place of the native frame of that call.
-int splice_one_eval_call(CapturedStack* out, int next_python) {
-  while (next_python < out->python_count) {
-    out->frames[out->frame_count++] = kPythonFrameBit | static_cast<uint64_t>(next_python);
-    if (out->python[next_python++].ends_eval_call) break;
-  }
-  return next_python;
-}
-
 // libunwind is loaded at run time with RTLD_LOCAL, never linked: libunwind.so.8 exports _Unwind_* and a weak
 // backtrace(), and as a dependency of a preloaded library those would come first in the traced process's
 // symbol lookup, replacing libgcc's unwinder for C++ exceptions and thread cancellation (a pthread_exit
@@ -69,44 +57,58 @@ bool stack_capture_init() {
 }
 
 void capture_stack(CapturedStack* out, int max_native, bool with_python) {
+  if (max_native <= 0 && !with_python) {
+    out->frame_count = out->python_count = 0;
+    out->key = 0;
+    return;
+  }
   void* pcs[kMaxNativeFrames + 8];
   int native = 0;
-  if (max_native > 0) {
+  if (max_native > 0 && g_unw_backtrace) {
     int limit = max_native + 8;  // room for our own frames, dropped below
     if (limit > kMaxNativeFrames + 8) limit = kMaxNativeFrames + 8;
-    native = g_unw_backtrace ? g_unw_backtrace(pcs, limit) : 0;
-    if (native < 0) native = 0;
+    native = g_unw_backtrace(pcs, limit);
   }
-  out->python_count = with_python ? python_frames_read(out->python, kMaxPythonFrames) : 0;
-  for (int i = 0; i < out->python_count; i++) out->python_keys[i] = out->python[i].key;
+  const PythonFrameView* python = out->python;
+  const int python_count = with_python ? python_frames_read(out->python, kMaxPythonFrames) : 0;
+  out->python_count = python_count;
 
-  out->frame_count = 0;
-  int next_python = 0;
-  int kept_native = 0;
+  // One pass: drop our own frames, put each eval-loop call's Python frames (up to and including the one marked
+  // ends_eval_call) in place of its native frame, and fold each frame into the stack's key: one multiply per
+  // frame and a full mix at the end (a second pass over the frames cost a tenth of the hook, callgrind). An
+  // address range is one unsigned comparison (pc - begin < size); the eval loop's range is emptied once the
+  // Python frames are spliced, so that the loop tests nothing else per frame.
+  const uintptr_t self_begin = g_self_begin, self_size = g_self_end - g_self_begin;
   uintptr_t eval_begin = 0, eval_end = 0;
-  if (out->python_count) python_eval_range(&eval_begin, &eval_end);
-  for (int i = 0; i < native && kept_native < max_native; i++) {
-    uintptr_t pc = reinterpret_cast<uintptr_t>(pcs[i]);
-    if (is_self(pc)) continue;
-    if (next_python < out->python_count && pc >= eval_begin && pc < eval_end) {
-      next_python = splice_one_eval_call(out, next_python);
+  if (python_count) python_eval_range(&eval_begin, &eval_end);
+  uintptr_t eval_size = eval_end - eval_begin;
+  uint64_t* frame = out->frames;
+  int next_python = 0;
+  int native_left = max_native;  // native frames still to keep: > 0 whenever native > 0
+  uint64_t h = kHashSeed;
+  for (void* const* p = pcs; p < pcs + native; ++p) {
+    const uintptr_t pc = reinterpret_cast<uintptr_t>(*p);
+    if (pc - self_begin < self_size) continue;
+    if (pc - eval_begin < eval_size) {
+      do {
+        *frame++ = kPythonFrameBit | static_cast<uint64_t>(next_python);
+        h = hash_step(h, python[next_python].key);
+      } while (!python[next_python++].ends_eval_call && next_python < python_count);
+      if (next_python == python_count) eval_size = 0;  // eval frames beyond are kept as native frames
       continue;
     }
-    out->frames[out->frame_count++] = pc;
-    kept_native++;
+    *frame++ = pc;
+    h = hash_step(h, pc);
+    if (--native_left == 0) break;
   }
   // Frames the native unwind did not reach (a capped depth) still belong to the stack: append them outermost.
-  while (next_python < out->python_count)
-    out->frames[out->frame_count++] = kPythonFrameBit | static_cast<uint64_t>(next_python++);
-
-  // One multiply per frame and a full mix at the end: the per-frame hash_u64 chain cost about a tenth of
-  // the whole hook on a 52-frame stack (callgrind, bench/hot_path).
-  uint64_t h = kHashSeed;
-  for (int i = 0; i < out->frame_count; i++) {
-    uint64_t f = out->frames[i];
-    h = hash_step(h, (f & kPythonFrameBit) ? out->python_keys[f & ~kPythonFrameBit] : f);
+  for (; next_python < python_count; next_python++) {
+    *frame++ = kPythonFrameBit | static_cast<uint64_t>(next_python);
+    h = hash_step(h, python[next_python].key);
   }
-  out->key = out->frame_count ? nonzero_key(hash_u64(h, static_cast<uint64_t>(out->frame_count))) : 0;
+  const int count = static_cast<int>(frame - out->frames);
+  out->frame_count = count;
+  out->key = count ? nonzero_key(hash_u64(h, static_cast<uint64_t>(count))) : 0;
 }
 
 }  // namespace memtrace

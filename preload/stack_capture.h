@@ -15,8 +15,7 @@ struct CapturedStack {
   // Innermost first. A native return address, or kPythonFrameBit | i where i indexes python[].
   uint64_t frames[kMaxNativeFrames + kMaxPythonFrames];
   int frame_count;
-  PythonFrameView python[kMaxPythonFrames];
-  uint64_t python_keys[kMaxPythonFrames];  // content hash of each python[] entry (file, function, line)
+  PythonFrameView python[kMaxPythonFrames];  // .key: the frame's content hash (file, function, line)
   int python_count;
   uint64_t key;  // content hash of the whole stack, 0 when frame_count == 0
 };
