@@ -240,7 +240,14 @@ class RecordSplitter {
     size_t pos = 0;
     while (pos < n) {
       if (!in_body_) {
-        read_length_byte(static_cast<unsigned char>(data[pos++]));
+        unsigned char byte = static_cast<unsigned char>(data[pos++]);
+        // A record shorter than 128 bytes (every event) has a one-byte length.
+        if (shift_ == 0 && byte < 0x80 && byte != 0) {
+          length_ = byte;
+          in_body_ = true;
+        } else {
+          read_length_byte(byte);
+        }
         continue;
       }
       size_t avail = n - pos;
