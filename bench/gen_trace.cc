@@ -1,7 +1,7 @@
 // gen_trace: writes a synthetic trace whose live set does not depend on its length, to show that the
 // analyzer's memory follows live allocations and distinct stacks, not events.
 //
-//   gen_trace OUT.mtrace --live N --churn E [--stacks S] [--window W] [--torch] [--spread]
+//   gen_trace OUT.mtrace --live N --churn E [--stacks S] [--window W] [--torch] [--spread] [--v1]
 //
 // The trace (one device, 1 us between events):
 //   - S distinct call stacks (one Python frame each; with --torch, 8 native frames and 4 Python frames
@@ -12,7 +12,10 @@
 //   - then churn: alloc/free pairs, each allocation (4 to 16 KiB) freed W pairs later (so at most W more
 //     are live at once), over the S stacks in turn, until the trace holds N + E events;
 //   - a TraceEnd. Records go in chunks of 64 Ki records, each an independent zstd frame with checksum,
-//     behind the version-1 header, as the tracer writes them.
+//     behind the header, as the tracer writes them: trace format version 2 (times in whole microseconds,
+//     PyTorch's allocator totals left out where the previous TORCH_ALLOCATOR event of the chunk and the
+//     event's size give them: proto/memtrace.proto), or with --v1 version 1 (times in nanoseconds, both
+//     totals on every TORCH_ALLOCATOR event). Both read back as the same events.
 // Without --torch every allocation is a driver-layer cudaMalloc. With --torch the allocations are
 // PyTorch caching-allocator blocks (LAYER_BLOCK, TORCH_ALLOCATOR, with the allocator's allocated and
 // reserved totals after each event, as c10::reportMemoryUsageToProfiler reports them), placed inside
@@ -36,7 +39,7 @@ using memtrace::proto::Record;
 
 class TraceFile {
  public:
-  explicit TraceFile(const char* path) : out_(std::fopen(path, "wb")) {
+  TraceFile(const char* path, uint32_t version) : out_(std::fopen(path, "wb")), version_(version) {
     if (!out_) {
       std::perror(path);
       std::exit(2);
@@ -44,9 +47,9 @@ class TraceFile {
     cctx_ = ZSTD_createCCtx();
     ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, 3);
     ZSTD_CCtx_setParameter(cctx_, ZSTD_c_checksumFlag, 1);
-    // Header frame: skippable magic 0x184D2A50, payload size 16, "MEMTRACE", version 1, reserved 0.
+    // Header frame: skippable magic 0x184D2A50, payload size 16, "MEMTRACE", version, reserved 0.
     const unsigned char header[24] = {0x50, 0x2A, 0x4D, 0x18, 16, 0, 0, 0, 'M', 'E', 'M', 'T',
-                                      'R',  'A',  'C',  'E',  1,  0, 0, 0, 0,   0,   0,   0};
+                                      'R',  'A',  'C',  'E',  (unsigned char)version, 0, 0, 0, 0, 0, 0, 0};
     std::fwrite(header, 1, sizeof header, out_);
   }
   ~TraceFile() {
@@ -64,6 +67,9 @@ class TraceFile {
     pending_ += body;
     if (++pending_records_ == kRecordsPerChunk) flush();
   }
+  uint32_t version() const { return version_; }
+  // The chunk the next record goes into (0, 1, ...).
+  uint64_t chunk() const { return chunks_; }
 
  private:
   static constexpr uint64_t kRecordsPerChunk = 64 * 1024;
@@ -79,21 +85,26 @@ class TraceFile {
     std::fwrite(frame.data(), 1, n, out_);
     pending_.clear();
     pending_records_ = 0;
+    ++chunks_;
   }
 
   std::FILE* out_;
+  uint32_t version_;
+  uint64_t chunks_ = 0;
   ZSTD_CCtx* cctx_;
   std::string pending_;
   uint64_t pending_records_ = 0;
 };
 
-Record event(memtrace::proto::EventKind kind, uint64_t address, uint64_t size, uint64_t stack_id) {
+// 1 us after the previous event, in the field of the trace's version.
+Record event(uint32_t version, memtrace::proto::EventKind kind, uint64_t address, uint64_t size, uint64_t stack_id) {
   Record r;
   auto* e = r.mutable_event();
   e->set_kind(kind);
   e->set_layer(memtrace::proto::LAYER_DRIVER);
   e->set_api(kind == memtrace::proto::ALLOC ? memtrace::proto::CUDA_MALLOC : memtrace::proto::CUDA_FREE);
-  e->set_time_delta_ns(1000);
+  if (version >= 2) e->set_time_delta_us(1);
+  else e->set_time_delta_ns(1000);
   e->set_tid(1);
   e->set_device(0);
   e->set_address(address);
@@ -103,9 +114,9 @@ Record event(memtrace::proto::EventKind kind, uint64_t address, uint64_t size, u
 }
 
 // A PyTorch caching-allocator block event: the allocator's totals are those after the event.
-Record torch_event(memtrace::proto::EventKind kind, uint64_t address, uint64_t size, uint64_t stack_id,
-                   uint64_t allocated_bytes, uint64_t reserved_bytes) {
-  Record r = event(kind, address, size, stack_id);
+Record torch_event(uint32_t version, memtrace::proto::EventKind kind, uint64_t address, uint64_t size,
+                   uint64_t stack_id, uint64_t allocated_bytes, uint64_t reserved_bytes) {
+  Record r = event(version, kind, address, size, stack_id);
   auto* e = r.mutable_event();
   e->set_layer(memtrace::proto::LAYER_BLOCK);
   e->set_api(memtrace::proto::TORCH_ALLOCATOR);
@@ -138,22 +149,22 @@ class TorchWorkload {
     uint64_t segment = address & ~(kSegment - 1);
     Region& r = region(address);
     if (segment != r.last_segment && segment >= r.next_segment) {
-      add(event(memtrace::proto::ALLOC, segment, kSegment, stack_id));
+      add(event(trace_.version(), memtrace::proto::ALLOC, segment, kSegment, stack_id));
       reserved_ += kSegment;
       r.next_segment = segment + kSegment;
     }
     r.last_segment = segment;
     allocated_ += size;
-    add(torch_event(memtrace::proto::ALLOC, address, size, stack_id, allocated_, reserved_));
+    add_torch(torch_event(trace_.version(), memtrace::proto::ALLOC, address, size, stack_id, allocated_, reserved_));
   }
   void free(uint64_t address, uint64_t size) {
     allocated_ -= size;
-    add(torch_event(memtrace::proto::FREE, address, size, 0, allocated_, reserved_));
+    add_torch(torch_event(trace_.version(), memtrace::proto::FREE, address, size, 0, allocated_, reserved_));
   }
   // The allocator grows by one segment, then empty_cache() gives it back.
   void spare_segment(uint64_t address) {
-    add(event(memtrace::proto::ALLOC, address, kSegment, 1));
-    add(event(memtrace::proto::FREE, address, 0, 0));
+    add(event(trace_.version(), memtrace::proto::ALLOC, address, kSegment, 1));
+    add(event(trace_.version(), memtrace::proto::FREE, address, 0, 0));
   }
   // Segments must be made in increasing address order per region (the addresses of one 2^40-byte
   // range): start a new region at `base`.
@@ -170,7 +181,23 @@ class TorchWorkload {
     trace_.add(r);
     ++events_;
   }
+  // Version 2 leaves out a total that the previous TORCH_ALLOCATOR event of the same chunk and this
+  // event's size give (as preload/event_encoder.h does; one device here).
+  void add_torch(Record r) {
+    auto* e = r.mutable_event();
+    if (trace_.version() >= 2 && written_chunk_ == trace_.chunk()) {
+      uint64_t change = e->kind() == memtrace::proto::ALLOC ? e->size() : uint64_t{0} - e->size();
+      if (e->allocator_allocated_bytes() == written_allocated_ + change) e->clear_allocator_allocated_bytes();
+      if (e->allocator_reserved_bytes() == written_reserved_) e->clear_allocator_reserved_bytes();
+    }
+    written_chunk_ = trace_.chunk();
+    written_allocated_ = allocated_;
+    written_reserved_ = reserved_;
+    add(r);
+  }
   TraceFile& trace_;
+  uint64_t written_chunk_ = ~0ull;  // the chunk of the last TORCH_ALLOCATOR event, whose totals follow
+  uint64_t written_allocated_ = 0, written_reserved_ = 0;
   uint64_t events_ = 0;
   uint64_t allocated_ = 0, reserved_ = 0;
   Region regions_[2];
@@ -208,7 +235,7 @@ void write_stacks(TraceFile& trace, uint64_t stacks, bool torch) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') {
-    std::fprintf(stderr, "usage: gen_trace OUT.mtrace --live N --churn E [--stacks S] [--window W] [--torch] [--spread]\n");
+    std::fprintf(stderr, "usage: gen_trace OUT.mtrace --live N --churn E [--stacks S] [--window W] [--torch] [--spread] [--v1]\n");
     return 1;
   }
   const uint64_t live = arg(argc, argv, "--live", 10000);
@@ -222,7 +249,7 @@ int main(int argc, char** argv) {
   constexpr uint64_t kLiveBase = 0x7f0000000000, kChurnBase = 0x7e0000000000, kSpareBase = 0x7d0000000000;
   constexpr uint64_t kBlock = 4096, kSlot = 4 * kBlock;
 
-  TraceFile trace(argv[1]);
+  TraceFile trace(argv[1], flag(argc, argv, "--v1") ? 1 : 2);
   Record start;
   start.mutable_start()->set_pid(1);
   start.mutable_start()->add_argv("gen_trace");
@@ -232,20 +259,20 @@ int main(int argc, char** argv) {
   if (!torch) {
     uint64_t made = 0;  // live allocations made so far
     for (; !spread && made < live; ++made, ++events)
-      trace.add(event(memtrace::proto::ALLOC, kLiveBase + made * kBlock, kBlock, 1 + made % stacks));
+      trace.add(event(trace.version(), memtrace::proto::ALLOC, kLiveBase + made * kBlock, kBlock, 1 + made % stacks));
     // Pair p allocates slot p % window (after freeing what pair p - window put there).
     for (uint64_t p = 0; events < live + churn; ++p) {
       if (spread && made < live && p % interval == 0) {
-        trace.add(event(memtrace::proto::ALLOC, kLiveBase + made * kBlock, kBlock, 1 + made % stacks));
+        trace.add(event(trace.version(), memtrace::proto::ALLOC, kLiveBase + made * kBlock, kBlock, 1 + made % stacks));
         ++made;
         ++events;
       }
       uint64_t address = kChurnBase + (p % window) * kBlock;
       if (p >= window) {
-        trace.add(event(memtrace::proto::FREE, address, 0, 0));
+        trace.add(event(trace.version(), memtrace::proto::FREE, address, 0, 0));
         ++events;
       }
-      trace.add(event(memtrace::proto::ALLOC, address, kBlock * (1 + p % 4), 1 + p % stacks));
+      trace.add(event(trace.version(), memtrace::proto::ALLOC, address, kBlock * (1 + p % 4), 1 + p % stacks));
       ++events;
     }
   } else {
@@ -269,7 +296,8 @@ int main(int argc, char** argv) {
   }
   Record end;
   end.mutable_end()->set_events(events);
-  end.mutable_end()->set_time_delta_ns(1000);
+  if (trace.version() >= 2) end.mutable_end()->set_time_delta_us(1);
+  else end.mutable_end()->set_time_delta_ns(1000);
   trace.add(end);
   std::printf("%s: %llu events, %llu live to the end, %llu stacks%s\n", argv[1], (unsigned long long)events,
               (unsigned long long)live, (unsigned long long)stacks, torch ? ", PyTorch blocks in segments" : "");
