@@ -183,7 +183,10 @@ void MemoryModel::apply(const proto::Event& event) {
       break;
   }
   for (DeviceState* state : touched_) update_peaks_and_notify(*state);
-  update_process_peaks();
+  if (process_touched_) {
+    update_process_peaks();
+    process_touched_ = false;
+  }
   ++health_.events;
   ++event_index_;
 }
@@ -240,9 +243,7 @@ void MemoryModel::add_live(const LiveAllocation& a) {
   }
 }
 
-void MemoryModel::release(const LiveAllocation& live) {
-  const LiveAllocation a = live;
-  live_.erase(live);
+void MemoryModel::release(const LiveAllocation& a) {
   charge(a, -1);
   switch (a.space) {
     case AddressSpace::kTorchBlock: torch_blocks_.remove(a.address); break;
@@ -252,6 +253,7 @@ void MemoryModel::release(const LiveAllocation& live) {
     case AddressSpace::kDriverHandle: handles_.erase(a.address); break;
     case AddressSpace::kPoolBlock: break;
   }
+  live_.erase(a);  // last: `a` is the table's own entry
 }
 
 void MemoryModel::on_free(const proto::Event& event, AddressSpace space) {
@@ -333,6 +335,7 @@ void MemoryModel::on_address_reserve(const proto::Event& event, int64_t sign) {
   ++(sign > 0 ? health_.address_reserves : health_.address_frees);
   if (event.result() != 0) return;
   uint64_t& total = process_.address_space_reserved_bytes;
+  process_touched_ = true;
   if (sign > 0) {
     if (auto old = reservations_.find(event.address()); old != reservations_.end()) total -= std::min(total, old->second);
     reservations_[event.address()] = event.size();
@@ -543,8 +546,12 @@ void MemoryModel::charge(const LiveAllocation& a, int64_t sign) {
     else bytes -= std::min(bytes, a.size_bytes);  // never below zero
   };
   switch (a.memory) {
-    case proto::MEMORY_HOST_PINNED: return add(process_.host_pinned_bytes);
-    case proto::MEMORY_HOST_REGISTERED: return add(process_.host_registered_bytes);
+    case proto::MEMORY_HOST_PINNED:
+      process_touched_ = true;
+      return add(process_.host_pinned_bytes);
+    case proto::MEMORY_HOST_REGISTERED:
+      process_touched_ = true;
+      return add(process_.host_registered_bytes);
     case proto::MEMORY_MANAGED: return add(device_state(a.device).managed_bytes);
     case proto::MEMORY_IMPORTED: return add(device_state(a.device).imported_bytes);
     case proto::MEMORY_ARRAY: {
@@ -576,13 +583,6 @@ void MemoryModel::charge(const LiveAllocation& a, int64_t sign) {
   }
 }
 
-void MemoryModel::note_torch_totals(const proto::Event& event, int32_t device) {
-  DeviceState& state = device_state(device);
-  state.allocator_layer_seen = true;
-  state.block_layer_seen = true;
-  state.torch_reserved_bytes = event.allocator_reserved_bytes();
-}
-
 void MemoryModel::update_peaks_and_notify(DeviceState& state) {
   DeviceTotals t = state.totals();
   auto raise = [this](Peak& peak, uint64_t bytes) { memtrace::raise(peak, bytes, now_ns_, event_index_); };
@@ -594,6 +594,7 @@ void MemoryModel::update_peaks_and_notify(DeviceState& state) {
   raise(state.peak_imported, state.imported_bytes);
   raise(state.peak_graph, state.graph_bytes());
   raise(state.peak_pools_reserved, state.pools_reserved_bytes());
+  if (!on_totals_changed_) return;
   std::optional<DeviceTotals>& last =
       &state == cached_state_ ? *cached_last_totals_ : last_totals_[state.device];
   if (last == t) return;

@@ -209,7 +209,8 @@ class MemoryModel {
 
   using TotalsCallback = std::function<void(int32_t device, int64_t time_ns, const DeviceTotals&)>;
 
-  // Called after every event that changes a device's totals.
+  // Called after every event that changes a device's totals (and after a device's first event). Set it
+  // before the first apply(): without one, changes are not followed.
   void set_totals_callback(TotalsCallback callback) { on_totals_changed_ = std::move(callback); }
 
   // Applies the next Event of the file.
@@ -307,7 +308,12 @@ class MemoryModel {
   void mark_segment_of_block(uint64_t address);
   void update_process_peaks();
   void charge(const LiveAllocation& a, int64_t sign);
-  void note_torch_totals(const proto::Event& event, int32_t device);
+  void note_torch_totals(const proto::Event& event, int32_t device) {
+    DeviceState& state = device_state(device);
+    state.allocator_layer_seen = true;
+    state.block_layer_seen = true;
+    state.torch_reserved_bytes = event.allocator_reserved_bytes();
+  }
   void update_peaks_and_notify(DeviceState& state);
   void snapshot_live_at_exit();
   void keep_only_leak_candidates();
@@ -360,6 +366,7 @@ class MemoryModel {
   uint64_t graph_nodes_kept_ = 0;
   static constexpr uint64_t kMaxGraphNodes = 1 << 20;
   ProcessTotals process_;
+  bool process_touched_ = false;  // the current event may have changed process_
   std::vector<DeviceState*> touched_;  // devices whose totals the current event may have changed
   TraceHealth health_;
   std::vector<OomEvent> ooms_;
