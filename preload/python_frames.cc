@@ -432,12 +432,13 @@ struct WalkMemoEntry {
   uint64_t key;
   bool before_first_traceable;
 };
-// One entry per depth a walk can reach (shims included), so that the walk needs no bound check: 72 KiB of
+// One entry per depth a walk can reach (shims included), so that the walk needs no bound check: 80 KiB of
 // address space a thread, of which only the pages of the depths its stacks reach are ever touched (two for
 // a 100-frame stack).
 struct WalkMemo {
   WalkMemoEntry entries[kMaxFramesWalked];
 };
+static_assert(sizeof(WalkMemo) == 80 * 1024, "the size python_frames.h states");
 WalkMemo* const kNoWalkMemo = reinterpret_cast<WalkMemo*>(uintptr_t{1});
 
 MEMTRACE_TLS WalkMemo* t_walk_memo;  // nullptr until the thread's first walk; kNoWalkMemo: none

@@ -43,7 +43,9 @@ struct PythonFrameView {
 
 // Reads the calling thread's Python frames, innermost first, into `out` (at most `capacity`).
 // Returns the number written; 0 when the thread has no Python frames or support is not kSupported.
-// Never allocates, never locks; safe to call from any hook after python_frames_init returned kSupported.
+// Never locks; safe to call from any hook after python_frames_init returned kSupported. Allocates nothing,
+// except once per thread: the first read that finds Python frames maps the thread's walk memo (one mmap of
+// 80 KiB, mostly never touched; registering it for release at thread exit may make glibc calloc 512 bytes).
 int python_frames_read(PythonFrameView* out, int capacity);
 
 // The number of frames the calling thread's reads have resolved (decoded, or found in the shared frame cache)
