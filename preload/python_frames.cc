@@ -405,11 +405,14 @@ bool resolve_frame(uintptr_t code, int64_t offset_bytes, PythonFrameView* view, 
 //    it, and the fields the result is made of (co_filename, co_qualname, co_linetable, co_firstlineno,
 //    _co_firsttraceable) are set when it is created; str and bytes objects are immutable. What remains is a
 //    code object freed since the result was remembered and another allocated at its address. On 3.12+ its
-//    co_version tells them apart exactly (code_version_of); on 3.11, which has none, the entry is checked as
-//    the frame cache checks its own: same line table, file name and qualified name objects, lengths
-//    unchanged. In both cases the code object must still point at the same three objects, so the text handed
-//    out lies inside objects the live code object holds at that moment. The memo is therefore never weaker
-//    than the frame cache it bypasses, and on 3.12+ stronger.
+//    co_version tells them apart exactly (code_version_of; 3.13 counts per interpreter, so only code objects
+//    of two subinterpreters run by one thread could share a value, and then the three objects below must
+//    also be where the old ones were). On 3.11, which has none, the entry is checked as the frame cache
+//    checks its own: same line table, file name and qualified name objects, lengths unchanged; a code object
+//    replaced together with those three objects at the same addresses, with names of the same lengths, is
+//    not told apart there (nor by the frame cache). In every case the code object must still point at the
+//    same three objects, so the text handed out lies inside objects the live code object holds at that
+//    moment. The memo is therefore never weaker than the frame cache it bypasses, and on 3.12+ exact.
 //  - Only results whose names are compact ASCII text inside those objects are remembered (as in the frame
 //    cache); a frame whose result cannot be is resolved on every walk.
 //  - Thread teardown: the memo is one mapping per thread, made at the thread's first walk that finds Python
