@@ -76,30 +76,45 @@ void capture_stack(CapturedStack* out, int max_native, bool with_python) {
   // One pass: drop our own frames, put each eval-loop call's Python frames (up to and including the one marked
   // ends_eval_call) in place of its native frame, and fold each frame into the stack's key: one multiply per
   // frame and a full mix at the end (a second pass over the frames cost a tenth of the hook, callgrind). An
-  // address range is one unsigned comparison (pc - begin < size); the eval loop's range is emptied once the
-  // Python frames are spliced, so that the loop tests nothing else per frame.
+  // address range is one unsigned comparison (pc - begin < size). Once the Python frames are placed (at once
+  // without any), the second loop tests only our own range.
   const uintptr_t self_begin = g_self_begin, self_size = g_self_end - g_self_begin;
   uintptr_t eval_begin = 0, eval_end = 0;
   if (python_count) python_eval_range(&eval_begin, &eval_end);
-  uintptr_t eval_size = eval_end - eval_begin;
+  const uintptr_t eval_size = eval_end - eval_begin;
   uint64_t* frame = out->frames;
   int next_python = 0;
   int native_left = max_native;  // native frames still to keep: > 0 whenever native > 0
   uint64_t h = kHashSeed;
-  for (void* const* p = pcs; p < pcs + native; ++p) {
+  const void* const* const end = pcs + native;
+  const void* const* p = pcs;
+  if (eval_size != 0) {
+    for (; p < end; ++p) {  // until the Python frames are placed
+      const uintptr_t pc = reinterpret_cast<uintptr_t>(*p);
+      if (pc - self_begin < self_size) continue;
+      if (pc - eval_begin < eval_size) {
+        do {
+          *frame++ = kPythonFrameBit | static_cast<uint64_t>(next_python);
+          h = hash_step(h, python[next_python].key);
+        } while (!python[next_python++].ends_eval_call && next_python < python_count);
+        if (next_python < python_count) continue;
+        ++p;  // the eval frames beyond are kept as native frames
+        break;
+      }
+      *frame++ = pc;
+      h = hash_step(h, pc);
+      if (--native_left == 0) {
+        p = end;
+        break;
+      }
+    }
+  }
+  for (; p < end && native_left > 0; ++p) {  // the rest (without Python, all): only our own range to drop
     const uintptr_t pc = reinterpret_cast<uintptr_t>(*p);
     if (pc - self_begin < self_size) continue;
-    if (pc - eval_begin < eval_size) {
-      do {
-        *frame++ = kPythonFrameBit | static_cast<uint64_t>(next_python);
-        h = hash_step(h, python[next_python].key);
-      } while (!python[next_python++].ends_eval_call && next_python < python_count);
-      if (next_python == python_count) eval_size = 0;  // eval frames beyond are kept as native frames
-      continue;
-    }
     *frame++ = pc;
     h = hash_step(h, pc);
-    if (--native_left == 0) break;
+    --native_left;
   }
   // Frames the native unwind did not reach (a capped depth) still belong to the stack: append them outermost.
   for (; next_python < python_count; next_python++) {
