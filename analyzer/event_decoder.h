@@ -15,7 +15,9 @@ namespace memtrace {
 // Event and nothing else, as ParseFromArray would leave it). Returns false, leaving `record` in an
 // unspecified state, for anything else: another record kind, an unknown field, another wire type, a
 // repeated `event` field, a malformed varint or length. The caller parses those with protobuf, which
-// gives them its usual meaning (or refuses them).
-bool decode_event_record(const char* data, size_t length, proto::Record& record);
+// gives them its usual meaning (or refuses them). `readable_after` is how many bytes after
+// `data + length` may be read (never used as part of the record): with 9 or more, varints are read
+// without a bounds test per byte.
+bool decode_event_record(const char* data, size_t length, proto::Record& record, size_t readable_after = 0);
 
 }  // namespace memtrace

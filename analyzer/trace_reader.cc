@@ -203,9 +203,10 @@ FrameExtent measure_frame(Input& in, uint64_t offset) {
 // Parses one record; a record refused only for invalid UTF-8 in a text field is repaired and kept.
 // Events, nearly every record of a trace, go through decode_event_record: the generic parser was half
 // of the analyzer's time per event (callgrind, docs/performance.md).
-bool parse_record(const char* data, size_t length, proto::Record& record, std::string& scratch,
-                  uint64_t* repaired) {
-  if (decode_event_record(data, length, record)) return true;
+// `readable_after`: bytes after the record that may be read (decode_event_record).
+bool parse_record(const char* data, size_t length, size_t readable_after, proto::Record& record,
+                  std::string& scratch, uint64_t* repaired) {
+  if (decode_event_record(data, length, record, readable_after)) return true;
 #ifdef MEMTRACE_HAVE_LOG_SILENCER
   google::protobuf::LogSilencer quiet;
 #endif
@@ -253,7 +254,7 @@ class RecordSplitter {
       size_t avail = n - pos;
       if (body_.empty() && avail >= length_) {  // the whole record is in this piece
         size_t length = size_t(length_);
-        deliver(data + pos, length);
+        deliver(data + pos, length, avail - length);
         pos += length;
         continue;
       }
@@ -261,7 +262,7 @@ class RecordSplitter {
       body_.append(data + pos, take);
       pos += take;
       if (body_.size() == length_) {
-        deliver(body_.data(), body_.size());
+        deliver(body_.data(), body_.size(), 0);
         body_.clear();
       }
     }
@@ -291,8 +292,9 @@ class RecordSplitter {
     shift_ = 0;
   }
 
-  void deliver(const char* data, size_t length) {
-    if (!parse_record(data, length, record_, scratch_, &summary_.records_with_invalid_text))
+  // `readable_after`: bytes after the record that may be read, as parse_record takes them.
+  void deliver(const char* data, size_t length, size_t readable_after) {
+    if (!parse_record(data, length, readable_after, record_, scratch_, &summary_.records_with_invalid_text))
       fail("record " + std::to_string(index_) + " of a chunk does not parse");
     std::string error;
     if (!derived_.fill(record_, &error)) fail("record " + std::to_string(index_) + " of a chunk: " + error);

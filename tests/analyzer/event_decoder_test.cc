@@ -9,8 +9,20 @@
 namespace memtrace {
 namespace {
 
+// Decodes `bytes` both ways decode_event_record reads varints: with no byte after the record readable,
+// and with 9 readable bytes of 0x01 after it, which would end any varint that ran past the record (so
+// a varint reader that did not stop at the record's end would accept what it must refuse). Both must
+// give the same answer and the same Record.
 bool decode(const std::string& bytes, proto::Record& record) {
-  return decode_event_record(bytes.data(), bytes.size(), record);
+  proto::Record bounded;
+  bool bounded_ok = decode_event_record(bytes.data(), bytes.size(), bounded);
+  const std::string padded = bytes + std::string(9, '\x01');
+  bool unbounded_ok = decode_event_record(padded.data(), bytes.size(), record, 9);
+  EXPECT_EQ(bounded_ok, unbounded_ok);
+  if (bounded_ok && unbounded_ok) {
+    EXPECT_EQ(bounded.SerializeAsString(), record.SerializeAsString());
+  }
+  return unbounded_ok;
 }
 
 TEST(EventDecoder, DecodesHandWrittenBytes) {
@@ -86,6 +98,16 @@ TEST(EventDecoder, RefusesWhatItDoesNotKnow) {
   EXPECT_FALSE(decode(std::string{0x2A, 0x05, 0x08, 0x01}, record));
   // A varint that does not end before the record does.
   EXPECT_FALSE(decode(std::string{0x2A, 0x02, 0x40, char(0x80)}, record));
+  // Event.stream (tag 7 << 3 = 0x38) as an 11-byte varint: 10 bytes with the continuation bit, then 0x01.
+  // Ten bytes is the longest varint.
+  std::string eleven = {0x2A, 0x0C, 0x38};
+  eleven += std::string(10, char(0x80)) + '\x01';
+  EXPECT_FALSE(decode(eleven, record));
+  // The same value in 10 bytes is the longest there is: 9 x 0x80 then 0x01 is 1 << 63.
+  std::string ten = {0x2A, 0x0B, 0x38};
+  ten += std::string(9, char(0x80)) + '\x01';
+  ASSERT_TRUE(decode(ten, record));
+  EXPECT_EQ(record.event().stream(), 1ull << 63);
 }
 
 }  // namespace
