@@ -1,7 +1,8 @@
 // Streaming reader for .mtrace files (layout in proto/memtrace.proto): checks the header frame, then
 // decodes one zstd frame ("chunk") at a time and hands each Record to a callback, in file order.
-// Memory is bounded by the zstd window and the largest record, never by the size of a chunk or the
-// number of events: records are parsed as the chunk decompresses.
+// Memory never grows with the number of events: a chunk that declares at most 64 MiB of content (the
+// tracer's, 8 MiB by default) is decompressed whole, in one pass, into a buffer reused from chunk to
+// chunk; a larger one streams through zstd's window, records parsed as it decompresses.
 #pragma once
 
 #include <cstdint>
@@ -45,8 +46,8 @@ inline constexpr uint32_t kTraceFormatVersion = 2;
 inline constexpr char kHeaderTag[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
 
 // The tracer's chunks are at most its buffer size (MEMTRACE_BUFFER_MB <= 4096, preload/config.cc); a
-// frame that declares or decompresses to more is corrupt. Memory does not depend on it (records are
-// parsed as they come out), it bounds the work one damaged frame can cause.
+// frame that declares or decompresses to more is corrupt. Memory does not depend on it (a chunk this
+// large streams), it bounds the work one damaged frame can cause.
 inline constexpr uint64_t kMaxChunkBytes = 4ull << 30;
 // The tracer's records are a few KiB at most (stacks of <= 384 frames, a command line of <= 8 KiB);
 // a length prefix above this is damage, not a record, and is refused before anything is allocated.
