@@ -31,17 +31,17 @@ inline bool read_varint(const unsigned char*& p, const unsigned char* end, uint6
   return false;
 }
 
-// The same varint as read_varint, for a caller that may read up to 9 bytes past `end`: no bounds test
-// per byte, and a byte's 7 bits added in (protobuf's unrolled form: adding byte << 7i and taking back the
-// continuation bit of the byte before equals OR-ing in byte & 0x7f, the bit ranges do not overlap).
-// About 4 instructions a byte against the loop's 7 (callgrind). A varint that runs past `end` (it ends
-// in the readable bytes after it) is refused like read_varint refuses it.
-inline bool read_varint_unbounded(const unsigned char*& p, const unsigned char* end, uint64_t* value) {
+// The same varint as read_varint, for a caller that may read up to 9 bytes past `p` whatever the
+// record's end: no bounds test per byte, and a byte's 7 bits added in (protobuf's unrolled form: adding
+// byte << 7i and taking back the continuation bit of the byte before equals OR-ing in byte & 0x7f, the
+// bit ranges do not overlap). About 4 instructions a byte against the loop's 7 (callgrind). The caller
+// tests that it did not run past the record's end.
+inline bool read_varint_unbounded(const unsigned char*& p, uint64_t* value) {
   uint64_t v = p[0];
   if (v < 0x80) {
     *value = v;
     ++p;
-    return p <= end;
+    return true;
   }
   for (int i = 1; i < kMaxVarintBytes; ++i) {
     uint64_t byte = p[i];
@@ -49,7 +49,7 @@ inline bool read_varint_unbounded(const unsigned char*& p, const unsigned char* 
     if (byte < 0x80) {
       *value = v;
       p += i + 1;
-      return p <= end;
+      return true;
     }
   }
   return false;
@@ -92,18 +92,27 @@ inline bool set_field(proto::Event& e, uint64_t field, uint64_t v) {
   }
 }
 
-template <bool kUnbounded>
+// Reads the Event's fields in [p, end), each varint with read_varint.
 bool decode_event_fields(const unsigned char* p, const unsigned char* end, proto::Event& e) {
   while (p < end) {
     uint64_t tag = 0, value = 0;
-    if (!(kUnbounded ? read_varint_unbounded(p, end, &tag) : read_varint(p, end, &tag)) ||
-        (tag & 7) != kWireVarint)
-      return false;
-    if (!(kUnbounded ? read_varint_unbounded(p, end, &value) : read_varint(p, end, &value)) ||
-        !set_field(e, tag >> 3, value))
-      return false;
+    if (!read_varint(p, end, &tag) || (tag & 7) != kWireVarint) return false;
+    if (!read_varint(p, end, &value) || !set_field(e, tag >> 3, value)) return false;
   }
   return true;
+}
+
+// The same for fields followed by at least 9 readable bytes. A varint that starts before `end` ends at
+// most 9 bytes past it, so one bounds test per field is enough: a tag must end before `end` (a value
+// follows it), and the last value exactly at `end`. A field read from past `end` on the way may have
+// been stored in `e`; the record is refused all the same.
+bool decode_event_fields_unbounded(const unsigned char* p, const unsigned char* end, proto::Event& e) {
+  while (p < end) {
+    uint64_t tag = 0, value = 0;
+    if (!read_varint_unbounded(p, &tag) || p >= end || (tag & 7) != kWireVarint) return false;
+    if (!read_varint_unbounded(p, &value) || !set_field(e, tag >> 3, value)) return false;
+  }
+  return p == end;
 }
 
 }  // namespace
@@ -117,8 +126,8 @@ bool decode_event_record(const char* data, size_t length, proto::Record& record,
   proto::Event& e = *record.mutable_event();  // the Record's Event, reused when it already holds one
   e.Clear();
   // A varint is at most 10 bytes: one starting before `end` reads at most 9 bytes past it.
-  if (readable_after >= kMaxVarintBytes - 1) return decode_event_fields<true>(p, end, e);
-  return decode_event_fields<false>(p, end, e);
+  if (readable_after >= kMaxVarintBytes - 1) return decode_event_fields_unbounded(p, end, e);
+  return decode_event_fields(p, end, e);
 }
 
 }  // namespace memtrace
