@@ -44,7 +44,30 @@ class DerivedFields {
   static int64_t sum_ns(int64_t ns, int64_t us) { return int64_t(uint64_t(ns) + uint64_t(us) * 1000u); }
   static void add_microseconds(int64_t us, proto::Event& e) { e.set_time_delta_ns(sum_ns(e.time_delta_ns(), us)); }
 
-  bool fill_totals(proto::Event& e, std::string* error);
+  // Inline, and without the error's string building, for the common case of a device seen before: the
+  // out-of-line version, with its registers saved and restored, cost 26 instructions per event more
+  // (callgrind).
+  bool fill_totals(proto::Event& e, std::string* error) {
+    for (DeviceTotals& d : devices_) {
+      if (d.device == e.device()) {
+        derive_totals(e, d);
+        return true;
+      }
+    }
+    return fill_first_totals(e, error);
+  }
+  // `e` is the device's first TORCH_ALLOCATOR event: it must give both totals.
+  bool fill_first_totals(proto::Event& e, std::string* error);
+  static void derive_totals(proto::Event& e, DeviceTotals& last) {
+    if (!e.has_allocator_allocated_bytes()) {
+      // Unsigned arithmetic, as the writer's (preload/event_encoder.h).
+      uint64_t change = e.kind() == proto::ALLOC ? e.size() : e.kind() == proto::FREE ? uint64_t{0} - e.size() : 0;
+      e.set_allocator_allocated_bytes(last.allocated_bytes + change);
+    }
+    if (!e.has_allocator_reserved_bytes()) e.set_allocator_reserved_bytes(last.reserved_bytes);
+    last.allocated_bytes = e.allocator_allocated_bytes();
+    last.reserved_bytes = e.allocator_reserved_bytes();
+  }
 
   bool derive_totals_;
   std::vector<DeviceTotals> devices_;  // one per device seen: a handful, searched in order
