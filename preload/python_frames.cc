@@ -161,6 +161,25 @@ int32_t read_signed_varint(TableCursor* c) {
   return (value & 1) ? -static_cast<int32_t>(value >> 1) : static_cast<int32_t>(value >> 1);
 }
 
+// ---- the writer's half of the caches' per-entry sequence numbers (a seqlock) ----
+// Takes the entry for writing: false when another writer holds it (odd number) or took it first, and the
+// caller then skips the store; a cache entry is only an optimisation. The fence orders the odd number
+// before the field stores, so a reader that sees any new field also sees the entry as being written.
+inline bool begin_entry_write(std::atomic<uint32_t>& entry_sequence, uint32_t* sequence) {
+  *sequence = entry_sequence.load(std::memory_order_relaxed);
+  if ((*sequence & 1) ||
+      !entry_sequence.compare_exchange_strong(*sequence, *sequence + 1, std::memory_order_acquire)) {
+    return false;
+  }
+  std::atomic_thread_fence(std::memory_order_release);
+  return true;
+}
+
+// Publishes the fields stored since begin_entry_write: the next even number, after them.
+inline void end_entry_write(std::atomic<uint32_t>& entry_sequence, uint32_t sequence) {
+  entry_sequence.store(sequence + 2, std::memory_order_release);
+}
+
 // ---- line cache: (code object, line table, offset) -> line, lock-free, fixed size ----
 // A per-entry sequence number makes a reader drop an entry that a writer is changing; a writer skips an
 // entry another writer holds. The line table pointer guards against a freed code object whose address
@@ -195,16 +214,12 @@ bool cache_lookup(uintptr_t code, uintptr_t line_table, uint32_t offset_bytes, u
 
 void cache_store(uintptr_t code, uintptr_t line_table, uint32_t offset_bytes, uint32_t line) {
   LineCacheEntry& e = cache_slot(code, offset_bytes);
-  uint32_t sequence = e.sequence.load(std::memory_order_relaxed);
-  if ((sequence & 1) ||
-      !e.sequence.compare_exchange_strong(sequence, sequence + 1, std::memory_order_acquire)) {
-    return;
-  }
-  std::atomic_thread_fence(std::memory_order_release);
+  uint32_t sequence;
+  if (!begin_entry_write(e.sequence, &sequence)) return;
   e.code.store(code, std::memory_order_relaxed);
   e.line_table.store(line_table, std::memory_order_relaxed);
   e.offset_and_line.store(static_cast<uint64_t>(offset_bytes) << 32 | line, std::memory_order_relaxed);
-  e.sequence.store(sequence + 2, std::memory_order_release);
+  end_entry_write(e.sequence, sequence);
 }
 
 uint32_t line_of(uintptr_t code, int64_t offset_bytes) {
@@ -327,12 +342,8 @@ bool names_inside_objects(const CodeRefs& refs, const PythonFrameView& view) {
 void frame_cache_store(uintptr_t code, uint32_t offset_bytes, const CodeRefs& refs, const PythonFrameView& view,
                        bool before_first_traceable) {
   FrameCacheEntry& e = frame_slot(code, offset_bytes);
-  uint32_t sequence = e.sequence.load(std::memory_order_relaxed);
-  if ((sequence & 1) ||
-      !e.sequence.compare_exchange_strong(sequence, sequence + 1, std::memory_order_acquire)) {
-    return;
-  }
-  std::atomic_thread_fence(std::memory_order_release);
+  uint32_t sequence;
+  if (!begin_entry_write(e.sequence, &sequence)) return;
   e.code.store(code, std::memory_order_relaxed);
   e.line_table.store(refs.line_table, std::memory_order_relaxed);
   e.filename.store(refs.filename, std::memory_order_relaxed);
@@ -342,7 +353,7 @@ void frame_cache_store(uintptr_t code, uint32_t offset_bytes, const CodeRefs& re
   e.key.store(view.key, std::memory_order_relaxed);
   e.before_first_traceable.store(before_first_traceable ? 1 : 0, std::memory_order_relaxed);
   e.code_version.store(code_version_of(code), std::memory_order_relaxed);
-  e.sequence.store(sequence + 2, std::memory_order_release);
+  end_entry_write(e.sequence, sequence);
 }
 
 // ---- frame walk ----
