@@ -12,16 +12,16 @@ constexpr size_t kMaxNoticesKept = 100;
 
 // Reads the whole trace into analysis.model; with `peaks`, captures what was live at each peak on the way.
 void replay_all(Analysis& analysis, PeakCapture* peaks) {
-  analysis.read = read_trace(analysis.path, [&](const proto::Record& record) {
+  auto on_event = [&](const EventFields& event) {
+    // An event after a TraceEnd: the process survived what ended it (a recovered signal).
+    if (analysis.info.end) analysis.info.end.reset();
+    if (peaks) peaks->before_event(event);
+    analysis.model.apply(event);
+    if (peaks) peaks->after_event();
+    analysis.last_event_time_ns = analysis.model.now_ns();
+  };
+  auto on_record = [&](const proto::Record& record) {
     switch (record.kind_case()) {
-      case proto::Record::kEvent:
-        // An event after a TraceEnd: the process survived what ended it (a recovered signal).
-        if (analysis.info.end) analysis.info.end.reset();
-        if (peaks) peaks->before_event(record.event());
-        analysis.model.apply(record.event());
-        if (peaks) peaks->after_event();
-        analysis.last_event_time_ns = analysis.model.now_ns();
-        break;
       case proto::Record::kStart:
         analysis.info.start = record.start();
         break;
@@ -37,7 +37,8 @@ void replay_all(Analysis& analysis, PeakCapture* peaks) {
         analysis.stacks.add(record);
         break;
     }
-  });
+  };
+  analysis.read = read_trace(analysis.path, SinkOf{on_event, on_record});
   analysis.model.finish();
   for (const auto& [device, state] : analysis.model.devices())
     analysis.final_fragmentation[device] = analysis.model.fragmentation(device);
@@ -55,9 +56,8 @@ void collect_live_at_peak(Analysis& analysis, const std::vector<int32_t>& device
   replay.set_layer_hints(analysis.model.layer_hints());
   uint64_t event_index = 0;
   try {
-    read_trace(analysis.path, [&](const proto::Record& record) {
-      if (record.kind_case() != proto::Record::kEvent) return;
-      replay.apply(record.event());
+    auto on_event = [&](const EventFields& event) {
+      replay.apply(event);
       auto it = devices_by_peak_event.find(event_index);
       if (it != devices_by_peak_event.end()) {
         for (int32_t device : it->second) {
@@ -68,7 +68,8 @@ void collect_live_at_peak(Analysis& analysis, const std::vector<int32_t>& device
         }
       }
       if (event_index++ == last_needed) throw StopReading{};
-    });
+    };
+    read_trace(analysis.path, SinkOf{on_event, ignore_record});
   } catch (const StopReading&) {
   }
 }

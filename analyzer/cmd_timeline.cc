@@ -150,9 +150,7 @@ int cmd_timeline(const std::vector<std::string>& args) {
     // First pass: which devices have a block / allocator layer, so that every row means the same
     // thing. A damaged file fails here, before any row is printed.
     MemoryModel layers;
-    read_trace(parsed.trace, [&](const proto::Record& record) {
-      if (record.kind_case() == proto::Record::kEvent) layers.apply(record.event());
-    });
+    read_trace(parsed.trace, SinkOf{[&](const EventFields& event) { layers.apply(event); }, ignore_record});
     model.set_layer_hints(layers.layer_hints());
   } catch (const TraceError& e) {
     return report_trace_error(parsed.trace, e);
@@ -165,15 +163,17 @@ int cmd_timeline(const std::vector<std::string>& args) {
   TraceReadSummary read;
   std::optional<uint64_t> start_monotonic_ns;
   try {
-    read = read_trace(parsed.trace, [&](const proto::Record& record) {
-      if (record.kind_case() == proto::Record::kStart) start_monotonic_ns = record.start().start_monotonic_ns();
-      if (record.kind_case() != proto::Record::kEvent) return;
+    auto on_event = [&](const EventFields& event) {
       int64_t next_ns;
-      if (__builtin_add_overflow(model.now_ns(), record.event().time_delta_ns(), &next_ns))
-        next_ns = record.event().time_delta_ns() > 0 ? INT64_MAX : INT64_MIN;  // as the model saturates
+      if (__builtin_add_overflow(model.now_ns(), event.time_delta_ns(), &next_ns))
+        next_ns = event.time_delta_ns() > 0 ? INT64_MAX : INT64_MIN;  // as the model saturates
       sampler.before_event(next_ns);
-      model.apply(record.event());
-    });
+      model.apply(event);
+    };
+    auto on_record = [&](const proto::Record& record) {
+      if (record.kind_case() == proto::Record::kStart) start_monotonic_ns = record.start().start_monotonic_ns();
+    };
+    read = read_trace(parsed.trace, SinkOf{on_event, on_record});
   } catch (const TraceError& e) {  // the file changed between the passes
     std::cout.flush();
     return report_trace_error(parsed.trace, e);

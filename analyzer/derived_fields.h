@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "event_fields.h"
 #include "memtrace.pb.h"
 
 namespace memtrace {
@@ -16,21 +17,21 @@ class DerivedFields {
  public:
   explicit DerivedFields(uint32_t format_version) : derive_totals_(format_version >= 2) {}
 
-  // Fills in `record`'s Event or TraceEnd in place: time_delta_ns becomes time_delta_ns + 1000 *
-  // time_delta_us (any version), and in version 2 a TORCH_ALLOCATOR event's absent totals are derived
-  // from the previous TORCH_ALLOCATOR event of its device. Returns false, with `*error` set, for a total
-  // left out with no earlier TORCH_ALLOCATOR event of the device to derive it from.
-  bool fill(proto::Record& record, std::string* error) {
-    if (record.has_event()) {
-      proto::Event& e = *record.mutable_event();
-      if (e.time_delta_us() != 0) add_microseconds(e.time_delta_us(), e);
-      return !derive_totals_ || e.api() != proto::TORCH_ALLOCATOR || fill_totals(e, error);
-    }
+  // Fills in an Event in place: time_delta_ns becomes time_delta_ns + 1000 * time_delta_us (any
+  // version), and in version 2 a TORCH_ALLOCATOR event's absent totals are derived from the previous
+  // TORCH_ALLOCATOR event of its device (and marked present). Returns false, with `*error` set, for a
+  // total left out with no earlier TORCH_ALLOCATOR event of the device to derive it from.
+  bool fill(EventFields& e, std::string* error) {
+    if (e.time_delta_us() != 0) add_microseconds(e.time_delta_us(), e);
+    return !derive_totals_ || e.api() != proto::TORCH_ALLOCATOR || fill_totals(e, error);
+  }
+  // The same for any other record: a TraceEnd's time_delta_ns as an Event's. (A Record holding an Event
+  // is handed on as EventFields, filled by the overload above.)
+  void fill(proto::Record& record) {
     if (record.has_end() && record.end().time_delta_us() != 0) {
       proto::TraceEnd& end = *record.mutable_end();
       end.set_time_delta_ns(sum_ns(end.time_delta_ns(), end.time_delta_us()));
     }
-    return true;
   }
 
  private:
@@ -42,12 +43,14 @@ class DerivedFields {
 
   // Wrapping, not undefined, on a damaged file's absurd values.
   static int64_t sum_ns(int64_t ns, int64_t us) { return int64_t(uint64_t(ns) + uint64_t(us) * 1000u); }
-  static void add_microseconds(int64_t us, proto::Event& e) { e.set_time_delta_ns(sum_ns(e.time_delta_ns(), us)); }
+  static void add_microseconds(int64_t us, EventFields& e) {
+    e.values[EventFields::kTimeDeltaNs] = uint64_t(sum_ns(e.time_delta_ns(), us));
+  }
 
   // Inline, and without the error's string building, for the common case of a device seen before: the
   // out-of-line version, with its registers saved and restored, cost 26 instructions per event more
   // (callgrind).
-  bool fill_totals(proto::Event& e, std::string* error) {
+  bool fill_totals(EventFields& e, std::string* error) {
     for (DeviceTotals& d : devices_) {
       if (d.device == e.device()) {
         derive_totals(e, d);
@@ -57,14 +60,14 @@ class DerivedFields {
     return fill_first_totals(e, error);
   }
   // `e` is the device's first TORCH_ALLOCATOR event: it must give both totals.
-  bool fill_first_totals(proto::Event& e, std::string* error);
-  static void derive_totals(proto::Event& e, DeviceTotals& last) {
+  bool fill_first_totals(const EventFields& e, std::string* error);
+  static void derive_totals(EventFields& e, DeviceTotals& last) {
     if (!e.has_allocator_allocated_bytes()) {
       // Unsigned arithmetic, as the writer's (preload/event_encoder.h).
       uint64_t change = e.kind() == proto::ALLOC ? e.size() : e.kind() == proto::FREE ? uint64_t{0} - e.size() : 0;
-      e.set_allocator_allocated_bytes(last.allocated_bytes + change);
+      e.set(EventFields::kAllocatorAllocatedBytes, last.allocated_bytes + change);
     }
-    if (!e.has_allocator_reserved_bytes()) e.set_allocator_reserved_bytes(last.reserved_bytes);
+    if (!e.has_allocator_reserved_bytes()) e.set(EventFields::kAllocatorReservedBytes, last.reserved_bytes);
     last.allocated_bytes = e.allocator_allocated_bytes();
     last.reserved_bytes = e.allocator_reserved_bytes();
   }

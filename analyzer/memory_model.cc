@@ -10,7 +10,7 @@ namespace {
 
 // Where an ALLOC's memory lives. The tracer says so in Event.memory; a trace that leaves it at the
 // default (MEMORY_DEVICE, e.g. one written before the field existed) gets what the API implies.
-proto::Memory memory_of(const proto::Event& e) {
+proto::Memory memory_of(const EventFields& e) {
   if (e.memory() != proto::MEMORY_DEVICE) return e.memory();
   switch (e.api()) {
     case proto::CUDA_MALLOC_MANAGED:
@@ -77,7 +77,7 @@ bool is_stream_ordered_api(proto::Api api) {
 
 // The table an ALLOC/FREE event belongs to. The layer decides driver versus block; when a writer left
 // the layer unset the API decides.
-AddressSpace space_of(const proto::Event& e) {
+AddressSpace space_of(const EventFields& e) {
   bool block = e.layer() == proto::LAYER_BLOCK ||
                (e.layer() == proto::LAYER_UNKNOWN &&
                 (e.api() == proto::TORCH_ALLOCATOR || is_stream_ordered_api(e.api())));
@@ -115,7 +115,7 @@ DeviceState& MemoryModel::find_device_state(int32_t device) {
   return touch(it->second);
 }
 
-void MemoryModel::on_oom(const proto::Event& event) {
+void MemoryModel::on_oom(const EventFields& event) {
   OomEvent oom{event.size(), event.device(), event.device_free_bytes(), event.device_total_bytes(),
                event.stack_id(), now_ns_, event.api(), event.layer(), event.result(), 0, event.tid()};
   uint32_t& pending = pending_driver_ooms_[event.tid()];
@@ -140,7 +140,7 @@ void MemoryModel::on_oom(const proto::Event& event) {
   ooms_.push_back(oom);
 }
 
-void MemoryModel::apply(const proto::Event& event) {
+void MemoryModel::apply(const EventFields& event) {
   if (event.time_delta_ns() < 0) ++health_.backward_timestamps;
   now_ns_ = add_delta(now_ns_, event.time_delta_ns());
   touched_.clear();
@@ -201,7 +201,7 @@ void MemoryModel::finish() {
   keep_only_leak_candidates();
 }
 
-void MemoryModel::on_alloc(const proto::Event& event, AddressSpace space) {
+void MemoryModel::on_alloc(const EventFields& event, AddressSpace space) {
   if (event.result() != 0) {
     ++health_.failed_allocations;
     return;
@@ -256,7 +256,7 @@ void MemoryModel::release(const LiveAllocation& a) {
   live_.erase(a);  // last: `a` is the table's own entry
 }
 
-void MemoryModel::on_free(const proto::Event& event, AddressSpace space) {
+void MemoryModel::on_free(const EventFields& event, AddressSpace space) {
   if (event.result() == kTeardownFreeResult) ++health_.teardown_frees;
   else if (event.result() != 0) {
     ++health_.failed_frees;
@@ -289,7 +289,7 @@ void MemoryModel::on_free(const proto::Event& event, AddressSpace space) {
   if (space == AddressSpace::kTorchBlock) note_torch_totals(event, event.device() >= 0 ? event.device() : device);
 }
 
-void MemoryModel::on_map(const proto::Event& event) {
+void MemoryModel::on_map(const EventFields& event) {
   ++health_.maps;
   if (event.result() != 0) return;
   if (auto old = mappings_.find(event.address()); old != mappings_.end()) {
@@ -308,7 +308,7 @@ void MemoryModel::on_map(const proto::Event& event) {
   }
 }
 
-void MemoryModel::on_unmap(const proto::Event& event) {
+void MemoryModel::on_unmap(const EventFields& event) {
   ++health_.unmaps;
   if (event.result() != 0) return;
   // cuMemUnmap(ptr, size) unmaps every mapping in the range.
@@ -331,7 +331,7 @@ void MemoryModel::on_unmap(const proto::Event& event) {
   }
 }
 
-void MemoryModel::on_address_reserve(const proto::Event& event, int64_t sign) {
+void MemoryModel::on_address_reserve(const EventFields& event, int64_t sign) {
   ++(sign > 0 ? health_.address_reserves : health_.address_frees);
   if (event.result() != 0) return;
   uint64_t& total = process_.address_space_reserved_bytes;
@@ -349,7 +349,7 @@ void MemoryModel::on_address_reserve(const proto::Event& event, int64_t sign) {
   reservations_.erase(it);
 }
 
-void MemoryModel::on_pool_sample(const proto::Event& event) {
+void MemoryModel::on_pool_sample(const EventFields& event) {
   ++health_.pool_samples;
   DeviceState& state = device_state(event.device());
   auto key = std::make_pair(event.device(), event.address());
@@ -367,7 +367,7 @@ void MemoryModel::on_pool_sample(const proto::Event& event) {
   else pool_samples_[key] = event.size();
 }
 
-void MemoryModel::on_device_usage(const proto::Event& event) {
+void MemoryModel::on_device_usage(const EventFields& event) {
   ++health_.device_usage_samples;
   if (event.device() < 0) return;
   DeviceState& state = device_state(event.device());
@@ -387,7 +387,7 @@ void MemoryModel::on_device_usage(const proto::Event& event) {
   if (higher) state.peak_usage = usage;
 }
 
-void MemoryModel::on_graph_node(const proto::Event& event) {
+void MemoryModel::on_graph_node(const EventFields& event) {
   if (event.result() != 0) return;
   if (graph_nodes_kept_ >= kMaxGraphNodes) {
     ++health_.graph_nodes_not_kept;
@@ -399,7 +399,7 @@ void MemoryModel::on_graph_node(const proto::Event& event) {
   else capture_nodes_[event.capture_id()].push_back(node);
 }
 
-void MemoryModel::on_graph_launch(const proto::Event& event) {
+void MemoryModel::on_graph_launch(const EventFields& event) {
   if (event.result() != 0) return;
   if (event.kind() == proto::GRAPH_CAPTURED) {
     // The capture made a new graph: its memory nodes are the ones recorded under the capture's id.
@@ -435,7 +435,7 @@ void MemoryModel::on_graph_launch(const proto::Event& event) {
   }
 }
 
-void MemoryModel::on_context_destroy(const proto::Event& event) {
+void MemoryModel::on_context_destroy(const EventFields& event) {
   DeviceState& state = device_state(event.device());
   ++state.context_destroys;
   // Which allocations were the destroyed context's: those made in it (Event.context). Pool blocks and
@@ -465,7 +465,7 @@ void MemoryModel::on_context_destroy(const proto::Event& event) {
   state.graph_reserved_bytes = 0;
 }
 
-bool MemoryModel::raises_peak_allocated(const proto::Event& event, int32_t device) const {
+bool MemoryModel::raises_peak_allocated(const EventFields& event, int32_t device) const {
   if (event.kind() != proto::ALLOC || event.result() != 0 || event.size() == 0 || event.device() != device ||
       event.graph() != 0 || event.capture_id() != 0)
     return false;

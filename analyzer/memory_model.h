@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "block_index.h"
+#include "event_fields.h"
 #include "flat_hash_map.h"
 #include "live_allocation.h"
 #include "live_table.h"
@@ -214,7 +215,7 @@ class MemoryModel {
   void set_totals_callback(TotalsCallback callback) { on_totals_changed_ = std::move(callback); }
 
   // Applies the next Event of the file.
-  void apply(const proto::Event& event);
+  void apply(const EventFields& event);
   // TraceEnd carries the time of the end of the trace.
   void apply_end(const proto::TraceEnd& end);
   // Takes the live-at-exit snapshot if no PYTHON_FINALIZING event took it already.
@@ -261,7 +262,7 @@ class MemoryModel {
   // to above what it is now: the device's allocated total is at that peak now, and `event` is a
   // successful ALLOC of more than 0 bytes on it, of the allocated kind, at an address with no live
   // allocation. A false answer says nothing.
-  bool raises_peak_allocated(const proto::Event& event, int32_t device) const;
+  bool raises_peak_allocated(const EventFields& event, int32_t device) const;
   // The devices whose state the last event applied may have changed (its own, the one of what it freed...).
   const std::vector<DeviceState*>& devices_touched() const { return touched_; }
   // Allocations live now, of every kind and device.
@@ -292,23 +293,23 @@ class MemoryModel {
     uint64_t stack_id = 0;
   };
 
-  void on_alloc(const proto::Event& event, AddressSpace space);
-  void on_free(const proto::Event& event, AddressSpace space);
+  void on_alloc(const EventFields& event, AddressSpace space);
+  void on_free(const EventFields& event, AddressSpace space);
   void add_live(const LiveAllocation& a);
   // Ends a live allocation (as found in live_): uncharges it and forgets it (and remembers it as freed).
   void release(const LiveAllocation& a);
-  void on_map(const proto::Event& event);
-  void on_unmap(const proto::Event& event);
-  void on_address_reserve(const proto::Event& event, int64_t sign);
-  void on_pool_sample(const proto::Event& event);
-  void on_device_usage(const proto::Event& event);
-  void on_graph_node(const proto::Event& event);
-  void on_graph_launch(const proto::Event& event);
-  void on_context_destroy(const proto::Event& event);
+  void on_map(const EventFields& event);
+  void on_unmap(const EventFields& event);
+  void on_address_reserve(const EventFields& event, int64_t sign);
+  void on_pool_sample(const EventFields& event);
+  void on_device_usage(const EventFields& event);
+  void on_graph_node(const EventFields& event);
+  void on_graph_launch(const EventFields& event);
+  void on_context_destroy(const EventFields& event);
   void mark_segment_of_block(uint64_t address);
   void update_process_peaks();
   void charge(const LiveAllocation& a, int64_t sign);
-  void note_torch_totals(const proto::Event& event, int32_t device) {
+  void note_torch_totals(const EventFields& event, int32_t device) {
     DeviceState& state = device_state(device);
     state.allocator_layer_seen = true;
     state.block_layer_seen = true;
@@ -374,7 +375,7 @@ class MemoryModel {
   // Per thread: how many of the last entries of ooms_ are driver-level failures not yet followed by
   // any other event of that thread (candidates to fold into an allocator-level OOM).
   std::unordered_map<uint32_t, uint32_t> pending_driver_ooms_;
-  void on_oom(const proto::Event& event);
+  void on_oom(const EventFields& event);
   std::vector<LiveAllocation> live_at_exit_;
   bool exit_snapshot_taken_ = false;
   std::optional<int64_t> finalizing_time_ns_;

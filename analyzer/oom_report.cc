@@ -25,7 +25,7 @@ class OomReplay {
     wanted_ = std::min(first_pass_.size(), kMaxOomsDetailed);
   }
 
-  void apply(const proto::Event& event) {
+  void apply(const EventFields& event) {
     size_t listed_before = model_.ooms().size();
     uint64_t counted_before = model_.health().ooms_not_listed;
     model_.apply(event);
@@ -76,7 +76,7 @@ class OomReplay {
     }
   }
 
-  void track_new_oom(const proto::Event& event) {
+  void track_new_oom(const EventFields& event) {
     // A new failure of the thread ends the wait for the sample of its previous one.
     std::erase_if(awaiting_usage_, [&](const AwaitingUsage& a) { return a.tid == event.tid(); });
     Tracked t{event.tid(), model_.ooms().back().layer, nullptr};
@@ -113,7 +113,7 @@ class OomReplay {
 
   // The sample an OOM's hook takes right after the failure has the OOM's api and device; once the
   // thread records anything else, no such sample is coming.
-  void note_usage_sample(const proto::Event& event) {
+  void note_usage_sample(const EventFields& event) {
     std::erase_if(awaiting_usage_, [&](const AwaitingUsage& a) {
       bool sample = event.kind() == proto::DEVICE_USAGE;
       if (sample && event.api() == a.api && event.device() == a.detail->oom.device) {
@@ -147,11 +147,11 @@ OomReport build_oom_report(const Analysis& analysis, size_t sites_per_oom) {
   if (analysis.model.ooms().empty()) return report;
   OomReplay replay(analysis, sites_per_oom);
   try {
-    read_trace(analysis.path, [&](const proto::Record& record) {
-      if (record.kind_case() != proto::Record::kEvent) return;
-      replay.apply(record.event());
-      if (replay.done()) throw StopReading{};
-    });
+    read_trace(analysis.path, SinkOf{[&](const EventFields& event) {
+                                       replay.apply(event);
+                                       if (replay.done()) throw StopReading{};
+                                     },
+                                     ignore_record});
   } catch (const StopReading&) {
   }
   report.detailed = replay.take_details();

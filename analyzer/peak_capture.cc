@@ -4,7 +4,7 @@
 
 namespace memtrace {
 
-void PeakCapture::settle_pending(const proto::Event& event) {
+void PeakCapture::settle_pending(const EventFields& event) {
   expecting_raise_ = false;
   std::erase_if(pending_, [&](Pending& p) {
     p.expect_raise = model_.raises_peak_allocated(event, p.device);

@@ -39,7 +39,7 @@ class PeakCapture {
   explicit PeakCapture(const MemoryModel& model) : model_(model) {}
 
   // Call with each event just before the model applies it, and just after.
-  void before_event(const proto::Event& event) {
+  void before_event(const EventFields& event) {
     if (!pending_.empty()) settle_pending(event);
   }
   void after_event() {
@@ -75,7 +75,7 @@ class PeakCapture {
     Fragmentation without_allocator_layer;
   };
 
-  void settle_pending(const proto::Event& event);
+  void settle_pending(const EventFields& event);
   void drop_unraised(uint64_t last);
   void note_peak(int32_t device, uint64_t event_index);
   void capture(const Pending& pending);

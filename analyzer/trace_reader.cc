@@ -200,125 +200,6 @@ FrameExtent measure_frame(Input& in, uint64_t offset) {
   return FrameExtent{pos <= in.size(), false, pos - offset};
 }
 
-// Parses one record; a record refused only for invalid UTF-8 in a text field is repaired and kept.
-// Events, nearly every record of a trace, go through decode_event_record: the generic parser was half
-// of the analyzer's time per event (callgrind, docs/performance.md).
-// `readable_after`: bytes after the record that may be read (decode_event_record).
-bool parse_record(const char* data, size_t length, size_t readable_after, proto::Record& record,
-                  std::string& scratch, uint64_t* repaired) {
-  if (decode_event_record(data, length, record, readable_after)) return true;
-#ifdef MEMTRACE_HAVE_LOG_SILENCER
-  google::protobuf::LogSilencer quiet;
-#endif
-  if (record.ParseFromArray(data, int(length))) return true;
-  scratch.assign(data, length);
-  if (repair_record_strings(scratch.data(), scratch.size()) == 0) return false;
-  if (!record.ParseFromString(scratch)) return false;
-  ++*repaired;
-  return true;
-}
-
-// Splits a chunk's decompressed bytes, as they come, into (varint length, Record bytes) and hands each
-// record on. Only a record that straddles two pieces of output is copied, so memory is one record.
-class RecordSplitter {
- public:
-  RecordSplitter(const RecordCallback& on_record, TraceReadSummary& summary)
-      : on_record_(on_record), summary_(summary), derived_(summary.format_version) {}
-
-  void begin_chunk(uint64_t chunk_offset) {
-    chunk_offset_ = chunk_offset;
-    index_ = 0;
-    content_bytes_ = 0;
-    length_ = 0;
-    shift_ = 0;
-    in_body_ = false;
-  }
-
-  void feed(const char* data, size_t n) {
-    content_bytes_ += n;
-    if (content_bytes_ > kMaxChunkBytes)
-      corrupt("frame decompresses to more than " + mib(kMaxChunkBytes), chunk_offset_);
-    size_t pos = 0;
-    while (pos < n) {
-      if (!in_body_) {
-        unsigned char byte = static_cast<unsigned char>(data[pos++]);
-        // A record shorter than 128 bytes (every event) has a one-byte length.
-        if (shift_ == 0 && byte < 0x80 && byte != 0) {
-          length_ = byte;
-          in_body_ = true;
-        } else {
-          read_length_byte(byte);
-        }
-        continue;
-      }
-      size_t avail = n - pos;
-      if (body_.empty() && avail >= length_) {  // the whole record is in this piece
-        size_t length = size_t(length_);
-        deliver(data + pos, length, avail - length);
-        pos += length;
-        continue;
-      }
-      size_t take = std::min<size_t>(size_t(length_) - body_.size(), avail);
-      body_.append(data + pos, take);
-      pos += take;
-      if (body_.size() == length_) {
-        deliver(body_.data(), body_.size(), 0);
-        body_.clear();
-      }
-    }
-  }
-
-  void end_chunk() {
-    if (in_body_) fail("record " + std::to_string(index_) + " of a chunk runs past the chunk's end");
-    if (shift_ != 0) fail("bad record length in chunk (record " + std::to_string(index_) + ")");
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& what) { throw TraceError(what, chunk_offset_); }
-
-  void read_length_byte(unsigned char byte) {
-    length_ |= uint64_t(byte & 0x7f) << shift_;
-    shift_ += 7;
-    if (byte & 0x80) {
-      // Five varint bytes already hold 2^35, far above kMaxRecordBytes.
-      if (shift_ >= 35) fail("bad record length in chunk (record " + std::to_string(index_) + ")");
-      return;
-    }
-    if (length_ == 0) fail("record " + std::to_string(index_) + " of a chunk is empty");
-    if (length_ > kMaxRecordBytes)
-      fail("record " + std::to_string(index_) + " of a chunk says it has " + std::to_string(length_) +
-           " bytes (a record has at most " + mib(kMaxRecordBytes) + ")");
-    in_body_ = true;
-    shift_ = 0;
-  }
-
-  // `readable_after`: bytes after the record that may be read, as parse_record takes them.
-  void deliver(const char* data, size_t length, size_t readable_after) {
-    if (!parse_record(data, length, readable_after, record_, scratch_, &summary_.records_with_invalid_text))
-      fail("record " + std::to_string(index_) + " of a chunk does not parse");
-    std::string error;
-    if (!derived_.fill(record_, &error)) fail("record " + std::to_string(index_) + " of a chunk: " + error);
-    on_record_(record_);
-    ++summary_.records;
-    ++index_;
-    in_body_ = false;
-    length_ = 0;
-  }
-
-  const RecordCallback& on_record_;
-  TraceReadSummary& summary_;
-  DerivedFields derived_;  // what version 2 leaves out, carried from record to record in file order
-  proto::Record record_;
-  std::string scratch_;
-  std::string body_;  // the part of a record that straddles pieces of output
-  uint64_t chunk_offset_ = 0;
-  uint64_t index_ = 0;
-  uint64_t content_bytes_ = 0;
-  uint64_t length_ = 0;
-  int shift_ = 0;
-  bool in_body_ = false;
-};
-
 // The reader's input and output blocks. Growing one discards its bytes and leaves the new ones
 // uninitialized: they are always written before they are read, and a zero-filled 8 MiB output block
 // would cost more than the copies the larger block saves.
@@ -361,7 +242,7 @@ void make_room_for_whole_frame(Input& in, uint64_t offset, uint64_t bytes, ByteB
 
 // Decompresses the complete frame [offset, offset + bytes) into `splitter` (or nowhere, to check the
 // frame), checking its checksum.
-void decode_frame(Input& in, uint64_t offset, uint64_t bytes, ZSTD_DCtx* dctx, RecordSplitter* splitter,
+void decode_frame(Input& in, uint64_t offset, uint64_t bytes, ZSTD_DCtx* dctx, trace_reader_detail::ChunkSink* splitter,
                   ByteBuffer& in_block, ByteBuffer& out_block) {
   ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
   if (splitter) splitter->begin_chunk(offset);
@@ -440,9 +321,80 @@ void check_no_later_chunk(Input& in, uint64_t offset, ZSTD_DCtx* dctx, ByteBuffe
   }
 }
 
+// Hands every record on as a proto::Record, events rebuilt as messages.
+class CallbackSink {
+ public:
+  explicit CallbackSink(const RecordCallback& on_record) : on_record_(on_record) {}
+  void on_event(const EventFields& event) {
+    *event_record_.mutable_event() = to_proto_event(event);
+    on_record_(event_record_);
+  }
+  void on_record(const proto::Record& record) { on_record_(record); }
+
+ private:
+  const RecordCallback& on_record_;
+  proto::Record event_record_;
+};
+
 }  // namespace
 
-TraceReadSummary read_trace(const std::string& path, const RecordCallback& on_record) {
+namespace trace_reader_detail {
+
+void RecordSplitterBase::begin_chunk(uint64_t chunk_offset) {
+  chunk_offset_ = chunk_offset;
+  index_ = 0;
+  length_ = 0;
+  shift_ = 0;
+  in_body_ = false;
+}
+
+void RecordSplitterBase::end_chunk() {
+  if (in_body_) fail("record " + std::to_string(index_) + " of a chunk runs past the chunk's end");
+  if (shift_ != 0) fail("bad record length in chunk (record " + std::to_string(index_) + ")");
+}
+
+void RecordSplitterBase::fail(const std::string& what) const { throw TraceError(what, chunk_offset_); }
+
+void RecordSplitterBase::fail_derived(const std::string& error) const {
+  fail("record " + std::to_string(index_) + " of a chunk: " + error);
+}
+
+void RecordSplitterBase::read_length_byte(unsigned char byte) {
+  length_ |= uint64_t(byte & 0x7f) << shift_;
+  shift_ += 7;
+  if (byte & 0x80) {
+    // Five varint bytes already hold 2^35, far above kMaxRecordBytes.
+    if (shift_ >= 35) fail("bad record length in chunk (record " + std::to_string(index_) + ")");
+    return;
+  }
+  if (length_ == 0) fail("record " + std::to_string(index_) + " of a chunk is empty");
+  if (length_ > kMaxRecordBytes)
+    fail("record " + std::to_string(index_) + " of a chunk says it has " + std::to_string(length_) +
+         " bytes (a record has at most " + mib(kMaxRecordBytes) + ")");
+  in_body_ = true;
+  shift_ = 0;
+}
+
+bool RecordSplitterBase::parse_generic(const char* data, size_t length) {
+  bool parsed = false;
+  {
+#ifdef MEMTRACE_HAVE_LOG_SILENCER
+    google::protobuf::LogSilencer quiet;
+#endif
+    parsed = record_.ParseFromArray(data, int(length));
+  }
+  if (!parsed) {
+    scratch_.assign(data, length);
+    if (repair_record_strings(scratch_.data(), scratch_.size()) == 0 || !record_.ParseFromString(scratch_))
+      fail("record " + std::to_string(index_) + " of a chunk does not parse");
+    ++records_with_invalid_text_;
+  }
+  if (!record_.has_event()) return false;
+  event_ = EventFields(record_.event());
+  return true;
+}
+
+TraceReadSummary read_chunks(const std::string& path, ChunkSink& chunks) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw TraceError(std::string("cannot open: ") + std::strerror(errno), 0);
   std::unique_ptr<int, FdCloser> closer(new int(fd));
@@ -463,7 +415,7 @@ TraceReadSummary read_trace(const std::string& path, const RecordCallback& on_re
   if (!dctx) throw std::bad_alloc();
   ZSTD_DCtx_setParameter(dctx.get(), ZSTD_d_windowLogMax, kMaxWindowLog);
   ByteBuffer in_block, out_block;
-  RecordSplitter splitter(on_record, summary);
+  chunks.begin_trace(summary.format_version);
 
   while (offset < in.size()) {
     FrameExtent frame = measure_frame(in, offset);
@@ -479,7 +431,7 @@ TraceReadSummary read_trace(const std::string& path, const RecordCallback& on_re
       break;
     }
     if (!frame.skippable) {
-      decode_frame(in, offset, frame.bytes, dctx.get(), &splitter, in_block, out_block);
+      decode_frame(in, offset, frame.bytes, dctx.get(), &chunks, in_block, out_block);
       ++summary.chunks;
     }
     offset += frame.bytes;
@@ -487,6 +439,13 @@ TraceReadSummary read_trace(const std::string& path, const RecordCallback& on_re
   }
   summary.truncated = summary.complete_bytes != summary.file_bytes;
   return summary;
+}
+
+}  // namespace trace_reader_detail
+
+TraceReadSummary read_trace(const std::string& path, const RecordCallback& on_record) {
+  CallbackSink sink(on_record);
+  return read_trace(path, sink);
 }
 
 }  // namespace memtrace

@@ -1,15 +1,21 @@
 // Streaming reader for .mtrace files (layout in proto/memtrace.proto): checks the header frame, then
-// decodes one zstd frame ("chunk") at a time and hands each Record to a callback, in file order.
+// decodes one zstd frame ("chunk") at a time and hands each record to a sink, in file order.
 // Memory never grows with the number of events: a chunk that declares at most 64 MiB of content (the
 // tracer's, 8 MiB by default) is decompressed whole, in one pass, into a buffer reused from chunk to
 // chunk; a larger one streams through zstd's window, records parsed as it decompresses.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
+#include "derived_fields.h"
+#include "event_decoder.h"
+#include "event_fields.h"
 #include "memtrace.pb.h"
 
 namespace memtrace {
@@ -56,9 +62,20 @@ inline constexpr uint64_t kMaxRecordBytes = 16ull << 20;
 // frame header asks for; a frame asking for more than 2^24 bytes (16 MiB) is refused instead.
 inline constexpr int kMaxWindowLog = 24;
 
-using RecordCallback = std::function<void(const proto::Record&)>;
+namespace trace_reader_detail {
+class RecordSplitterBase;
+}
 
-// Reads the trace at `path`, calling `on_record` for every record of every complete chunk.
+// What read_trace hands records to: `sink.on_event(const EventFields&)` for every Event (the file's,
+// with what version 2 leaves out filled in), `sink.on_record(const proto::Record&)` for every other
+// record, in file order. Each reference is valid only during the call.
+template <typename Sink>
+concept TraceSink = requires(Sink& sink, const EventFields& event, const proto::Record& record) {
+  sink.on_event(event);
+  sink.on_record(record);
+};
+
+// Reads the trace at `path`, handing every record of every complete chunk to `sink`.
 // A chunk is decoded only once all its bytes are in the file (its extent is measured from the zstd
 // block headers first), so a cut-off last chunk delivers none of its records.
 // Records are handed on as a version-1 trace would give them (derived_fields.h fills in what version 2
@@ -66,7 +83,168 @@ using RecordCallback = std::function<void(const proto::Record&)>;
 // Throws TraceError for: unreadable file, empty file, bad magic, unknown version, a corrupt chunk,
 // a record that does not parse, is empty or is longer than kMaxRecordBytes, a version-2 event that
 // leaves out an allocator total with nothing to derive it from. Records of a complete but corrupt chunk
-// may have been delivered before the error. Exceptions thrown by `on_record` propagate unchanged.
+// may have been delivered before the error. Exceptions thrown by the sink propagate unchanged.
+// A template so that the per-event path (split, decode, fill in, hand on) is one inlined loop with no
+// call through a pointer per event.
+template <typename Sink>
+  requires TraceSink<std::remove_reference_t<Sink>>
+TraceReadSummary read_trace(const std::string& path, Sink&& sink);
+
+// A TraceSink made of two callables, e.g. lambdas: `read_trace(path, SinkOf{on_event, on_record})`.
+template <typename OnEvent, typename OnRecord>
+struct SinkOf {
+  OnEvent on_event;
+  OnRecord on_record;
+};
+template <typename OnEvent, typename OnRecord>
+SinkOf(OnEvent, OnRecord) -> SinkOf<OnEvent, OnRecord>;
+// For a SinkOf that wants events only.
+inline void ignore_record(const proto::Record&) {}
+
+// The same, with every record (events included) as a proto::Record, for callers that want the message.
+using RecordCallback = std::function<void(const proto::Record&)>;
 TraceReadSummary read_trace(const std::string& path, const RecordCallback& on_record);
+
+namespace trace_reader_detail {
+
+// Where the reader puts a complete chunk's decompressed bytes, piece by piece, in file order.
+class ChunkSink {
+ public:
+  virtual void begin_trace(uint32_t format_version) = 0;
+  virtual void begin_chunk(uint64_t chunk_offset) = 0;
+  virtual void feed(const char* data, size_t n) = 0;
+  virtual void end_chunk() = 0;
+
+ protected:
+  ~ChunkSink() = default;
+};
+
+// Reads the file and decompresses every complete chunk into `chunks` (the whole of read_trace but the
+// records). Returns the summary without the record counts.
+TraceReadSummary read_chunks(const std::string& path, ChunkSink& chunks);
+
+// Splits a chunk's decompressed bytes, as they come, into (varint length, Record bytes). Only a record
+// that straddles two pieces of output is copied, so memory is one record. This base holds everything
+// but the hand-off to the sink: the rare paths, out of line.
+class RecordSplitterBase : public ChunkSink {
+ public:
+  void begin_trace(uint32_t format_version) final { derived_ = DerivedFields(format_version); }
+  void begin_chunk(uint64_t chunk_offset) final;
+  void end_chunk() final;
+  uint64_t records() const { return records_; }
+  uint64_t records_with_invalid_text() const { return records_with_invalid_text_; }
+
+ protected:
+  [[noreturn]] void fail(const std::string& what) const;
+  // Takes one byte of a record's length that is not the whole length (a longer one, or 0).
+  void read_length_byte(unsigned char byte);
+  // Parses a record decode_event_record refused with protobuf's parser, into `event_` (then true) or
+  // `record_` (false). A record refused only for invalid UTF-8 in a text field is repaired and kept.
+  bool parse_generic(const char* data, size_t length);
+  [[noreturn]] void fail_derived(const std::string& error) const;
+
+  DerivedFields derived_{kTraceFormatVersion};  // what version 2 leaves out, carried from record to record
+  EventFields event_;
+  proto::Record record_;
+  std::string error_;
+  std::string scratch_;
+  std::string body_;  // the part of a record that straddles pieces of output
+  uint64_t chunk_offset_ = 0;
+  uint64_t index_ = 0;  // of the record in its chunk
+  uint64_t length_ = 0;
+  int shift_ = 0;
+  bool in_body_ = false;
+  uint64_t records_ = 0;
+  uint64_t records_with_invalid_text_ = 0;
+};
+
+template <TraceSink Sink>
+class RecordSplitter final : public RecordSplitterBase {
+ public:
+  explicit RecordSplitter(Sink& sink) : sink_(sink) {}
+
+  void feed(const char* data, size_t n) override {
+    size_t pos = 0;
+    while (pos < n) {
+      // Between records, those wholly inside this piece with a one-byte length (every event, nearly
+      // every record) are split here with the position in a register; the steps below keep their
+      // state in members, for longer lengths and records that straddle pieces. Both read a length
+      // byte below 0x80 other than 0 as the whole length and hand on the same bytes with the same
+      // readable_after.
+      if (!in_body_ && shift_ == 0) {
+        while (pos < n) {
+          size_t length = static_cast<unsigned char>(data[pos]);
+          size_t avail = n - pos - 1;
+          if (length == 0 || length >= 0x80 || avail < length) break;
+          deliver(data + pos + 1, length, avail - length);
+          pos += 1 + length;
+        }
+        if (pos == n) break;
+      }
+      if (!in_body_) {
+        unsigned char byte = static_cast<unsigned char>(data[pos++]);
+        // A record shorter than 128 bytes (every event) has a one-byte length.
+        if (shift_ == 0 && byte < 0x80 && byte != 0) {
+          length_ = byte;
+          in_body_ = true;
+        } else {
+          read_length_byte(byte);
+        }
+        continue;
+      }
+      size_t avail = n - pos;
+      if (body_.empty() && avail >= length_) {  // the whole record is in this piece
+        size_t length = size_t(length_);
+        deliver(data + pos, length, avail - length);
+        end_record();
+        pos += length;
+        continue;
+      }
+      size_t take = std::min<size_t>(size_t(length_) - body_.size(), avail);
+      body_.append(data + pos, take);
+      pos += take;
+      if (body_.size() == length_) {
+        deliver(body_.data(), body_.size(), 0);
+        end_record();
+        body_.clear();
+      }
+    }
+  }
+
+ private:
+  // `readable_after`: bytes after the record that may be read (decode_event_record). Events, nearly
+  // every record of a trace, go through decode_event_record: the generic parser was half of the
+  // analyzer's time per event (callgrind, docs/performance.md).
+  void deliver(const char* data, size_t length, size_t readable_after) {
+    bool is_event = decode_event_record(data, length, event_, readable_after) || parse_generic(data, length);
+    if (is_event) {
+      if (!derived_.fill(event_, &error_)) fail_derived(error_);
+      sink_.on_event(event_);
+    } else {
+      derived_.fill(record_);
+      sink_.on_record(record_);
+    }
+    ++records_;
+    ++index_;
+  }
+  void end_record() {
+    in_body_ = false;
+    length_ = 0;
+  }
+
+  Sink& sink_;
+};
+
+}  // namespace trace_reader_detail
+
+template <typename Sink>
+  requires TraceSink<std::remove_reference_t<Sink>>
+TraceReadSummary read_trace(const std::string& path, Sink&& sink) {
+  trace_reader_detail::RecordSplitter<std::remove_reference_t<Sink>> splitter(sink);
+  TraceReadSummary summary = trace_reader_detail::read_chunks(path, splitter);
+  summary.records = splitter.records();
+  summary.records_with_invalid_text = splitter.records_with_invalid_text();
+  return summary;
+}
 
 }  // namespace memtrace

@@ -1,4 +1,4 @@
-// decode_event_record: the fast path for Event records must give the Record protobuf's parser gives, and
+// decode_event_record: the fast path for Event records must give the fields protobuf's parser gives, and
 // refuse (for the parser to handle) everything it does not know.
 #include <gtest/gtest.h>
 
@@ -12,15 +12,19 @@ namespace {
 // Decodes `bytes` both ways decode_event_record reads varints: with no byte after the record readable,
 // and with 9 readable bytes of 0x01 after it, which would end any varint that ran past the record (so
 // a varint reader that did not stop at the record's end would accept what it must refuse). Both must
-// give the same answer and the same Record.
-bool decode(const std::string& bytes, proto::Record& record) {
-  proto::Record bounded;
+// give the same answer and the same fields; when they accept, protobuf's parser must read the same
+// Event (compared as the messages to_proto_event makes, which hold every accessor's value).
+bool decode(const std::string& bytes, EventFields& event) {
+  EventFields bounded;
   bool bounded_ok = decode_event_record(bytes.data(), bytes.size(), bounded);
   const std::string padded = bytes + std::string(9, '\x01');
-  bool unbounded_ok = decode_event_record(padded.data(), bytes.size(), record, 9);
+  bool unbounded_ok = decode_event_record(padded.data(), bytes.size(), event, 9);
   EXPECT_EQ(bounded_ok, unbounded_ok);
   if (bounded_ok && unbounded_ok) {
-    EXPECT_EQ(bounded.SerializeAsString(), record.SerializeAsString());
+    EXPECT_EQ(to_proto_event(bounded).SerializeAsString(), to_proto_event(event).SerializeAsString());
+    proto::Record parsed;
+    EXPECT_TRUE(parsed.ParseFromString(bytes));
+    EXPECT_EQ(to_proto_event(event).SerializeAsString(), parsed.event().SerializeAsString());
   }
   return unbounded_ok;
 }
@@ -31,14 +35,13 @@ TEST(EventDecoder, DecodesHandWrittenBytes) {
   //   time_delta_ns = -3:  tag 4 << 3 = 0x20, zigzag(-3) = 2 * 3 - 1 = 5
   //   device = -1:         tag 6 << 3 = 0x30, zigzag(-1) = 1
   const std::string bytes = {0x2A, 0x06, 0x08, 0x01, 0x20, 0x05, 0x30, 0x01};
-  proto::Record record;
-  ASSERT_TRUE(decode(bytes, record));
-  ASSERT_EQ(record.kind_case(), proto::Record::kEvent);
-  EXPECT_EQ(record.event().kind(), proto::ALLOC);
-  EXPECT_EQ(record.event().time_delta_ns(), -3);
-  EXPECT_EQ(record.event().device(), -1);
-  EXPECT_EQ(record.event().address(), 0u);
-  EXPECT_FALSE(record.event().has_process_used_bytes());
+  EventFields event;
+  ASSERT_TRUE(decode(bytes, event));
+  EXPECT_EQ(event.kind(), proto::ALLOC);
+  EXPECT_EQ(event.time_delta_ns(), -3);
+  EXPECT_EQ(event.device(), -1);
+  EXPECT_EQ(event.address(), 0u);
+  EXPECT_FALSE(event.has_process_used_bytes());
 }
 
 TEST(EventDecoder, GivesWhatTheParserGivesAndResetsTheReusedEvent) {
@@ -67,24 +70,35 @@ TEST(EventDecoder, GivesWhatTheParserGivesAndResetsTheReusedEvent) {
   e.set_other_processes_used_bytes(8000);
   e.set_context(9000);
 
-  proto::Record reused;
+  e.set_time_delta_us(-5);
+
+  EventFields reused;
   ASSERT_TRUE(decode(full.SerializeAsString(), reused));
-  EXPECT_EQ(reused.SerializeAsString(), full.SerializeAsString());
-  EXPECT_TRUE(reused.event().has_process_used_bytes());
-  EXPECT_EQ(reused.event().time_delta_ns(), -1234567890123);
-  EXPECT_EQ(reused.event().tid(), 4000000000u);
+  EXPECT_EQ(to_proto_event(reused).SerializeAsString(), full.event().SerializeAsString());
+  EXPECT_TRUE(reused.has_process_used_bytes());
+  EXPECT_EQ(reused.process_used_bytes(), 0u);
+  EXPECT_EQ(reused.time_delta_ns(), -1234567890123);
+  EXPECT_EQ(reused.time_delta_us(), -5);
+  EXPECT_EQ(reused.tid(), 4000000000u);
+  EXPECT_EQ(reused.device(), -7);
+  EXPECT_EQ(reused.result(), -2);
+  EXPECT_EQ(reused.stream(), 0xffffffffffffffffull);
+  EXPECT_EQ(reused.memory(), proto::MEMORY_MANAGED);
+  EXPECT_EQ(reused.other_processes_used_bytes(), 8000u);
+  EXPECT_EQ(reused.context(), 9000u);
 
   // The next, smaller event leaves nothing of the previous one behind.
   proto::Record small;
   small.mutable_event()->set_address(0x1000);
   ASSERT_TRUE(decode(small.SerializeAsString(), reused));
-  EXPECT_EQ(reused.SerializeAsString(), small.SerializeAsString());
-  EXPECT_EQ(reused.event().stack_id(), 0u);
-  EXPECT_FALSE(reused.event().has_process_used_bytes());
+  EXPECT_EQ(to_proto_event(reused).SerializeAsString(), small.event().SerializeAsString());
+  EXPECT_EQ(reused.stack_id(), 0u);
+  EXPECT_EQ(reused.device(), 0);
+  EXPECT_FALSE(reused.has_process_used_bytes());
 }
 
 TEST(EventDecoder, RefusesWhatItDoesNotKnow) {
-  proto::Record record;
+  EventFields record;
   proto::Record start;
   start.mutable_start()->set_pid(1);
   EXPECT_FALSE(decode(start.SerializeAsString(), record));
@@ -107,7 +121,49 @@ TEST(EventDecoder, RefusesWhatItDoesNotKnow) {
   std::string ten = {0x2A, 0x0B, 0x38};
   ten += std::string(9, char(0x80)) + '\x01';
   ASSERT_TRUE(decode(ten, record));
-  EXPECT_EQ(record.event().stream(), 1ull << 63);
+  EXPECT_EQ(record.stream(), 1ull << 63);
+}
+
+TEST(EventDecoder, ReadsSignedFieldsAsProtobufDoes) {
+  // device (sint32, field 6, tag 0x30) as the 5-byte varint of zigzag value 0xFFFFFFFF, which is
+  // -2^31 (zigzag: odd 2k+1 -> -(k+1), k = 0x7FFFFFFF); then as a 10-byte varint whose low 32 bits
+  // are 3 (zigzag -2) and whose high bits protobuf ignores for a sint32:
+  // 0x83 0x80 0x80 0x80 0x80 0x80 0x80 0x80 0x80 0x01 = 3 + 2^63.
+  std::string min32 = {0x2A, 0x06, 0x30, char(0xFF), char(0xFF), char(0xFF), char(0xFF), 0x0F};
+  EventFields event;
+  ASSERT_TRUE(decode(min32, event));
+  EXPECT_EQ(event.device(), INT32_MIN);
+  std::string wide = {0x2A, 0x0B, 0x30, char(0x83)};
+  wide += std::string(8, char(0x80)) + '\x01';
+  ASSERT_TRUE(decode(wide, event));
+  EXPECT_EQ(event.device(), -2);
+  // time_delta_us (sint64, field 23: tag 23 << 3 = 184 = varint 0xB8 0x01), zigzag 1 = -1, and
+  // time_delta_ns (field 4, tag 0x20) zigzag 4 = 2.
+  ASSERT_TRUE(decode(std::string{0x2A, 0x05, char(0xB8), 0x01, 0x01, 0x20, 0x04}, event));
+  EXPECT_EQ(event.time_delta_us(), -1);
+  EXPECT_EQ(event.time_delta_ns(), 2);
+  // A field given twice keeps its last value, as protobuf's parser: size (tag 0x48) 5 then 7.
+  ASSERT_TRUE(decode(std::string{0x2A, 0x04, 0x48, 0x05, 0x48, 0x07}, event));
+  EXPECT_EQ(event.size(), 7u);
+}
+
+TEST(EventFields, FromAndToProtobufKeepEveryField) {
+  proto::Event e;
+  e.set_kind(proto::FREE);
+  e.set_device(-3);
+  e.set_time_delta_ns(-9);
+  e.set_result(-4);
+  e.set_allocator_reserved_bytes(0);  // present though zero
+  e.set_context(11);
+  EventFields fields(e);
+  EXPECT_EQ(fields.kind(), proto::FREE);
+  EXPECT_EQ(fields.device(), -3);
+  EXPECT_EQ(fields.time_delta_ns(), -9);
+  EXPECT_EQ(fields.result(), -4);
+  EXPECT_FALSE(fields.has_allocator_allocated_bytes());
+  EXPECT_TRUE(fields.has_allocator_reserved_bytes());
+  EXPECT_EQ(fields.context(), 11u);
+  EXPECT_EQ(to_proto_event(fields).SerializeAsString(), e.SerializeAsString());
 }
 
 }  // namespace

@@ -267,6 +267,82 @@ TEST(TraceReader, ChunkLargerThanOneDecompressionStepKeepsRecordsWhole) {
   EXPECT_FALSE(s.truncated);
 }
 
+// A zstd frame of `content` whose header does not give the content size, so that the reader streams it
+// through zstd's 128 KiB output steps instead of decoding it whole (trace_reader.cc): the records then
+// straddle the pieces the record splitter is fed.
+std::string compress_frame_without_size(const std::string& content) {
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+  std::string out(ZSTD_compressBound(content.size()) + 64, '\0');
+  ZSTD_outBuffer zout{out.data(), out.size(), 0};
+  ZSTD_inBuffer zin{content.data(), content.size(), 0};
+  // All input with e_continue first: a frame ended in the first call would declare its size.
+  size_t left = ZSTD_compressStream2(cctx, &zout, &zin, ZSTD_e_continue);
+  ZSTD_inBuffer none{nullptr, 0, 0};
+  while (!ZSTD_isError(left) && (left = ZSTD_compressStream2(cctx, &zout, &none, ZSTD_e_end)) != 0) {
+  }
+  ZSTD_freeCCtx(cctx);
+  EXPECT_FALSE(ZSTD_isError(left));
+  out.resize(zout.pos);
+  return out;
+}
+
+// What a TraceSink saw.
+struct CountingSink {
+  uint64_t events = 0, size_sum = 0, address_sum = 0, stacks = 0, other_records = 0, stack_frames = 0;
+  void on_event(const EventFields& e) {
+    ++events;
+    size_sum += e.size();
+    address_sum += e.address();
+  }
+  void on_record(const proto::Record& r) {
+    if (r.has_stack()) {
+      ++stacks;
+      stack_frames += uint64_t(r.stack().frames_size());
+    } else {
+      ++other_records;
+    }
+  }
+};
+
+TEST(TraceReader, SinkGetsTheSameRecordsWhetherAChunkIsDecodedWholeOrInPieces) {
+  // 30,000 events of size i and address 0x1000 * i (i = 1 .. 30,000), after every 100th of them a stack
+  // of 40 frames (a record of more than 128 bytes: a two-byte length, split by the general steps), and
+  // the start record: about 700 KB of records, more than five 128 KiB output steps.
+  TraceBuilder content;
+  content.start();
+  for (uint64_t i = 1; i <= 30000; ++i) {
+    content.event(test::driver_alloc(0, 0x1000 * i, i));
+    if (i % 100 == 0) content.stack(i, std::vector<uint64_t>(40, 0x7f0000000000 + i));
+  }
+  TraceBuilder whole = content;
+  whole.end_chunk();
+  // The same records, streamed: the bytes of the trace up to the first chunk, then the unsized frame.
+  std::string header = whole.bytes().substr(0, whole.chunk_offsets()[0]);
+  const std::string compressed = whole.bytes().substr(whole.chunk_offsets()[0]);
+  std::string decompressed(ZSTD_getFrameContentSize(compressed.data(), compressed.size()), '\0');
+  ASSERT_EQ(ZSTD_decompress(decompressed.data(), decompressed.size(), compressed.data(), compressed.size()),
+            decompressed.size());
+  std::string streamed_frame = compress_frame_without_size(decompressed);
+  ASSERT_EQ(ZSTD_getFrameContentSize(streamed_frame.data(), streamed_frame.size()), ZSTD_CONTENTSIZE_UNKNOWN);
+
+  for (const std::string& bytes : {whole.bytes(), header + streamed_frame}) {
+    std::string path = test::temp_path("sink-pieces.mtrace");
+    test::write_file(path, bytes);
+    CountingSink sink;
+    TraceReadSummary s = read_trace(path, sink);
+    EXPECT_EQ(sink.events, 30000u);
+    EXPECT_EQ(sink.size_sum, 450015000u);             // 30,000 * 30,001 / 2
+    EXPECT_EQ(sink.address_sum, 1843261440000u);      // 0x1000 = 4096 times that: 4096 * 450,015,000
+    EXPECT_EQ(sink.stacks, 300u);                     // one per 100 events
+    EXPECT_EQ(sink.stack_frames, 12000u);             // 300 * 40
+    EXPECT_EQ(sink.other_records, 1u);                // the start
+    EXPECT_EQ(s.records, 30301u);
+    EXPECT_EQ(s.chunks, 1u);
+    EXPECT_FALSE(s.truncated);
+  }
+}
+
 TEST(TraceReader, DirectoryAndDeviceAreErrorsNotEmptyTraces) {
   try {
     read_trace(std::filesystem::temp_directory_path().string(), [](const proto::Record&) {});
