@@ -10,35 +10,67 @@ namespace {
 struct StopReading {};  // thrown from the record callback once the second pass has what it needs
 constexpr size_t kMaxNoticesKept = 100;
 
-// Reads the whole trace into analysis.model; with `peaks`, captures what was live at each peak on the way.
-void replay_all(Analysis& analysis, PeakCapture* peaks) {
-  auto on_event = [&](const EventFields& event) {
-    // An event after a TraceEnd: the process survived what ended it (a recovered signal).
-    if (analysis.info.end) analysis.info.end.reset();
-    if (peaks) peaks->before_event(event);
-    analysis.model.apply(event);
-    if (peaks) peaks->after_event();
-    analysis.last_event_time_ns = analysis.model.now_ns();
-  };
-  auto on_record = [&](const proto::Record& record) {
+// Replays every record into `analysis` (and `peaks`, with kCapturePeaks). What depends on whether an
+// event follows a TraceEnd (the time of the last event, the TraceEnd kept) is settled at each TraceEnd
+// and after the last record instead of at every event: the same result, a few instructions per event
+// fewer.
+template <bool kCapturePeaks>
+class ReplaySink {
+ public:
+  ReplaySink(Analysis& analysis, PeakCapture* peaks) : analysis_(analysis), peaks_(peaks) {}
+
+  void on_event(const EventFields& event) {
+    if constexpr (kCapturePeaks) peaks_->before_event(event);
+    analysis_.model.apply(event);
+    if constexpr (kCapturePeaks) peaks_->after_event();
+  }
+  void on_record(const proto::Record& record) {
     switch (record.kind_case()) {
       case proto::Record::kStart:
-        analysis.info.start = record.start();
+        analysis_.info.start = record.start();
         break;
       case proto::Record::kEnd:
-        analysis.info.end = record.end();
-        analysis.model.apply_end(record.end());
+        settle_events_since_end();
+        analysis_.info.end = record.end();
+        analysis_.model.apply_end(record.end());
         break;
       case proto::Record::kNotice:
         // The tracer writes each notice once; a damaged or hostile file is not allowed to grow the list.
-        if (analysis.info.notices.size() < kMaxNoticesKept) analysis.info.notices.push_back(record.notice());
+        if (analysis_.info.notices.size() < kMaxNoticesKept) analysis_.info.notices.push_back(record.notice());
         break;
       default:
-        analysis.stacks.add(record);
+        analysis_.stacks.add(record);
         break;
     }
-  };
-  analysis.read = read_trace(analysis.path, SinkOf{on_event, on_record});
+  }
+  // Call before each TraceEnd is applied and after the last record. When events came since the last
+  // TraceEnd (or the start), the model's time is that of the last of them, and the process survived
+  // the TraceEnd before them (a recovered signal): it no longer ends the trace.
+  void settle_events_since_end() {
+    uint64_t events = analysis_.model.next_event_index();
+    if (events == events_at_last_end_) return;
+    analysis_.info.end.reset();
+    analysis_.last_event_time_ns = analysis_.model.now_ns();
+    events_at_last_end_ = events;
+  }
+
+ private:
+  Analysis& analysis_;
+  PeakCapture* peaks_;
+  uint64_t events_at_last_end_ = 0;
+};
+
+template <bool kCapturePeaks>
+void replay_records(Analysis& analysis, PeakCapture* peaks) {
+  ReplaySink<kCapturePeaks> sink(analysis, peaks);
+  analysis.read = read_trace(analysis.path, sink);
+  sink.settle_events_since_end();
+}
+
+// Reads the whole trace into analysis.model; with `peaks`, captures what was live at each peak on the way.
+void replay_all(Analysis& analysis, PeakCapture* peaks) {
+  if (peaks) replay_records<true>(analysis, peaks);
+  else replay_records<false>(analysis, nullptr);
   analysis.model.finish();
   for (const auto& [device, state] : analysis.model.devices())
     analysis.final_fragmentation[device] = analysis.model.fragmentation(device);

@@ -139,9 +139,14 @@ inline bool decode_event_record(const char* data, size_t length, EventFields& ev
   using namespace event_wire;
   const auto* p = reinterpret_cast<const unsigned char*>(data);
   const unsigned char* end = p + length;
-  uint64_t tag = 0, event_bytes = 0;
-  if (!read_varint(p, end, &tag) || tag != (kRecordEventField << 3 | kWireLengthDelimited)) return false;
-  if (!read_varint(p, end, &event_bytes) || event_bytes != uint64_t(end - p)) return false;
+  constexpr unsigned kEventTag = kRecordEventField << 3 | kWireLengthDelimited;
+  if (length >= 2 && length - 2 < 0x80 && p[0] == kEventTag && p[1] == length - 2) {
+    p += 2;  // the event's tag and one-byte length (every event the tracer writes): what the loop reads
+  } else {
+    uint64_t tag = 0, event_bytes = 0;
+    if (!read_varint(p, end, &tag) || tag != kEventTag) return false;
+    if (!read_varint(p, end, &event_bytes) || event_bytes != uint64_t(end - p)) return false;
+  }
   event.clear();  // one fixed-size reset: every field the previous event had goes back to 0
   // A varint is at most 10 bytes: one starting before `end` reads at most 9 bytes past it.
   bool ok = readable_after >= kMaxVarintBytes - 1 ? decode_event_fields_unbounded(p, end, event)

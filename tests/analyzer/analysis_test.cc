@@ -124,13 +124,31 @@ TEST(Analysis, EventsAfterASignalEndMeanTheProcessSurvivedIt) {
   EXPECT_FALSE(a->info.end.has_value());
   EXPECT_EQ(a->model.health().events, 2u);
   EXPECT_EQ(a->last_event_time_ns, 2'200);  // 1000 + 500 + 700: deltas chain through the end record
+  // The same without the live-at-peak capture (analysis.cc replays through another sink then).
+  a = analyze_trace(path, false);
+  EXPECT_FALSE(a->info.end.has_value());
+  EXPECT_EQ(a->last_event_time_ns, 2'200);
 
   test::TraceBuilder then_exited = recovered;
   then_exited.end(2, 100, proto::TraceEnd::EXIT).end_chunk();
   test::write_file(path, then_exited.bytes());
+  for (bool with_live_at_peak : {true, false}) {
+    a = analyze_trace(path, with_live_at_peak);
+    ASSERT_TRUE(a->info.end.has_value());
+    EXPECT_EQ(a->info.end->how(), proto::TraceEnd::EXIT);
+    EXPECT_EQ(a->last_event_time_ns, 2'200);  // the last event's; the end record's 100 ns come after it
+    EXPECT_EQ(a->duration_ns(), 2'300);
+  }
+
+  // Two end records with no event between them: the second one counts, the last event's time stays.
+  test::TraceBuilder two_ends = recovered;
+  two_ends.end(2, 100, proto::TraceEnd::SIGNAL, 11).end(2, 50, proto::TraceEnd::EXIT).end_chunk();
+  test::write_file(path, two_ends.bytes());
   a = analyze_trace(path, true);
   ASSERT_TRUE(a->info.end.has_value());
   EXPECT_EQ(a->info.end->how(), proto::TraceEnd::EXIT);
+  EXPECT_EQ(a->last_event_time_ns, 2'200);
+  EXPECT_EQ(a->duration_ns(), 2'350);  // 2,200 + 100 + 50
   std::remove(path.c_str());
 }
 

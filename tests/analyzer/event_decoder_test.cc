@@ -97,6 +97,29 @@ TEST(EventDecoder, GivesWhatTheParserGivesAndResetsTheReusedEvent) {
   EXPECT_FALSE(reused.has_process_used_bytes());
 }
 
+TEST(EventDecoder, ReadsAnEventOfMoreThan127Bytes) {
+  // kind (2 bytes), eight 64-bit fields numbered below 16 at their largest (one-byte tag, 10-byte
+  // varint: 8 * 11 = 88 bytes) and four numbered 16 and above (two-byte tag: 4 * 12 = 48 bytes):
+  // 2 + 88 + 48 = 138 bytes, whose length takes two bytes (138 = 0x8A 0x01), which the decoder's
+  // one-byte shortcut must not take for the whole length.
+  proto::Record record;
+  proto::Event& e = *record.mutable_event();
+  e.set_kind(proto::ALLOC);
+  for (auto set : {&proto::Event::set_stream, &proto::Event::set_address, &proto::Event::set_size,
+                   &proto::Event::set_stack_id, &proto::Event::set_device_free_bytes,
+                   &proto::Event::set_device_total_bytes, &proto::Event::set_handle, &proto::Event::set_graph,
+                   &proto::Event::set_capture_id, &proto::Event::set_allocator_allocated_bytes,
+                   &proto::Event::set_allocator_reserved_bytes, &proto::Event::set_context})
+    (e.*set)(~uint64_t{0});
+  const std::string bytes = record.SerializeAsString();
+  ASSERT_EQ(bytes.size(), 3u + 138u);  // tag 0x2A, the two length bytes, the event
+  EXPECT_EQ(bytes[1], char(0x8A));
+  EventFields event;
+  ASSERT_TRUE(decode(bytes, event));
+  EXPECT_EQ(event.context(), ~uint64_t{0});
+  EXPECT_EQ(event.kind(), proto::ALLOC);
+}
+
 TEST(EventDecoder, RefusesWhatItDoesNotKnow) {
   EventFields record;
   proto::Record start;
