@@ -83,13 +83,14 @@ inline uint64_t zigzag32(uint64_t v) {
   uint32_t u = uint32_t(v);
   return uint64_t(int64_t(int32_t((u >> 1) ^ (0u - (u & 1)))));
 }
-// Decodes the signed fields once all fields are stored: unconditionally, since an absent field's 0
-// decodes to 0, and cheaper than a test per field of whether it is signed.
+// Decodes the signed fields once all fields are stored, cheaper than a test per field of whether it is
+// signed. Only those present: an absent field's 0 would decode to 0, and most events have one or two of
+// the four (a version-2 event: time_delta_us, and device unless it is 0).
 inline void decode_signed_fields(EventFields& e) {
-  e.values[EventFields::kTimeDeltaNs] = zigzag64(e.values[EventFields::kTimeDeltaNs]);
-  e.values[EventFields::kTimeDeltaUs] = zigzag64(e.values[EventFields::kTimeDeltaUs]);
-  e.values[EventFields::kDevice] = zigzag32(e.values[EventFields::kDevice]);
-  e.values[EventFields::kResult] = zigzag32(e.values[EventFields::kResult]);
+  if (e.has(EventFields::kTimeDeltaNs)) e.values[EventFields::kTimeDeltaNs] = zigzag64(e.values[EventFields::kTimeDeltaNs]);
+  if (e.has(EventFields::kTimeDeltaUs)) e.values[EventFields::kTimeDeltaUs] = zigzag64(e.values[EventFields::kTimeDeltaUs]);
+  if (e.has(EventFields::kDevice)) e.values[EventFields::kDevice] = zigzag32(e.values[EventFields::kDevice]);
+  if (e.has(EventFields::kResult)) e.values[EventFields::kResult] = zigzag32(e.values[EventFields::kResult]);
 }
 static_assert(EventFields::kSignedFields ==
               (1u << EventFields::kTimeDeltaNs | 1u << EventFields::kTimeDeltaUs | 1u << EventFields::kDevice |
