@@ -62,10 +62,6 @@ inline constexpr uint64_t kMaxRecordBytes = 16ull << 20;
 // frame header asks for; a frame asking for more than 2^24 bytes (16 MiB) is refused instead.
 inline constexpr int kMaxWindowLog = 24;
 
-namespace trace_reader_detail {
-class RecordSplitterBase;
-}
-
 // What read_trace hands records to: `sink.on_event(const EventFields&)` for every Event (the file's,
 // with what version 2 leaves out filled in), `sink.on_record(const proto::Record&)` for every other
 // record, in file order. Each reference is valid only during the call.
