@@ -3,7 +3,7 @@ measured in processes that run side by side, so that the GPU machine's changes o
 
     python3 alloc_cost.py run --result R.json --start-unix T [--record none|python|all] [--seconds 15]
                               [--window-ms 250] [--depth 20] [--cpus 2,3]
-    python3 alloc_cost.py report NONE.json MEMTRACE.json PYTHON.json [ALL.json]
+    python3 alloc_cost.py report none=NONE.json memtrace=MEMTRACE.json python=PYTHON.json [LABEL=R.json ...]
 
 Why: the training loop of gpt_bench.py runs on a virtual machine whose CPU speed changes by up to 2x within
 seconds (the same step's CPU time moves from 22 to 38 ms between processes), and every mode runs in a process of
@@ -26,7 +26,8 @@ window_ms)).
 allocator event of each mode (window time / events); then per mode its median over the windows, its ratio to
 no profiler in the same window (median over windows), and the per-window overhead (mode minus no profiler),
 with memtrace's overhead as a fraction of the recorder's: median over windows of memtrace's overhead divided by
-the median of stacks="python"'s.
+the median of stacks="python"'s. Modes are named LABEL=RESULT.json, `none` first; the labels the report knows
+(TITLES) get their titles, others print as given (scripts/gpu-bench adds the tracer's ablations).
 """
 import argparse
 import json
@@ -52,7 +53,7 @@ def parse_args(argv):
     run.add_argument("--depth", type=int, default=20, help="Python frames between the loop and torch.empty")
     run.add_argument("--cpus", help="comma-separated CPUs to pin the process to (os.sched_setaffinity)")
     report = sub.add_parser("report", help="the comparison of runs that ran side by side")
-    report.add_argument("results", nargs="+", help="RESULT.json of none, memtrace, python[, all]")
+    report.add_argument("results", nargs="+", help="LABEL=RESULT.json, none first")
     args = parser.parse_args(argv)
     if args.command == "run" and (args.seconds <= 0 or args.window_ms <= 0 or args.depth < 0):
         parser.error("--seconds and --window-ms must be positive and --depth at least 0")
@@ -130,12 +131,18 @@ def compare(results):
     return out
 
 
-def report(paths):
-    labels = ["none", "memtrace", "python", "all"]
-    if not 3 <= len(paths) <= 4:
-        sys.exit("alloc_cost.py report: give NONE.json MEMTRACE.json PYTHON.json [ALL.json]")
+TITLES = {"none": "no profiler", "memtrace": "memtrace run (native + Python stacks)",
+          "python": '_record_memory_history(stacks="python")', "all": '_record_memory_history(stacks="all")',
+          "memtrace_native": "memtrace, native stacks only", "memtrace_python": "memtrace, Python stacks only",
+          "memtrace_nostacks": "memtrace, no stacks"}
+
+
+def report(specs):
+    pairs = [spec.split("=", 1) for spec in specs]
+    if len(pairs) < 2 or any(len(p) != 2 for p in pairs) or pairs[0][0] != "none":
+        sys.exit("alloc_cost.py report: give none=NONE.json, then LABEL=RESULT.json for each other mode")
     results = []
-    for label, path in zip(labels, paths):
+    for label, path in pairs:
         try:
             with open(path) as f:
                 r = json.load(f)
@@ -146,13 +153,11 @@ def report(paths):
             sys.exit("alloc_cost.py report: %s: not a run result (%s)" % (path, e))
         results.append(r)
     c = compare(results)
-    titles = {"none": "no profiler", "memtrace": "memtrace run (native + Python stacks)",
-              "python": '_record_memory_history(stacks="python")', "all": '_record_memory_history(stacks="all")'}
     print("allocator events per mode, side by side, %d windows of %d ms (first %d left out), depth %d" % (
         c["windows"], results[0]["window_ms"], WARMUP_WINDOWS, results[0].get("depth", -1)))
     print("%-42s %14s %16s %18s" % ("mode", "ns/event", "vs no profiler", "overhead ns/event"))
     for label, m in c["modes"].items():
-        print("%-42s %14.0f %15.2fx %18.0f" % (titles[label], m["median_event_ns"], m["median_ratio"],
+        print("%-42s %14.0f %15.2fx %18.0f" % (TITLES.get(label, label), m["median_event_ns"], m["median_ratio"],
                                                  m["median_overhead_ns"]))
     if "overhead_fraction" in c:
         print("memtrace's overhead per event / stacks=\"python\"'s: %.3f" % c["overhead_fraction"])

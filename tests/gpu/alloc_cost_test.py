@@ -63,8 +63,29 @@ class CompareTest(unittest.TestCase):
             with open(bad, "w") as f:
                 f.write("{\"window_ms\": 100}")
             with self.assertRaises(SystemExit) as e, contextlib.redirect_stdout(io.StringIO()):
-                alloc_cost.report([good, good, bad])
+                alloc_cost.report(["none=" + good, "memtrace=" + good, "python=" + bad])
             self.assertIn("bad.json: not a run result", str(e.exception))
+            with self.assertRaises(SystemExit) as e:
+                alloc_cost.report(["memtrace=" + good, "none=" + good])
+            self.assertIn("give none=NONE.json", str(e.exception))
+
+    def test_report_prints_every_mode_and_the_fraction(self):
+        with tempfile.TemporaryDirectory() as d:
+            paths = {}
+            # As in test_windows_are_compared_side_by_side, window 2 only, plus an ablation at 11250 ns/event
+            # (1e8 / (8 * 1111.1)): 1111 bursts -> 1e8 / 8888 = 11251 ns.
+            for label, bursts in (("none", [1, 1, 1250]), ("memtrace", [1, 1, 1000]), ("python", [1, 1, 500]),
+                                  ("memtrace_nostacks", [1, 1, 1111])):
+                paths[label] = os.path.join(d, label + ".json")
+                with open(paths[label], "w") as f:
+                    json.dump(result(label, bursts), f)
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                alloc_cost.report(["%s=%s" % (k, v) for k, v in paths.items()])
+            text = out.getvalue()
+            self.assertIn("memtrace, no stacks", text)
+            self.assertIn("11251", text)
+            self.assertIn("memtrace's overhead per event / stacks=\"python\"'s: 0.167", text)
 
 
 if __name__ == "__main__":
