@@ -270,6 +270,10 @@ class MemoryModel {
   uint64_t next_event_index() const { return event_index_; }
   // The latest DEVICE_USAGE sample of `device`, if any.
   std::optional<DeviceUsage> last_device_usage(int32_t device) const;
+  // With false, every event takes the general path (for tests that compare it with the fast path).
+  void set_fast_paths(bool enabled) { fast_paths_ = enabled; }
+  // Events applied by the fast path for PyTorch blocks (for tests that it is taken).
+  uint64_t fast_path_events() const { return fast_path_events_; }
 
  private:
   // A VMM physical allocation (cuMemCreate / an imported handle): how many mappings back it, and
@@ -315,6 +319,10 @@ class MemoryModel {
     state.torch_reserved_bytes = event.allocator_reserved_bytes();
   }
   void update_peaks_and_notify(DeviceState& state);
+  // Calls on_totals_changed_ (set) if `state`'s totals differ from `last`, its entry in last_totals_.
+  void notify_if_changed(const DeviceState& state, std::optional<DeviceTotals>& last);
+  bool apply_torch_block(const proto::Event& event);
+  void apply_general(const proto::Event& event);
   void snapshot_live_at_exit();
   void keep_only_leak_candidates();
   // The state of `device` (made on first use), marked as touched by the current event.
@@ -390,6 +398,8 @@ class MemoryModel {
   int64_t now_ns_ = 0;
   uint64_t event_index_ = 0;
   TotalsCallback on_totals_changed_;
+  bool fast_paths_ = true;
+  uint64_t fast_path_events_ = 0;
 };
 
 }  // namespace memtrace
