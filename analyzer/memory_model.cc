@@ -155,7 +155,7 @@ void MemoryModel::on_oom(const proto::Event& event) {
 // torch_reserved_bytes change: every other peak is already at least its quantity (each event raises the
 // peaks of every device it touches), so only those two peaks can rise, and a FREE's blocks only fall.
 // Returns false, having changed nothing, where the general path has to apply the event.
-bool MemoryModel::apply_torch_block(const proto::Event& event) {
+inline bool MemoryModel::apply_torch_block(const proto::Event& event) {
   bool alloc = event.kind() == proto::ALLOC;
   if (!(alloc || event.kind() == proto::FREE) || event.layer() != proto::LAYER_BLOCK ||
       event.api() != proto::TORCH_ALLOCATOR || event.result() != 0 || event.address() == 0 ||

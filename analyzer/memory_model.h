@@ -321,8 +321,9 @@ class MemoryModel {
   void update_peaks_and_notify(DeviceState& state);
   // Calls on_totals_changed_ (set) if `state`'s totals differ from `last`, its entry in last_totals_.
   void notify_if_changed(const DeviceState& state, std::optional<DeviceTotals>& last);
-  bool apply_torch_block(const proto::Event& event);
-  void apply_general(const proto::Event& event);
+  // Inlined into apply(): the dominant event; apply_general is the rest.
+  [[gnu::always_inline]] bool apply_torch_block(const proto::Event& event);
+  [[gnu::noinline]] void apply_general(const proto::Event& event);
   void snapshot_live_at_exit();
   void keep_only_leak_candidates();
   // The state of `device` (made on first use), marked as touched by the current event.
