@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "flat_hash_map.h"
@@ -64,23 +65,34 @@ class LiveTable {
 
   // Adds `a` and returns null, unless an allocation is live at its key: then nothing changes and that
   // allocation is returned (the caller erases it and inserts again). A freed mark at the key is forgotten.
-  // Inlined, as erase: one or the other runs for nearly every event.
-  [[gnu::always_inline]] const LiveAllocation* insert(const LiveAllocation& a) {
+  const LiveAllocation* insert(const LiveAllocation& a) {
+    auto [entry, inserted] = emplace(a.space, a.address);
+    if (!inserted) return entry;
+    *entry = a;
+    return nullptr;
+  }
+  // insert() for a caller that fills the allocation in place, without a copy: returns the new entry
+  // (space and address set, the rest as a default LiveAllocation) and true, or the allocation live at
+  // the key and false, having changed nothing. Inlined, as erase: one or the other runs for nearly
+  // every event.
+  [[gnu::always_inline]] std::pair<LiveAllocation*, bool> emplace(AddressSpace space, uint64_t address) {
     uint32_t slot = free_slots_.empty() ? uint32_t(pool_.size()) : free_slots_.back();
-    auto [entry, inserted] = index_.try_emplace(Key{a.address, a.space}, Entry{slot, false});
+    auto [entry, inserted] = index_.try_emplace(Key{address, space}, Entry{slot, false});
     if (!inserted) {
-      if (!entry->freed) return &pool_[entry->slot].allocation;
+      if (!entry->freed) return {&pool_[entry->slot].allocation, false};
       *entry = Entry{slot, false};
       --freed_;
     }
     if (slot == pool_.size()) {
-      pool_.push_back(PoolSlot{a, true});
+      pool_.emplace_back();
     } else {
       free_slots_.pop_back();
-      pool_[slot] = PoolSlot{a, true};
     }
+    PoolSlot& s = pool_[slot];
+    s.used = true;
+    s.allocation = LiveAllocation{.space = space, .address = address};
     ++live_;
-    return nullptr;
+    return {&s.allocation, true};
   }
 
   // Ends the live allocation `a` (as returned by find), remembering its key as freed while fewer than

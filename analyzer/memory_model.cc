@@ -57,8 +57,11 @@ bool freed_with_context(const LiveAllocation& a) {
          a.memory == proto::MEMORY_HOST_PINNED;
 }
 
-void raise(Peak& peak, uint64_t bytes, int64_t now_ns, uint64_t event_index) {
-  if (bytes > peak.bytes) peak = Peak{bytes, now_ns, event_index};
+// Whether the peak rose.
+bool raise(Peak& peak, uint64_t bytes, int64_t now_ns, uint64_t event_index) {
+  if (bytes <= peak.bytes) return false;
+  peak = Peak{bytes, now_ns, event_index};
+  return true;
 }
 
 bool is_stream_ordered_api(proto::Api api) {
@@ -165,15 +168,16 @@ inline bool MemoryModel::apply_torch_block(const proto::Event& event) {
   DeviceState& state = *cached_state_;
   if (alloc) {
     if (event.memory() != proto::MEMORY_DEVICE) return false;
-    LiveAllocation a{.space = AddressSpace::kTorchBlock, .memory = proto::MEMORY_DEVICE, .device = cached_device_,
-                     .size_bytes = event.size(), .stack_id = event.stack_id(), .time_ns = now_ns_,
-                     .event_index = event_index_, .address = event.address(), .context = event.context()};
-    if (live_.insert(a)) return false;  // a duplicate: nothing changed
-    first_allocation_ns_.try_emplace(SiteKey{a.device, a.stack_id}, now_ns_);
-    state.torch_block_bytes += a.size_bytes;
+    auto [a, inserted] = live_.emplace(AddressSpace::kTorchBlock, event.address());
+    if (!inserted) return false;  // a duplicate: nothing changed
+    *a = LiveAllocation{.space = AddressSpace::kTorchBlock, .memory = proto::MEMORY_DEVICE, .device = cached_device_,
+                        .size_bytes = event.size(), .stack_id = event.stack_id(), .time_ns = now_ns_,
+                        .event_index = event_index_, .address = event.address(), .context = event.context()};
+    first_allocation_ns_.try_emplace(SiteKey{cached_device_, event.stack_id()}, now_ns_);
+    state.torch_block_bytes += event.size();
     ++state.block_allocations;
-    torch_blocks_.add(a.address, a.size_bytes);
-    mark_segment_of_block(a.address);
+    torch_blocks_.add(event.address(), event.size());
+    mark_segment_of_block(event.address());
   } else {
     LiveTable::Found it = live_.find_entry(AddressSpace::kTorchBlock, event.address());
     if (!it || it->device != cached_device_ || it->memory != proto::MEMORY_DEVICE) return false;
@@ -185,9 +189,11 @@ inline bool MemoryModel::apply_torch_block(const proto::Event& event) {
   state.block_layer_seen = true;
   state.allocator_layer_seen = true;
   state.torch_reserved_bytes = event.allocator_reserved_bytes();
-  touched_.clear();
-  touched_.push_back(&state);
-  if (alloc) raise(state.peak_blocks, state.torch_block_bytes + state.pool_block_bytes, now_ns_, event_index_);
+  if (touched_.size() != 1 || touched_[0] != &state) {
+    touched_.clear();
+    touched_.push_back(&state);
+  }
+  if (alloc) allocated_peak_raised_ = raise(state.peak_blocks, state.torch_block_bytes + state.pool_block_bytes, now_ns_, event_index_);
   raise(state.peak_torch_reserved, state.torch_reserved_bytes, now_ns_, event_index_);
   if (on_totals_changed_) notify_if_changed(state, *cached_last_totals_);
   ++fast_path_events_;
@@ -197,6 +203,7 @@ inline bool MemoryModel::apply_torch_block(const proto::Event& event) {
 void MemoryModel::apply(const proto::Event& event) {
   if (event.time_delta_ns() < 0) ++health_.backward_timestamps;
   now_ns_ = add_delta(now_ns_, event.time_delta_ns());
+  allocated_peak_raised_ = false;
   if (!(fast_paths_ && apply_torch_block(event))) apply_general(event);
   ++health_.events;
   ++event_index_;
@@ -643,9 +650,9 @@ void MemoryModel::charge(const LiveAllocation& a, int64_t sign) {
 
 void MemoryModel::update_peaks_and_notify(DeviceState& state) {
   DeviceTotals t = state.totals();
-  auto raise = [this](Peak& peak, uint64_t bytes) { memtrace::raise(peak, bytes, now_ns_, event_index_); };
-  raise(state.peak_driver, t.driver_bytes);
-  raise(state.peak_blocks, state.torch_block_bytes + state.pool_block_bytes);
+  auto raise = [this](Peak& peak, uint64_t bytes) { return memtrace::raise(peak, bytes, now_ns_, event_index_); };
+  if (raise(state.peak_driver, t.driver_bytes)) allocated_peak_raised_ = true;
+  if (raise(state.peak_blocks, state.torch_block_bytes + state.pool_block_bytes)) allocated_peak_raised_ = true;
   raise(state.peak_torch_reserved, state.torch_reserved_bytes);
   raise(state.peak_array, state.array_bytes);
   raise(state.peak_managed, state.managed_bytes);

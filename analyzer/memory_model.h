@@ -264,6 +264,9 @@ class MemoryModel {
   bool raises_peak_allocated(const proto::Event& event, int32_t device) const;
   // The devices whose state the last event applied may have changed (its own, the one of what it freed...).
   const std::vector<DeviceState*>& devices_touched() const { return touched_; }
+  // Whether the last event applied raised the peak_driver or peak_blocks of some device (those that
+  // peak_allocated() chooses from): false means no device's peak_allocated() is at that event.
+  bool allocated_peak_raised() const { return allocated_peak_raised_; }
   // Allocations live now, of every kind and device.
   size_t live_allocations() const { return live_.size(); }
   // Index of the next event apply() takes (the number applied so far).
@@ -400,6 +403,7 @@ class MemoryModel {
   uint64_t event_index_ = 0;
   TotalsCallback on_totals_changed_;
   bool fast_paths_ = true;
+  bool allocated_peak_raised_ = false;
   uint64_t fast_path_events_ = 0;
 };
 

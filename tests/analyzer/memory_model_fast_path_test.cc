@@ -181,6 +181,32 @@ TEST(MemoryModelFastPath, PeaksOfBlocksAndReservedOnFastEvents) {
   EXPECT_EQ(model.live_allocations(), 3u);  // the segment and the blocks of e2 and e4
 }
 
+// allocated_peak_raised() lets PeakCapture skip its walk over the touched devices: it must be true
+// after every event that raises a peak_allocated(), through either path.
+TEST(MemoryModelFastPath, AllocatedPeakRaisedByExactlyTheEventsThatRaiseIt) {
+  for (bool fast : {true, false}) {
+    MemoryModel model;
+    model.set_fast_paths(fast);
+    std::vector<proto::Event> events = {
+        driver_alloc(0, 0x100000, 2 * kMiB, 100),                              // e0 driver 0 -> 2 MiB: raised
+        torch_event(proto::ALLOC, 0, 0x100000, kMiB, 0, 2 * kMiB, 100),        // e1 blocks 0 -> 1 MiB: raised
+        torch_event(proto::ALLOC, 0, 0x1c0000, 256 * kKiB, 0, 2 * kMiB, 100),  // e2 blocks 1.25 MiB: raised
+        torch_event(proto::FREE, 0, 0x100000, 0, 0, 3 * kMiB, 100),            // e3 blocks 0.25 MiB, reserved up
+        torch_event(proto::ALLOC, 0, 0x100000, kMiB, 0, 3 * kMiB, 100),        // e4 blocks 1.25 MiB: not above
+        torch_event(proto::ALLOC, 0, 0x180000, 4 * kKiB, 0, 3 * kMiB, 100),    // e5 1.25 MiB + 4 KiB: raised
+        driver_alloc(0, 0x400000, 2 * kMiB, 100),                              // e6 driver 2 -> 4 MiB: raised
+        driver_free(0, 0x400000, 100),                                         // e7 driver 2 MiB
+    };
+    std::vector<bool> raised;
+    for (const auto& e : events) {
+      model.apply(e);
+      raised.push_back(model.allocated_peak_raised());
+    }
+    EXPECT_EQ(raised, (std::vector<bool>{true, true, true, false, false, true, true, false})) << "fast " << fast;
+    EXPECT_EQ(model.fast_path_events(), fast ? 4u : 0u);  // e2 to e5
+  }
+}
+
 TEST(LiveTable, EraseOfAFoundEntryRemembersTheFreeUpToTheLimit) {
   LiveTable table(1);  // remembers one freed key
   ASSERT_EQ(table.insert(LiveAllocation{.space = AddressSpace::kTorchBlock, .size_bytes = 10, .address = 0x10}), nullptr);
@@ -202,6 +228,23 @@ TEST(LiveTable, EraseOfAFoundEntryRemembersTheFreeUpToTheLimit) {
   ASSERT_EQ(table.insert(LiveAllocation{.space = AddressSpace::kTorchBlock, .size_bytes = 30, .address = 0x20}), nullptr);
   EXPECT_EQ(table.find(AddressSpace::kTorchBlock, 0x20)->size_bytes, 30u);
   EXPECT_EQ(table.size(), 1u);
+}
+
+TEST(LiveTable, EmplaceFillsInPlaceAndChangesNothingAtALiveKey) {
+  LiveTable table(4);
+  auto [a, inserted] = table.emplace(AddressSpace::kPoolBlock, 0x40);
+  ASSERT_TRUE(inserted);
+  EXPECT_EQ(a->space, AddressSpace::kPoolBlock);
+  EXPECT_EQ(a->address, 0x40u);
+  EXPECT_EQ(a->size_bytes, 0u);  // the rest is a default LiveAllocation
+  a->size_bytes = 64;
+  auto [b, again] = table.emplace(AddressSpace::kPoolBlock, 0x40);
+  EXPECT_FALSE(again);
+  EXPECT_EQ(b->size_bytes, 64u);  // the live one, unchanged
+  EXPECT_EQ(table.size(), 1u);
+  // The same address in another space is another key.
+  EXPECT_TRUE(table.emplace(AddressSpace::kTorchBlock, 0x40).second);
+  EXPECT_EQ(table.size(), 2u);
 }
 
 }  // namespace
