@@ -204,9 +204,11 @@ void MemoryModel::apply(const proto::Event& event) {
   if (event.time_delta_ns() < 0) ++health_.backward_timestamps;
   now_ns_ = add_delta(now_ns_, event.time_delta_ns());
   allocated_peak_raised_ = false;
-  if (!(fast_paths_ && apply_torch_block(event))) apply_general(event);
-  ++health_.events;
-  ++event_index_;
+  if (fast_paths_ && apply_torch_block(event)) {
+    end_event();
+    return;
+  }
+  apply_general(event);  // a tail call: apply() saves no more registers than the fast path needs
 }
 
 void MemoryModel::apply_general(const proto::Event& event) {
@@ -254,6 +256,7 @@ void MemoryModel::apply_general(const proto::Event& event) {
     update_process_peaks();
     process_touched_ = false;
   }
+  end_event();
 }
 
 void MemoryModel::apply_end(const proto::TraceEnd& end) {
@@ -563,9 +566,8 @@ void MemoryModel::activate_segment_index() {
   last_segment_bytes_ = 0;
 }
 
-void MemoryModel::mark_segment_of_block(uint64_t address) {
+void MemoryModel::find_segment_of_block(uint64_t address) {
   // The driver allocation (PyTorch segment) or mapping (expandable segment page) the block lies in.
-  if (address - last_segment_start_ < last_segment_bytes_) return;
   if (auto it = driver_pointers_.upper_bound(address); it != driver_pointers_.begin()) {
     --it;
     if (address - it->first < it->second) {

@@ -312,7 +312,12 @@ class MemoryModel {
   void on_graph_node(const proto::Event& event);
   void on_graph_launch(const proto::Event& event);
   void on_context_destroy(const proto::Event& event);
-  void mark_segment_of_block(uint64_t address);
+  // Marks the segment a PyTorch block at `address` lies in. Inline for the common case, a block in
+  // the same segment as the last one, which has nothing to do.
+  void mark_segment_of_block(uint64_t address) {
+    if (address - last_segment_start_ >= last_segment_bytes_) find_segment_of_block(address);
+  }
+  void find_segment_of_block(uint64_t address);
   void update_process_peaks();
   void charge(const LiveAllocation& a, int64_t sign);
   void note_torch_totals(const proto::Event& event, int32_t device) {
@@ -327,6 +332,11 @@ class MemoryModel {
   // Inlined into apply(): the dominant event; apply_general is the rest.
   [[gnu::always_inline]] bool apply_torch_block(const proto::Event& event);
   [[gnu::noinline]] void apply_general(const proto::Event& event);
+  // The last step of applying an event, on either path.
+  void end_event() {
+    ++health_.events;
+    ++event_index_;
+  }
   void snapshot_live_at_exit();
   void keep_only_leak_candidates();
   // The state of `device` (made on first use), marked as touched by the current event.
