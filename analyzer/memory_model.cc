@@ -151,7 +151,7 @@ void MemoryModel::on_oom(const proto::Event& event) {
 //   of any thread pending (the general path would forget the thread's), Event.memory MEMORY_DEVICE
 //   (memory_of() gives it back unchanged for TORCH_ALLOCATOR; charge() then adds to the blocks), on the
 //   cached device, and the segment index already active (the first block of a trace activates it);
-// - ALLOC: no allocation live at the address (LiveTable::insert changes nothing when there is one, and
+// - ALLOC: no allocation live at the address (LiveTable::emplace changes nothing when there is one, and
 //   the event goes to the general path, which drops the old allocation first);
 // - FREE: a live block at the address, of device memory of this same device.
 // Only this device is touched then, and of its quantities only torch_block_bytes and
