@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "flat_hash_map.h"
@@ -17,6 +18,8 @@
 namespace memtrace {
 
 class LiveTable {
+  struct Entry;  // where the index keeps a key (below)
+
  public:
   // At most `max_freed_remembered` freed keys are kept, so that a trace with endlessly new addresses
   // cannot grow the table without limit; past that, frees are not remembered (a later double free of
@@ -31,6 +34,29 @@ class LiveTable {
   const LiveAllocation* find(AddressSpace space, uint64_t address) const {
     return const_cast<LiveTable*>(this)->find(space, address);
   }
+  // A live allocation and its index entry, for ending it without a second probe (erase(Found)).
+  class Found {
+   public:
+    explicit operator bool() const { return allocation_ != nullptr; }
+    LiveAllocation& operator*() const { return *allocation_; }
+    LiveAllocation* operator->() const { return allocation_; }
+
+   private:
+    friend class LiveTable;
+    LiveAllocation* allocation_ = nullptr;
+    Entry* entry_ = nullptr;
+  };
+  // find(), keeping where the index holds the key. Valid until the next insert or erase.
+  Found find_entry(AddressSpace space, uint64_t address) {
+    Found f;
+    Entry* e = index_.find(Key{address, space});
+    if (e && !e->freed) {
+      f.allocation_ = &pool_[e->slot].allocation;
+      f.entry_ = e;
+    }
+    return f;
+  }
+
   // Whether (space, address) was freed, and not allocated again since (as far as remembered).
   bool was_freed(AddressSpace space, uint64_t address) const {
     const Entry* e = index_.find(Key{address, space});
@@ -40,39 +66,40 @@ class LiveTable {
   // Adds `a` and returns null, unless an allocation is live at its key: then nothing changes and that
   // allocation is returned (the caller erases it and inserts again). A freed mark at the key is forgotten.
   const LiveAllocation* insert(const LiveAllocation& a) {
+    auto [entry, inserted] = emplace(a.space, a.address);
+    if (!inserted) return entry;
+    *entry = a;
+    return nullptr;
+  }
+  // insert() for a caller that fills the allocation in place, without a copy: returns the new entry
+  // (space and address set, the rest as a default LiveAllocation) and true, or the allocation live at
+  // the key and false, having changed nothing. Inlined, as erase: one or the other runs for nearly
+  // every event.
+  [[gnu::always_inline]] std::pair<LiveAllocation*, bool> emplace(AddressSpace space, uint64_t address) {
     uint32_t slot = free_slots_.empty() ? uint32_t(pool_.size()) : free_slots_.back();
-    auto [entry, inserted] = index_.try_emplace(Key{a.address, a.space}, Entry{slot, false});
+    auto [entry, inserted] = index_.try_emplace(Key{address, space}, Entry{slot, false});
     if (!inserted) {
-      if (!entry->freed) return &pool_[entry->slot].allocation;
+      if (!entry->freed) return {&pool_[entry->slot].allocation, false};
       *entry = Entry{slot, false};
       --freed_;
     }
     if (slot == pool_.size()) {
-      pool_.push_back(PoolSlot{a, true});
+      pool_.emplace_back();
     } else {
       free_slots_.pop_back();
-      pool_[slot] = PoolSlot{a, true};
     }
+    PoolSlot& s = pool_[slot];
+    s.used = true;
+    s.allocation = LiveAllocation{.space = space, .address = address};
     ++live_;
-    return nullptr;
+    return {&s.allocation, true};
   }
 
   // Ends the live allocation `a` (as returned by find), remembering its key as freed while fewer than
   // the limit are remembered. `a` is invalid afterwards.
-  void erase(const LiveAllocation& a) {
-    Key key{a.address, a.space};
-    Entry* e = index_.find(key);
-    uint32_t slot = e->slot;
-    if (freed_ < max_freed_) {
-      e->freed = true;
-      ++freed_;
-    } else {
-      index_.erase(key);
-    }
-    pool_[slot].used = false;
-    free_slots_.push_back(slot);
-    --live_;
-  }
+  void erase(const LiveAllocation& a) { erase(a, index_.find(Key{a.address, a.space})); }
+  // The same for an allocation found by find_entry (and nothing inserted or erased since).
+  void erase(Found f) { erase(*f.allocation_, f.entry_); }
 
   size_t size() const { return live_; }
   size_t freed_remembered() const { return freed_; }
@@ -86,6 +113,20 @@ class LiveTable {
   }
 
  private:
+  // `e` is the index entry of the live allocation `a`.
+  [[gnu::always_inline]] void erase(const LiveAllocation& a, Entry* e) {
+    uint32_t slot = e->slot;
+    if (freed_ < max_freed_) {
+      e->freed = true;
+      ++freed_;
+    } else {
+      index_.erase(Key{a.address, a.space});
+    }
+    pool_[slot].used = false;
+    free_slots_.push_back(slot);
+    --live_;
+  }
+
   struct Key {
     uint64_t address = 0;
     AddressSpace space = AddressSpace::kDriverPointer;

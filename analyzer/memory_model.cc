@@ -57,8 +57,11 @@ bool freed_with_context(const LiveAllocation& a) {
          a.memory == proto::MEMORY_HOST_PINNED;
 }
 
-void raise(Peak& peak, uint64_t bytes, int64_t now_ns, uint64_t event_index) {
-  if (bytes > peak.bytes) peak = Peak{bytes, now_ns, event_index};
+// Whether the peak rose.
+bool raise(Peak& peak, uint64_t bytes, int64_t now_ns, uint64_t event_index) {
+  if (bytes <= peak.bytes) return false;
+  peak = Peak{bytes, now_ns, event_index};
+  return true;
 }
 
 bool is_stream_ordered_api(proto::Api api) {
@@ -140,9 +143,75 @@ void MemoryModel::on_oom(const EventFields& event) {
   ooms_.push_back(oom);
 }
 
+// The dominant event of a PyTorch trace, a caching-allocator block ALLOC or FREE on the device of the
+// event before, applied in one go. It gives the same state as the general path (apply_general: space_of
+// is kTorchBlock, on_alloc / on_free, add_live / release, charge, note_torch_totals,
+// update_peaks_and_notify) because it runs only where that path would take these branches:
+// - a successful event (result 0) at a non-zero address, not a graph's memory node, with no driver OOM
+//   of any thread pending (the general path would forget the thread's), Event.memory MEMORY_DEVICE
+//   (memory_of() gives it back unchanged for TORCH_ALLOCATOR; charge() then adds to the blocks), on the
+//   cached device, and the segment index already active (the first block of a trace activates it);
+// - ALLOC: no allocation live at the address (LiveTable::emplace changes nothing when there is one, and
+//   the event goes to the general path, which drops the old allocation first);
+// - FREE: a live block at the address, of device memory of this same device.
+// Only this device is touched then, and of its quantities only torch_block_bytes and
+// torch_reserved_bytes change: every other peak is already at least its quantity (each event raises the
+// peaks of every device it touches), so only those two peaks can rise, and a FREE's blocks only fall.
+// Returns false, having changed nothing, where the general path has to apply the event.
+inline bool MemoryModel::apply_torch_block(const EventFields& event) {
+  bool alloc = event.kind() == proto::ALLOC;
+  if (!(alloc || event.kind() == proto::FREE) || event.layer() != proto::LAYER_BLOCK ||
+      event.api() != proto::TORCH_ALLOCATOR || event.result() != 0 || event.address() == 0 ||
+      event.graph() != 0 || event.capture_id() != 0 || !pending_driver_ooms_.empty() ||
+      !cached_state_ || event.device() != cached_device_ || !segment_index_active_)
+    return false;
+  DeviceState& state = *cached_state_;
+  if (alloc) {
+    if (event.memory() != proto::MEMORY_DEVICE) return false;
+    auto [a, inserted] = live_.emplace(AddressSpace::kTorchBlock, event.address());
+    if (!inserted) return false;  // a duplicate: nothing changed
+    *a = LiveAllocation{.space = AddressSpace::kTorchBlock, .memory = proto::MEMORY_DEVICE, .device = cached_device_,
+                        .size_bytes = event.size(), .stack_id = event.stack_id(), .time_ns = now_ns_,
+                        .event_index = event_index_, .address = event.address(), .context = event.context()};
+    first_allocation_ns_.try_emplace(SiteKey{cached_device_, event.stack_id()}, now_ns_);
+    state.torch_block_bytes += event.size();
+    ++state.block_allocations;
+    torch_blocks_.add(event.address(), event.size());
+    mark_segment_of_block(event.address());
+  } else {
+    LiveTable::Found it = live_.find_entry(AddressSpace::kTorchBlock, event.address());
+    if (!it || it->device != cached_device_ || it->memory != proto::MEMORY_DEVICE) return false;
+    state.torch_block_bytes -= std::min(state.torch_block_bytes, it->size_bytes);
+    ++state.block_frees;
+    torch_blocks_.remove(it->address);
+    live_.erase(it);
+  }
+  state.block_layer_seen = true;
+  state.allocator_layer_seen = true;
+  state.torch_reserved_bytes = event.allocator_reserved_bytes();
+  if (touched_.size() != 1 || touched_[0] != &state) {
+    touched_.clear();
+    touched_.push_back(&state);
+  }
+  if (alloc) allocated_peak_raised_ = raise(state.peak_blocks, state.torch_block_bytes + state.pool_block_bytes, now_ns_, event_index_);
+  raise(state.peak_torch_reserved, state.torch_reserved_bytes, now_ns_, event_index_);
+  if (on_totals_changed_) notify_if_changed(state, *cached_last_totals_);
+  ++fast_path_events_;
+  return true;
+}
+
 void MemoryModel::apply(const EventFields& event) {
   if (event.time_delta_ns() < 0) ++health_.backward_timestamps;
   now_ns_ = add_delta(now_ns_, event.time_delta_ns());
+  allocated_peak_raised_ = false;
+  if (fast_paths_ && apply_torch_block(event)) {
+    end_event();
+    return;
+  }
+  apply_general(event);  // a tail call: apply() saves no more registers than the fast path needs
+}
+
+void MemoryModel::apply_general(const EventFields& event) {
   touched_.clear();
   // A sample is not the thread going on: the hook records a DEVICE_USAGE right after each failure, so one
   // comes between PyTorch's failed segment request and its own OOM report.
@@ -187,8 +256,7 @@ void MemoryModel::apply(const EventFields& event) {
     update_process_peaks();
     process_touched_ = false;
   }
-  ++health_.events;
-  ++event_index_;
+  end_event();
 }
 
 void MemoryModel::apply_end(const proto::TraceEnd& end) {
@@ -498,9 +566,8 @@ void MemoryModel::activate_segment_index() {
   last_segment_bytes_ = 0;
 }
 
-void MemoryModel::mark_segment_of_block(uint64_t address) {
+void MemoryModel::find_segment_of_block(uint64_t address) {
   // The driver allocation (PyTorch segment) or mapping (expandable segment page) the block lies in.
-  if (address - last_segment_start_ < last_segment_bytes_) return;
   if (auto it = driver_pointers_.upper_bound(address); it != driver_pointers_.begin()) {
     --it;
     if (address - it->first < it->second) {
@@ -585,9 +652,9 @@ void MemoryModel::charge(const LiveAllocation& a, int64_t sign) {
 
 void MemoryModel::update_peaks_and_notify(DeviceState& state) {
   DeviceTotals t = state.totals();
-  auto raise = [this](Peak& peak, uint64_t bytes) { memtrace::raise(peak, bytes, now_ns_, event_index_); };
-  raise(state.peak_driver, t.driver_bytes);
-  raise(state.peak_blocks, state.torch_block_bytes + state.pool_block_bytes);
+  auto raise = [this](Peak& peak, uint64_t bytes) { return memtrace::raise(peak, bytes, now_ns_, event_index_); };
+  if (raise(state.peak_driver, t.driver_bytes)) allocated_peak_raised_ = true;
+  if (raise(state.peak_blocks, state.torch_block_bytes + state.pool_block_bytes)) allocated_peak_raised_ = true;
   raise(state.peak_torch_reserved, state.torch_reserved_bytes);
   raise(state.peak_array, state.array_bytes);
   raise(state.peak_managed, state.managed_bytes);
@@ -595,11 +662,14 @@ void MemoryModel::update_peaks_and_notify(DeviceState& state) {
   raise(state.peak_graph, state.graph_bytes());
   raise(state.peak_pools_reserved, state.pools_reserved_bytes());
   if (!on_totals_changed_) return;
-  std::optional<DeviceTotals>& last =
-      &state == cached_state_ ? *cached_last_totals_ : last_totals_[state.device];
+  notify_if_changed(state, &state == cached_state_ ? *cached_last_totals_ : last_totals_[state.device]);
+}
+
+void MemoryModel::notify_if_changed(const DeviceState& state, std::optional<DeviceTotals>& last) {
+  DeviceTotals t = state.totals();
   if (last == t) return;
   last = t;
-  if (on_totals_changed_) on_totals_changed_(state.device, now_ns_, t);
+  on_totals_changed_(state.device, now_ns_, t);
 }
 
 std::map<int32_t, LayerHint> MemoryModel::layer_hints() const {

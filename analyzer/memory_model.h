@@ -265,12 +265,19 @@ class MemoryModel {
   bool raises_peak_allocated(const EventFields& event, int32_t device) const;
   // The devices whose state the last event applied may have changed (its own, the one of what it freed...).
   const std::vector<DeviceState*>& devices_touched() const { return touched_; }
+  // Whether the last event applied raised the peak_driver or peak_blocks of some device (those that
+  // peak_allocated() chooses from): false means no device's peak_allocated() is at that event.
+  bool allocated_peak_raised() const { return allocated_peak_raised_; }
   // Allocations live now, of every kind and device.
   size_t live_allocations() const { return live_.size(); }
   // Index of the next event apply() takes (the number applied so far).
   uint64_t next_event_index() const { return event_index_; }
   // The latest DEVICE_USAGE sample of `device`, if any.
   std::optional<DeviceUsage> last_device_usage(int32_t device) const;
+  // With false, every event takes the general path (for tests that compare it with the fast path).
+  void set_fast_paths(bool enabled) { fast_paths_ = enabled; }
+  // Events applied by the fast path for PyTorch blocks (for tests that it is taken).
+  uint64_t fast_path_events() const { return fast_path_events_; }
 
  private:
   // A VMM physical allocation (cuMemCreate / an imported handle): how many mappings back it, and
@@ -306,7 +313,12 @@ class MemoryModel {
   void on_graph_node(const EventFields& event);
   void on_graph_launch(const EventFields& event);
   void on_context_destroy(const EventFields& event);
-  void mark_segment_of_block(uint64_t address);
+  // Marks the segment a PyTorch block at `address` lies in. Inline for the common case, a block in
+  // the same segment as the last one, which has nothing to do.
+  void mark_segment_of_block(uint64_t address) {
+    if (address - last_segment_start_ >= last_segment_bytes_) find_segment_of_block(address);
+  }
+  void find_segment_of_block(uint64_t address);
   void update_process_peaks();
   void charge(const LiveAllocation& a, int64_t sign);
   void note_torch_totals(const EventFields& event, int32_t device) {
@@ -316,6 +328,16 @@ class MemoryModel {
     state.torch_reserved_bytes = event.allocator_reserved_bytes();
   }
   void update_peaks_and_notify(DeviceState& state);
+  // Calls on_totals_changed_ (set) if `state`'s totals differ from `last`, its entry in last_totals_.
+  void notify_if_changed(const DeviceState& state, std::optional<DeviceTotals>& last);
+  // Inlined into apply(): the dominant event; apply_general is the rest.
+  [[gnu::always_inline]] bool apply_torch_block(const EventFields& event);
+  [[gnu::noinline]] void apply_general(const EventFields& event);
+  // The last step of applying an event, on either path.
+  void end_event() {
+    ++health_.events;
+    ++event_index_;
+  }
   void snapshot_live_at_exit();
   void keep_only_leak_candidates();
   // The state of `device` (made on first use), marked as touched by the current event.
@@ -391,6 +413,9 @@ class MemoryModel {
   int64_t now_ns_ = 0;
   uint64_t event_index_ = 0;
   TotalsCallback on_totals_changed_;
+  bool fast_paths_ = true;
+  bool allocated_peak_raised_ = false;
+  uint64_t fast_path_events_ = 0;
 };
 
 }  // namespace memtrace

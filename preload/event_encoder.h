@@ -28,6 +28,8 @@ class EventEncoder {
     uint64_t allocated_bytes = 0;  // the totals after this record (what the reader will hold)
     uint64_t reserved_bytes = 0;
     uint64_t epoch = 0;            // epoch_ when encoded
+    bool derive_allocated = false;  // the totals left out: the reader derives them
+    bool derive_reserved = false;
   };
 
   // Time zero (TraceStart.start_monotonic_ns); forgets every device's totals.
@@ -48,47 +50,21 @@ class EventEncoder {
 
   // Writes the Event fields of `e` into `w` (proto3 defaults left out; the time where version 1 had it).
   // `t_ns`: CLOCK_MONOTONIC at the event, not before begin()'s start_ns (earlier reads as the start).
+  // On overflow `w` turns !ok(), as for any ProtoWriter write.
   Pending encode_event(const MemoryEvent& e, uint64_t t_ns, uint32_t tid, uint64_t stack_id, ProtoWriter& w) const {
-    Pending p;
-    p.time_us = micros_since_start(t_ns);
-    p.epoch = epoch_;
-    bool torch = e.api == Api::kTorchAllocator;
-    bool derive_allocated = false, derive_reserved = false;
-    if (torch && e.device >= 0 && e.device < kDevices) {
-      p.device = e.device;
-      const DeviceTotals& last = devices_[e.device];
-      if (last.epoch == epoch_) {
-        // Unsigned arithmetic, as the reader does it: a wrap here wraps there alike.
-        derive_allocated = e.allocator_allocated_bytes == last.allocated_bytes + allocated_change(e);
-        derive_reserved = e.allocator_reserved_bytes == last.reserved_bytes;
-      }
-      p.allocated_bytes = e.allocator_allocated_bytes;
-      p.reserved_bytes = e.allocator_reserved_bytes;
+    Pending p = pending_for(e, t_ns);
+    if (uint8_t* out = w.room_for(kMaxEventBytes)) {  // always, in the tracer: its event buffer has room
+      UncheckedFieldWriter fields(out);
+      write_fields(e, p, tid, stack_id, fields);
+      w.advance_to(fields.end());
+    } else {
+      write_fields(e, p, tid, stack_id, w);
     }
-    w.uint(1, static_cast<uint64_t>(e.kind));
-    w.uint(2, static_cast<uint64_t>(e.layer));
-    w.uint(3, static_cast<uint64_t>(e.api));
-    w.sint(23, time_delta_us(p.time_us));  // where version 1 had time_delta_ns (4): the same layout
-    w.uint(5, tid);
-    w.sint(6, e.device);
-    w.uint(7, e.stream);
-    w.uint(8, e.address);
-    w.uint(9, e.size);
-    w.sint(10, e.result);
-    w.uint(11, stack_id);
-    w.optional_uint(12, torch && !derive_allocated, e.allocator_allocated_bytes);
-    w.optional_uint(13, torch && !derive_reserved, e.allocator_reserved_bytes);
-    w.uint(14, e.device_free_bytes);
-    w.uint(15, e.device_total_bytes);
-    w.uint(16, e.handle);
-    w.uint(17, static_cast<uint64_t>(e.memory));
-    w.uint(18, e.graph);
-    w.uint(19, e.capture_id);
-    w.optional_uint(20, e.has_process_usage, e.process_used_bytes);
-    w.optional_uint(21, e.has_process_usage, e.other_processes_used_bytes);
-    w.uint(22, e.context);
     return p;
   }
+
+  // The most bytes encode_event() writes: every Event field at its longest.
+  static constexpr size_t kMaxEventBytes = 23 * UncheckedFieldWriter::kMaxFieldBytes;
 
   // The record encoded as `p` is in the chunk buffer. A chunk that began in between (a fatal-signal
   // handler flushed the buffer while this thread was appending) leaves the device's totals unknown for
@@ -112,6 +88,54 @@ class EventEncoder {
     uint64_t reserved_bytes = 0;
     uint64_t epoch = 0;  // valid while equal to epoch_
   };
+
+  // What encoding `e` at `t_ns` would change, and which allocator totals the reader can derive.
+  Pending pending_for(const MemoryEvent& e, uint64_t t_ns) const {
+    Pending p;
+    p.time_us = micros_since_start(t_ns);
+    p.epoch = epoch_;
+    if (e.api == Api::kTorchAllocator && e.device >= 0 && e.device < kDevices) {
+      p.device = e.device;
+      const DeviceTotals& last = devices_[e.device];
+      if (last.epoch == epoch_) {
+        // Unsigned arithmetic, as the reader does it: a wrap here wraps there alike.
+        p.derive_allocated = e.allocator_allocated_bytes == last.allocated_bytes + allocated_change(e);
+        p.derive_reserved = e.allocator_reserved_bytes == last.reserved_bytes;
+      }
+      p.allocated_bytes = e.allocator_allocated_bytes;
+      p.reserved_bytes = e.allocator_reserved_bytes;
+    }
+    return p;
+  }
+
+  // The fields in field-number order but for the time, which sits where version 1 had time_delta_ns (4).
+  // `Writer`: ProtoWriter or UncheckedFieldWriter (the same calls).
+  template <typename Writer>
+  void write_fields(const MemoryEvent& e, const Pending& p, uint32_t tid, uint64_t stack_id, Writer& w) const {
+    bool torch = e.api == Api::kTorchAllocator;
+    w.uint(1, static_cast<uint64_t>(e.kind));
+    w.uint(2, static_cast<uint64_t>(e.layer));
+    w.uint(3, static_cast<uint64_t>(e.api));
+    w.sint(23, time_delta_us(p.time_us));
+    w.uint(5, tid);
+    w.sint(6, e.device);
+    w.uint(7, e.stream);
+    w.uint(8, e.address);
+    w.uint(9, e.size);
+    w.sint(10, e.result);
+    w.uint(11, stack_id);
+    w.optional_uint(12, torch && !p.derive_allocated, e.allocator_allocated_bytes);
+    w.optional_uint(13, torch && !p.derive_reserved, e.allocator_reserved_bytes);
+    w.uint(14, e.device_free_bytes);
+    w.uint(15, e.device_total_bytes);
+    w.uint(16, e.handle);
+    w.uint(17, static_cast<uint64_t>(e.memory));
+    w.uint(18, e.graph);
+    w.uint(19, e.capture_id);
+    w.optional_uint(20, e.has_process_usage, e.process_used_bytes);
+    w.optional_uint(21, e.has_process_usage, e.other_processes_used_bytes);
+    w.uint(22, e.context);
+  }
 
   // What this event does to PyTorch's allocated total (proto: ALLOC adds its size, FREE takes it away).
   static uint64_t allocated_change(const MemoryEvent& e) {

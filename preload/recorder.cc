@@ -181,7 +181,7 @@ uint64_t intern_stack_locked(const CapturedStack& stack) {
 }
 
 bool append_event_locked(const MemoryEvent& e, uint64_t stack_id) {
-  uint8_t buf[23 * 12];  // 23 fields, each at most a 2-byte tag and a 10-byte varint
+  uint8_t buf[EventEncoder::kMaxEventBytes];
   ProtoWriter w(buf, buf + sizeof buf);
   EventEncoder::Pending p = g_encoder.encode_event(e, now_ns(), current_tid(), stack_id, w);
   if (!append_record_locked(field::kEvent, w)) return false;

@@ -116,6 +116,65 @@ def overhead_fraction(figures):
     return (b - a) / (c - a)
 
 
+def round_bootstrap(runs, statistic, draws=2000, seed=1):
+    """The 5th and 95th percentiles of `statistic` over `draws` resamplings of the rounds, or None.
+
+    Rounds are the unit that repeats: every mode runs once per round, its runs next to each other in time, and
+    the GPU machine's speed drifts between rounds (phases when every mode is slower). A draw picks as many
+    rounds as there are, with replacement, the same rounds for every mode (so that what a round shares stays
+    shared), pools each mode's steps over the picked rounds and applies `statistic` to {mode: pooled steps};
+    a draw where it gives None is left out. The seed is fixed, so a report is reproducible from its runs.
+    """
+    import random
+    rounds = sorted({r["round"] for mode_runs in runs.values() for r in mode_runs},
+                    key=lambda x: (int(x) if str(x).isdigit() else 0, str(x)))
+    if len(rounds) < 2:
+        return None
+    steps = {(mode, r["round"]): r.get("step_ms", []) for mode, mode_runs in runs.items() for r in mode_runs}
+    modes = list(runs)
+    rng = random.Random(seed)
+    values = []
+    for _ in range(draws):
+        picked = [rng.choice(rounds) for _ in rounds]
+        pooled = {m: [ms for rd in picked for ms in steps.get((m, rd), [])] for m in modes}
+        value = statistic(pooled)
+        if value is not None:
+            values.append(value)
+    if len(values) < draws // 2:
+        return None
+    values.sort()
+    return values[int(0.05 * (len(values) - 1))], values[int(0.95 * (len(values) - 1))]
+
+
+def pooled_overhead_fraction(pooled):
+    """(b - a) / (c - a) of pooled medians, from {mode: step times}; None when a mode has none or c <= a."""
+    if not all(pooled.get(m) for m in ("none", "memtrace", "history_python")):
+        return None
+    a, b, c = (statistics.median(pooled[m]) for m in ("none", "memtrace", "history_python"))
+    return (b - a) / (c - a) if c > a else None
+
+
+def pooled_ratio(numerator, denominator):
+    """A function of {mode: step times}: the ratio of two modes' pooled median steps."""
+    def statistic(pooled):
+        if not pooled.get(numerator) or not pooled.get(denominator):
+            return None
+        return statistics.median(pooled[numerator]) / statistics.median(pooled[denominator])
+    return statistic
+
+
+def interval_lines(runs):
+    """90% intervals (round bootstrap) of b/a, c/a and (b-a)/(c-a): how far the run's noise leaves them open."""
+    lines = []
+    for label, statistic in (("b/a", pooled_ratio("memtrace", "none")),
+                             ("c/a", pooled_ratio("history_python", "none")),
+                             ("(b-a)/(c-a)", pooled_overhead_fraction)):
+        interval = round_bootstrap(runs, statistic)
+        if interval:
+            lines.append("%-12s 90%% interval, rounds resampled: %.3f .. %.3f" % (label, interval[0], interval[1]))
+    return lines
+
+
 def fmt(value, pattern):
     return "n/a" if value is None else pattern % value
 
@@ -241,11 +300,16 @@ def main(argv):
     work = argv[0]
     if not os.path.isdir(work):
         sys.exit("gpu_bench_report.py: %s: not a directory" % work)
-    figures = mode_figures(load_runs(work))
+    runs = load_runs(work)
+    figures = mode_figures(runs)
     print("\n".join(plain_table(figures)))
     print()
     print("\n".join(summary_lines(figures)))
     print()
+    intervals = interval_lines(runs)
+    if intervals:
+        print("\n".join(intervals))
+        print()
     ablations = ablation_lines(figures)
     if ablations:
         print("\n".join(ablations))

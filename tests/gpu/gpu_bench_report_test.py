@@ -121,5 +121,33 @@ class ReportTest(unittest.TestCase):
         self.assertIn("failed", row)
 
 
+    def test_round_bootstrap_of_the_overhead_fraction(self):
+        # Round 1: a 10, b 11, c 14 -> (11 - 10) / (14 - 10) = 0.25. Round 2: a 10, b 12, c 14 -> 0.5. A draw
+        # of two rounds picks {1, 1} (0.25), {2, 2} (0.5) or one of each (pooled b 11, 12: median 11.5 ->
+        # 0.375), with chances 1/4, 1/4, 1/2: the 5th percentile of 2000 draws is 0.25, the 95th 0.5.
+        write_runs(self.work, {
+            ("1", "none"): {"step_ms": [10]}, ("1", "memtrace"): {"step_ms": [11]},
+            ("1", "history_python"): {"step_ms": [14]},
+            ("2", "none"): {"step_ms": [10]}, ("2", "memtrace"): {"step_ms": [12]},
+            ("2", "history_python"): {"step_ms": [14]},
+        }, [])
+        runs = report.load_runs(self.work)
+        self.assertEqual(report.round_bootstrap(runs, report.pooled_overhead_fraction), (0.25, 0.5))
+        # b/a: 1.1, 1.2 or pooled 1.15; the same chances.
+        low, high = report.round_bootstrap(runs, report.pooled_ratio("memtrace", "none"))
+        self.assertAlmostEqual(low, 1.1)
+        self.assertAlmostEqual(high, 1.2)
+
+    def test_round_bootstrap_needs_two_rounds_and_a_recorder_slower_than_none(self):
+        write_runs(self.work, {("1", "none"): {"step_ms": [10]}, ("1", "memtrace"): {"step_ms": [11]},
+                               ("1", "history_python"): {"step_ms": [14]}}, [])
+        self.assertIsNone(report.round_bootstrap(report.load_runs(self.work), report.pooled_overhead_fraction))
+        # Two rounds where c is never slower than a: (b-a)/(c-a) has no value in any draw.
+        write_runs(self.work, {("2", "none"): {"step_ms": [10]}, ("2", "memtrace"): {"step_ms": [11]},
+                               ("2", "history_python"): {"step_ms": [9]},
+                               ("1", "history_python"): {"step_ms": [10]}}, [])
+        self.assertIsNone(report.round_bootstrap(report.load_runs(self.work), report.pooled_overhead_fraction))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -24,7 +24,7 @@ MemoryEvent torch(EventKind kind, int32_t device, uint64_t address, uint64_t siz
 // Encodes `e` at `t_ns` (tid 7, stack 3) and, unless `commit` is false (the record did not fit in the
 // buffer), commits it; returns the Event as a reader's protobuf runtime sees it.
 proto::Event encode(EventEncoder& encoder, const MemoryEvent& e, uint64_t t_ns, bool commit = true) {
-  uint8_t buf[23 * 12];
+  uint8_t buf[EventEncoder::kMaxEventBytes];
   ProtoWriter w(buf, buf + sizeof buf);
   EventEncoder::Pending p = encoder.encode_event(e, t_ns, 7, 3, w);
   EXPECT_TRUE(w.ok());
@@ -209,6 +209,44 @@ TEST(EventEncoder, BeginStartsAfresh) {
   enc.begin(kStartNs + 10'000);
   expect_fields(encode(enc, torch(EventKind::kAlloc, 0, 0x1200, 1024, 1536, 2 * kMiB), kStartNs + 12'000),
                 {2, 1536, 2 * kMiB}, "first event of the new trace");
+}
+
+// encode_event() writes through UncheckedFieldWriter when the writer has room for the longest event and
+// through ProtoWriter's checked calls when it has not: the same bytes either way, and a clean failure
+// (ok() false) when even the checked calls run out of room.
+TEST(EventEncoder, CheckedAndUncheckedWritersGiveTheSameBytes) {
+  // Every field set, the longest values: each varint 10 bytes (values >= 2^63), device -1 (zigzag 1).
+  MemoryEvent e{.kind = EventKind::kAlloc, .layer = Layer::kBlock, .api = Api::kTorchAllocator, .device = -1,
+                .stream = ~0ull, .address = ~0ull, .size = ~0ull, .result = -2, .allocator_allocated_bytes = ~0ull,
+                .allocator_reserved_bytes = ~0ull, .device_free_bytes = ~0ull, .device_total_bytes = ~0ull,
+                .handle = ~0ull, .graph = ~0ull, .capture_id = ~0ull, .has_process_usage = true,
+                .process_used_bytes = ~0ull, .other_processes_used_bytes = ~0ull, .context = ~0ull};
+  auto encode_into = [&](size_t room, std::string* out) {
+    EventEncoder enc;
+    enc.begin(kStartNs);
+    uint8_t buf[EventEncoder::kMaxEventBytes + 1];
+    ProtoWriter w(buf, buf + room);
+    enc.encode_event(e, kStartNs + 3'000, ~0u, ~0ull, w);
+    *out = std::string(reinterpret_cast<char*>(buf), w.size());
+    return w.ok();
+  };
+  std::string unchecked, checked, short_of_room;
+  ASSERT_TRUE(encode_into(EventEncoder::kMaxEventBytes, &unchecked));
+  // Fields written (time 3 us: zigzag 6, one byte): kind, layer, api (tag+1 each = 6), time (2-byte tag +
+  // 1 = 3), tid (1 + 5 = 6), device (1 + 1 = 2), result (1 + 1 = 2: zigzag(-2) = 3), the 14 fields of
+  // ~0 (stream, address, size, stack_id, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22: 1 + 10 = 11 each, fields
+  // 16-22 have 2-byte tags: 16, 18, 19, 20, 21, 22 -> +6) = 6 + 3 + 6 + 2 + 2 + 154 + 6 = 179; memory
+  // (17) is 0 and left out.
+  EXPECT_EQ(unchecked.size(), 179u);
+  ASSERT_TRUE(encode_into(unchecked.size(), &checked));  // less than kMaxEventBytes: the checked path
+  EXPECT_EQ(checked, unchecked);
+  EXPECT_FALSE(encode_into(unchecked.size() - 1, &short_of_room));
+  proto::Event parsed;
+  ASSERT_TRUE(parsed.ParseFromString(unchecked));
+  EXPECT_EQ(parsed.device(), -1);
+  EXPECT_EQ(parsed.result(), -2);
+  EXPECT_EQ(parsed.context(), ~0ull);
+  EXPECT_EQ(parsed.other_processes_used_bytes(), ~0ull);
 }
 
 }  // namespace
