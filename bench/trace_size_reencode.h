@@ -165,7 +165,7 @@ class Reencoder {
     out->append(reinterpret_cast<const char*>(buf), record.size());
   }
   void append_event(const proto::Event& e, std::string* out) {
-    uint8_t buf[23 * 12];
+    uint8_t buf[EventEncoder::kMaxEventBytes];
     ProtoWriter w(buf, buf + sizeof buf);
     EventEncoder::Pending p = encoder_.encode_event(memory_event(e), time_ns_, e.tid(), e.stack_id(), w);
     append_record(field::kEvent, w, out);

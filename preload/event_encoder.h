@@ -63,7 +63,8 @@ class EventEncoder {
     return p;
   }
 
-  // The most bytes encode_event() writes: every Event field at its longest.
+  // At least the most bytes encode_event() writes: 23 field numbers (22 are written) of at most a 2-byte tag
+  // and a 10-byte varint each; TheLongestEventFitsKMaxEventBytes checks the longest Event (200 bytes) fits.
   static constexpr size_t kMaxEventBytes = 23 * UncheckedFieldWriter::kMaxFieldBytes;
 
   // The record encoded as `p` is in the chunk buffer. A chunk that began in between (a fatal-signal

@@ -20,7 +20,11 @@ for n segments of --segment-s, counting the bursts completed in each --window-ms
 two allocator events (ALLOC, FREE), the path of every tensor of a training step. --record python|all turns on
 torch.cuda.memory._record_memory_history(max_entries=10**7, stacks=...) as gpt_bench.py does; memtrace, when
 wanted, is put around the process by the caller. RESULT.json: record, window_ms, windows_per_segment,
-events_per_burst, depth, bursts_per_window (window i is [start + i * window_ms, start + (i + 1) * window_ms)).
+events_per_burst, depth, bursts_per_window (window i is [start + i * window_ms, start + (i + 1) * window_ms)),
+cpu_set_count, slot, warmup_bursts, process_cpu_s.
+
+RESULT.json also holds the process's CPU time over the counted windows (every thread: a tracer's writer too,
+which the per-window figures of the allocating thread do not see), the warm-up bursts and the slot.
 
 `report`: the time per event of a mode in a window is window time / events. The comparison with no profiler
 is by logarithms, so that a CPU set's speed (a factor) cancels: for each segment the mean over its windows
@@ -70,6 +74,21 @@ def parse_args(argv):
     return args
 
 
+def cpu_set_index(slot, segment, count):
+    """The CPU set of the process in `slot` during `segment`: the Latin square's (slot + segment) mod count."""
+    return (slot + segment) % count
+
+
+def pin_process(cpus):
+    """Moves every thread of this process to `cpus`: sched_setaffinity(0) would move only the calling thread,
+    and the tracer's writer thread or PyTorch's would stay on the CPUs another mode moves to."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except OSError:  # a thread that ended meanwhile
+            pass
+
+
 def at_depth(depth, fn):
     """Calls fn() `depth` Python frames below the caller."""
     return fn() if depth == 0 else at_depth(depth - 1, fn)
@@ -77,7 +96,7 @@ def at_depth(depth, fn):
 
 def run(args):
     n = len(args.cpu_sets)
-    os.sched_setaffinity(0, args.cpu_sets[args.slot])
+    pin_process(args.cpu_sets[cpu_set_index(args.slot, 0, n)])
     import torch
 
     if args.record != "none":
@@ -93,12 +112,16 @@ def run(args):
     # Warm-up: the last WARMUP_S before the start (stacks seen for the first time, caches filled), no more, so
     # that the recorder's ring of MAX_ENTRIES holds the whole run without evicting.
     time.sleep(max(0.0, args.start_unix - WARMUP_S - time.time()))
+    pin_process(args.cpu_sets[cpu_set_index(args.slot, 0, n)])  # the threads started since, too
+    warmup_bursts = 0
     while time.time() < args.start_unix:
         at_depth(args.depth, burst)
+        warmup_bursts += 1
     window_s = args.window_ms / 1000.0
     per_segment = int(args.segment_s * 1000 / args.window_ms)
     counts = [0] * (per_segment * n)
     segment = 0
+    cpu_start_s = time.process_time()
     while True:
         at_depth(args.depth, burst)
         i = int((time.time() - args.start_unix) / window_s)
@@ -106,11 +129,13 @@ def run(args):
             break
         if i // per_segment != segment:
             segment = i // per_segment
-            os.sched_setaffinity(0, args.cpu_sets[(args.slot + segment) % n])
+            pin_process(args.cpu_sets[cpu_set_index(args.slot, segment, n)])
         counts[i] += 1
+    process_cpu_s = time.process_time() - cpu_start_s
     result = {"record": args.record, "window_ms": args.window_ms, "windows_per_segment": per_segment,
+              "cpu_set_count": n, "slot": args.slot, "warmup_bursts": warmup_bursts,
               "events_per_burst": 2 * len(SIZES_BYTES), "depth": args.depth, "bursts_per_window": counts,
-              "torch_version": torch.__version__}
+              "process_cpu_s": process_cpu_s, "torch_version": torch.__version__}
     with open(args.result, "w") as f:
         json.dump(result, f)
 
@@ -144,13 +169,17 @@ def compare(results):
                 logs[i].append(math.log(t / ns[0]))
         if logs[0]:
             segments.append([sum(x) / len(x) for x in logs])
-    out = {"segments": len(segments), "modes": {}}
+    out = {"segments": len(segments), "segments_run": count // per_segment, "modes": {}}
     if not segments:
         return out
     base_ns = statistics.median(none_ns)
     for i, r in enumerate(results):
         ratio = math.exp(sum(s[i] for s in segments) / len(segments))
-        out["modes"][r["label"]] = {"ratio": ratio, "overhead_ns": (ratio - 1) * base_ns, "event_ns": ratio * base_ns}
+        out["modes"][r["label"]] = {"ratio": ratio, "overhead_ns": (ratio - 1) * base_ns, "event_ns": ratio * base_ns,
+                                    "segment_ratios": [math.exp(s[i]) for s in segments]}
+        events = sum(r["bursts_per_window"]) * r["events_per_burst"]
+        if r.get("process_cpu_s") is not None and events:
+            out["modes"][r["label"]]["process_cpu_ns_per_event"] = r["process_cpu_s"] * 1e9 / events
     modes = out["modes"]
     if "memtrace" in modes and "python" in modes and modes["python"]["ratio"] > 1:
         out["overhead_fraction"] = (modes["memtrace"]["ratio"] - 1) / (modes["python"]["ratio"] - 1)
@@ -173,15 +202,30 @@ def report(specs):
         except (OSError, ValueError, KeyError, TypeError) as e:
             sys.exit("alloc_cost.py report: %s: not a run result (%s)" % (path, e))
         results.append(r)
+    for key in ("window_ms", "windows_per_segment", "events_per_burst", "cpu_set_count"):
+        if len({r.get(key) for r in results}) != 1:
+            sys.exit("alloc_cost.py report: the results differ in %s: they are not one side-by-side run" % key)
     c = compare(results)
-    print("allocator events, modes side by side taking turns on %d CPU sets, %d segments of %d windows of %d ms, "
-          "Python depth %d" % (len(results), c["segments"], results[0]["windows_per_segment"],
-                               results[0]["window_ms"], results[0].get("depth", -1)))
-    print("%-42s %14s %16s %18s" % ("mode", "ns/event", "vs no profiler", "overhead ns/event"))
+    print("allocator events, modes side by side taking turns on CPU sets, %d of %d segments of %d windows of "
+          "%d ms counted, Python depth %d" % (c["segments"], c["segments_run"], results[0]["windows_per_segment"],
+                                              results[0]["window_ms"], results[0].get("depth", -1)))
+    if not c["segments"]:
+        sys.exit("alloc_cost.py report: no segment in which every process completed a burst: nothing to compare")
+    print("%-42s %10s %14s %18s %17s %16s" % ("mode", "ns/event", "vs no profiler", "segments min..max",
+                                               "overhead ns/event", "process CPU ns"))
     for label, m in c["modes"].items():
-        print("%-42s %14.0f %15.3fx %18.0f" % (TITLES.get(label, label), m["event_ns"], m["ratio"], m["overhead_ns"]))
+        cpu = m.get("process_cpu_ns_per_event")
+        print("%-42s %10.0f %13.3fx %8.3f..%-8.3f %17.0f %16s" % (
+            TITLES.get(label, label), m["event_ns"], m["ratio"], min(m["segment_ratios"]), max(m["segment_ratios"]),
+            m["overhead_ns"], "n/a" if cpu is None else "%.0f" % cpu))
     if "overhead_fraction" in c:
         print("memtrace's overhead per event / stacks=\"python\"'s: %.3f" % c["overhead_fraction"])
+    if c["segments"] < c["segments_run"]:
+        print("WARNING: %d of %d segments had a window without a burst in some process: the CPU sets' speeds do not "
+              "cancel exactly" % (c["segments_run"] - c["segments"], c["segments_run"]))
+    short = [r["label"] for r in results if r.get("warmup_bursts") == 0]
+    if short:
+        print("WARNING: no warm-up burst before the start in: %s (started late)" % ", ".join(short))
     return c
 
 

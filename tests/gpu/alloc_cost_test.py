@@ -59,6 +59,27 @@ class CompareTest(unittest.TestCase):
         self.assertAlmostEqual(c["modes"]["python"]["ratio"], 4.0)
         self.assertAlmostEqual(c["overhead_fraction"], 1 / 3)
 
+    def test_the_schedule_is_a_latin_square(self):
+        # n = 3: slot 0 runs on sets 0, 1, 2; slot 1 on 1, 2, 0; slot 2 on 2, 0, 1. Every set holds one slot
+        # in each segment, and every slot visits every set once.
+        schedule = [[alloc_cost.cpu_set_index(slot, segment, 3) for segment in range(3)] for slot in range(3)]
+        self.assertEqual(schedule, [[0, 1, 2], [1, 2, 0], [2, 0, 1]])
+
+    def test_segment_spread_and_process_cpu_time_per_event(self):
+        # Segment ratios of memtrace: 3 and 0.75 (test_a_slower_cpu_set_cancels_out_over_the_latin_square).
+        # Process CPU: 0.9 s over the counted windows' bursts, 9 + 2000 + 2000 + 1 + 4000 + 4000 = 12010
+        # events (one per burst) -> 0.9e9 / 12010 = 74937.55 ns.
+        memtrace = result("memtrace", [9, 2000, 2000, 1, 4000, 4000])
+        memtrace["process_cpu_s"] = 0.9
+        c = alloc_cost.compare([result("none", [1, 6000, 6000, 7, 3000, 3000]), memtrace])
+        m = c["modes"]["memtrace"]
+        self.assertEqual(len(m["segment_ratios"]), 2)
+        self.assertAlmostEqual(m["segment_ratios"][0], 3.0)
+        self.assertAlmostEqual(m["segment_ratios"][1], 0.75)
+        self.assertAlmostEqual(m["process_cpu_ns_per_event"], 0.9e9 / 12010)
+        self.assertNotIn("process_cpu_ns_per_event", c["modes"]["none"])
+        self.assertEqual(c["segments_run"], 2)
+
     def test_report_prints_every_mode_and_refuses_what_is_not_a_result(self):
         with tempfile.TemporaryDirectory() as d:
             paths = {}
@@ -85,6 +106,35 @@ class CompareTest(unittest.TestCase):
             with self.assertRaises(SystemExit) as e:
                 alloc_cost.report(["memtrace=" + paths["memtrace"], "none=" + paths["none"]])
             self.assertIn("give none=NONE.json", str(e.exception))
+            # Results of different runs (another window) are refused; a run with no comparable segment exits.
+            other = os.path.join(d, "other.json")
+            with open(other, "w") as f:
+                json.dump(dict(result("x", [1, 1, 1]), window_ms=50), f)
+            with self.assertRaises(SystemExit) as e, contextlib.redirect_stdout(io.StringIO()):
+                alloc_cost.report(["none=" + paths["none"], "memtrace=" + other])
+            self.assertIn("differ in window_ms", str(e.exception))
+            empty = os.path.join(d, "empty.json")
+            with open(empty, "w") as f:
+                json.dump(result("x", [1, 0, 0]), f)
+            with self.assertRaises(SystemExit) as e, contextlib.redirect_stdout(io.StringIO()):
+                alloc_cost.report(["none=" + paths["none"], "memtrace=" + empty])
+            self.assertIn("no segment in which every process completed a burst", str(e.exception))
+
+    def test_report_warns_of_an_incomplete_square(self):
+        # As test_windows_without_a_burst_and_incomplete_segments_are_left_out: 1 of 2 segments counted.
+        with tempfile.TemporaryDirectory() as d:
+            specs = []
+            for label, bursts in (("none", [1, 8000, 8000, 1, 8000, 8000]), ("memtrace", [1, 0, 4000, 1, 2000, 2000]),
+                                  ("python", [1, 10, 2000, 1, 0, 0])):
+                path = os.path.join(d, label + ".json")
+                with open(path, "w") as f:
+                    json.dump(result(label, bursts), f)
+                specs.append("%s=%s" % (label, path))
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                alloc_cost.report(specs)
+            self.assertIn("1 of 2 segments of 3 windows", out.getvalue())
+            self.assertIn("WARNING: 1 of 2 segments had a window without a burst", out.getvalue())
 
 
 if __name__ == "__main__":

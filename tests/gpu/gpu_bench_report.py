@@ -13,6 +13,7 @@ report; then the same as a markdown table for docs/performance.md. A mode whose 
 """
 import csv
 import json
+import math
 import os
 import statistics
 import sys
@@ -116,28 +117,51 @@ def overhead_fraction(figures):
     return (b - a) / (c - a)
 
 
-def round_bootstrap(runs, statistic, draws=2000, seed=1):
-    """The 5th and 95th percentiles of `statistic` over `draws` resamplings of the rounds, or None.
+def round_medians(runs):
+    """{mode: {round: median step ms}} for every run that has steps."""
+    return {mode: {r["round"]: statistics.median(r["step_ms"]) for r in mode_runs if r.get("step_ms")}
+            for mode, mode_runs in runs.items()}
 
-    Rounds are the unit that repeats: every mode runs once per round, its runs next to each other in time, and
-    the GPU machine's speed drifts between rounds (phases when every mode is slower). A draw picks as many
-    rounds as there are, with replacement, the same rounds for every mode (so that what a round shares stays
-    shared), pools each mode's steps over the picked rounds and applies `statistic` to {mode: pooled steps};
-    a draw where it gives None is left out. The seed is fixed, so a report is reproducible from its runs.
-    """
+
+def common_rounds(medians, modes):
+    """The rounds in which every one of `modes` ran, in order."""
+    sets = [set(medians.get(m, {})) for m in modes]
+    rounds = set.intersection(*sets) if sets else set()
+    return sorted(rounds, key=lambda x: (int(x) if str(x).isdigit() else 0, str(x)))
+
+
+def paired_ratio(medians, mode, base, rounds):
+    """Geometric mean over `rounds` of each round's median step of `mode` over that of `base`.
+
+    Rounds pair the modes: each runs once per round, next to the others in time, so a round's ratio carries
+    little of the machine's drift between rounds, which a ratio of medians pooled over rounds of different
+    speeds does (the pooled ratio can fall outside every round's own)."""
+    if not rounds:
+        return None
+    return math.exp(sum(math.log(medians[mode][r] / medians[base][r]) for r in rounds) / len(rounds))
+
+
+def paired_fraction(medians, rounds):
+    """(b/a - 1) / (c/a - 1) of the paired ratios: memtrace's overhead as a fraction of the recorder's."""
+    b = paired_ratio(medians, "memtrace", "none", rounds)
+    c = paired_ratio(medians, "history_python", "none", rounds)
+    if b is None or c is None or c <= 1:
+        return None
+    return (b - 1) / (c - 1)
+
+
+def round_bootstrap(rounds, statistic, draws=2000, seed=1):
+    """The 5th and 95th percentiles of statistic(picked rounds) over `draws` resamplings of `rounds` with
+    replacement, or None (fewer than 2 rounds, or the statistic undefined in most draws). The seed is fixed,
+    so a report is reproducible from its runs. With few rounds there are few distinct draws (10 for 3 rounds)
+    and the interval is about the range of the rounds' own values: the report says how many rounds it had."""
     import random
-    rounds = sorted({r["round"] for mode_runs in runs.values() for r in mode_runs},
-                    key=lambda x: (int(x) if str(x).isdigit() else 0, str(x)))
     if len(rounds) < 2:
         return None
-    steps = {(mode, r["round"]): r.get("step_ms", []) for mode, mode_runs in runs.items() for r in mode_runs}
-    modes = list(runs)
     rng = random.Random(seed)
     values = []
     for _ in range(draws):
-        picked = [rng.choice(rounds) for _ in rounds]
-        pooled = {m: [ms for rd in picked for ms in steps.get((m, rd), [])] for m in modes}
-        value = statistic(pooled)
+        value = statistic([rng.choice(rounds) for _ in rounds])
         if value is not None:
             values.append(value)
     if len(values) < draws // 2:
@@ -146,32 +170,28 @@ def round_bootstrap(runs, statistic, draws=2000, seed=1):
     return values[int(0.05 * (len(values) - 1))], values[int(0.95 * (len(values) - 1))]
 
 
-def pooled_overhead_fraction(pooled):
-    """(b - a) / (c - a) of pooled medians, from {mode: step times}; None when a mode has none or c <= a."""
-    if not all(pooled.get(m) for m in ("none", "memtrace", "history_python")):
-        return None
-    a, b, c = (statistics.median(pooled[m]) for m in ("none", "memtrace", "history_python"))
-    return (b - a) / (c - a) if c > a else None
-
-
-def pooled_ratio(numerator, denominator):
-    """A function of {mode: step times}: the ratio of two modes' pooled median steps."""
-    def statistic(pooled):
-        if not pooled.get(numerator) or not pooled.get(denominator):
-            return None
-        return statistics.median(pooled[numerator]) / statistics.median(pooled[denominator])
-    return statistic
-
-
-def interval_lines(runs):
-    """90% intervals (round bootstrap) of b/a, c/a and (b-a)/(c-a): how far the run's noise leaves them open."""
+def paired_lines(runs):
+    """b/a, c/a and (b-a)/(c-a) paired by round, each with its round-resampled 90% interval."""
+    medians = round_medians(runs)
     lines = []
-    for label, statistic in (("b/a", pooled_ratio("memtrace", "none")),
-                             ("c/a", pooled_ratio("history_python", "none")),
-                             ("(b-a)/(c-a)", pooled_overhead_fraction)):
-        interval = round_bootstrap(runs, statistic)
-        if interval:
-            lines.append("%-12s 90%% interval, rounds resampled: %.3f .. %.3f" % (label, interval[0], interval[1]))
+    specs = (("b/a", ("memtrace", "none"), lambda rs: paired_ratio(medians, "memtrace", "none", rs), "%.3fx"),
+             ("c/a", ("history_python", "none"), lambda rs: paired_ratio(medians, "history_python", "none", rs),
+              "%.3fx"),
+             ("e/f", ("memtrace_async", "none_async"),
+              lambda rs: paired_ratio(medians, "memtrace_async", "none_async", rs), "%.3fx"),
+             ("(b-a)/(c-a)", ("none", "memtrace", "history_python"), lambda rs: paired_fraction(medians, rs), "%.3f"))
+    for label, modes, statistic, pattern in specs:
+        rounds = common_rounds(medians, modes)
+        value = statistic(rounds) if rounds else None
+        if value is None:
+            continue
+        interval = round_bootstrap(rounds, statistic)
+        lines.append("%-12s paired by round: %s over %d rounds; 90%% interval, rounds resampled: %s" % (
+            label, pattern % value, len(rounds),
+            "n/a" if not interval else (pattern + " .. " + pattern) % interval))
+    if lines:
+        lines.append("(paired: the geometric mean of each round's ratio of median steps; with fewer than about 8 "
+                     "rounds an interval is about the range of the rounds' own values)")
     return lines
 
 
@@ -306,7 +326,7 @@ def main(argv):
     print()
     print("\n".join(summary_lines(figures)))
     print()
-    intervals = interval_lines(runs)
+    intervals = paired_lines(runs)
     if intervals:
         print("\n".join(intervals))
         print()

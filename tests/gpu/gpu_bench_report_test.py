@@ -121,32 +121,41 @@ class ReportTest(unittest.TestCase):
         self.assertIn("failed", row)
 
 
-    def test_round_bootstrap_of_the_overhead_fraction(self):
-        # Round 1: a 10, b 11, c 14 -> (11 - 10) / (14 - 10) = 0.25. Round 2: a 10, b 12, c 14 -> 0.5. A draw
-        # of two rounds picks {1, 1} (0.25), {2, 2} (0.5) or one of each (pooled b 11, 12: median 11.5 ->
-        # 0.375), with chances 1/4, 1/4, 1/2: the 5th percentile of 2000 draws is 0.25, the 95th 0.5.
+    def test_ratios_paired_by_round(self):
+        # Round 1: a 10, b 11, c 14 (b/a 1.1, c/a 1.4); round 2: a 20, b 24, c 30 (1.2, 1.5); round 3 has no c.
+        # b/a over rounds 1-3 (b 12 / a 10 in round 3: 1.2): (1.1 * 1.2 * 1.2) ** (1/3) = 1.16570...
+        # c/a over rounds 1-2: sqrt(1.4 * 1.5) = 1.44914...; the fraction over rounds 1-2:
+        # b/a there sqrt(1.1 * 1.2) = 1.14891..., (0.14891) / (0.44914) = 0.33155...
         write_runs(self.work, {
-            ("1", "none"): {"step_ms": [10]}, ("1", "memtrace"): {"step_ms": [11]},
+            ("1", "none"): {"step_ms": [10, 9, 11]}, ("1", "memtrace"): {"step_ms": [11]},
             ("1", "history_python"): {"step_ms": [14]},
-            ("2", "none"): {"step_ms": [10]}, ("2", "memtrace"): {"step_ms": [12]},
-            ("2", "history_python"): {"step_ms": [14]},
+            ("2", "none"): {"step_ms": [20]}, ("2", "memtrace"): {"step_ms": [24]},
+            ("2", "history_python"): {"step_ms": [30]},
+            ("3", "none"): {"step_ms": [10]}, ("3", "memtrace"): {"step_ms": [12]},
         }, [])
-        runs = report.load_runs(self.work)
-        self.assertEqual(report.round_bootstrap(runs, report.pooled_overhead_fraction), (0.25, 0.5))
-        # b/a: 1.1, 1.2 or pooled 1.15; the same chances.
-        low, high = report.round_bootstrap(runs, report.pooled_ratio("memtrace", "none"))
+        medians = report.round_medians(report.load_runs(self.work))
+        self.assertEqual(report.common_rounds(medians, ("memtrace", "none")), ["1", "2", "3"])
+        abc = report.common_rounds(medians, ("none", "memtrace", "history_python"))
+        self.assertEqual(abc, ["1", "2"])
+        self.assertAlmostEqual(report.paired_ratio(medians, "memtrace", "none", ["1", "2", "3"]),
+                               (1.1 * 1.2 * 1.2) ** (1 / 3))
+        self.assertAlmostEqual(report.paired_fraction(medians, abc),
+                               ((1.1 * 1.2) ** 0.5 - 1) / ((1.4 * 1.5) ** 0.5 - 1))
+        # Two rounds resampled: {1, 1} -> 1.1, {2, 2} -> 1.2, one of each -> sqrt(1.32); chances 1/4, 1/4,
+        # 1/2: the 5th percentile of 2000 draws is 1.1, the 95th 1.2.
+        low, high = report.round_bootstrap(abc, lambda rs: report.paired_ratio(medians, "memtrace", "none", rs))
         self.assertAlmostEqual(low, 1.1)
         self.assertAlmostEqual(high, 1.2)
+        lines = report.paired_lines(report.load_runs(self.work))
+        self.assertTrue(lines[0].startswith("b/a          paired by round: 1.166x over 3 rounds"))
+        self.assertIn("(b-a)/(c-a)  paired by round: 0.332 over 2 rounds", "\n".join(lines))
 
-    def test_round_bootstrap_needs_two_rounds_and_a_recorder_slower_than_none(self):
+    def test_no_interval_from_one_round_and_no_fraction_when_the_recorder_is_not_slower(self):
         write_runs(self.work, {("1", "none"): {"step_ms": [10]}, ("1", "memtrace"): {"step_ms": [11]},
-                               ("1", "history_python"): {"step_ms": [14]}}, [])
-        self.assertIsNone(report.round_bootstrap(report.load_runs(self.work), report.pooled_overhead_fraction))
-        # Two rounds where c is never slower than a: (b-a)/(c-a) has no value in any draw.
-        write_runs(self.work, {("2", "none"): {"step_ms": [10]}, ("2", "memtrace"): {"step_ms": [11]},
-                               ("2", "history_python"): {"step_ms": [9]},
-                               ("1", "history_python"): {"step_ms": [10]}}, [])
-        self.assertIsNone(report.round_bootstrap(report.load_runs(self.work), report.pooled_overhead_fraction))
+                               ("1", "history_python"): {"step_ms": [9]}}, [])
+        medians = report.round_medians(report.load_runs(self.work))
+        self.assertIsNone(report.round_bootstrap(["1"], lambda rs: report.paired_ratio(medians, "memtrace", "none", rs)))
+        self.assertIsNone(report.paired_fraction(medians, ["1"]))
 
 
 if __name__ == "__main__":

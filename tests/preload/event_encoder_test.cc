@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <string>
 
 #include "memtrace.pb.h"
@@ -247,6 +248,39 @@ TEST(EventEncoder, CheckedAndUncheckedWritersGiveTheSameBytes) {
   EXPECT_EQ(parsed.result(), -2);
   EXPECT_EQ(parsed.context(), ~0ull);
   EXPECT_EQ(parsed.other_processes_used_bytes(), ~0ull);
+}
+
+// kMaxEventBytes bounds what encode_event() can write: the longest Event it can produce, every field at its
+// longest, fits (the unchecked writer relies on it).
+TEST(EventEncoder, TheLongestEventFitsKMaxEventBytes) {
+  // PyTorch API (so that both totals are written: a device outside 0..63 never derives them), the other
+  // enums at 255, every 64-bit value ~0, device and result INT32_MIN, tid ~0u, and the most negative time
+  // delta the encoder can form: an event at the latest time (UINT64_MAX ns) committed, then one at the start.
+  MemoryEvent e{.kind = static_cast<EventKind>(255), .layer = static_cast<Layer>(255), .api = Api::kTorchAllocator,
+                .device = INT32_MIN, .stream = ~0ull, .address = ~0ull, .size = ~0ull, .result = INT32_MIN,
+                .allocator_allocated_bytes = ~0ull, .allocator_reserved_bytes = ~0ull, .device_free_bytes = ~0ull,
+                .device_total_bytes = ~0ull, .handle = ~0ull, .memory = static_cast<Memory>(255), .graph = ~0ull,
+                .capture_id = ~0ull, .has_process_usage = true, .process_used_bytes = ~0ull,
+                .other_processes_used_bytes = ~0ull, .context = ~0ull};
+  EventEncoder enc;
+  enc.begin(kStartNs);
+  uint8_t buf[EventEncoder::kMaxEventBytes];
+  ProtoWriter first(buf, buf + sizeof buf);
+  enc.commit(enc.encode_event(e, ~0ull, ~0u, ~0ull, first));
+  ProtoWriter w(buf, buf + sizeof buf);
+  enc.encode_event(e, kStartNs, ~0u, ~0ull, w);
+  ASSERT_TRUE(w.ok());
+  // Bytes (tag + value): kind, layer 1 + 2 each; api (50) 1 + 1; time: tag 2 + zigzag of
+  // -((2^64 - 1 - 1e9) / 1000 us) ~ -1.8e16, below 2^55, so its zigzag is below 2^56: 8 bytes -> 10; tid
+  // 1 + 5; device and result 1 + 5 (zigzag(INT32_MIN) = 2^32 - 1); stream, address, size, stack_id, 12, 13,
+  // 14, 15: 1 + 10 each (88); handle 16, graph 18, capture 19, 20, 21, context 22: 2 + 10 each (72);
+  // memory 17: 2 + 2. 3 + 3 + 2 + 10 + 6 + 6 + 6 + 88 + 72 + 4 = 200.
+  EXPECT_EQ(w.size(), 200u);
+  EXPECT_LE(w.size(), EventEncoder::kMaxEventBytes);
+  proto::Event parsed;
+  ASSERT_TRUE(parsed.ParseFromArray(buf, int(w.size())));
+  EXPECT_EQ(parsed.device(), INT32_MIN);
+  EXPECT_EQ(parsed.time_delta_us(), -int64_t((~0ull - kStartNs) / 1000));
 }
 
 }  // namespace
