@@ -14,9 +14,36 @@
 
 namespace memtrace {
 
+// The varint fields of both writers below, on `Derived::raw_varint(v)` (one varint): a CRTP base, so that each
+// writer's calls inline into straight-line code.
+template <typename Derived>
+class VarintFields {
+ public:
+  // proto3 omits fields equal to their default; so do we (the reader cannot tell the difference).
+  void uint(uint32_t field, uint64_t v) {
+    if (v == 0) return;
+    tag_and_value(field, v);
+  }
+  // A proto3 `optional` field: written even when zero, so that the reader sees it present.
+  void optional_uint(uint32_t field, bool present, uint64_t v) {
+    if (!present) return;
+    tag_and_value(field, v);
+  }
+  void sint(uint32_t field, int64_t v) {  // sint32/sint64: zigzag
+    uint(field, (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63));
+  }
+
+ private:
+  void tag_and_value(uint32_t field, uint64_t v) {
+    Derived& self = static_cast<Derived&>(*this);
+    self.raw_varint(uint64_t{field} << 3 | 0);
+    self.raw_varint(v);
+  }
+};
+
 // Appends protobuf fields to [cur, end). On overflow nothing more is written and ok() turns false; the
 // caller then discards the whole record.
-class ProtoWriter {
+class ProtoWriter : public VarintFields<ProtoWriter> {
  public:
   ProtoWriter(uint8_t* begin, uint8_t* end) : begin_(begin), cur_(begin), end_(end) {}
 
@@ -40,21 +67,6 @@ class ProtoWriter {
     cur_ += n;
   }
 
-  // proto3 omits fields equal to their default; so do we (the reader cannot tell the difference).
-  void uint(uint32_t field, uint64_t v) {
-    if (v == 0) return;
-    raw_varint(uint64_t{field} << 3 | 0);
-    raw_varint(v);
-  }
-  // A proto3 `optional` field: written even when zero, so that the reader sees it present.
-  void optional_uint(uint32_t field, bool present, uint64_t v) {
-    if (!present) return;
-    raw_varint(uint64_t{field} << 3 | 0);
-    raw_varint(v);
-  }
-  void sint(uint32_t field, int64_t v) {  // sint32/sint64: zigzag
-    uint(field, (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63));
-  }
   void bytes(uint32_t field, const void* p, size_t n) {
     if (n == 0) return;
     raw_varint(uint64_t{field} << 3 | 2);
@@ -97,7 +109,7 @@ class ProtoWriter {
 // Why it exists: ProtoWriter's byte stores go through uint8_t*, which may alias its own cursor and flags,
 // so the compiler reloads them after every byte; with this writer a PyTorch block event is encoded in
 // about half the instructions (bench/hot_path_callgrind, torch-nostack: 774 -> 627 per event in all).
-class UncheckedFieldWriter {
+class UncheckedFieldWriter : public VarintFields<UncheckedFieldWriter> {
  public:
   static constexpr size_t kMaxVarintBytes = 10;  // a 64-bit value, 7 bits a byte
   // The most bytes one field can take: a tag of a field number below 2^11 and a varint value.
@@ -106,20 +118,9 @@ class UncheckedFieldWriter {
   explicit UncheckedFieldWriter(uint8_t* out) : cur_(out) {}
   uint8_t* end() const { return cur_; }
 
-  void uint(uint32_t field, uint64_t v) {
-    if (v == 0) return;
-    varint(uint64_t{field} << 3 | 0);
-    varint(v);
-  }
-  void optional_uint(uint32_t field, bool present, uint64_t v) {
-    if (!present) return;
-    varint(uint64_t{field} << 3 | 0);
-    varint(v);
-  }
-  void sint(uint32_t field, int64_t v) { uint(field, (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
-
  private:
-  void varint(uint64_t v) {
+  friend class VarintFields<UncheckedFieldWriter>;
+  void raw_varint(uint64_t v) {
     uint8_t* p = cur_;
     while (v >= 0x80) { *p++ = static_cast<uint8_t>(v) | 0x80; v >>= 7; }
     *p++ = static_cast<uint8_t>(v);
