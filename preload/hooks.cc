@@ -6,6 +6,7 @@
 #include "array_bytes.h"
 #include "hooks_internal.h"
 #include "device_usage.h"
+#include "phase_cycles.h"
 #include "pool_sampler.h"
 #include "recorder.h"
 #include "tls.h"
@@ -909,9 +910,10 @@ std::atomic<void*> g_real_report_oom{nullptr};
 
 MEMTRACE_EXPORT void reportMemoryUsageToProfiler(void* ptr, int64_t alloc_size, size_t total_allocated,
                                                  size_t total_reserved, Device device) {
+  MEMTRACE_PHASE(kEnter);
   {
     HookScope scope;
-    if (scope.outermost() && alloc_size != 0 && device.type == kCudaDeviceType) {
+    if (scope.outermost() && alloc_size != 0 && device.type == kCudaDeviceType && !MEMTRACE_PHASE_SKIP_RECORD()) {
       record_event({.kind = alloc_size > 0 ? EventKind::kAlloc : EventKind::kFree,
                     .layer = Layer::kBlock,
                     .api = Api::kTorchAllocator,
@@ -925,6 +927,7 @@ MEMTRACE_EXPORT void reportMemoryUsageToProfiler(void* ptr, int64_t alloc_size, 
   using Fn = void (*)(void*, int64_t, size_t, size_t, Device);
   if (Fn real = real_c10<Fn>("_ZN3c1027reportMemoryUsageToProfilerEPvlmmNS_6DeviceE", g_real_report_usage))
     real(ptr, alloc_size, total_allocated, total_reserved, device);
+  MEMTRACE_PHASE(kForwarded);
 }
 
 MEMTRACE_EXPORT void reportOutOfMemoryToProfiler(int64_t alloc_size, size_t total_allocated, size_t total_reserved,

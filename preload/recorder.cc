@@ -20,6 +20,7 @@
 #include "event_encoder.h"
 #include "intern_table.h"
 #include "module_map.h"
+#include "phase_cycles.h"
 #include "process_hooks.h"
 #include "proto_writer.h"
 #include "python_frames.h"
@@ -634,6 +635,7 @@ void recorder_flush() {
 void record_event(const MemoryEvent& e) {
   if (!ensure_started()) return;
   device_usage_note_device(e.device);
+  MEMTRACE_PHASE(kStarted);
 
   CapturedStack stack;
   bool python = g_python_ready.load(std::memory_order_acquire);
@@ -644,8 +646,10 @@ void record_event(const MemoryEvent& e) {
     stack.python_count = 0;
   }
   bool finalizing = python && !g_finalizing_marked && python_is_finalizing();
+  MEMTRACE_PHASE(kStack);
 
   pthread_mutex_lock(&g_lock);
+  MEMTRACE_PHASE(kLocked);
   t_holds_lock = true;
   if (g_end_written) g_end_written = false;  // an event after a TraceEnd{SIGNAL}: the program survived it
   if (t_announced_generation != g_generation.load(std::memory_order_relaxed)) append_thread_info_locked();
@@ -663,8 +667,10 @@ void record_event(const MemoryEvent& e) {
       drop_event_locked();
   }
   wake_writer_if_filling_locked();
+  MEMTRACE_PHASE(kAppended);
   t_holds_lock = false;
   pthread_mutex_unlock(&g_lock);
+  MEMTRACE_PHASE(kUnlocked);
 }
 
 }  // namespace memtrace

@@ -6,6 +6,7 @@
 #include <libunwind.h>
 
 #include "intern_table.h"
+#include "phase_cycles.h"
 #include "schema.h"
 
 namespace memtrace {
@@ -68,6 +69,7 @@ void capture_stack(CapturedStack* out, int max_native, bool with_python) {
     int limit = max_native + 8;  // room for our own frames, dropped below
     if (limit > kMaxNativeFrames + 8) limit = kMaxNativeFrames + 8;
     native = g_unw_backtrace(pcs, limit);
+    MEMTRACE_PHASE_NATIVE_FRAMES(native);
   }
   const PythonFrameView* python = out->python;
   const int python_count = with_python ? python_frames_read(out->python, kMaxPythonFrames) : 0;
