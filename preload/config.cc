@@ -80,7 +80,7 @@ void config_load(Config* out) {
             sizeof out->output_path - 1, out->output_path);
   }
   out->flush_interval_ms = static_cast<uint32_t>(env_uint("MEMTRACE_FLUSH_MS", 200, 1, 60000));
-  out->max_native_frames = static_cast<uint32_t>(env_uint("MEMTRACE_MAX_FRAMES", 64, 0, 256));
+  out->max_native_frames = static_cast<uint32_t>(env_uint("MEMTRACE_MAX_FRAMES", kDefaultMaxNativeFrames, 0, 256));
   out->python_frames = env_uint("MEMTRACE_PYTHON_FRAMES", 1, 0, 1) == 1;
   out->buffer_bytes = static_cast<size_t>(env_uint("MEMTRACE_BUFFER_MB", 8, 1, 4096)) << 20;
   out->quiet = env_uint("MEMTRACE_QUIET", 0, 0, 1) == 1;

@@ -50,6 +50,17 @@ TEST(ConfigLoad, DefaultsAndBadValues) {
   unsetenv("MEMTRACE_MAX_FRAMES");
 }
 
+TEST(ConfigLoad, KeepsThirtyTwoNativeFramesByDefault) {
+  unsetenv("MEMTRACE_MAX_FRAMES");
+  Config c;
+  config_load(&c);
+  EXPECT_EQ(c.max_native_frames, 32u);
+  setenv("MEMTRACE_MAX_FRAMES", "64", 1);
+  config_load(&c);
+  EXPECT_EQ(c.max_native_frames, 64u);
+  unsetenv("MEMTRACE_MAX_FRAMES");
+}
+
 TEST(InternTable, GivesEachKeyOneIdAndRefusesWhenThreeQuartersFull) {
   InternTable t;
   ASSERT_TRUE(t.init(8));  // room for 6 keys (3/4 of 8)
