@@ -47,6 +47,7 @@ struct ChunkBuffer {
 ChunkBuffer g_buffers[2];
 int g_active = 0;
 InternTable g_stacks;
+RecentIds<4096> g_recent_stacks;  // in front of g_stacks
 InternTable g_python_frames;
 uint64_t g_start_ns = 0;
 EventEncoder g_encoder;           // what the next Event / TraceEnd is encoded against
@@ -161,7 +162,11 @@ uint64_t intern_python_frame_locked(const CapturedStack& stack, int i) {
 // 0 = no stack (none captured, a table full, or no room in the buffer).
 uint64_t intern_stack_locked(const CapturedStack& stack) {
   if (stack.frame_count == 0) return 0;
-  if (uint64_t id = g_stacks.find(stack.key)) return id;
+  if (uint64_t id = g_recent_stacks.find(stack.key)) return id;
+  if (uint64_t id = g_stacks.find(stack.key)) {
+    g_recent_stacks.remember(stack.key, id);
+    return id;
+  }
   if (g_stacks.full()) return 0;
   uint64_t frames[kMaxNativeFrames + kMaxPythonFrames];
   for (int i = 0; i < stack.frame_count; i++) {
@@ -178,7 +183,9 @@ uint64_t intern_stack_locked(const CapturedStack& stack) {
   w.uint(1, g_stacks.next_id());
   w.packed_uints(2, frames, static_cast<size_t>(stack.frame_count));
   if (!append_record_locked(field::kStack, w)) return 0;
-  return g_stacks.insert(stack.key);
+  uint64_t id = g_stacks.insert(stack.key);
+  g_recent_stacks.remember(stack.key, id);
+  return id;
 }
 
 bool append_event_locked(const MemoryEvent& e, uint64_t stack_id) {
@@ -530,6 +537,7 @@ void on_fork_child() {
   g_writer.forget_thread();
   for (ChunkBuffer& b : g_buffers) b.size = 0;
   g_stacks.clear();
+  g_recent_stacks.clear();
   g_python_frames.clear();
   module_map_reset();
   g_events = g_dropped = g_dropped_reported = g_stackless = g_stackless_reported = 0;

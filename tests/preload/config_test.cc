@@ -61,6 +61,23 @@ TEST(ConfigLoad, KeepsThirtyTwoNativeFramesByDefault) {
   unsetenv("MEMTRACE_MAX_FRAMES");
 }
 
+TEST(RecentIds, RemembersTheLastKeyOfEachSlotOnly) {
+  RecentIds<4> r;
+  EXPECT_EQ(r.find(5), 0u);  // empty: every slot holds key 0, which no caller passes
+  r.remember(5, 11);
+  EXPECT_EQ(r.find(5), 11u);
+  EXPECT_EQ(r.find(1), 0u);  // 1 and 5 share slot 1 (5 & 3 == 1): a different key is a miss
+  r.remember(1, 12);         // and replaces it
+  EXPECT_EQ(r.find(1), 12u);
+  EXPECT_EQ(r.find(5), 0u);
+  r.remember(6, 13);         // slot 2: slot 1 is left alone
+  EXPECT_EQ(r.find(1), 12u);
+  EXPECT_EQ(r.find(6), 13u);
+  r.clear();
+  EXPECT_EQ(r.find(1), 0u);
+  EXPECT_EQ(r.find(6), 0u);
+}
+
 TEST(InternTable, GivesEachKeyOneIdAndRefusesWhenThreeQuartersFull) {
   InternTable t;
   ASSERT_TRUE(t.init(8));  // room for 6 keys (3/4 of 8)
