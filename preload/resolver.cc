@@ -6,6 +6,8 @@
 //    Our dlsym hands out a wrapper of cuGetProcAddress; the wrapper hands out our hooks for memory functions.
 //  - JAX/XLA dlopen()s libcuda and dlsym()s the VMM functions by name on that handle: dlsym on a specific
 //    handle never finds a preloaded definition, so our dlsym substitutes them too.
+//  - A program linked with -lcuda that calls cuGetProcAddress itself binds the exported name, which no
+//    dlsym sees: we export both ABIs' names too (below), and they wrap the driver's as the dlsym path does.
 #include <dlfcn.h>
 #include <string.h>
 
@@ -272,6 +274,50 @@ uint64_t stream_capture_id(uint64_t stream, bool per_thread_stream) {
 }
 
 }  // namespace memtrace
+
+// ---- cuGetProcAddress called by name (a program linked with -lcuda) ----------------------------------------
+// cuda.h maps the name to cuGetProcAddress_v2 (5 arguments); the plain name is the pre-12.0 ABI (4 arguments),
+// which the driver still exports.
+#undef cuGetProcAddress
+namespace memtrace {
+namespace {
+// The driver's definition of `symbol` (the next one after ours, else libcuda.so.1's if it is loaded), wrapped
+// as a dlsym of it would be; nullptr when there is none. Remembered in `cache` after the first call.
+void* wrapped_driver_get_proc(const char* symbol, std::atomic<void*>& cache) {
+  void* fn = cache.load(std::memory_order_acquire);
+  if (fn) return fn;
+  void* real = real_dlsym(RTLD_NEXT, symbol);
+  if (!real) {
+    void* handle = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
+    if (handle) {
+      real = real_dlsym(handle, symbol);
+      dlclose(handle);
+    }
+  }
+  if (!real) return nullptr;
+  fn = substitute_by_symbol(symbol, real);
+  cache.store(fn, std::memory_order_release);
+  return fn;
+}
+std::atomic<void*> g_exported_get_proc_v1{nullptr};
+std::atomic<void*> g_exported_get_proc_v2{nullptr};
+}  // namespace
+}  // namespace memtrace
+
+extern "C" {
+MEMTRACE_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags) {
+  auto fn = reinterpret_cast<memtrace::GetProcV1>(
+      memtrace::wrapped_driver_get_proc("cuGetProcAddress", memtrace::g_exported_get_proc_v1));
+  return fn ? fn(symbol, pfn, version, flags) : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+MEMTRACE_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                             CUdriverProcAddressQueryResult* status) {
+  auto fn = reinterpret_cast<memtrace::GetProcV2>(
+      memtrace::wrapped_driver_get_proc("cuGetProcAddress_v2", memtrace::g_exported_get_proc_v2));
+  return fn ? fn(symbol, pfn, version, flags, status) : CUDA_ERROR_NOT_INITIALIZED;
+}
+}  // extern "C"
 
 // Interposed dlsym. Only lookups on a specific handle of a CUDA name are looked at; everything else,
 // RTLD_NEXT above all, goes straight to glibc as a tail call, so that glibc resolves RTLD_NEXT relative to

@@ -1,10 +1,13 @@
 // Test-only: prints every Event of a trace as one JSON object per line, with the field names of
 // proto/memtrace.proto (enums by their value names), plus "has_stack": whether its stack_id names a Stack
 // record of the file. The checkers of the memory-kind tests compare these lines to the exact sequence a
-// program must produce. Usage: dump_events TRACE. Exit status 1 (one line on stderr) for a bad trace.
+// program must produce. Usage: dump_events TRACE [--frames]. With --frames, an event with a stack also gets
+// "native_frames" and "python_frames": how many of each its Stack record holds. Exit status 1 (one line on
+// stderr) for a bad trace.
 #include <cstdio>
 #include <exception>
-#include <set>
+#include <map>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -33,16 +36,27 @@ nlohmann::json event_json(const memtrace::proto::Event& e) {
 
 }  // namespace
 
+// Python frame ids carry this bit in Stack.frames (proto/memtrace.proto).
+constexpr uint64_t kPythonFrameBit = uint64_t{1} << 63;
+
+struct FrameCounts {
+  int native = 0, python = 0;
+};
+
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: dump_events TRACE\n");
+  bool frames = argc == 3 && std::string_view(argv[2]) == "--frames";
+  if (argc != 2 && !frames) {
+    std::fprintf(stderr, "usage: dump_events TRACE [--frames]\n");
     return 2;
   }
-  std::set<uint64_t> stacks;
+  std::map<uint64_t, FrameCounts> stacks;
   std::vector<nlohmann::json> events;
   try {
     memtrace::read_trace(argv[1], [&](const memtrace::proto::Record& record) {
-      if (record.has_stack()) stacks.insert(record.stack().id());
+      if (record.has_stack()) {
+        FrameCounts& counts = stacks[record.stack().id()];
+        for (uint64_t f : record.stack().frames()) (f & kPythonFrameBit ? counts.python : counts.native)++;
+      }
       if (record.has_event()) events.push_back(event_json(record.event()));
     });
   } catch (const std::exception& error) {
@@ -51,7 +65,12 @@ int main(int argc, char** argv) {
   }
   // Stacks are written before the events that use them, but a reader resolves them once the file is read.
   for (nlohmann::json& e : events) {
-    e["has_stack"] = stacks.count(e["stack_id"].get<uint64_t>()) != 0;
+    auto stack = stacks.find(e["stack_id"].get<uint64_t>());
+    e["has_stack"] = stack != stacks.end();
+    if (frames && stack != stacks.end()) {
+      e["native_frames"] = stack->second.native;
+      e["python_frames"] = stack->second.python;
+    }
     std::printf("%s\n", e.dump().c_str());
   }
   return 0;

@@ -1,0 +1,39 @@
+"""The native frames kept per stack when the stack is deeper than that (tests/e2e/deep_stack.cc: every
+allocation 60 frames below main, on the runtime's, the linked driver's, the resolver's and PyTorch's hook
+paths). With the tracer's default, 32 native frames; with MEMTRACE_MAX_FRAMES=10, 10. Fewer would mean the
+tracer's own frames on some path outnumber the room stack_capture.cc unwinds for them; more, that they were
+kept (they are dropped).
+
+Events with a stack: the ALLOCs (a FREE has none). The program makes 4 driver-level allocations of 1 MiB
+(cudaMalloc, cuMemAlloc, and cuMemAlloc as cuGetProcAddress_v2 and cuGetProcAddress, each called by name,
+hand it out), then one PyTorch block of 1024 bytes whose 2 MiB segment is a cudaMalloc inside the fake
+allocator: 6 ALLOCs, each with a stack, and 5 FREEs (the allocator keeps its segment cached).
+"""
+import json
+import os
+import subprocess
+import sys
+
+import e2e_lib
+
+ALLOCS = ["CUDA_MALLOC", "CU_MEM_ALLOC", "CU_MEM_ALLOC", "CU_MEM_ALLOC", "CUDA_MALLOC", "TORCH_ALLOCATOR"]
+
+case = e2e_lib.Case()
+base_out_dir = case.args.out_dir
+for max_frames, expected in ((None, 32), ("10", 10)):
+    extra = {"MEMTRACE_MAX_FRAMES": max_frames} if max_frames else {}
+    case.args.out_dir = os.path.join(base_out_dir, f"frames-{expected}")  # one trace per directory
+    os.makedirs(case.args.out_dir)
+    _, trace = case.run_traced([case.program("deep_stack")], extra_env=extra)
+    proc = subprocess.run([case.program("dump_events"), trace, "--frames"], capture_output=True, text=True,
+                          timeout=60)
+    if proc.returncode != 0:
+        sys.exit(f"FAIL: dump_events {trace} --frames exited with {proc.returncode}: {proc.stderr}")
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    allocs = [e for e in events if e["kind"] == "ALLOC"]
+    case.check(f"max {expected}: FREEs", 5, sum(e["kind"] == "FREE" for e in events))
+    case.check(f"max {expected}: ALLOC apis in order", ALLOCS, [e["api"] for e in allocs])
+    for e in allocs:
+        case.check(f"max {expected}: {e['api']} at {e['address']:#x}: native frames", expected, e.get("native_frames"))
+        case.check(f"max {expected}: {e['api']} at {e['address']:#x}: python frames", 0, e.get("python_frames"))
+case.finish()
