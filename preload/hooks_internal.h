@@ -140,4 +140,7 @@ uint64_t stream_capture_id(uint64_t stream, bool per_thread_stream);
 // glibc's dlsym, bypassing our interposed one.
 void* real_dlsym(void* handle, const char* name);
 
+// True when `fn` is code of libmemtrace.so itself (one of our exported wrappers).
+bool is_own_function(const void* fn);
+
 }  // namespace memtrace

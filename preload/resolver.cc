@@ -152,6 +152,12 @@ void* driver_helper(HelperId id) {
 
 void* real_dlsym(void* handle, const char* name) { return get_real_dlsym()(handle, name); }
 
+bool is_own_function(const void* fn) {
+  Dl_info mine{}, theirs{};
+  return dladdr(reinterpret_cast<const void*>(&real_dlsym), &mine) && dladdr(fn, &theirs) &&
+         mine.dli_fbase == theirs.dli_fbase;
+}
+
 void* substitute_by_symbol(const char* symbol, void* real) {
   if (strcmp(symbol, "cuGetProcAddress") == 0)
     return install(g_real_get_proc_v1, real, reinterpret_cast<void*>(&wrapped_get_proc_v1));
@@ -329,7 +335,10 @@ MEMTRACE_EXPORT void* dlsym(void* handle, const char* name) noexcept {
   asm("" : "+r"(checked));
   if (handle != RTLD_DEFAULT && handle != RTLD_NEXT && checked && checked[0] == 'c' && checked[1] == 'u') {
     void* fn = real(handle, name);
-    return fn ? memtrace::substitute_by_symbol(name, fn) : fn;
+    // A handle whose scope holds the preloaded objects (dlopen(NULL), as ctypes.CDLL(None) does) finds our
+    // own exports first: they already wrap, and remembering one as the driver's function would keep the
+    // driver's own from ever being remembered (install() leaves a slot that forwards elsewhere alone).
+    return fn && !memtrace::is_own_function(fn) ? memtrace::substitute_by_symbol(name, fn) : fn;
   }
   return real(handle, name);
 }
