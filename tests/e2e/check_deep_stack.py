@@ -1,8 +1,8 @@
 """The native frames kept per stack when the stack is deeper than that (tests/e2e/deep_stack.cc: every
 allocation 60 frames below main, on the runtime's, the linked driver's, the resolver's and PyTorch's hook
 paths). With the tracer's default, 32 native frames; with MEMTRACE_MAX_FRAMES=10, 10. Fewer would mean the
-tracer's own frames on some path outnumber the room stack_capture.cc unwinds for them; more, that they were
-kept (they are dropped).
+tracer's own frames on some path outnumber the room stack_capture.cc unwinds for them (it fails with a room
+of 4). It cannot see a room larger than needed, which costs time, not frames.
 
 Events with a stack: the ALLOCs (a FREE has none). The program makes 4 driver-level allocations of 1 MiB
 (cudaMalloc, cuMemAlloc, and cuMemAlloc as cuGetProcAddress_v2 and cuGetProcAddress, each called by name,
