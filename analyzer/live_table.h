@@ -98,8 +98,9 @@ class LiveTable {
   // Ends the live allocation `a` (as returned by find), remembering its key as freed while fewer than
   // the limit are remembered. `a` is invalid afterwards.
   void erase(const LiveAllocation& a) { erase(a, index_.find(Key{a.address, a.space})); }
-  // The same for an allocation found by find_entry (and nothing inserted or erased since).
-  void erase(Found f) { erase(*f.allocation_, f.entry_); }
+  // The same for an allocation found by find_entry (and nothing inserted or erased since). Inlined:
+  // the memory model's fast path ends a block with it for nearly every FREE.
+  [[gnu::always_inline]] void erase(Found f) { erase(*f.allocation_, f.entry_); }
 
   size_t size() const { return live_; }
   size_t freed_remembered() const { return freed_; }

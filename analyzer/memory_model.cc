@@ -150,7 +150,8 @@ void MemoryModel::on_oom(const EventFields& event) {
 // - a successful event (result 0) at a non-zero address, not a graph's memory node, with no driver OOM
 //   of any thread pending (the general path would forget the thread's), Event.memory MEMORY_DEVICE
 //   (memory_of() gives it back unchanged for TORCH_ALLOCATOR; charge() then adds to the blocks), on the
-//   cached device, and the segment index already active (the first block of a trace activates it);
+//   cached device, and the segment index already active (the first block of a trace activates it):
+//   the conditions on the model's state are torch_fast_path_ready_;
 // - ALLOC: no allocation live at the address (LiveTable::emplace changes nothing when there is one, and
 //   the event goes to the general path, which drops the old allocation first);
 // - FREE: a live block at the address, of device memory of this same device.
@@ -162,8 +163,7 @@ inline bool MemoryModel::apply_torch_block(const EventFields& event) {
   bool alloc = event.kind() == proto::ALLOC;
   if (!(alloc || event.kind() == proto::FREE) || event.layer() != proto::LAYER_BLOCK ||
       event.api() != proto::TORCH_ALLOCATOR || event.result() != 0 || event.address() == 0 ||
-      event.graph() != 0 || event.capture_id() != 0 || !pending_driver_ooms_.empty() ||
-      !cached_state_ || event.device() != cached_device_ || !segment_index_active_)
+      event.graph() != 0 || event.capture_id() != 0 || !torch_fast_path_ready_ || event.device() != cached_device_)
     return false;
   DeviceState& state = *cached_state_;
   if (alloc) {
@@ -204,7 +204,7 @@ void MemoryModel::apply(const EventFields& event) {
   if (event.time_delta_ns() < 0) ++health_.backward_timestamps;
   now_ns_ = add_delta(now_ns_, event.time_delta_ns());
   allocated_peak_raised_ = false;
-  if (fast_paths_ && apply_torch_block(event)) {
+  if (apply_torch_block(event)) {
     end_event();
     return;
   }
@@ -256,6 +256,7 @@ void MemoryModel::apply_general(const EventFields& event) {
     update_process_peaks();
     process_touched_ = false;
   }
+  update_torch_fast_path_ready();
   end_event();
 }
 

@@ -275,7 +275,10 @@ class MemoryModel {
   // The latest DEVICE_USAGE sample of `device`, if any.
   std::optional<DeviceUsage> last_device_usage(int32_t device) const;
   // With false, every event takes the general path (for tests that compare it with the fast path).
-  void set_fast_paths(bool enabled) { fast_paths_ = enabled; }
+  void set_fast_paths(bool enabled) {
+    fast_paths_ = enabled;
+    update_torch_fast_path_ready();
+  }
   // Events applied by the fast path for PyTorch blocks (for tests that it is taken).
   uint64_t fast_path_events() const { return fast_path_events_; }
 
@@ -414,6 +417,12 @@ class MemoryModel {
   uint64_t event_index_ = 0;
   TotalsCallback on_totals_changed_;
   bool fast_paths_ = true;
+  // The model's own conditions of apply_torch_block, all of which only apply_general and
+  // set_fast_paths change: kept as one flag, updated after each, so that the fast path tests one.
+  bool torch_fast_path_ready_ = false;
+  void update_torch_fast_path_ready() {
+    torch_fast_path_ready_ = fast_paths_ && cached_state_ && segment_index_active_ && pending_driver_ooms_.empty();
+  }
   bool allocated_peak_raised_ = false;
   uint64_t fast_path_events_ = 0;
 };
