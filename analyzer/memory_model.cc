@@ -115,6 +115,7 @@ DeviceState& MemoryModel::find_device_state(int32_t device) {
   cached_device_ = device;
   cached_state_ = &it->second;
   cached_last_totals_ = &last_totals_[device];
+  cached_first_times_ = &first_allocation_ns_[device];
   return touch(it->second);
 }
 
@@ -173,7 +174,7 @@ inline bool MemoryModel::apply_torch_block(const EventFields& event) {
     *a = LiveAllocation{.space = AddressSpace::kTorchBlock, .memory = proto::MEMORY_DEVICE, .device = cached_device_,
                         .size_bytes = event.size(), .stack_id = event.stack_id(), .time_ns = now_ns_,
                         .event_index = event_index_, .address = event.address(), .context = event.context()};
-    first_allocation_ns_.try_emplace(SiteKey{cached_device_, event.stack_id()}, now_ns_);
+    cached_first_times_->note(event.stack_id(), now_ns_);
     state.torch_block_bytes += event.size();
     ++state.block_allocations;
     torch_blocks_.add(event.address(), event.size());
@@ -290,7 +291,7 @@ void MemoryModel::add_live(const LiveAllocation& a) {
     release(*old);
     live_.insert(a);
   }
-  first_allocation_ns_.try_emplace(SiteKey{a.device, a.stack_id}, now_ns_);
+  site_first_times(a.device).note(a.stack_id, now_ns_);
   charge(a, +1);
   switch (a.space) {
     case AddressSpace::kTorchBlock:
@@ -686,15 +687,19 @@ void MemoryModel::for_each_allocated(int32_t device,
 
 std::map<std::pair<int32_t, uint64_t>, int64_t> MemoryModel::first_allocation_ns() const {
   std::map<std::pair<int32_t, uint64_t>, int64_t> times;
-  first_allocation_ns_.for_each([&](const SiteKey& site, int64_t ns) { times.emplace(std::pair(site.device, site.stack_id), ns); });
+  for (const auto& [device, sites] : first_allocation_ns_)
+    sites.for_each([&](uint64_t stack_id, int64_t ns) { times.emplace(std::pair(device, stack_id), ns); });
   return times;
 }
 
 std::map<std::pair<int32_t, uint64_t>, int64_t> MemoryModel::first_allocation_ns(
     const std::vector<LiveAllocation>& allocations) const {
   std::map<std::pair<int32_t, uint64_t>, int64_t> times;
-  for (const LiveAllocation& a : allocations)
-    if (const int64_t* ns = first_allocation_ns_.find(SiteKey{a.device, a.stack_id})) times.emplace(std::pair(a.device, a.stack_id), *ns);
+  for (const LiveAllocation& a : allocations) {
+    auto sites = first_allocation_ns_.find(a.device);
+    if (sites == first_allocation_ns_.end()) continue;
+    if (const int64_t* ns = sites->second.find(a.stack_id)) times.emplace(std::pair(a.device, a.stack_id), *ns);
+  }
   return times;
 }
 

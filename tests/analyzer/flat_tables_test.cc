@@ -1,6 +1,7 @@
 // The memory model's flat tables: FlatHashMap (probing, backward-shift erase, growth), LiveTable (live
 // and freed keys, slot reuse) and BlockIndex (logged changes, rebuild past the log), with hand-worked
-// expectations, and largest_free_block_bytes over a sorted block vector.
+// expectations, largest_free_block_bytes over a sorted block vector, and SiteFirstTimes (an array by
+// stack id, a hash table past its limit).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "block_index.h"
+#include "first_allocation_times.h"
 #include "flat_hash_map.h"
 #include "live_table.h"
 #include "segment_map.h"
@@ -245,6 +247,53 @@ TEST(SegmentMap, LargestFreeBlockOverASortedVectorAsOverAMap) {
   std::map<uint64_t, uint64_t> as_map = {{0x1000, 0x400}, {0x2000, 0x800}, {0x5000, 0x100000}};
   EXPECT_EQ(largest_free_block_bytes(segments, blocks), 0xC00u);
   EXPECT_EQ(largest_free_block_bytes(segments, as_map), 0xC00u);
+}
+
+std::map<uint64_t, int64_t> all_times(const SiteFirstTimes& times) {
+  std::map<uint64_t, int64_t> all;
+  times.for_each([&](uint64_t id, int64_t ns) { all.emplace(id, ns); });
+  return all;
+}
+
+TEST(SiteFirstTimes, KeepsTheFirstTimeOfEachStackId) {
+  SiteFirstTimes times;
+  times.note(3, 100);
+  times.note(1, 200);
+  times.note(3, 300);  // not the first of stack 3
+  times.note(0, 400);  // 0 = no stack: a call site like any other
+  EXPECT_EQ(all_times(times), (std::map<uint64_t, int64_t>{{0, 400}, {1, 200}, {3, 100}}));
+  ASSERT_NE(times.find(3), nullptr);
+  EXPECT_EQ(*times.find(3), 100);
+  EXPECT_EQ(times.find(2), nullptr);   // inside the array, never noted
+  EXPECT_EQ(times.find(99), nullptr);  // past the array
+  // The array grew to id 3 + 1 = 4 entries (doubling from 0 gives max(4, 0)), then stayed.
+  EXPECT_EQ(times.array_size(), 4u);
+  times.note(4, 500);  // one past: doubles to max(5, 8) = 8
+  EXPECT_EQ(times.array_size(), 8u);
+}
+
+TEST(SiteFirstTimes, EveryTimeValueCountsIncludingTheLowest) {
+  // A saturated time (INT64_MIN) is a time, not "none": a later allocation must not replace it.
+  SiteFirstTimes times;
+  times.note(2, INT64_MIN);
+  times.note(2, 7);
+  ASSERT_NE(times.find(2), nullptr);
+  EXPECT_EQ(*times.find(2), INT64_MIN);
+}
+
+TEST(SiteFirstTimes, IdsPastTheLimitGoToTheHashTableWithoutGrowingTheArray) {
+  SiteFirstTimes times;
+  constexpr uint64_t kLimit = SiteFirstTimes::kMaxDenseStackId;
+  times.note(1, 10);
+  times.note(uint64_t(1) << 62, 20);
+  times.note(kLimit, 30);      // the first id past the array's limit
+  times.note(kLimit - 1, 40);  // the last id the array takes: it grows to the limit, no further
+  times.note(uint64_t(1) << 62, 50);  // not the first
+  EXPECT_EQ(times.array_size(), kLimit);
+  EXPECT_EQ(all_times(times),
+            (std::map<uint64_t, int64_t>{{1, 10}, {kLimit - 1, 40}, {kLimit, 30}, {uint64_t(1) << 62, 20}}));
+  EXPECT_EQ(*times.find(uint64_t(1) << 62), 20);
+  EXPECT_EQ(times.find(kLimit + 1), nullptr);
 }
 
 }  // namespace
