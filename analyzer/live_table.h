@@ -76,17 +76,17 @@ class LiveTable {
   // the key and false, having changed nothing. Inlined, as erase: one or the other runs for nearly
   // every event.
   [[gnu::always_inline]] std::pair<LiveAllocation*, bool> emplace(AddressSpace space, uint64_t address) {
-    uint32_t slot = free_slots_.empty() ? uint32_t(pool_.size()) : free_slots_.back();
+    uint32_t slot = last_freed_slot_ != kNoSlot ? last_freed_slot_ : uint32_t(pool_.size());
     auto [entry, inserted] = index_.try_emplace(Key{address, space}, Entry{slot, false});
     if (!inserted) {
       if (!entry->freed) return {&pool_[entry->slot].allocation, false};
       *entry = Entry{slot, false};
       --freed_;
     }
-    if (slot == pool_.size()) {
-      pool_.emplace_back();
+    if (slot == last_freed_slot_) {
+      last_freed_slot_ = pool_[slot].freed_before;
     } else {
-      free_slots_.pop_back();
+      pool_.emplace_back();
     }
     PoolSlot& s = pool_[slot];
     s.used = true;
@@ -123,8 +123,10 @@ class LiveTable {
     } else {
       index_.erase(Key{a.address, a.space});
     }
-    pool_[slot].used = false;
-    free_slots_.push_back(slot);
+    PoolSlot& s = pool_[slot];
+    s.used = false;
+    s.freed_before = last_freed_slot_;
+    last_freed_slot_ = slot;
     --live_;
   }
 
@@ -141,14 +143,18 @@ class LiveTable {
     uint32_t slot = 0;   // index in pool_ when live
     bool freed = false;  // freed since its last allocation: no slot
   };
+  static constexpr uint32_t kNoSlot = UINT32_MAX;
+  // The free slots are a list threaded through the slots themselves (in the padding after `used`), last
+  // freed first: freeing and reusing a slot are two stores, with no vector to grow.
   struct PoolSlot {
     LiveAllocation allocation;
     bool used = false;
+    uint32_t freed_before = kNoSlot;  // when not used: the slot freed before this one, or kNoSlot
   };
 
   FlatHashMap<Key, Entry, KeyHash> index_;
   std::vector<PoolSlot> pool_;
-  std::vector<uint32_t> free_slots_;
+  uint32_t last_freed_slot_ = kNoSlot;  // head of the free slots' list
   size_t live_ = 0;
   size_t freed_ = 0;
   size_t max_freed_;

@@ -184,6 +184,19 @@ TEST(LiveTable, IteratesInPoolOrderReusingTheLastFreedSlot) {
   EXPECT_EQ(order, (std::vector<uint64_t>{0xA0, 0xD0, 0xC0}));
 }
 
+TEST(LiveTable, ReusesFreedSlotsLastFreedFirstThenGrows) {
+  LiveTable t(8);
+  for (uint64_t a : {0xA0, 0xB0, 0xC0, 0xD0}) t.insert(allocation(AddressSpace::kPoolBlock, a, 1));  // slots 0-3
+  for (uint64_t a : {0xB0, 0xD0, 0xA0}) t.erase(*t.find(AddressSpace::kPoolBlock, a));  // frees 1, 3, 0
+  // Slots taken in the reverse order of their frees: 0, 3, 1; then a new slot 4.
+  for (uint64_t a : {0x10, 0x20, 0x30, 0x40}) t.insert(allocation(AddressSpace::kPoolBlock, a, 1));
+  std::vector<uint64_t> order;
+  t.for_each([&](const LiveAllocation& a) { order.push_back(a.address); });
+  // slot 0: 0x10, 1: 0x30, 2: 0xC0, 3: 0x20, 4: 0x40.
+  EXPECT_EQ(order, (std::vector<uint64_t>{0x10, 0x30, 0xC0, 0x20, 0x40}));
+  EXPECT_EQ(t.size(), 5u);
+}
+
 TEST(BlockIndex, AppliesLoggedChangesInOrder) {
   BlockIndex index;
   int rebuilds = 0;
