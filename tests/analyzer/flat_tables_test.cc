@@ -231,6 +231,23 @@ TEST(BlockIndex, RebuildsFromTheLiveSetPastTheLog) {
   EXPECT_EQ(rebuilds, 1);
 }
 
+TEST(BlockIndex, RebuildSortsBlocksSetAsideFromTheAscendingRunAndMergesThem) {
+  BlockIndex index;
+  for (uint64_t i = 0; i <= BlockIndex::kMinLoggedChanges; ++i) index.add(0x1000 * (i + 1), 1);  // drops the log
+  // Pool order: 0x2000, 0x5000, 0x6000, 0x7000 rise and stay; 0x1000, 0x3000 and 0x4000 come after a
+  // higher address and are set aside; 0x8000 comes after 0x7000, above every one set aside.
+  std::vector<Block> pool_order = {{0x2000, 2}, {0x5000, 5}, {0x1000, 1}, {0x6000, 6}, {0x4000, 4},
+                                   {0x7000, 7}, {0x3000, 3}, {0x8000, 8}};
+  EXPECT_EQ(index.sorted([&](std::vector<Block>& all) { all = pool_order; }),
+            (std::vector<Block>{{0x1000, 1}, {0x2000, 2}, {0x3000, 3}, {0x4000, 4}, {0x5000, 5}, {0x6000, 6},
+                                {0x7000, 7}, {0x8000, 8}}));
+  // Descending: only the first stays, all the others are set aside.
+  BlockIndex descending;
+  for (uint64_t i = 0; i <= BlockIndex::kMinLoggedChanges; ++i) descending.add(0x1000 * (i + 1), 1);
+  EXPECT_EQ(descending.sorted([](std::vector<Block>& all) { all = {{0x3000, 3}, {0x2000, 2}, {0x1000, 1}}; }),
+            (std::vector<Block>{{0x1000, 1}, {0x2000, 2}, {0x3000, 3}}));
+}
+
 TEST(BlockIndex, LogsAsManyChangesAsTheListHasBlocks) {
   BlockIndex index;
   auto no_rebuild = [](std::vector<Block>&) { FAIL() << "rebuilt"; };
