@@ -25,10 +25,15 @@ class BlockIndex {
  public:
   static constexpr size_t kMinLoggedChanges = 64;
 
-  // A block is now live at `address` (no live block is there already).
-  void add(uint64_t address, uint64_t size_bytes) { log(Change{{address, size_bytes}, true}); }
+  // A block is now live at `address` (no live block is there already). Once the log has overflowed
+  // (most of the time on a long trace), one test.
+  void add(uint64_t address, uint64_t size_bytes) {
+    if (!stale_) log(Change{{address, size_bytes}, true});
+  }
   // The live block at `address` ended.
-  void remove(uint64_t address) { log(Change{{address, 0}, false}); }
+  void remove(uint64_t address) {
+    if (!stale_) log(Change{{address, 0}, false});
+  }
 
   // Every live block, by address. `all_blocks(std::vector<Block>&)` must append every live block (any
   // order); it is called only when the log overflowed since the last request.
@@ -53,7 +58,6 @@ class BlockIndex {
   };
 
   void log(const Change& c) {
-    if (stale_) return;
     if (log_.size() >= std::max(kMinLoggedChanges, sorted_.size())) {
       stale_ = true;
       log_.clear();

@@ -190,9 +190,10 @@ inline bool MemoryModel::apply_torch_block(const EventFields& event) {
   state.block_layer_seen = true;
   state.allocator_layer_seen = true;
   state.torch_reserved_bytes = event.allocator_reserved_bytes();
-  if (touched_.size() != 1 || touched_[0] != &state) {
+  if (!touched_only_cached_) {
     touched_.clear();
     touched_.push_back(&state);
+    touched_only_cached_ = true;
   }
   if (alloc) allocated_peak_raised_ = raise(state.peak_blocks, state.torch_block_bytes + state.pool_block_bytes, now_ns_, event_index_);
   raise(state.peak_torch_reserved, state.torch_reserved_bytes, now_ns_, event_index_);
@@ -214,6 +215,7 @@ void MemoryModel::apply(const EventFields& event) {
 
 void MemoryModel::apply_general(const EventFields& event) {
   touched_.clear();
+  touched_only_cached_ = false;
   // A sample is not the thread going on: the hook records a DEVICE_USAGE right after each failure, so one
   // comes between PyTorch's failed segment request and its own OOM report.
   bool sample = event.kind() == proto::DEVICE_USAGE || event.kind() == proto::POOL_RESERVED;

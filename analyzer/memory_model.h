@@ -397,6 +397,9 @@ class MemoryModel {
   ProcessTotals process_;
   bool process_touched_ = false;  // the current event may have changed process_
   std::vector<DeviceState*> touched_;  // devices whose totals the current event may have changed
+  // touched_ is {cached_state_}, as the fast path leaves it: only apply_general changes either, and it
+  // clears this first. Saves the fast path comparing the vector for nearly every event.
+  bool touched_only_cached_ = false;
   TraceHealth health_;
   std::vector<OomEvent> ooms_;
   static constexpr size_t kMaxOomsListed = 10000;

@@ -176,6 +176,27 @@ TEST(MemoryModelFastPath, SameFirstAllocationTimesWhateverTheStackId) {
   EXPECT_EQ(model.first_allocation_ns(), expected);
 }
 
+// The fast path leaves devices_touched() as {its device} and skips resetting it while it is: a general
+// event in between that touches no device (a failed allocation) must not leave the next fast event
+// with the general event's empty list.
+TEST(MemoryModelFastPath, TouchedDevicesAfterAGeneralEventThatTouchesNone) {
+  proto::Event failed = driver_alloc(0, 0, 64 * kMiB, 10);
+  failed.set_result(2);
+  std::vector<proto::Event> events = {
+      driver_alloc(0, 0x100000, 2 * kMiB, 10),                               // 0: touches {0}
+      torch_event(proto::ALLOC, 0, 0x100000, 4 * kKiB, 0, 2 * kMiB, 10, 1),  // 1: general, {0}
+      torch_event(proto::ALLOC, 0, 0x101000, 4 * kKiB, 0, 2 * kMiB, 10, 1),  // 2: fast, {0}
+      failed,                                                                // 3: general, {}
+      torch_event(proto::ALLOC, 0, 0x102000, 4 * kKiB, 0, 2 * kMiB, 10, 1),  // 4: fast, {0} again
+  };
+  EXPECT_EQ(expect_same_as_general_path(events), 2u);  // 2 and 4
+  MemoryModel model;
+  for (size_t i = 0; i < 4; ++i) model.apply(events[i]);
+  EXPECT_EQ(touched(model), std::vector<int32_t>{});
+  model.apply(events[4]);
+  EXPECT_EQ(touched(model), std::vector<int32_t>{0});
+}
+
 TEST(MemoryModelFastPath, PeaksOfBlocksAndReservedOnFastEvents) {
   MemoryModel model;
   std::vector<proto::Event> events = {
