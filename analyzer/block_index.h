@@ -25,10 +25,15 @@ class BlockIndex {
  public:
   static constexpr size_t kMinLoggedChanges = 64;
 
-  // A block is now live at `address` (no live block is there already).
-  void add(uint64_t address, uint64_t size_bytes) { log(Change{{address, size_bytes}, true}); }
+  // A block is now live at `address` (no live block is there already). Once the log has overflowed
+  // (most of the time on a long trace), one test.
+  void add(uint64_t address, uint64_t size_bytes) {
+    if (!stale_) log(Change{{address, size_bytes}, true});
+  }
   // The live block at `address` ended.
-  void remove(uint64_t address) { log(Change{{address, 0}, false}); }
+  void remove(uint64_t address) {
+    if (!stale_) log(Change{{address, 0}, false});
+  }
 
   // Every live block, by address. `all_blocks(std::vector<Block>&)` must append every live block (any
   // order); it is called only when the log overflowed since the last request.
@@ -37,7 +42,7 @@ class BlockIndex {
     if (stale_) {
       sorted_.clear();
       all_blocks(sorted_);
-      std::sort(sorted_.begin(), sorted_.end(), [](const Block& a, const Block& b) { return a.address < b.address; });
+      sort_mostly_ascending();
       stale_ = false;
     } else if (!log_.empty()) {
       merge_log();
@@ -53,13 +58,34 @@ class BlockIndex {
   };
 
   void log(const Change& c) {
-    if (stale_) return;
     if (log_.size() >= std::max(kMinLoggedChanges, sorted_.size())) {
       stale_ = true;
       log_.clear();
       return;
     }
     log_.push_back(c);
+  }
+
+  // Sorts sorted_ by address. The live set comes in the model's pool order, which is mostly allocation
+  // order: the long-lived blocks a program makes first usually rise with their addresses, and the
+  // churn reuses a few slots. So the blocks that continue the ascending run so far stay in place, the
+  // others are set aside, sorted and merged back from the end: O(n) plus the sort of those set aside.
+  // Live blocks have distinct addresses, so the order is the one a full sort gives.
+  void sort_mostly_ascending() {
+    std::vector<Block>& aside = merged_;  // scratch
+    aside.clear();
+    size_t kept = 0;
+    for (const Block& b : sorted_) {
+      if (kept == 0 || b.address > sorted_[kept - 1].address) sorted_[kept++] = b;
+      else aside.push_back(b);
+    }
+    if (aside.empty()) return;
+    std::sort(aside.begin(), aside.end(), [](const Block& a, const Block& b) { return a.address < b.address; });
+    size_t out = sorted_.size();  // kept + aside.size()
+    for (size_t left = kept, right = aside.size(); right > 0;) {
+      if (left > 0 && sorted_[left - 1].address > aside[right - 1].address) sorted_[--out] = sorted_[--left];
+      else sorted_[--out] = aside[--right];
+    }
   }
 
   void merge_log() {

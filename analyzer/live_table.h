@@ -76,17 +76,17 @@ class LiveTable {
   // the key and false, having changed nothing. Inlined, as erase: one or the other runs for nearly
   // every event.
   [[gnu::always_inline]] std::pair<LiveAllocation*, bool> emplace(AddressSpace space, uint64_t address) {
-    uint32_t slot = free_slots_.empty() ? uint32_t(pool_.size()) : free_slots_.back();
+    uint32_t slot = last_freed_slot_ != kNoSlot ? last_freed_slot_ : uint32_t(pool_.size());
     auto [entry, inserted] = index_.try_emplace(Key{address, space}, Entry{slot, false});
     if (!inserted) {
       if (!entry->freed) return {&pool_[entry->slot].allocation, false};
       *entry = Entry{slot, false};
       --freed_;
     }
-    if (slot == pool_.size()) {
-      pool_.emplace_back();
+    if (slot == last_freed_slot_) {
+      last_freed_slot_ = pool_[slot].freed_before;
     } else {
-      free_slots_.pop_back();
+      pool_.emplace_back();
     }
     PoolSlot& s = pool_[slot];
     s.used = true;
@@ -98,8 +98,9 @@ class LiveTable {
   // Ends the live allocation `a` (as returned by find), remembering its key as freed while fewer than
   // the limit are remembered. `a` is invalid afterwards.
   void erase(const LiveAllocation& a) { erase(a, index_.find(Key{a.address, a.space})); }
-  // The same for an allocation found by find_entry (and nothing inserted or erased since).
-  void erase(Found f) { erase(*f.allocation_, f.entry_); }
+  // The same for an allocation found by find_entry (and nothing inserted or erased since). Inlined:
+  // the memory model's fast path ends a block with it for nearly every FREE.
+  [[gnu::always_inline]] void erase(Found f) { erase(*f.allocation_, f.entry_); }
 
   size_t size() const { return live_; }
   size_t freed_remembered() const { return freed_; }
@@ -122,8 +123,10 @@ class LiveTable {
     } else {
       index_.erase(Key{a.address, a.space});
     }
-    pool_[slot].used = false;
-    free_slots_.push_back(slot);
+    PoolSlot& s = pool_[slot];
+    s.used = false;
+    s.freed_before = last_freed_slot_;
+    last_freed_slot_ = slot;
     --live_;
   }
 
@@ -140,14 +143,18 @@ class LiveTable {
     uint32_t slot = 0;   // index in pool_ when live
     bool freed = false;  // freed since its last allocation: no slot
   };
+  static constexpr uint32_t kNoSlot = UINT32_MAX;
+  // The free slots are a list threaded through the slots themselves (in the padding after `used`), last
+  // freed first: freeing and reusing a slot are two stores, with no vector to grow.
   struct PoolSlot {
     LiveAllocation allocation;
     bool used = false;
+    uint32_t freed_before = kNoSlot;  // when not used: the slot freed before this one, or kNoSlot
   };
 
   FlatHashMap<Key, Entry, KeyHash> index_;
   std::vector<PoolSlot> pool_;
-  std::vector<uint32_t> free_slots_;
+  uint32_t last_freed_slot_ = kNoSlot;  // head of the free slots' list
   size_t live_ = 0;
   size_t freed_ = 0;
   size_t max_freed_;

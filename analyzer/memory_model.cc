@@ -115,6 +115,7 @@ DeviceState& MemoryModel::find_device_state(int32_t device) {
   cached_device_ = device;
   cached_state_ = &it->second;
   cached_last_totals_ = &last_totals_[device];
+  cached_first_times_ = &first_allocation_ns_[device];
   return touch(it->second);
 }
 
@@ -150,7 +151,8 @@ void MemoryModel::on_oom(const EventFields& event) {
 // - a successful event (result 0) at a non-zero address, not a graph's memory node, with no driver OOM
 //   of any thread pending (the general path would forget the thread's), Event.memory MEMORY_DEVICE
 //   (memory_of() gives it back unchanged for TORCH_ALLOCATOR; charge() then adds to the blocks), on the
-//   cached device, and the segment index already active (the first block of a trace activates it);
+//   cached device, and the segment index already active (the first block of a trace activates it):
+//   the conditions on the model's state are torch_fast_path_ready_;
 // - ALLOC: no allocation live at the address (LiveTable::emplace changes nothing when there is one, and
 //   the event goes to the general path, which drops the old allocation first);
 // - FREE: a live block at the address, of device memory of this same device.
@@ -162,8 +164,7 @@ inline bool MemoryModel::apply_torch_block(const EventFields& event) {
   bool alloc = event.kind() == proto::ALLOC;
   if (!(alloc || event.kind() == proto::FREE) || event.layer() != proto::LAYER_BLOCK ||
       event.api() != proto::TORCH_ALLOCATOR || event.result() != 0 || event.address() == 0 ||
-      event.graph() != 0 || event.capture_id() != 0 || !pending_driver_ooms_.empty() ||
-      !cached_state_ || event.device() != cached_device_ || !segment_index_active_)
+      event.graph() != 0 || event.capture_id() != 0 || !torch_fast_path_ready_ || event.device() != cached_device_)
     return false;
   DeviceState& state = *cached_state_;
   if (alloc) {
@@ -173,7 +174,7 @@ inline bool MemoryModel::apply_torch_block(const EventFields& event) {
     *a = LiveAllocation{.space = AddressSpace::kTorchBlock, .memory = proto::MEMORY_DEVICE, .device = cached_device_,
                         .size_bytes = event.size(), .stack_id = event.stack_id(), .time_ns = now_ns_,
                         .event_index = event_index_, .address = event.address(), .context = event.context()};
-    first_allocation_ns_.try_emplace(SiteKey{cached_device_, event.stack_id()}, now_ns_);
+    cached_first_times_->note(event.stack_id(), now_ns_);
     state.torch_block_bytes += event.size();
     ++state.block_allocations;
     torch_blocks_.add(event.address(), event.size());
@@ -189,9 +190,10 @@ inline bool MemoryModel::apply_torch_block(const EventFields& event) {
   state.block_layer_seen = true;
   state.allocator_layer_seen = true;
   state.torch_reserved_bytes = event.allocator_reserved_bytes();
-  if (touched_.size() != 1 || touched_[0] != &state) {
+  if (!touched_only_cached_) {
     touched_.clear();
     touched_.push_back(&state);
+    touched_only_cached_ = true;
   }
   if (alloc) allocated_peak_raised_ = raise(state.peak_blocks, state.torch_block_bytes + state.pool_block_bytes, now_ns_, event_index_);
   raise(state.peak_torch_reserved, state.torch_reserved_bytes, now_ns_, event_index_);
@@ -204,7 +206,7 @@ void MemoryModel::apply(const EventFields& event) {
   if (event.time_delta_ns() < 0) ++health_.backward_timestamps;
   now_ns_ = add_delta(now_ns_, event.time_delta_ns());
   allocated_peak_raised_ = false;
-  if (fast_paths_ && apply_torch_block(event)) {
+  if (apply_torch_block(event)) {
     end_event();
     return;
   }
@@ -213,6 +215,7 @@ void MemoryModel::apply(const EventFields& event) {
 
 void MemoryModel::apply_general(const EventFields& event) {
   touched_.clear();
+  touched_only_cached_ = false;
   // A sample is not the thread going on: the hook records a DEVICE_USAGE right after each failure, so one
   // comes between PyTorch's failed segment request and its own OOM report.
   bool sample = event.kind() == proto::DEVICE_USAGE || event.kind() == proto::POOL_RESERVED;
@@ -256,6 +259,7 @@ void MemoryModel::apply_general(const EventFields& event) {
     update_process_peaks();
     process_touched_ = false;
   }
+  update_torch_fast_path_ready();
   end_event();
 }
 
@@ -289,7 +293,7 @@ void MemoryModel::add_live(const LiveAllocation& a) {
     release(*old);
     live_.insert(a);
   }
-  first_allocation_ns_.try_emplace(SiteKey{a.device, a.stack_id}, now_ns_);
+  site_first_times(a.device).note(a.stack_id, now_ns_);
   charge(a, +1);
   switch (a.space) {
     case AddressSpace::kTorchBlock:
@@ -685,15 +689,19 @@ void MemoryModel::for_each_allocated(int32_t device,
 
 std::map<std::pair<int32_t, uint64_t>, int64_t> MemoryModel::first_allocation_ns() const {
   std::map<std::pair<int32_t, uint64_t>, int64_t> times;
-  first_allocation_ns_.for_each([&](const SiteKey& site, int64_t ns) { times.emplace(std::pair(site.device, site.stack_id), ns); });
+  for (const auto& [device, sites] : first_allocation_ns_)
+    sites.for_each([&](uint64_t stack_id, int64_t ns) { times.emplace(std::pair(device, stack_id), ns); });
   return times;
 }
 
 std::map<std::pair<int32_t, uint64_t>, int64_t> MemoryModel::first_allocation_ns(
     const std::vector<LiveAllocation>& allocations) const {
   std::map<std::pair<int32_t, uint64_t>, int64_t> times;
-  for (const LiveAllocation& a : allocations)
-    if (const int64_t* ns = first_allocation_ns_.find(SiteKey{a.device, a.stack_id})) times.emplace(std::pair(a.device, a.stack_id), *ns);
+  for (const LiveAllocation& a : allocations) {
+    auto sites = first_allocation_ns_.find(a.device);
+    if (sites == first_allocation_ns_.end()) continue;
+    if (const int64_t* ns = sites->second.find(a.stack_id)) times.emplace(std::pair(a.device, a.stack_id), *ns);
+  }
   return times;
 }
 

@@ -14,6 +14,7 @@
 
 #include "block_index.h"
 #include "event_fields.h"
+#include "first_allocation_times.h"
 #include "flat_hash_map.h"
 #include "live_allocation.h"
 #include "live_table.h"
@@ -275,7 +276,10 @@ class MemoryModel {
   // The latest DEVICE_USAGE sample of `device`, if any.
   std::optional<DeviceUsage> last_device_usage(int32_t device) const;
   // With false, every event takes the general path (for tests that compare it with the fast path).
-  void set_fast_paths(bool enabled) { fast_paths_ = enabled; }
+  void set_fast_paths(bool enabled) {
+    fast_paths_ = enabled;
+    update_torch_fast_path_ready();
+  }
   // Events applied by the fast path for PyTorch blocks (for tests that it is taken).
   uint64_t fast_path_events() const { return fast_path_events_; }
 
@@ -355,11 +359,13 @@ class MemoryModel {
   std::map<int32_t, DeviceState> devices_;
   // Per device: the totals last passed to on_totals_changed_ (or compared, without a callback).
   std::map<int32_t, std::optional<DeviceTotals>> last_totals_;
-  // The device of the last device_state() call and its entries in devices_ and last_totals_ (map nodes
-  // do not move): nearly every event is on the same device as the one before.
+  // The device of the last device_state() call and its entries in devices_, last_totals_ and
+  // first_allocation_ns_ (map nodes do not move): nearly every event is on the same device as the one
+  // before.
   int32_t cached_device_ = 0;
   DeviceState* cached_state_ = nullptr;
   std::optional<DeviceTotals>* cached_last_totals_ = nullptr;
+  SiteFirstTimes* cached_first_times_ = nullptr;
   // Freed and not allocated again: tells a double free from a free of an unknown address. Bounded so
   // that a trace with endlessly new addresses cannot grow it without limit.
   static constexpr size_t kMaxFreedRemembered = 1 << 20;
@@ -391,6 +397,9 @@ class MemoryModel {
   ProcessTotals process_;
   bool process_touched_ = false;  // the current event may have changed process_
   std::vector<DeviceState*> touched_;  // devices whose totals the current event may have changed
+  // touched_ is {cached_state_}, as the fast path leaves it: only apply_general changes either, and it
+  // clears this first. Saves the fast path comparing the vector for nearly every event.
+  bool touched_only_cached_ = false;
   TraceHealth health_;
   std::vector<OomEvent> ooms_;
   static constexpr size_t kMaxOomsListed = 10000;
@@ -401,19 +410,20 @@ class MemoryModel {
   std::vector<LiveAllocation> live_at_exit_;
   bool exit_snapshot_taken_ = false;
   std::optional<int64_t> finalizing_time_ns_;
-  struct SiteKey {
-    int32_t device = 0;
-    uint64_t stack_id = 0;
-    bool operator==(const SiteKey&) const = default;
-  };
-  struct SiteHash {
-    uint64_t operator()(const SiteKey& k) const { return k.stack_id ^ (uint64_t(uint32_t(k.device)) << 40); }
-  };
-  FlatHashMap<SiteKey, int64_t, SiteHash> first_allocation_ns_;
+  std::map<int32_t, SiteFirstTimes> first_allocation_ns_;  // by device
+  SiteFirstTimes& site_first_times(int32_t device) {
+    return cached_state_ && cached_device_ == device ? *cached_first_times_ : first_allocation_ns_[device];
+  }
   int64_t now_ns_ = 0;
   uint64_t event_index_ = 0;
   TotalsCallback on_totals_changed_;
   bool fast_paths_ = true;
+  // The model's own conditions of apply_torch_block, all of which only apply_general and
+  // set_fast_paths change: kept as one flag, updated after each, so that the fast path tests one.
+  bool torch_fast_path_ready_ = false;
+  void update_torch_fast_path_ready() {
+    torch_fast_path_ready_ = fast_paths_ && cached_state_ && segment_index_active_ && pending_driver_ooms_.empty();
+  }
   bool allocated_peak_raised_ = false;
   uint64_t fast_path_events_ = 0;
 };

@@ -19,6 +19,17 @@ void PeakCapture::settle_pending(const EventFields& event) {
   }
 }
 
+void PeakCapture::after_applied() {
+  if (gave_up_) return;
+  uint64_t last = model_.next_event_index() - 1;
+  if (expecting_raise_) drop_unraised(last);
+  if (!model_.allocated_peak_raised()) return;  // no device's peak is at this event
+  for (const DeviceState* state : model_.devices_touched()) {
+    const Peak& peak = state->block_layer_seen ? state->peak_blocks : state->peak_driver;  // peak_allocated()
+    if (peak.event_index == last && peak.bytes > 0) note_peak(state->device, last);
+  }
+}
+
 void PeakCapture::drop_unraised(uint64_t last) {
   // A predicted raise that did not happen leaves no snapshot of that peak: the replay finds it, if it
   // stays the device's peak.

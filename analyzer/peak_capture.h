@@ -43,14 +43,9 @@ class PeakCapture {
     if (!pending_.empty()) settle_pending(event);
   }
   void after_event() {
-    if (gave_up_) return;
-    uint64_t last = model_.next_event_index() - 1;
-    if (expecting_raise_) drop_unraised(last);
-    if (!model_.allocated_peak_raised()) return;  // no device's peak is at this event
-    for (const DeviceState* state : model_.devices_touched()) {
-      const Peak& peak = state->block_layer_seen ? state->peak_blocks : state->peak_driver;  // peak_allocated()
-      if (peak.event_index == last && peak.bytes > 0) note_peak(state->device, last);
-    }
+    // Nearly every event neither raises a peak nor settles a prediction: then there is nothing to do
+    // (after giving up, expecting_raise_ stays false and after_applied() returns at once).
+    if (expecting_raise_ || model_.allocated_peak_raised()) after_applied();
   }
 
   // After the last event: the call sites live at each device's peak allocated and the fragmentation
@@ -77,6 +72,8 @@ class PeakCapture {
   };
 
   void settle_pending(const EventFields& event);
+  // after_event() for an event that raised a peak or was predicted to.
+  void after_applied();
   void drop_unraised(uint64_t last);
   void note_peak(int32_t device, uint64_t event_index);
   void capture(const Pending& pending);

@@ -1,6 +1,7 @@
 // The memory model's flat tables: FlatHashMap (probing, backward-shift erase, growth), LiveTable (live
 // and freed keys, slot reuse) and BlockIndex (logged changes, rebuild past the log), with hand-worked
-// expectations, and largest_free_block_bytes over a sorted block vector.
+// expectations, largest_free_block_bytes over a sorted block vector, and SiteFirstTimes (an array by
+// stack id, a hash table past its limit).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "block_index.h"
+#include "first_allocation_times.h"
 #include "flat_hash_map.h"
 #include "live_table.h"
 #include "segment_map.h"
@@ -182,6 +184,19 @@ TEST(LiveTable, IteratesInPoolOrderReusingTheLastFreedSlot) {
   EXPECT_EQ(order, (std::vector<uint64_t>{0xA0, 0xD0, 0xC0}));
 }
 
+TEST(LiveTable, ReusesFreedSlotsLastFreedFirstThenGrows) {
+  LiveTable t(8);
+  for (uint64_t a : {0xA0, 0xB0, 0xC0, 0xD0}) t.insert(allocation(AddressSpace::kPoolBlock, a, 1));  // slots 0-3
+  for (uint64_t a : {0xB0, 0xD0, 0xA0}) t.erase(*t.find(AddressSpace::kPoolBlock, a));  // frees 1, 3, 0
+  // Slots taken in the reverse order of their frees: 0, 3, 1; then a new slot 4.
+  for (uint64_t a : {0x10, 0x20, 0x30, 0x40}) t.insert(allocation(AddressSpace::kPoolBlock, a, 1));
+  std::vector<uint64_t> order;
+  t.for_each([&](const LiveAllocation& a) { order.push_back(a.address); });
+  // slot 0: 0x10, 1: 0x30, 2: 0xC0, 3: 0x20, 4: 0x40.
+  EXPECT_EQ(order, (std::vector<uint64_t>{0x10, 0x30, 0xC0, 0x20, 0x40}));
+  EXPECT_EQ(t.size(), 5u);
+}
+
 TEST(BlockIndex, AppliesLoggedChangesInOrder) {
   BlockIndex index;
   int rebuilds = 0;
@@ -216,6 +231,23 @@ TEST(BlockIndex, RebuildsFromTheLiveSetPastTheLog) {
   EXPECT_EQ(rebuilds, 1);
 }
 
+TEST(BlockIndex, RebuildSortsBlocksSetAsideFromTheAscendingRunAndMergesThem) {
+  BlockIndex index;
+  for (uint64_t i = 0; i <= BlockIndex::kMinLoggedChanges; ++i) index.add(0x1000 * (i + 1), 1);  // drops the log
+  // Pool order: 0x2000, 0x5000, 0x6000, 0x7000 rise and stay; 0x1000, 0x3000 and 0x4000 come after a
+  // higher address and are set aside; 0x8000 comes after 0x7000, above every one set aside.
+  std::vector<Block> pool_order = {{0x2000, 2}, {0x5000, 5}, {0x1000, 1}, {0x6000, 6}, {0x4000, 4},
+                                   {0x7000, 7}, {0x3000, 3}, {0x8000, 8}};
+  EXPECT_EQ(index.sorted([&](std::vector<Block>& all) { all = pool_order; }),
+            (std::vector<Block>{{0x1000, 1}, {0x2000, 2}, {0x3000, 3}, {0x4000, 4}, {0x5000, 5}, {0x6000, 6},
+                                {0x7000, 7}, {0x8000, 8}}));
+  // Descending: only the first stays, all the others are set aside.
+  BlockIndex descending;
+  for (uint64_t i = 0; i <= BlockIndex::kMinLoggedChanges; ++i) descending.add(0x1000 * (i + 1), 1);
+  EXPECT_EQ(descending.sorted([](std::vector<Block>& all) { all = {{0x3000, 3}, {0x2000, 2}, {0x1000, 1}}; }),
+            (std::vector<Block>{{0x1000, 1}, {0x2000, 2}, {0x3000, 3}}));
+}
+
 TEST(BlockIndex, LogsAsManyChangesAsTheListHasBlocks) {
   BlockIndex index;
   auto no_rebuild = [](std::vector<Block>&) { FAIL() << "rebuilt"; };
@@ -245,6 +277,53 @@ TEST(SegmentMap, LargestFreeBlockOverASortedVectorAsOverAMap) {
   std::map<uint64_t, uint64_t> as_map = {{0x1000, 0x400}, {0x2000, 0x800}, {0x5000, 0x100000}};
   EXPECT_EQ(largest_free_block_bytes(segments, blocks), 0xC00u);
   EXPECT_EQ(largest_free_block_bytes(segments, as_map), 0xC00u);
+}
+
+std::map<uint64_t, int64_t> all_times(const SiteFirstTimes& times) {
+  std::map<uint64_t, int64_t> all;
+  times.for_each([&](uint64_t id, int64_t ns) { all.emplace(id, ns); });
+  return all;
+}
+
+TEST(SiteFirstTimes, KeepsTheFirstTimeOfEachStackId) {
+  SiteFirstTimes times;
+  times.note(3, 100);
+  times.note(1, 200);
+  times.note(3, 300);  // not the first of stack 3
+  times.note(0, 400);  // 0 = no stack: a call site like any other
+  EXPECT_EQ(all_times(times), (std::map<uint64_t, int64_t>{{0, 400}, {1, 200}, {3, 100}}));
+  ASSERT_NE(times.find(3), nullptr);
+  EXPECT_EQ(*times.find(3), 100);
+  EXPECT_EQ(times.find(2), nullptr);   // inside the array, never noted
+  EXPECT_EQ(times.find(99), nullptr);  // past the array
+  // The array grew to id 3 + 1 = 4 entries (doubling from 0 gives max(4, 0)), then stayed.
+  EXPECT_EQ(times.array_size(), 4u);
+  times.note(4, 500);  // one past: doubles to max(5, 8) = 8
+  EXPECT_EQ(times.array_size(), 8u);
+}
+
+TEST(SiteFirstTimes, EveryTimeValueCountsIncludingTheLowest) {
+  // A saturated time (INT64_MIN) is a time, not "none": a later allocation must not replace it.
+  SiteFirstTimes times;
+  times.note(2, INT64_MIN);
+  times.note(2, 7);
+  ASSERT_NE(times.find(2), nullptr);
+  EXPECT_EQ(*times.find(2), INT64_MIN);
+}
+
+TEST(SiteFirstTimes, IdsPastTheLimitGoToTheHashTableWithoutGrowingTheArray) {
+  SiteFirstTimes times;
+  constexpr uint64_t kLimit = SiteFirstTimes::kMaxDenseStackId;
+  times.note(1, 10);
+  times.note(uint64_t(1) << 62, 20);
+  times.note(kLimit, 30);      // the first id past the array's limit
+  times.note(kLimit - 1, 40);  // the last id the array takes: it grows to the limit, no further
+  times.note(uint64_t(1) << 62, 50);  // not the first
+  EXPECT_EQ(times.array_size(), kLimit);
+  EXPECT_EQ(all_times(times),
+            (std::map<uint64_t, int64_t>{{1, 10}, {kLimit - 1, 40}, {kLimit, 30}, {uint64_t(1) << 62, 20}}));
+  EXPECT_EQ(*times.find(uint64_t(1) << 62), 20);
+  EXPECT_EQ(times.find(kLimit + 1), nullptr);
 }
 
 }  // namespace

@@ -153,6 +153,50 @@ TEST(MemoryModelFastPath, SameStateWithLayerHints) {
   EXPECT_EQ(expect_same_as_general_path(mixed_sequence(), hints), 9u);
 }
 
+// First allocation times per call site on both paths, with stack ids in the array, past it, and past
+// its limit (SiteFirstTimes::kMaxDenseStackId), on two devices.
+TEST(MemoryModelFastPath, SameFirstAllocationTimesWhateverTheStackId) {
+  const uint64_t huge = uint64_t(1) << 40;
+  std::vector<proto::Event> events = {
+      driver_alloc(0, 0x100000, 2 * kMiB, 10, 7),                              // 0: site 0/7 at 10
+      torch_event(proto::ALLOC, 0, 0x100000, 4 * kKiB, 0, 2 * kMiB, 10, 2),    // 1: general, site 0/2 at 20
+      torch_event(proto::ALLOC, 0, 0x101000, 4 * kKiB, 0, 2 * kMiB, 10, 2),    // 2: fast, 0/2 stays 20
+      torch_event(proto::ALLOC, 0, 0x102000, 4 * kKiB, 0, 2 * kMiB, 10, 300),  // 3: fast, 0/300 at 40
+      torch_event(proto::ALLOC, 0, 0x103000, 4 * kKiB, 0, 2 * kMiB, 10, huge), // 4: fast, 0/huge at 50
+      torch_event(proto::ALLOC, 0, 0x104000, 4 * kKiB, 0, 2 * kMiB, 10, huge), // 5: fast, stays 50
+      driver_alloc(1, 0x900000, 2 * kMiB, 10, 2),                              // 6: site 1/2 at 70
+      torch_event(proto::ALLOC, 1, 0x900000, 4 * kKiB, 0, 2 * kMiB, 10, 300),  // 7: fast, 1/300 at 80
+      torch_event(proto::ALLOC, 0, 0x105000, 4 * kKiB, 0, 2 * kMiB, 10, 1),    // 8: general, 0/1 at 90
+  };
+  EXPECT_EQ(expect_same_as_general_path(events), 5u);  // 2, 3, 4, 5, 7
+  MemoryModel model;
+  for (const auto& e : events) model.apply(e);
+  std::map<std::pair<int32_t, uint64_t>, int64_t> expected = {
+      {{0, 1}, 90}, {{0, 2}, 20}, {{0, 7}, 10}, {{0, 300}, 40}, {{0, huge}, 50}, {{1, 2}, 70}, {{1, 300}, 80}};
+  EXPECT_EQ(model.first_allocation_ns(), expected);
+}
+
+// The fast path leaves devices_touched() as {its device} and skips resetting it while it is: a general
+// event in between that touches no device (a failed allocation) must not leave the next fast event
+// with the general event's empty list.
+TEST(MemoryModelFastPath, TouchedDevicesAfterAGeneralEventThatTouchesNone) {
+  proto::Event failed = driver_alloc(0, 0, 64 * kMiB, 10);
+  failed.set_result(2);
+  std::vector<proto::Event> events = {
+      driver_alloc(0, 0x100000, 2 * kMiB, 10),                               // 0: touches {0}
+      torch_event(proto::ALLOC, 0, 0x100000, 4 * kKiB, 0, 2 * kMiB, 10, 1),  // 1: general, {0}
+      torch_event(proto::ALLOC, 0, 0x101000, 4 * kKiB, 0, 2 * kMiB, 10, 1),  // 2: fast, {0}
+      failed,                                                                // 3: general, {}
+      torch_event(proto::ALLOC, 0, 0x102000, 4 * kKiB, 0, 2 * kMiB, 10, 1),  // 4: fast, {0} again
+  };
+  EXPECT_EQ(expect_same_as_general_path(events), 2u);  // 2 and 4
+  MemoryModel model;
+  for (size_t i = 0; i < 4; ++i) model.apply(events[i]);
+  EXPECT_EQ(touched(model), std::vector<int32_t>{});
+  model.apply(events[4]);
+  EXPECT_EQ(touched(model), std::vector<int32_t>{0});
+}
+
 TEST(MemoryModelFastPath, PeaksOfBlocksAndReservedOnFastEvents) {
   MemoryModel model;
   std::vector<proto::Event> events = {

@@ -1,0 +1,79 @@
+// The time of the first successful allocation from each call site (device, stack id), freed or not: the
+// leak report measures a site's growth from it (call_sites.h, find_leak_sites).
+//
+// Nearly every ALLOC of a PyTorch trace asks whether its call site is new. The tracer numbers stacks
+// 1, 2, 3... in the order it first sees them (preload/intern_table.h; memtrace.proto: ids are never
+// reused), so a device's times are an array indexed by stack id: one bounds test and one load per ALLOC
+// instead of a hash probe. Stack ids come from the file, though: ids at or past kMaxDenseStackId (only a
+// damaged or hostile trace has a million distinct stacks) go to a hash table instead, so that one huge id
+// cannot make the array huge. The array grows to the largest id below that limit seen on the device:
+// at most 16 MiB per device.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "flat_hash_map.h"
+
+namespace memtrace {
+
+// One device's first allocation times, by stack id.
+class SiteFirstTimes {
+ public:
+  static constexpr uint64_t kMaxDenseStackId = 1 << 20;
+
+  // Keeps `time_ns` as the first time of `stack_id` unless it has one already.
+  void note(uint64_t stack_id, int64_t time_ns) {
+    if (stack_id < dense_.size()) [[likely]] {
+      Time& t = dense_[stack_id];
+      if (!t.seen) t = Time{time_ns, true};
+      return;
+    }
+    note_beyond_array(stack_id, time_ns);
+  }
+
+  // The first time of `stack_id`, or null if it has none.
+  const int64_t* find(uint64_t stack_id) const {
+    if (stack_id < dense_.size()) return dense_[stack_id].seen ? &dense_[stack_id].time_ns : nullptr;
+    return sparse_.find(stack_id);
+  }
+
+  // Calls visit(stack_id, time_ns) for every stack id with a time, in no meaningful order.
+  template <typename Visit>
+  void for_each(Visit&& visit) const {
+    for (size_t id = 0; id < dense_.size(); ++id)
+      if (dense_[id].seen) visit(uint64_t(id), dense_[id].time_ns);
+    sparse_.for_each([&](uint64_t id, int64_t ns) { visit(id, ns); });
+  }
+
+  // Entries of the array (for tests of where an id goes).
+  size_t array_size() const { return dense_.size(); }
+
+ private:
+  // `seen` rather than a reserved time value: every int64_t is a possible time (times saturate).
+  struct Time {
+    int64_t time_ns = 0;
+    bool seen = false;
+  };
+  struct IdHash {
+    uint64_t operator()(uint64_t stack_id) const { return stack_id; }
+  };
+
+  [[gnu::noinline]] void note_beyond_array(uint64_t stack_id, int64_t time_ns) {
+    if (stack_id >= kMaxDenseStackId) {
+      sparse_.try_emplace(stack_id, time_ns);
+      return;
+    }
+    // Doubling keeps the growth of a trace whose ids rise one by one amortized O(1) per id.
+    dense_.resize(std::min<uint64_t>(kMaxDenseStackId, std::max<uint64_t>(stack_id + 1, 2 * dense_.size())));
+    dense_[stack_id] = Time{time_ns, true};
+  }
+
+  std::vector<Time> dense_;
+  FlatHashMap<uint64_t, int64_t, IdHash> sparse_;  // ids at or past kMaxDenseStackId
+};
+
+}  // namespace memtrace
