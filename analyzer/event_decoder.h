@@ -72,8 +72,7 @@ inline bool read_varint_unbounded(const unsigned char*& p, uint64_t* value) {
 inline bool store_field(EventFields& e, uint64_t tag, uint64_t value) {
   uint64_t field = tag >> 3;
   if ((tag & 7) != kWireVarint || field - 1 >= EventFields::kLastField) return false;
-  e.values[field] = value;
-  e.present |= 1u << field;
+  e.set(EventFields::Field(field), value);
   return true;
 }
 
@@ -100,30 +99,32 @@ static_assert(EventFields::kSignedFields ==
 bool decode_event_fields_bounded(const unsigned char* p, const unsigned char* end, EventFields& e);
 
 // The same for fields followed by at least 9 readable bytes. A varint that starts before `end` ends at
-// most 9 bytes past it, so one bounds test per field is enough: a tag must end before `end` (a value
-// follows it), and the last value exactly at `end`. A field read from past `end` on the way may have
-// been stored in `e`; the record is refused all the same.
-// The tag of fields 1-15 is one byte (field << 3 | wire type < 0x80): its only test is the wire type.
-// Its field number may be 0, which protobuf refuses: slot 0 takes it and bit 0 of `present` refuses the
-// record at the end, one test per record instead of one per field. Presence is kept in a local: a store
-// into `values[field]` could, for all the compiler knows, change `e.present`, which would then be
-// loaded and stored again for every field.
+// most 9 bytes past it, so one bounds test per field is enough, the loop's: a field is at least two
+// bytes (a tag and a value), so one starts only where two bytes are left, and then a one-byte tag ends
+// before `end` and its value starts there. (A multi-byte tag tests that it ended before `end`.) The
+// last value must end exactly at `end`: one byte left over, or a varint that ran past, is refused at
+// the end. A field read from past `end` on the way may have been stored in `e`; the record is refused
+// all the same.
+// The tag of fields 1-15 is one byte (field << 3 | wire type < 0x80): one test, that its bits 0x80 and
+// 0x07 are clear, takes both that and the varint wire type. Its field number may be 0, which protobuf
+// refuses: slot 0 takes it and `present[0]` refuses the record at the end, one test per record instead
+// of one per field.
 inline bool decode_event_fields_unbounded(const unsigned char* p, const unsigned char* end, EventFields& e) {
-  uint32_t present = 0;
-  while (p < end) {
+  constexpr uint64_t kOneByteVarintTagBits = 0x80 | 7;  // clear: a one-byte tag with wire type 0
+  while (p + 1 < end) {
     uint64_t tag = p[0];
-    if (tag < 0x80) {
+    if ((tag & kOneByteVarintTagBits) == 0) {
       ++p;
-    } else if (!read_varint_unbounded(p, &tag) || (tag >> 3) > EventFields::kLastField) {
+    } else if (tag < 0x80 /* another wire type */ || !read_varint_unbounded(p, &tag) ||
+               (tag & 7) != kWireVarint || (tag >> 3) > EventFields::kLastField || p >= end) {
       return false;
     }
     uint64_t value = 0;
-    if ((tag & 7) != kWireVarint || p >= end || !read_varint_unbounded(p, &value)) return false;
+    if (!read_varint_unbounded(p, &value)) return false;
     e.values[tag >> 3] = value;
-    present |= 1u << (tag >> 3);
+    e.present[tag >> 3] = 1;
   }
-  e.present = present;
-  return p == end && !(present & 1);
+  return p == end && !e.present[0];
 }
 
 }  // namespace event_wire

@@ -147,6 +147,30 @@ TEST(EventDecoder, RefusesWhatItDoesNotKnow) {
   EXPECT_EQ(record.stream(), 1ull << 63);
 }
 
+TEST(EventDecoder, TakesEachFieldsTagAsProtobufDoes) {
+  EventFields event;
+  proto::Record parsed;
+  // kind = 1 (tag 0x08, value 0x01), then the tag of layer (0x10) as the record's last byte: a tag with
+  // no value. The 0x01 bytes after the record would complete it if the decoder read on.
+  const std::string lone_tag = {0x2A, 0x03, 0x08, 0x01, 0x10};
+  EXPECT_FALSE(decode(lone_tag, event));
+  EXPECT_FALSE(parsed.ParseFromString(lone_tag));
+  // Field number 0 (tag 0x00, value 1), which protobuf refuses: the decoder must too.
+  const std::string field_zero = {0x2A, 0x02, 0x00, 0x01};
+  EXPECT_FALSE(decode(field_zero, event));
+  EXPECT_FALSE(parsed.ParseFromString(field_zero));
+  // kind (field 1) with wire type 1 (64-bit, tag 0x09) and its 8 bytes: a one-byte tag the decoder's
+  // one-byte test must leave to the parser.
+  const std::string fixed64 = {0x2A, 0x09, 0x09, 1, 0, 0, 0, 0, 0, 0, 0};
+  EXPECT_FALSE(decode(fixed64, event));
+  // kind's tag written in two bytes (0x88 0x00: 8, field 1, varint), value 2: protobuf reads it as kind,
+  // and so must the decoder (decode() compares the two).
+  ASSERT_TRUE(decode(std::string{0x2A, 0x03, char(0x88), 0x00, 0x02}, event));
+  EXPECT_EQ(event.kind(), proto::FREE);
+  // The same two-byte tag as the record's last bytes, no value after it.
+  EXPECT_FALSE(decode(std::string{0x2A, 0x04, 0x08, 0x01, char(0x88), 0x00}, event));
+}
+
 TEST(EventDecoder, ReadsSignedFieldsAsProtobufDoes) {
   // device (sint32, field 6, tag 0x30) as the 5-byte varint of zigzag value 0xFFFFFFFF, which is
   // -2^31 (zigzag: odd 2k+1 -> -(k+1), k = 0x7FFFFFFF); then as a 10-byte varint whose low 32 bits
