@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "event_decoder.h"
 
@@ -192,6 +193,48 @@ TEST(EventDecoder, ReadsSignedFieldsAsProtobufDoes) {
   // A field given twice keeps its last value, as protobuf's parser: size (tag 0x48) 5 then 7.
   ASSERT_TRUE(decode(std::string{0x2A, 0x04, 0x48, 0x05, 0x48, 0x07}, event));
   EXPECT_EQ(event.size(), 7u);
+}
+
+// decode_short_event_record, the record split loop's decoder, must accept what decode_event_record
+// accepts with the same fields, or refuse (the parser then reads the record, as it reads everything
+// decode_event_record refuses). For the tracer's events it must accept.
+TEST(EventDecoder, ShortRecordDecoderAgreesWithTheGeneralOne) {
+  proto::Record tracer_event;
+  proto::Event& e = *tracer_event.mutable_event();
+  e.set_kind(proto::ALLOC);
+  e.set_layer(proto::LAYER_BLOCK);
+  e.set_api(proto::TORCH_ALLOCATOR);
+  e.set_device(3);
+  e.set_address(0x7f0000001000);
+  e.set_size(4096);
+  e.set_stack_id(17);
+  e.set_time_delta_us(-2);
+  const std::vector<std::string> records = {
+      tracer_event.SerializeAsString(),
+      {0x2A, 0x00},                                // an empty Event
+      {0x2A},                                      // one byte: the tag alone
+      {0x2A, 0x03, 0x08, 0x01},                    // the Event's length says 3, 2 follow
+      {0x2A, 0x01, 0x08, 0x01},                    // ... says 1, 2 follow
+      {0x12, 0x02, 0x08, 0x01},                    // another record kind (field 2)
+      {0x2A, char(0x82), 0x00, 0x08, 0x01},        // the Event's length in two bytes
+      {0x2A, 0x02, 0x00, 0x01},                    // field 0
+  };
+  for (const std::string& bytes : records) {
+    SCOPED_TRACE(testing::PrintToString(bytes));
+    // 9 bytes of 0x01 after the record, as decode() pads it.
+    const std::string padded = bytes + std::string(9, '\x01');
+    EventFields general, short_path;
+    bool general_ok = decode_event_record(padded.data(), bytes.size(), general, 9);
+    bool short_ok = decode_short_event_record(padded.data(), bytes.size(), short_path);
+    if (short_ok) {
+      EXPECT_TRUE(general_ok);
+      EXPECT_EQ(to_proto_event(short_path).SerializeAsString(), to_proto_event(general).SerializeAsString());
+    }
+  }
+  EventFields event;
+  const std::string padded = records[0] + std::string(9, '\x01');
+  ASSERT_TRUE(decode_short_event_record(padded.data(), records[0].size(), event));
+  EXPECT_EQ(to_proto_event(event).SerializeAsString(), e.SerializeAsString());
 }
 
 TEST(EventFields, FromAndToProtobufKeepEveryField) {
