@@ -40,11 +40,19 @@ inline bool read_varint(const unsigned char*& p, const unsigned char* end, uint6
   return false;
 }
 
+// What read_varint_unbounded adds back after reading bytes 1 to i - 1 with their continuation bit as
+// signed bytes: each read as (byte & 0x7f) - 0x80 at bit 7j, so 0x80 << 7j too little.
+constexpr uint64_t continuation_bits_of_bytes_before(int i) {
+  uint64_t bits = 0;
+  for (int j = 1; j < i; ++j) bits += uint64_t{0x80} << (7 * j);
+  return bits;
+}
+
 // The same varint as read_varint, for a caller that may read up to 9 bytes past `p` whatever the
-// record's end: no bounds test per byte, and a byte's 7 bits added in (protobuf's unrolled form: adding
-// byte << 7i and taking back the continuation bit of the byte before equals OR-ing in byte & 0x7f, the
-// bit ranges do not overlap). About 4 instructions a byte against the loop's 7 (callgrind). The caller
-// tests that it did not run past the record's end.
+// record's end: no bounds test per byte, and a byte's 7 bits added in (adding and taking back the
+// continuation bits equals OR-ing in byte & 0x7f: the bit ranges do not overlap). About 4-5
+// instructions a byte against the loop's 7 (callgrind). The caller tests that it did not run past the
+// record's end.
 inline bool read_varint_unbounded(const unsigned char*& p, uint64_t* value) {
   uint64_t v = p[0];
   if (v < 0x80) {
@@ -52,18 +60,28 @@ inline bool read_varint_unbounded(const unsigned char*& p, uint64_t* value) {
     ++p;
     return true;
   }
-  // Unrolled: with constant shifts a byte costs 4 instructions, the loop's counter and shift 3 more.
-#pragma GCC unroll 10
-  for (int i = 1; i < kMaxVarintBytes; ++i) {
-    uint64_t byte = p[i];
-    v += (byte << (7 * i)) - (uint64_t{0x80} << (7 * (i - 1)));
-    if (byte < 0x80) {
-      *value = v;
+  // Unrolled: with constant shifts a byte costs 4-5 instructions, the loop's counter and shift 3 more.
+  // Bytes 1-8 are read as signed: one with the continuation bit is negative, and stays negative shifted
+  // by up to 56 bits, so the sign of the term added is the test for the last byte, with no copy of the
+  // byte to test (1 instruction a byte fewer than testing byte < 0x80: 698 -> 684 per event,
+  // callgrind). Each byte j before the last adds (byte & 0x7f) - 0x80 at bit 7j; the 0x80s are given
+  // back once, at the last byte. Unsigned sums: they wrap, as the value's bits past 64 are dropped.
+  uint64_t sum = v - 0x80;  // byte 0's 7 bits
+#pragma GCC unroll 8
+  for (int i = 1; i < kMaxVarintBytes - 1; ++i) {
+    int64_t term = int64_t(int8_t(p[i])) << (7 * i);
+    sum += uint64_t(term);
+    if (term >= 0) {
+      *value = sum + continuation_bits_of_bytes_before(i);
       p += i + 1;
       return true;
     }
   }
-  return false;
+  uint64_t last = p[kMaxVarintBytes - 1];  // bit 63: only the byte's low bit is kept
+  if (last >= 0x80) return false;
+  *value = sum + continuation_bits_of_bytes_before(kMaxVarintBytes - 1) + (last << 63);
+  p += kMaxVarintBytes;
+  return true;
 }
 
 // Stores the value of an Event field whose tag is `tag` as read (undecoded: see decode_signed_fields);

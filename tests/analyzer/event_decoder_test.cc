@@ -172,6 +172,23 @@ TEST(EventDecoder, TakesEachFieldsTagAsProtobufDoes) {
   EXPECT_FALSE(decode(std::string{0x2A, 0x04, 0x08, 0x01, char(0x88), 0x00}, event));
 }
 
+// Every varint length, 1 to 10 bytes, at both ends of its range: 2^7k is the first value of k + 1
+// bytes and 2^7k - 1 the last of k; with every 7-bit group all ones or all zeros a wrong group shows.
+TEST(EventDecoder, ReadsVarintsOfEveryLengthAsProtobufDoes) {
+  for (int k = 0; k <= 9; ++k) {
+    for (uint64_t value : {(uint64_t{1} << (7 * k)) - 1, uint64_t{1} << (7 * k), ~uint64_t{0}}) {
+      SCOPED_TRACE("value " + std::to_string(value));
+      proto::Record record;
+      record.mutable_event()->set_stream(value);
+      record.mutable_event()->set_stack_id(value ^ 0x5555555555555555);
+      EventFields event;
+      ASSERT_TRUE(decode(record.SerializeAsString(), event));  // compares with protobuf's parser
+      EXPECT_EQ(event.stream(), value);
+      EXPECT_EQ(event.stack_id(), value ^ 0x5555555555555555);
+    }
+  }
+}
+
 TEST(EventDecoder, ReadsSignedFieldsAsProtobufDoes) {
   // device (sint32, field 6, tag 0x30) as the 5-byte varint of zigzag value 0xFFFFFFFF, which is
   // -2^31 (zigzag: odd 2k+1 -> -(k+1), k = 0x7FFFFFFF); then as a 10-byte varint whose low 32 bits
