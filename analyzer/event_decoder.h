@@ -126,19 +126,30 @@ bool decode_event_fields_bounded(const unsigned char* p, const unsigned char* en
 // The tag of fields 1-15 is one byte (field << 3 | wire type < 0x80): one test, that its bits 0x80 and
 // 0x07 are clear, takes both that and the varint wire type. Its field number may be 0, which protobuf
 // refuses: slot 0 takes it and `present[0]` refuses the record at the end, one test per record instead
-// of one per field.
+// of one per field. A one-byte value after a one-byte tag (most of an event's fields) is taken with the
+// tag, `p` moved once for both; a longer one is read from the same byte on by read_varint_unbounded,
+// as a value after a longer tag is (683.7 -> 672.6 instructions per event with the loop's bound taken
+// once, callgrind).
 inline bool decode_event_fields_unbounded(const unsigned char* p, const unsigned char* end, EventFields& e) {
   constexpr uint64_t kOneByteVarintTagBits = 0x80 | 7;  // clear: a one-byte tag with wire type 0
-  while (p + 1 < end) {
+  // p + 1 < end, with end - 1 taken once (the record's bytes before `end` include the Event's tag).
+  const unsigned char* const last_byte = end - 1;
+  while (p < last_byte) {
     uint64_t tag = p[0];
+    uint64_t value = 0;
     if ((tag & kOneByteVarintTagBits) == 0) {
-      ++p;
+      value = p[1];
+      if (value < 0x80) {
+        p += 2;
+      } else {
+        ++p;  // past the tag
+        if (!read_varint_unbounded(p, &value)) return false;
+      }
     } else if (tag < 0x80 /* another wire type */ || !read_varint_unbounded(p, &tag) ||
-               (tag & 7) != kWireVarint || (tag >> 3) > EventFields::kLastField || p >= end) {
+               (tag & 7) != kWireVarint || (tag >> 3) > EventFields::kLastField || p >= end ||
+               !read_varint_unbounded(p, &value)) {
       return false;
     }
-    uint64_t value = 0;
-    if (!read_varint_unbounded(p, &value)) return false;
     e.values[tag >> 3] = value;
     e.present[tag >> 3] = 1;
   }
