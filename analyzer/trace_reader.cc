@@ -351,6 +351,7 @@ void RecordSplitterBase::begin_chunk(uint64_t chunk_offset) {
 void RecordSplitterBase::end_chunk() {
   if (in_body_) fail("record " + std::to_string(index_) + " of a chunk runs past the chunk's end");
   if (shift_ != 0) fail("bad record length in chunk (record " + std::to_string(index_) + ")");
+  records_ += index_;
 }
 
 void RecordSplitterBase::fail(const std::string& what) const { throw TraceError(what, chunk_offset_); }

@@ -146,11 +146,11 @@ class RecordSplitterBase : public ChunkSink {
   std::string scratch_;
   std::string body_;  // the part of a record that straddles pieces of output
   uint64_t chunk_offset_ = 0;
-  uint64_t index_ = 0;  // of the record in its chunk
+  uint64_t index_ = 0;  // of the record in its chunk; added to records_ at the chunk's end
   uint64_t length_ = 0;
   int shift_ = 0;
   bool in_body_ = false;
-  uint64_t records_ = 0;
+  uint64_t records_ = 0;  // of the chunks ended
   uint64_t records_with_invalid_text_ = 0;
 };
 
@@ -162,17 +162,18 @@ class RecordSplitter final : public RecordSplitterBase {
   void feed(const char* data, size_t n) override {
     size_t pos = 0;
     while (pos < n) {
-      // Between records, those wholly inside this piece with a one-byte length (every event, nearly
-      // every record) are split here with the position in a register; the steps below keep their
-      // state in members, for longer lengths and records that straddle pieces. Both read a length
-      // byte below 0x80 other than 0 as the whole length and hand on the same bytes with the same
-      // readable_after.
+      // Between records, those with a one-byte length (every event, nearly every record) wholly
+      // inside this piece and followed by 9 more bytes of it are split here with the position in a
+      // register and decoded without tests of their length or of the bytes after them
+      // (decode_short_event_record); the steps below keep their state in members, for longer
+      // lengths, the last records of a piece and records that straddle pieces. Both read a length
+      // byte below 0x80 other than 0 as the whole length and hand on the same bytes.
       if (!in_body_ && shift_ == 0) {
         while (pos < n) {
           size_t length = static_cast<unsigned char>(data[pos]);
           size_t avail = n - pos - 1;
-          if (length == 0 || length >= 0x80 || avail < length) break;
-          deliver_inline(data + pos + 1, length, avail - length);
+          if (length - 1 >= 0x7f || avail < length + kShortRecordReadableAfter) break;
+          hand_on</*kShort=*/true>(data + pos + 1, length, avail - length);
           pos += 1 + length;
         }
         if (pos == n) break;
@@ -208,24 +209,30 @@ class RecordSplitter final : public RecordSplitterBase {
   }
 
  private:
-  // The general steps' records: out of line, so that only the split loop has deliver_inline's body.
+  // What decode_short_event_record needs after a record (event_decoder.h).
+  static constexpr size_t kShortRecordReadableAfter = event_wire::kMaxVarintBytes - 1;
+
+  // The general steps' records: out of line, so that only the split loop has hand_on's body.
   [[gnu::noinline]] void deliver(const char* data, size_t length, size_t readable_after) {
-    deliver_inline(data, length, readable_after);
+    hand_on</*kShort=*/false>(data, length, readable_after);
   }
-  // `readable_after`: bytes after the record that may be read (decode_event_record). Events, nearly
-  // every record of a trace, go through decode_event_record: the generic parser was half of the
-  // analyzer's time per event (callgrind, docs/performance.md). Inlined into the split loop: as a call
-  // it saved and restored six registers per event (about 20 instructions, callgrind).
-  [[gnu::always_inline]] void deliver_inline(const char* data, size_t length, size_t readable_after) {
-    bool is_event = decode_event_record(data, length, event_, readable_after) || parse_generic(data, length);
-    if (is_event) {
+  // `readable_after`: bytes after the record that may be read (decode_event_record). kShort: the
+  // record is 1 to 127 bytes and readable_after at least kShortRecordReadableAfter, for
+  // decode_short_event_record. Events, nearly every record of a trace, go through the decoder: the
+  // generic parser was half of the analyzer's time per event (callgrind, docs/performance.md).
+  // Inlined into the split loop: as a call it saved and restored six registers per event (about 20
+  // instructions, callgrind).
+  template <bool kShort>
+  [[gnu::always_inline]] void hand_on(const char* data, size_t length, size_t readable_after) {
+    bool decoded = kShort ? decode_short_event_record(data, length, event_)
+                          : decode_event_record(data, length, event_, readable_after);
+    if (decoded || parse_generic(data, length)) {
       if (!derived_.fill(event_, &error_)) fail_derived(error_);
       sink_.on_event(event_);
     } else {
       derived_.fill(record_);
       sink_.on_record(record_);
     }
-    ++records_;
     ++index_;
   }
   void end_record() {

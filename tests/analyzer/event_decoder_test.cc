@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "event_decoder.h"
 
@@ -147,6 +148,47 @@ TEST(EventDecoder, RefusesWhatItDoesNotKnow) {
   EXPECT_EQ(record.stream(), 1ull << 63);
 }
 
+TEST(EventDecoder, TakesEachFieldsTagAsProtobufDoes) {
+  EventFields event;
+  proto::Record parsed;
+  // kind = 1 (tag 0x08, value 0x01), then the tag of layer (0x10) as the record's last byte: a tag with
+  // no value. The 0x01 bytes after the record would complete it if the decoder read on.
+  const std::string lone_tag = {0x2A, 0x03, 0x08, 0x01, 0x10};
+  EXPECT_FALSE(decode(lone_tag, event));
+  EXPECT_FALSE(parsed.ParseFromString(lone_tag));
+  // Field number 0 (tag 0x00, value 1), which protobuf refuses: the decoder must too.
+  const std::string field_zero = {0x2A, 0x02, 0x00, 0x01};
+  EXPECT_FALSE(decode(field_zero, event));
+  EXPECT_FALSE(parsed.ParseFromString(field_zero));
+  // kind (field 1) with wire type 1 (64-bit, tag 0x09) and its 8 bytes: a one-byte tag the decoder's
+  // one-byte test must leave to the parser.
+  const std::string fixed64 = {0x2A, 0x09, 0x09, 1, 0, 0, 0, 0, 0, 0, 0};
+  EXPECT_FALSE(decode(fixed64, event));
+  // kind's tag written in two bytes (0x88 0x00: 8, field 1, varint), value 2: protobuf reads it as kind,
+  // and so must the decoder (decode() compares the two).
+  ASSERT_TRUE(decode(std::string{0x2A, 0x03, char(0x88), 0x00, 0x02}, event));
+  EXPECT_EQ(event.kind(), proto::FREE);
+  // The same two-byte tag as the record's last bytes, no value after it.
+  EXPECT_FALSE(decode(std::string{0x2A, 0x04, 0x08, 0x01, char(0x88), 0x00}, event));
+}
+
+// Every varint length, 1 to 10 bytes, at both ends of its range: 2^7k is the first value of k + 1
+// bytes and 2^7k - 1 the last of k; with every 7-bit group all ones or all zeros a wrong group shows.
+TEST(EventDecoder, ReadsVarintsOfEveryLengthAsProtobufDoes) {
+  for (int k = 0; k <= 9; ++k) {
+    for (uint64_t value : {(uint64_t{1} << (7 * k)) - 1, uint64_t{1} << (7 * k), ~uint64_t{0}}) {
+      SCOPED_TRACE("value " + std::to_string(value));
+      proto::Record record;
+      record.mutable_event()->set_stream(value);
+      record.mutable_event()->set_stack_id(value ^ 0x5555555555555555);
+      EventFields event;
+      ASSERT_TRUE(decode(record.SerializeAsString(), event));  // compares with protobuf's parser
+      EXPECT_EQ(event.stream(), value);
+      EXPECT_EQ(event.stack_id(), value ^ 0x5555555555555555);
+    }
+  }
+}
+
 TEST(EventDecoder, ReadsSignedFieldsAsProtobufDoes) {
   // device (sint32, field 6, tag 0x30) as the 5-byte varint of zigzag value 0xFFFFFFFF, which is
   // -2^31 (zigzag: odd 2k+1 -> -(k+1), k = 0x7FFFFFFF); then as a 10-byte varint whose low 32 bits
@@ -168,6 +210,48 @@ TEST(EventDecoder, ReadsSignedFieldsAsProtobufDoes) {
   // A field given twice keeps its last value, as protobuf's parser: size (tag 0x48) 5 then 7.
   ASSERT_TRUE(decode(std::string{0x2A, 0x04, 0x48, 0x05, 0x48, 0x07}, event));
   EXPECT_EQ(event.size(), 7u);
+}
+
+// decode_short_event_record, the record split loop's decoder, must accept what decode_event_record
+// accepts with the same fields, or refuse (the parser then reads the record, as it reads everything
+// decode_event_record refuses). For the tracer's events it must accept.
+TEST(EventDecoder, ShortRecordDecoderAgreesWithTheGeneralOne) {
+  proto::Record tracer_event;
+  proto::Event& e = *tracer_event.mutable_event();
+  e.set_kind(proto::ALLOC);
+  e.set_layer(proto::LAYER_BLOCK);
+  e.set_api(proto::TORCH_ALLOCATOR);
+  e.set_device(3);
+  e.set_address(0x7f0000001000);
+  e.set_size(4096);
+  e.set_stack_id(17);
+  e.set_time_delta_us(-2);
+  const std::vector<std::string> records = {
+      tracer_event.SerializeAsString(),
+      {0x2A, 0x00},                                // an empty Event
+      {0x2A},                                      // one byte: the tag alone
+      {0x2A, 0x03, 0x08, 0x01},                    // the Event's length says 3, 2 follow
+      {0x2A, 0x01, 0x08, 0x01},                    // ... says 1, 2 follow
+      {0x12, 0x02, 0x08, 0x01},                    // another record kind (field 2)
+      {0x2A, char(0x82), 0x00, 0x08, 0x01},        // the Event's length in two bytes
+      {0x2A, 0x02, 0x00, 0x01},                    // field 0
+  };
+  for (const std::string& bytes : records) {
+    SCOPED_TRACE(testing::PrintToString(bytes));
+    // 9 bytes of 0x01 after the record, as decode() pads it.
+    const std::string padded = bytes + std::string(9, '\x01');
+    EventFields general, short_path;
+    bool general_ok = decode_event_record(padded.data(), bytes.size(), general, 9);
+    bool short_ok = decode_short_event_record(padded.data(), bytes.size(), short_path);
+    if (short_ok) {
+      EXPECT_TRUE(general_ok);
+      EXPECT_EQ(to_proto_event(short_path).SerializeAsString(), to_proto_event(general).SerializeAsString());
+    }
+  }
+  EventFields event;
+  const std::string padded = records[0] + std::string(9, '\x01');
+  ASSERT_TRUE(decode_short_event_record(padded.data(), records[0].size(), event));
+  EXPECT_EQ(to_proto_event(event).SerializeAsString(), e.SerializeAsString());
 }
 
 TEST(EventFields, FromAndToProtobufKeepEveryField) {
