@@ -132,6 +132,10 @@ bool decode_event_fields_bounded(const unsigned char* p, const unsigned char* en
 // once, callgrind).
 inline bool decode_event_fields_unbounded(const unsigned char* p, const unsigned char* end, EventFields& e) {
   constexpr uint64_t kOneByteVarintTagBits = 0x80 | 7;  // clear: a one-byte tag with wire type 0
+  // Clear after the test above failed (so bit 0x80 is set): a first tag byte of fields 16-23, wire
+  // type 0. A `test` of these bits alone, not `== 0x80` after an AND, which cost a copy of the tag on
+  // every field (606.6 -> 604.6 instructions per event, callgrind).
+  constexpr uint64_t kTwoByteVarintTagFirstByteBits = 0x40 | 7;
   // p + 1 < end, with end - 1 taken once (the record's bytes before `end` include the Event's tag).
   const unsigned char* const last_byte = end - 1;
   while (p < last_byte) {
@@ -144,6 +148,20 @@ inline bool decode_event_fields_unbounded(const unsigned char* p, const unsigned
       } else {
         ++p;  // past the tag
         if (!read_varint_unbounded(p, &value)) return false;
+      }
+    } else if ((tag & kTwoByteVarintTagFirstByteBits) == 0 && p[1] == 1) {
+      // Fields 16-23 with the varint wire type (time_delta_us, 23, on every version-2 event): the tag
+      // (field << 3) is 0x80 | (field << 3 & 0x7f) then 0x01, so the first byte alone, 0x80-0xB8, is
+      // already field << 3 (0x80 >> 3 = 16). Bit 0x40 set would be fields 24-31, bits 0x07 another wire
+      // type: both left to the general path, which refuses them. p[1] is before `end` (the loop's
+      // test); a one-byte value at p[2] may be at `end`, readable, and then `p` ends past `end`, refused
+      // below. A longer value starts before `end`, as the general path requires.
+      value = p[2];
+      if (value < 0x80) {
+        p += 3;
+      } else {
+        p += 2;  // past the tag
+        if (p >= end || !read_varint_unbounded(p, &value)) return false;
       }
     } else if (tag < 0x80 /* another wire type */ || !read_varint_unbounded(p, &tag) ||
                (tag & 7) != kWireVarint || (tag >> 3) > EventFields::kLastField || p >= end ||
