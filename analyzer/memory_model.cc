@@ -689,8 +689,10 @@ void MemoryModel::for_each_allocated(int32_t device,
 
 std::map<std::pair<int32_t, uint64_t>, int64_t> MemoryModel::first_allocation_ns() const {
   std::map<std::pair<int32_t, uint64_t>, int64_t> times;
-  for (const auto& [device, sites] : first_allocation_ns_)
-    sites.for_each([&](uint64_t stack_id, int64_t ns) { times.emplace(std::pair(device, stack_id), ns); });
+  for (const auto& [device, sites] : first_allocation_ns_) {
+    int32_t site_device = device;  // clang before 16 cannot capture a structured binding (C++20 allows it)
+    sites.for_each([&](uint64_t stack_id, int64_t ns) { times.emplace(std::pair(site_device, stack_id), ns); });
+  }
   return times;
 }
 
