@@ -117,9 +117,10 @@ def overhead_fraction(figures):
     return (b - a) / (c - a)
 
 
-def round_medians(runs):
-    """{mode: {round: median step ms}} for every run that has steps."""
-    return {mode: {r["round"]: statistics.median(r["step_ms"]) for r in mode_runs if r.get("step_ms")}
+def round_medians(runs, key="step_ms"):
+    """{mode: {round: median of the run's `key` list}} for every run that has one (step_ms: wall time per step;
+    issue_cpu_ms: CPU time per step of every thread while the step is issued)."""
+    return {mode: {r["round"]: statistics.median(r[key]) for r in mode_runs if r.get(key)}
             for mode, mode_runs in runs.items()}
 
 
@@ -150,6 +151,24 @@ def paired_fraction(medians, rounds):
     return (b - 1) / (c - 1)
 
 
+def paired_difference(medians, mode, base, rounds):
+    """Mean over `rounds` of each round's median of `mode` minus that of `base` (ms per step)."""
+    if not rounds:
+        return None
+    return sum(medians[mode][r] - medians[base][r] for r in rounds) / len(rounds)
+
+
+def paired_cpu_fraction(cpu_medians, rounds):
+    """(b - a) / (c - a) of the CPU time per step, each difference paired by round: the tracer's CPU cost as a
+    fraction of the recorder's. The step time hides CPU cost while the CPU runs ahead of the GPU; the CPU time
+    spent issuing a step shows all of it, with less of the machine's noise."""
+    b = paired_difference(cpu_medians, "memtrace", "none", rounds)
+    c = paired_difference(cpu_medians, "history_python", "none", rounds)
+    if b is None or c is None or c <= 0:
+        return None
+    return b / c
+
+
 def round_bootstrap(rounds, statistic, draws=2000, seed=1):
     """The 5th and 95th percentiles of statistic(picked rounds) over `draws` resamplings of `rounds` with
     replacement, or None (fewer than 2 rounds, or the statistic undefined in most draws). The seed is fixed,
@@ -173,24 +192,32 @@ def round_bootstrap(rounds, statistic, draws=2000, seed=1):
 def paired_lines(runs):
     """b/a, c/a and (b-a)/(c-a) paired by round, each with its round-resampled 90% interval."""
     medians = round_medians(runs)
+    cpu = round_medians(runs, "issue_cpu_ms")
     lines = []
     specs = (("b/a", ("memtrace", "none"), lambda rs: paired_ratio(medians, "memtrace", "none", rs), "%.3fx"),
              ("c/a", ("history_python", "none"), lambda rs: paired_ratio(medians, "history_python", "none", rs),
               "%.3fx"),
              ("e/f", ("memtrace_async", "none_async"),
               lambda rs: paired_ratio(medians, "memtrace_async", "none_async", rs), "%.3fx"),
-             ("(b-a)/(c-a)", ("none", "memtrace", "history_python"), lambda rs: paired_fraction(medians, rs), "%.3f"))
+             ("(b-a)/(c-a)", ("none", "memtrace", "history_python"), lambda rs: paired_fraction(medians, rs), "%.3f"),
+             ("CPU b-a", ("memtrace", "none"), lambda rs: paired_difference(cpu, "memtrace", "none", rs),
+              "%+.2f ms/step"),
+             ("CPU c-a", ("history_python", "none"), lambda rs: paired_difference(cpu, "history_python", "none", rs),
+              "%+.2f ms/step"),
+             ("CPU (b-a)/(c-a)", ("none", "memtrace", "history_python"), lambda rs: paired_cpu_fraction(cpu, rs),
+              "%.3f"))
     for label, modes, statistic, pattern in specs:
-        rounds = common_rounds(medians, modes)
+        rounds = common_rounds(cpu if label.startswith("CPU") else medians, modes)
         value = statistic(rounds) if rounds else None
         if value is None:
             continue
         interval = round_bootstrap(rounds, statistic)
-        lines.append("%-12s paired by round: %s over %d rounds; 90%% interval, rounds resampled: %s" % (
+        lines.append("%-15s paired by round: %s over %d rounds; 90%% interval, rounds resampled: %s" % (
             label, pattern % value, len(rounds),
             "n/a" if not interval else (pattern + " .. " + pattern) % interval))
     if lines:
-        lines.append("(paired: the geometric mean of each round's ratio of median steps; with fewer than about 8 "
+        lines.append("(paired: the geometric mean of each round's ratio of median steps; CPU: the mean of each round's "
+                     "difference of median CPU time per step while issuing, every thread; with fewer than about 8 "
                      "rounds an interval is about the range of the rounds' own values)")
     return lines
 

@@ -147,8 +147,39 @@ class ReportTest(unittest.TestCase):
         self.assertAlmostEqual(low, 1.1)
         self.assertAlmostEqual(high, 1.2)
         lines = report.paired_lines(report.load_runs(self.work))
-        self.assertTrue(lines[0].startswith("b/a          paired by round: 1.166x over 3 rounds"))
-        self.assertIn("(b-a)/(c-a)  paired by round: 0.332 over 2 rounds", "\n".join(lines))
+        self.assertTrue(lines[0].startswith("b/a             paired by round: 1.166x over 3 rounds"))
+        self.assertIn("(b-a)/(c-a)     paired by round: 0.332 over 2 rounds", "\n".join(lines))
+        self.assertNotIn("CPU", "\n".join(lines[:-1]))  # no run has issue_cpu_ms
+
+    def test_cpu_time_paired_by_round(self):
+        # CPU ms per step while issuing. Round 1: a median of [30, 34, 31] = 31, b 33, c 40 (b-a 2, c-a 9);
+        # round 2: a 35, b 36, c 47 (1, 12); round 3: a 30, b 33, no c (3).
+        # b-a over rounds 1-3: (2 + 1 + 3) / 3 = 2.00; c-a over rounds 1-2: (9 + 12) / 2 = 10.50;
+        # the fraction over rounds 1-2: ((2 + 1) / 2) / 10.5 = 1.5 / 10.5 = 0.142857...
+        write_runs(self.work, {
+            ("1", "none"): {"step_ms": [50], "issue_cpu_ms": [30, 34, 31]},
+            ("1", "memtrace"): {"step_ms": [50], "issue_cpu_ms": [33]},
+            ("1", "history_python"): {"step_ms": [55], "issue_cpu_ms": [40]},
+            ("2", "none"): {"step_ms": [50], "issue_cpu_ms": [35]},
+            ("2", "memtrace"): {"step_ms": [51], "issue_cpu_ms": [36]},
+            ("2", "history_python"): {"step_ms": [54], "issue_cpu_ms": [47]},
+            ("3", "none"): {"step_ms": [50], "issue_cpu_ms": [30]},
+            ("3", "memtrace"): {"step_ms": [50], "issue_cpu_ms": [33]},
+        }, [])
+        cpu = report.round_medians(report.load_runs(self.work), "issue_cpu_ms")
+        self.assertEqual(cpu["none"], {"1": 31, "2": 35, "3": 30})
+        self.assertAlmostEqual(report.paired_difference(cpu, "memtrace", "none", ["1", "2", "3"]), 2.0)
+        self.assertAlmostEqual(report.paired_cpu_fraction(cpu, ["1", "2"]), 1.5 / 10.5)
+        text = "\n".join(report.paired_lines(report.load_runs(self.work)))
+        self.assertIn("CPU b-a         paired by round: +2.00 ms/step over 3 rounds", text)
+        self.assertIn("CPU c-a         paired by round: +10.50 ms/step over 2 rounds", text)
+        self.assertIn("CPU (b-a)/(c-a) paired by round: 0.143 over 2 rounds", text)
+
+    def test_no_cpu_fraction_when_the_recorder_costs_no_cpu(self):
+        write_runs(self.work, {("1", "none"): {"issue_cpu_ms": [30]}, ("1", "memtrace"): {"issue_cpu_ms": [31]},
+                               ("1", "history_python"): {"issue_cpu_ms": [30]}}, [])
+        cpu = report.round_medians(report.load_runs(self.work), "issue_cpu_ms")
+        self.assertIsNone(report.paired_cpu_fraction(cpu, ["1"]))
 
     def test_no_interval_from_one_round_and_no_fraction_when_the_recorder_is_not_slower(self):
         write_runs(self.work, {("1", "none"): {"step_ms": [10]}, ("1", "memtrace"): {"step_ms": [11]},
