@@ -35,6 +35,7 @@ ABLATIONS = {
     "memtrace_python": "memtrace, Python stacks only (MEMTRACE_MAX_FRAMES=0)",
     "memtrace_nostacks": "memtrace, no stacks (both 0)",
     "memtrace_nonvml": "memtrace, no NVML samples (MEMTRACE_NVML=0)",
+    "memtrace_alt": "memtrace of another build (GPU_BENCH_ALT_MEMTRACE)",
 }
 
 
@@ -302,19 +303,24 @@ def summary_lines(figures):
     return lines
 
 
-def ablation_lines(figures):
-    """One line per ablation mode that ran: its median step and its ratio to no profiler."""
+def ablation_lines(figures, runs=None):
+    """One line per ablation mode that ran: its median step and its ratio to no profiler, and, given the runs,
+    its CPU time per step over no profiler's paired by round (as paired_lines' "CPU b-a")."""
+    cpu = round_medians(runs, "issue_cpu_ms") if runs else {}
     lines = []
     for mode, title in ABLATIONS.items():
         f = figures[mode]
         if not f["steps"]:
             continue
         a = figures["none"]
-        lines.append("%-58s median %s ms %s of a; p25 %s ms %s; issue CPU %s ms %s (rounds: %s)" % (
+        rounds = common_rounds(cpu, (mode, "none")) if cpu else []
+        paired = paired_difference(cpu, mode, "none", rounds) if rounds else None
+        lines.append("%-58s median %s ms %s of a; p25 %s ms %s; issue CPU %s ms %s, paired %s over %d rounds "
+                     "(rounds: %s)" % (
             title, fmt(f["median_step_ms"], "%.2f"), fmt(ratio(f["median_step_ms"], a["median_step_ms"]), "%.3fx"),
             fmt(f["p25_step_ms"], "%.2f"), fmt(ratio(f["p25_step_ms"], a["p25_step_ms"]), "%.3fx"),
             fmt(f["median_issue_cpu_ms"], "%.2f"), fmt(ratio(f["median_issue_cpu_ms"], a["median_issue_cpu_ms"]), "%.3fx"),
-            ", ".join("%.2f" % v for v in f["round_medians_ms"])))
+            fmt(paired, "%+.2f ms/step"), len(rounds), ", ".join("%.2f" % v for v in f["round_medians_ms"])))
     return lines
 
 
@@ -357,7 +363,7 @@ def main(argv):
     if intervals:
         print("\n".join(intervals))
         print()
-    ablations = ablation_lines(figures)
+    ablations = ablation_lines(figures, runs)
     if ablations:
         print("\n".join(ablations))
         print()

@@ -68,6 +68,20 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(len(lines), 1)
         self.assertIn("median 42.00 ms 1.050x of a; p25 42.00 ms 1.050x; issue CPU 25.00 ms 1.250x", lines[0])
 
+    def test_an_ablation_mode_s_cpu_time_paired_by_round(self):
+        # memtrace_alt's CPU per step minus none's: round 1 25 - 20 = 5, round 2 33 - 30 = 3: mean 4.00.
+        write_runs(self.work, {
+            ("1", "none"): {"step_ms": [40], "issue_cpu_ms": [20]},
+            ("1", "memtrace_alt"): {"step_ms": [42], "issue_cpu_ms": [25]},
+            ("2", "none"): {"step_ms": [40], "issue_cpu_ms": [30]},
+            ("2", "memtrace_alt"): {"step_ms": [41], "issue_cpu_ms": [33]},
+        }, [])
+        runs = report.load_runs(self.work)
+        lines = report.ablation_lines(report.mode_figures(runs), runs)
+        self.assertEqual(len(lines), 1)
+        self.assertIn("memtrace of another build", lines[0])
+        self.assertIn("paired +4.00 ms/step over 2 rounds", lines[0])
+
     def test_overhead_fraction_and_ratios(self):
         # a 40, b 41, c 44: (41 - 40) / (44 - 40) = 0.25; b/a = 41/40 = 1.025; e/f = 33/30 = 1.1.
         write_runs(self.work, {
