@@ -19,7 +19,7 @@ class DerivedFields {
   explicit DerivedFields(uint32_t format_version) : derive_totals_(format_version >= 2) {}
 
   // Fills in an Event in place: time_delta_ns becomes time_delta_ns + 1000 * time_delta_us (any
-  // version), and in version 2 a TORCH_ALLOCATOR event's absent totals are derived from the previous
+  // version), and in versions 2 and 3 a TORCH_ALLOCATOR event's absent totals are derived from the previous
   // TORCH_ALLOCATOR event of its device (and marked present). Returns false, with `*error` set, for a
   // total left out with no earlier TORCH_ALLOCATOR event of the device to derive it from.
   bool fill(EventFields& e, std::string* error) {

@@ -176,6 +176,17 @@ inline bool decode_event_fields_unbounded(const unsigned char* p, const unsigned
 
 }  // namespace event_wire
 
+// One fixed-size reset: every field the previous event had goes back to 0, but for kCarrySticky the
+// sticky fields' values.
+template <bool kCarrySticky>
+inline void clear_for_next_event(EventFields& event) {
+  if constexpr (kCarrySticky) {
+    event.clear_all_but_sticky();
+  } else {
+    event.clear();
+  }
+}
+
 // Decodes `data[0, length)` when it is a serialized Record made of exactly one `event` field whose
 // fields are all known Event fields with the varint wire type, into `event` (which then holds that
 // Event and nothing else: every field of EventFields(Record.event()) as protobuf's parser would read
@@ -184,6 +195,12 @@ inline bool decode_event_fields_unbounded(const unsigned char* p, const unsigned
 // caller parses those with protobuf, which gives them its usual meaning (or refuses them).
 // `readable_after` is how many bytes after `data + length` may be read (never used as part of the
 // record): with 9 or more, varints are read without a bounds test per byte.
+// kCarrySticky (trace format version 3): `event` holds the file's previous Event, as filled in, and a
+// sticky field (EventFields::kStickyFields) the record leaves out keeps its value there; otherwise
+// (versions 1 and 2) it is 0. On a refusal, a sticky field may hold this record's value, undecoded: only
+// fields the record has are stored, and a record refused after storing a field is either one protobuf
+// parses to the same field present, or one it refuses too (a varint that runs past the record's end).
+template <bool kCarrySticky = false>
 inline bool decode_event_record(const char* data, size_t length, EventFields& event, size_t readable_after = 0) {
   using namespace event_wire;
   const auto* p = reinterpret_cast<const unsigned char*>(data);
@@ -196,7 +213,7 @@ inline bool decode_event_record(const char* data, size_t length, EventFields& ev
     if (!read_varint(p, end, &tag) || tag != kEventTag) return false;
     if (!read_varint(p, end, &event_bytes) || event_bytes != uint64_t(end - p)) return false;
   }
-  event.clear();  // one fixed-size reset: every field the previous event had goes back to 0
+  clear_for_next_event<kCarrySticky>(event);
   // A varint is at most 10 bytes: one starting before `end` reads at most 9 bytes past it.
   bool ok = readable_after >= kMaxVarintBytes - 1 ? decode_event_fields_unbounded(p, end, event)
                                                   : decode_event_fields_bounded(p, end, event);
@@ -210,13 +227,14 @@ inline bool decode_event_record(const char* data, size_t length, EventFields& ev
 // false for anything else, which protobuf's parser then reads, as it reads everything
 // decode_event_record refuses. Without the tests those facts make redundant: the record's and the
 // Event's lengths (the Event's one-byte length equals length - 2, which for a length below 2 wraps to
-// above any byte) and the readable bytes.
+// above any byte) and the readable bytes. kCarrySticky as for decode_event_record.
+template <bool kCarrySticky = false>
 inline bool decode_short_event_record(const char* data, size_t length, EventFields& event) {
   using namespace event_wire;
   const auto* p = reinterpret_cast<const unsigned char*>(data);
   constexpr unsigned kEventTag = kRecordEventField << 3 | kWireLengthDelimited;
   if (p[0] != kEventTag || p[1] != length - 2) return false;
-  event.clear();
+  clear_for_next_event<kCarrySticky>(event);
   if (!decode_event_fields_unbounded(p + 2, p + length, event)) return false;
   decode_signed_fields(event);
   return true;

@@ -17,7 +17,8 @@ namespace memtrace {
 // `values[field number]` (slot 0 unused) in the form its accessor returns: sint32 / sint64 fields
 // already zigzag-decoded (as two's complement in the 64 bits), the others as read from the wire
 // (narrowed by the accessor, as protobuf narrows a wider varint: an enum or uint32 is the value's low 32
-// bits). A field absent from the record is 0, as protobuf's default. `present[N]` is 1 when field N
+// bits). A field absent from the record is 0, as protobuf's default, except in version 3 a sticky field
+// (kStickyFields), which has the previous Event's value. `present[N]` is 1 when field N
 // was in the record (or derived, derived_fields.h), else 0: only the `optional` fields' accessors use
 // it. A byte per field, not a bit: the decoder marks a field with one store, where a bit took a load
 // of 1, a shift and an OR (2 instructions more per field, callgrind).
@@ -41,6 +42,12 @@ struct alignas(16) EventFields {
   };
   // The fields read as zigzag-encoded varints (sint32, sint64).
   static constexpr uint32_t kSignedFields = 1u << kTimeDeltaNs | 1u << kDevice | 1u << kResult | 1u << kTimeDeltaUs;
+  // Version 3's sticky fields (proto/memtrace.proto): one absent from an Event record has the value it
+  // had in the file's previous Event (0 before the first).
+  static constexpr uint32_t kStickyFields = 1u << kLayer | 1u << kApi | 1u << kTid | 1u << kDevice | 1u << kStream;
+
+  // Version 3: the same, with each sticky field `e` leaves out taken from `previous` (below).
+  EventFields(const proto::Event& e, const EventFields& previous);
 
   proto::EventKind kind() const { return static_cast<proto::EventKind>(int32_t(values[kKind])); }
   proto::Layer layer() const { return static_cast<proto::Layer>(int32_t(values[kLayer])); }
@@ -80,6 +87,22 @@ struct alignas(16) EventFields {
     for (size_t i = 0; i < sizeof *this / sizeof(Zero16); ++i) v[i] = Zero16{};
   }
 
+  // The same, except the sticky fields' values (kStickyFields), which stay as they are: a version-3
+  // reader's carry, at no cost per field, for a decoder that then stores only the fields a record has
+  // (every sticky field absent from it keeps the previous Event's value, decoded: decode_signed_fields
+  // decodes only present fields). Their `present` bytes are cleared: they say what the record held.
+  // 12 stores instead of clear()'s 14: slots 2-3 and 6-7 are whole 16-byte stores left out, slot 4
+  // (time_delta_ns) next to slot 5 (tid) is cleared alone.
+  void clear_all_but_sticky() {
+    typedef uint64_t Zero16 __attribute__((vector_size(16), may_alias));
+    static_assert(kStickyFields == (1u << 2 | 1u << 3 | 1u << 5 | 1u << 6 | 1u << 7) && offsetof(EventFields, values) == 0);
+    auto* v = reinterpret_cast<Zero16*>(this);
+    v[0] = Zero16{};  // values[0, 1]
+    values[kTimeDeltaNs] = 0;
+#pragma GCC unroll 16
+    for (size_t i = 4; i < sizeof *this / sizeof(Zero16); ++i) v[i] = Zero16{};  // values[8...], present
+  }
+
   bool has(Field field) const { return present[field] != 0; }
   // Stores a field's value (decoded, as `values` holds it) and marks it present.
   void set(Field field, uint64_t value) {
@@ -91,12 +114,13 @@ static_assert(sizeof(EventFields) % 16 == 0 && std::is_trivially_copyable_v<Even
 
 inline EventFields::EventFields(const proto::Event& e) : EventFields() {
   values[kKind] = uint64_t(int64_t(e.kind()));
-  values[kLayer] = uint64_t(int64_t(e.layer()));
-  values[kApi] = uint64_t(int64_t(e.api()));
   values[kTimeDeltaNs] = uint64_t(e.time_delta_ns());
-  values[kTid] = e.tid();
-  values[kDevice] = uint64_t(int64_t(e.device()));
-  values[kStream] = e.stream();
+  // The sticky fields (`optional`) marked present as the decoder marks them: when the record has them.
+  if (e.has_layer()) set(kLayer, uint64_t(int64_t(e.layer())));
+  if (e.has_api()) set(kApi, uint64_t(int64_t(e.api())));
+  if (e.has_tid()) set(kTid, e.tid());
+  if (e.has_device()) set(kDevice, uint64_t(int64_t(e.device())));
+  if (e.has_stream()) set(kStream, e.stream());
   values[kAddress] = e.address();
   values[kSize] = e.size();
   values[kResult] = uint64_t(int64_t(e.result()));
@@ -115,19 +139,31 @@ inline EventFields::EventFields(const proto::Event& e) : EventFields() {
   values[kTimeDeltaUs] = uint64_t(e.time_delta_us());
 }
 
+// A version-3 Event the protobuf parser read: its fields, and for each sticky field it leaves out
+// (explicit presence: proto/memtrace.proto makes them `optional`), the value in `previous`, the file's
+// previous Event as filled in (not marked present: `present` says what the record held).
+inline EventFields::EventFields(const proto::Event& e, const EventFields& previous) : EventFields(e) {
+  for (Field field : {kLayer, kApi, kTid, kDevice, kStream}) {
+    if (!present[field]) values[field] = previous.values[field];
+  }
+}
+
 // The same Event as a protobuf message (for callers that take records as proto::Record): every field
 // with its value, the `optional` ones only when present. EventFields(to_proto_event(e)) equals `e` in
-// every accessor.
+// every accessor. A sticky field (`optional`) is written when the record had it or its value is not 0
+// (one carried from an earlier Event): the message stands on its own, and the Event of a record that
+// protobuf parsed comes back as it was, presence included.
 inline proto::Event to_proto_event(const EventFields& e) {
+  auto given = [&](EventFields::Field field) { return e.has(field) || e.values[field] != 0; };
   proto::Event out;
   out.set_kind(e.kind());
-  out.set_layer(e.layer());
-  out.set_api(e.api());
+  if (given(EventFields::kLayer)) out.set_layer(e.layer());
+  if (given(EventFields::kApi)) out.set_api(e.api());
   out.set_time_delta_ns(e.time_delta_ns());
   out.set_time_delta_us(e.time_delta_us());
-  out.set_tid(e.tid());
-  out.set_device(e.device());
-  out.set_stream(e.stream());
+  if (given(EventFields::kTid)) out.set_tid(e.tid());
+  if (given(EventFields::kDevice)) out.set_device(e.device());
+  if (given(EventFields::kStream)) out.set_stream(e.stream());
   out.set_address(e.address());
   out.set_size(e.size());
   out.set_result(e.result());

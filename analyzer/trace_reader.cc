@@ -391,7 +391,7 @@ bool RecordSplitterBase::parse_generic(const char* data, size_t length) {
     ++records_with_invalid_text_;
   }
   if (!record_.has_event()) return false;
-  event_ = EventFields(record_.event());
+  event_ = carry_sticky_ ? EventFields(record_.event(), event_) : EventFields(record_.event());
   return true;
 }
 

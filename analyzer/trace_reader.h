@@ -46,9 +46,11 @@ struct TraceReadSummary {
 
 // The header skippable frame: magic 0x184D2A50, payload "MEMTRACE" + u32 version + u32 reserved.
 inline constexpr uint32_t kHeaderFrameMagic = 0x184D2A50;
-// Versions read: 1 and 2 (their differences: proto/memtrace.proto).
+// Versions read: 1 to 3 (their differences: proto/memtrace.proto).
 inline constexpr uint32_t kOldestTraceFormatVersion = 1;
-inline constexpr uint32_t kTraceFormatVersion = 2;
+inline constexpr uint32_t kTraceFormatVersion = 3;
+// From this version on, an Event's sticky fields carry over from the previous Event (EventFields::kStickyFields).
+inline constexpr uint32_t kFirstStickyFieldsVersion = 3;
 inline constexpr char kHeaderTag[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
 
 // The tracer's chunks are at most its buffer size (MEMTRACE_BUFFER_MB <= 4096, preload/config.cc); a
@@ -63,7 +65,7 @@ inline constexpr uint64_t kMaxRecordBytes = 16ull << 20;
 inline constexpr int kMaxWindowLog = 24;
 
 // What read_trace hands records to: `sink.on_event(const EventFields&)` for every Event (the file's,
-// with what version 2 leaves out filled in), `sink.on_record(const proto::Record&)` for every other
+// with what versions 2 and 3 leave out filled in), `sink.on_record(const proto::Record&)` for every other
 // record, in file order. Each reference is valid only during the call.
 template <typename Sink>
 concept TraceSink = requires(Sink& sink, const EventFields& event, const proto::Record& record) {
@@ -75,9 +77,10 @@ concept TraceSink = requires(Sink& sink, const EventFields& event, const proto::
 // A chunk is decoded only once all its bytes are in the file (its extent is measured from the zstd
 // block headers first), so a cut-off last chunk delivers none of its records.
 // Records are handed on as a version-1 trace would give them (derived_fields.h fills in what version 2
-// leaves out).
+// leaves out; the decoder, version 3's sticky fields, before that, as the totals' derivation keys on an
+// Event's api and device).
 // Throws TraceError for: unreadable file, empty file, bad magic, unknown version, a corrupt chunk,
-// a record that does not parse, is empty or is longer than kMaxRecordBytes, a version-2 event that
+// a record that does not parse, is empty or is longer than kMaxRecordBytes, a version-2 or -3 event that
 // leaves out an allocator total with nothing to derive it from. Records of a complete but corrupt chunk
 // may have been delivered before the error. Exceptions thrown by the sink propagate unchanged.
 // A template so that the per-event path (split, decode, fill in, hand on) is one inlined loop with no
@@ -124,7 +127,11 @@ TraceReadSummary read_chunks(const std::string& path, ChunkSink& chunks);
 // but the hand-off to the sink: the rare paths, out of line.
 class RecordSplitterBase : public ChunkSink {
  public:
-  void begin_trace(uint32_t format_version) final { derived_ = DerivedFields(format_version); }
+  void begin_trace(uint32_t format_version) final {
+    derived_ = DerivedFields(format_version);
+    carry_sticky_ = format_version >= kFirstStickyFieldsVersion;
+    event_ = EventFields();  // before the file's first Event, every sticky field is 0
+  }
   void begin_chunk(uint64_t chunk_offset) final;
   void end_chunk() final;
   uint64_t records() const { return records_; }
@@ -135,11 +142,13 @@ class RecordSplitterBase : public ChunkSink {
   // Takes one byte of a record's length that is not the whole length (a longer one, or 0).
   void read_length_byte(unsigned char byte);
   // Parses a record decode_event_record refused with protobuf's parser, into `event_` (then true) or
-  // `record_` (false). A record refused only for invalid UTF-8 in a text field is repaired and kept.
+  // `record_` (false). In version 3, a sticky field the Event leaves out keeps its value in `event_`. A record refused only for invalid UTF-8 in a text field is repaired and kept.
   bool parse_generic(const char* data, size_t length);
   [[noreturn]] void fail_derived(const std::string& error) const;
 
   DerivedFields derived_{kTraceFormatVersion};  // what version 2 leaves out, carried from record to record
+  bool carry_sticky_ = false;  // version 3: sticky fields carried from Event to Event, in `event_`
+  // The last Event, as handed on: in version 3 the carried sticky fields' values (across chunks too).
   EventFields event_;
   proto::Record record_;
   std::string error_;
@@ -159,7 +168,19 @@ class RecordSplitter final : public RecordSplitterBase {
  public:
   explicit RecordSplitter(Sink& sink) : sink_(sink) {}
 
+  // Two copies of the split loop, one per way of reading sticky fields, chosen once per piece of
+  // output: no test per event for the version.
   void feed(const char* data, size_t n) override {
+    if (carry_sticky_) {
+      feed_records</*kCarrySticky=*/true>(data, n);
+    } else {
+      feed_records</*kCarrySticky=*/false>(data, n);
+    }
+  }
+
+ private:
+  template <bool kCarrySticky>
+  void feed_records(const char* data, size_t n) {
     size_t pos = 0;
     while (pos < n) {
       // Between records, those with a one-byte length (every event, nearly every record) wholly
@@ -173,7 +194,7 @@ class RecordSplitter final : public RecordSplitterBase {
           size_t length = static_cast<unsigned char>(data[pos]);
           size_t avail = n - pos - 1;
           if (length - 1 >= 0x7f || avail < length + kShortRecordReadableAfter) break;
-          hand_on</*kShort=*/true>(data + pos + 1, length, avail - length);
+          hand_on</*kShort=*/true, kCarrySticky>(data + pos + 1, length, avail - length);
           pos += 1 + length;
         }
         if (pos == n) break;
@@ -192,7 +213,7 @@ class RecordSplitter final : public RecordSplitterBase {
       size_t avail = n - pos;
       if (body_.empty() && avail >= length_) {  // the whole record is in this piece
         size_t length = size_t(length_);
-        deliver(data + pos, length, avail - length);
+        deliver<kCarrySticky>(data + pos, length, avail - length);
         end_record();
         pos += length;
         continue;
@@ -201,20 +222,20 @@ class RecordSplitter final : public RecordSplitterBase {
       body_.append(data + pos, take);
       pos += take;
       if (body_.size() == length_) {
-        deliver(body_.data(), body_.size(), 0);
+        deliver<kCarrySticky>(body_.data(), body_.size(), 0);
         end_record();
         body_.clear();
       }
     }
   }
 
- private:
   // What decode_short_event_record needs after a record (event_decoder.h).
   static constexpr size_t kShortRecordReadableAfter = event_wire::kMaxVarintBytes - 1;
 
   // The general steps' records: out of line, so that only the split loop has hand_on's body.
+  template <bool kCarrySticky>
   [[gnu::noinline]] void deliver(const char* data, size_t length, size_t readable_after) {
-    hand_on</*kShort=*/false>(data, length, readable_after);
+    hand_on</*kShort=*/false, kCarrySticky>(data, length, readable_after);
   }
   // `readable_after`: bytes after the record that may be read (decode_event_record). kShort: the
   // record is 1 to 127 bytes and readable_after at least kShortRecordReadableAfter, for
@@ -222,10 +243,10 @@ class RecordSplitter final : public RecordSplitterBase {
   // generic parser was half of the analyzer's time per event (callgrind, docs/performance.md).
   // Inlined into the split loop: as a call it saved and restored six registers per event (about 20
   // instructions, callgrind).
-  template <bool kShort>
+  template <bool kShort, bool kCarrySticky>
   [[gnu::always_inline]] void hand_on(const char* data, size_t length, size_t readable_after) {
-    bool decoded = kShort ? decode_short_event_record(data, length, event_)
-                          : decode_event_record(data, length, event_, readable_after);
+    bool decoded = kShort ? decode_short_event_record<kCarrySticky>(data, length, event_)
+                          : decode_event_record<kCarrySticky>(data, length, event_, readable_after);
     if (decoded || parse_generic(data, length)) {
       if (!derived_.fill(event_, &error_)) fail_derived(error_);
       sink_.on_event(event_);

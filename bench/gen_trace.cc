@@ -1,7 +1,7 @@
 // gen_trace: writes a synthetic trace whose live set does not depend on its length, to show that the
 // analyzer's memory follows live allocations and distinct stacks, not events.
 //
-//   gen_trace OUT.mtrace --live N --churn E [--stacks S] [--window W] [--torch] [--spread] [--v1]
+//   gen_trace OUT.mtrace --live N --churn E [--stacks S] [--window W] [--torch] [--spread] [--v1 | --v2]
 //
 // The trace (one device, 1 us between events):
 //   - S distinct call stacks (one Python frame each; with --torch, 8 native frames and 4 Python frames
@@ -12,10 +12,12 @@
 //   - then churn: alloc/free pairs, each allocation (4 to 16 KiB) freed W pairs later (so at most W more
 //     are live at once), over the S stacks in turn, until the trace holds N + E events;
 //   - a TraceEnd. Records go in chunks of 64 Ki records, each an independent zstd frame with checksum,
-//     behind the header, as the tracer writes them: trace format version 2 (times in whole microseconds,
+//     behind the header, as the tracer writes them: trace format version 3 (times in whole microseconds,
 //     PyTorch's allocator totals left out where the previous TORCH_ALLOCATOR event of the chunk and the
-//     event's size give them: proto/memtrace.proto), or with --v1 version 1 (times in nanoseconds, both
-//     totals on every TORCH_ALLOCATOR event). Both read back as the same events.
+//     event's size give them, layer, api, tid, device and stream left out where they repeat the previous
+//     Event of the chunk: proto/memtrace.proto), with --v2 version 2 (all five on every event, proto3
+//     defaults left out), or with --v1 version 1 (times in nanoseconds, both totals on every
+//     TORCH_ALLOCATOR event). All three read back as the same events.
 // Without --torch every allocation is a driver-layer cudaMalloc. With --torch the allocations are
 // PyTorch caching-allocator blocks (LAYER_BLOCK, TORCH_ALLOCATOR, with the allocator's allocated and
 // reserved totals after each event, as c10::reportMemoryUsageToProfiler reports them), placed inside
@@ -58,7 +60,8 @@ class TraceFile {
     std::fclose(out_);
   }
 
-  void add(const Record& record) {
+  void add(Record record) {
+    if (record.has_event()) sticky_fields(*record.mutable_event());
     std::string body = record.SerializeAsString();
     for (uint64_t v = body.size(); ; v >>= 7) {  // varint length prefix
       pending_.push_back(char(v >= 0x80 ? (v & 0x7f) | 0x80 : v));
@@ -73,6 +76,37 @@ class TraceFile {
 
  private:
   static constexpr uint64_t kRecordsPerChunk = 64 * 1024;
+
+  // Version 3: a sticky field (layer, api, tid, device, stream) is written when it differs from the
+  // previous Event's, and all five on the first Event of a chunk, as preload/event_encoder.h does.
+  // Versions 1 and 2: written unless 0, the proto3 default (`optional` fields set to 0 would be written).
+  void sticky_fields(memtrace::proto::Event& e) {
+    if (version_ < 3) {
+      if (e.layer() == 0) e.clear_layer();
+      if (e.api() == 0) e.clear_api();
+      if (e.tid() == 0) e.clear_tid();
+      if (e.device() == 0) e.clear_device();
+      if (e.stream() == 0) e.clear_stream();
+      return;
+    }
+    memtrace::proto::Event full;
+    full.set_layer(e.layer());
+    full.set_api(e.api());
+    full.set_tid(e.tid());
+    full.set_device(e.device());
+    full.set_stream(e.stream());
+    if (sticky_chunk_ != chunks_) {  // the chunk's first Event: all five, zeros included
+      e.MergeFrom(full);
+    } else {
+      if (e.layer() == sticky_.layer()) e.clear_layer();
+      if (e.api() == sticky_.api()) e.clear_api();
+      if (e.tid() == sticky_.tid()) e.clear_tid();
+      if (e.device() == sticky_.device()) e.clear_device();
+      if (e.stream() == sticky_.stream()) e.clear_stream();
+    }
+    sticky_ = full;
+    sticky_chunk_ = chunks_;
+  }
 
   void flush() {
     if (pending_.empty()) return;
@@ -91,6 +125,8 @@ class TraceFile {
   std::FILE* out_;
   uint32_t version_;
   uint64_t chunks_ = 0;
+  memtrace::proto::Event sticky_;      // the sticky fields of the last Event written (version 3)
+  uint64_t sticky_chunk_ = ~0ull;      // the chunk it is in
   ZSTD_CCtx* cctx_;
   std::string pending_;
   uint64_t pending_records_ = 0;
@@ -235,7 +271,7 @@ void write_stacks(TraceFile& trace, uint64_t stacks, bool torch) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') {
-    std::fprintf(stderr, "usage: gen_trace OUT.mtrace --live N --churn E [--stacks S] [--window W] [--torch] [--spread] [--v1]\n");
+    std::fprintf(stderr, "usage: gen_trace OUT.mtrace --live N --churn E [--stacks S] [--window W] [--torch] [--spread] [--v1 | --v2]\n");
     return 1;
   }
   const uint64_t live = arg(argc, argv, "--live", 10000);
@@ -249,7 +285,7 @@ int main(int argc, char** argv) {
   constexpr uint64_t kLiveBase = 0x7f0000000000, kChurnBase = 0x7e0000000000, kSpareBase = 0x7d0000000000;
   constexpr uint64_t kBlock = 4096, kSlot = 4 * kBlock;
 
-  TraceFile trace(argv[1], flag(argc, argv, "--v1") ? 1 : 2);
+  TraceFile trace(argv[1], flag(argc, argv, "--v1") ? 1 : flag(argc, argv, "--v2") ? 2 : 3);
   Record start;
   start.mutable_start()->set_pid(1);
   start.mutable_start()->add_argv("gen_trace");

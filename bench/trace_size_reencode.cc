@@ -1,6 +1,6 @@
-// Rewrites a version-1 .mtrace file in trace format v2, chunk for chunk, with the tracer's Event encoder
-// (bench/trace_size_reencode.h): the file the tracer of today would have written for the same run, so
-// that bench/trace_size can give the v2 size of the version-1 traces in examples/. A measurement tool.
+// Rewrites a .mtrace file of format version 1, 2 or 3 in trace format v3, chunk for chunk, with the
+// tracer's Event encoder (bench/trace_size_reencode.h): the file the tracer of today would have written for
+// the same run, so that bench/trace_size can give the v3 size of the older traces. A measurement tool.
 //
 //   trace_size_reencode IN.mtrace OUT.mtrace
 // Prints one line: "chunks N bytes B" of OUT. Exit status 1, one line on stderr, for a bad input.
@@ -20,10 +20,10 @@ int main(int argc, char** argv) {
     if (!in) throw std::runtime_error("cannot open");
     std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     memtrace::reencode::Chunks chunks = memtrace::reencode::split_chunks(file);
-    if (chunks.version != 1)
-      throw std::runtime_error("format version " + std::to_string(chunks.version) + ", not 1: nothing to re-encode");
-    memtrace::reencode::Reencoder reencoder;
-    std::string out = memtrace::reencode::header_frame(2);
+    if (chunks.version < 1 || chunks.version > 3)
+      throw std::runtime_error("format version " + std::to_string(chunks.version) + ", not 1, 2 or 3");
+    memtrace::reencode::Reencoder reencoder(0, chunks.version);
+    std::string out = memtrace::reencode::header_frame(3);
     for (const std::string& records : chunks.records)
       out += memtrace::reencode::compress_chunk(reencoder.chunk(records));
     std::ofstream(argv[2], std::ios::binary | std::ios::trunc).write(out.data(), std::streamsize(out.size()));

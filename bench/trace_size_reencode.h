@@ -1,13 +1,15 @@
-// Rewrites a version-1 trace in trace format v2 with the tracer's own Event encoder
-// (preload/event_encoder.h), chunk for chunk: what the tracer of today would have written for the same
-// run. bench/trace_size uses it (trace_size_reencode.cc) to give the v2 size of the version-1 traces in
-// examples/, and tests/preload/trace_v2_test.cc to check that a v2 trace reads back as the same Events.
+// Rewrites a trace of format version 1, 2 or 3 in the tracer's current format (version 3) with the
+// tracer's own Event encoder (preload/event_encoder.h), chunk for chunk: what the tracer of today would
+// have written for the same run. bench/trace_size uses it (trace_size_reencode.cc) to give the current size
+// of the older traces in examples/, and tests/preload/trace_v2_test.cc to check that a re-encoded trace
+// reads back as the same Events.
 // Needs the classes generated from proto/memtrace.proto, zstd, and preload/ on the include path.
 #pragma once
 
 #include <zstd.h>
 
 #include <cstdint>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -100,16 +102,57 @@ inline MemoryEvent memory_event(const proto::Event& e) {
   return m;
 }
 
-// Rewrites version-1 chunks in version 2, one chunk at a time, in file order. Records other than Event
-// and TraceEnd are copied unchanged.
+// The Events of a trace of format `version` as a version-1 reader would have them: what versions 2 and 3
+// leave out filled in by the rules of proto/memtrace.proto (sticky fields from the previous Event, then
+// allocator totals from the previous TORCH_ALLOCATOR event of the device), in file order.
+class EventFiller {
+ public:
+  explicit EventFiller(uint32_t version) : version_(version) {}
+
+  // Fills `e`, the next Event of the file, in place. Throws std::runtime_error for a version-2/3
+  // TORCH_ALLOCATOR event that leaves a total out with no earlier one of its device.
+  void fill(proto::Event& e) {
+    if (version_ >= 3) {
+      if (!e.has_layer()) e.set_layer(sticky_.layer());
+      if (!e.has_api()) e.set_api(sticky_.api());
+      if (!e.has_tid()) e.set_tid(sticky_.tid());
+      if (!e.has_device()) e.set_device(sticky_.device());
+      if (!e.has_stream()) e.set_stream(sticky_.stream());
+      sticky_.set_layer(e.layer());
+      sticky_.set_api(e.api());
+      sticky_.set_tid(e.tid());
+      sticky_.set_device(e.device());
+      sticky_.set_stream(e.stream());
+    }
+    if (version_ >= 2 && e.api() == proto::TORCH_ALLOCATOR) {
+      auto last = totals_.find(e.device());
+      if ((!e.has_allocator_allocated_bytes() || !e.has_allocator_reserved_bytes()) && last == totals_.end())
+        throw std::runtime_error("a TORCH_ALLOCATOR event leaves a total out with no earlier one of its device");
+      if (!e.has_allocator_allocated_bytes()) {
+        uint64_t change = e.kind() == proto::ALLOC ? e.size() : e.kind() == proto::FREE ? 0 - e.size() : 0;
+        e.set_allocator_allocated_bytes(last->second.first + change);
+      }
+      if (!e.has_allocator_reserved_bytes()) e.set_allocator_reserved_bytes(last->second.second);
+      totals_[e.device()] = {e.allocator_allocated_bytes(), e.allocator_reserved_bytes()};
+    }
+  }
+
+ private:
+  uint32_t version_;
+  proto::Event sticky_;  // the previous Event's sticky fields (version 3)
+  std::map<int32_t, std::pair<uint64_t, uint64_t>> totals_;  // device -> allocated, reserved
+};
+
+// Rewrites chunks of a version 1, 2 or 3 trace in version 3, one chunk at a time, in file order. Records
+// other than Event and TraceEnd are copied unchanged.
 class Reencoder {
  public:
-  // drop_every = N > 0: leaves out every Nth Event, as the tracer does when its buffers are full
-  // (MEMTRACE_FULL_BUFFER=drop), to check what a reader derives after a gap.
-  explicit Reencoder(uint64_t drop_every = 0) : drop_every_(drop_every) {}
+  // `version`: the input's format version. drop_every = N > 0: leaves out every Nth Event, as the tracer
+  // does when its buffers are full (MEMTRACE_FULL_BUFFER=drop), to check what a reader derives after a gap.
+  explicit Reencoder(uint64_t drop_every = 0, uint32_t version = 1) : drop_every_(drop_every), filler_(version) {}
 
-  // The version-2 records of one version-1 chunk. Throws std::runtime_error for a record that does not
-  // parse or a record length past the chunk's end.
+  // The version-3 records of one input chunk. Throws std::runtime_error for a record that does not
+  // parse, a record length past the chunk's end, or a total left out with nothing to derive it from.
   std::string chunk(const std::string& records) {
     encoder_.start_chunk();
     std::string out;
@@ -119,14 +162,16 @@ class Reencoder {
       if (length > records.size() - i) throw std::runtime_error("a record runs past its chunk");
       if (!record.ParseFromArray(records.data() + i, int(length))) throw std::runtime_error("a record does not parse");
       if (record.has_event()) {
-        time_ns_ += uint64_t(record.event().time_delta_ns());
+        proto::Event* e = record.mutable_event();
+        time_ns_ += uint64_t(e->time_delta_ns()) + 1000 * uint64_t(e->time_delta_us());
+        filler_.fill(*e);
         if (drop_every_ && ++events_ % drop_every_ == 0) {
           encoder_.event_lost();
         } else {
           append_event(record.event(), &out);
         }
       } else if (record.has_end()) {
-        time_ns_ += uint64_t(record.end().time_delta_ns());
+        time_ns_ += uint64_t(record.end().time_delta_ns()) + 1000 * uint64_t(record.end().time_delta_us());
         append_end(record.end(), &out);
       } else {
         if (record.has_start()) {
@@ -183,9 +228,10 @@ class Reencoder {
   }
 
   EventEncoder encoder_;
-  uint64_t time_ns_ = 0;  // CLOCK_MONOTONIC of the last Event or TraceEnd read: version-1 deltas summed
+  uint64_t time_ns_ = 0;  // CLOCK_MONOTONIC of the last Event or TraceEnd read: the input's deltas summed
   uint64_t drop_every_;
   uint64_t events_ = 0;
+  EventFiller filler_;
 };
 
 }  // namespace memtrace::reencode

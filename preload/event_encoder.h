@@ -1,8 +1,9 @@
-// The Event and TraceEnd encoding of trace format v2 (proto/memtrace.proto): times in whole microseconds
-// since the trace's start, and PyTorch's allocator totals left out where the reader can derive them.
-// It holds what the next record is encoded against (the previous record's time, each device's last written
-// totals) and nothing else, so that tests/preload/event_encoder_test.cc and bench/trace_size_reencode
-// drive the very code the tracer runs. Not thread-safe: the recorder calls it under its lock.
+// The Event and TraceEnd encoding of trace format v3 (proto/memtrace.proto): times in whole microseconds
+// since the trace's start, PyTorch's allocator totals left out where the reader can derive them (v2), and
+// the sticky fields (layer, api, tid, device, stream) left out where they repeat the previous Event (v3).
+// It holds what the next record is encoded against (the previous record's time and sticky fields, each
+// device's last written totals) and nothing else, so that tests/preload/event_encoder_test.cc and
+// bench/trace_size_reencode drive the very code the tracer runs. Not thread-safe: the recorder calls it under its lock.
 //
 // Two steps per record, because a record can fail to fit in the chunk buffer (and is then dropped or
 // retried): encode_event() writes the fields and says what the record would change, commit() makes it
@@ -21,6 +22,15 @@ class EventEncoder {
   // Totals are carried per device ordinal 0 .. kDevices-1; other devices always get both written.
   static constexpr int kDevices = 64;
 
+  // The sticky fields of an Event record (proto/memtrace.proto, version 3), as the reader will hold them.
+  struct Sticky {
+    Layer layer = Layer::kUnknown;
+    Api api = Api::kUnknown;
+    uint32_t tid = 0;
+    int32_t device = 0;
+    uint64_t stream = 0;
+  };
+
   // What encode_event() found; commit() applies it.
   struct Pending {
     uint64_t time_us = 0;          // the record's time: whole microseconds since start
@@ -30,6 +40,7 @@ class EventEncoder {
     uint64_t epoch = 0;            // epoch_ when encoded
     bool derive_allocated = false;  // the totals left out: the reader derives them
     bool derive_reserved = false;
+    Sticky sticky;                 // this record's sticky fields: what the next one is compared with
   };
 
   // Time zero (TraceStart.start_monotonic_ns); forgets every device's totals.
@@ -39,20 +50,23 @@ class EventEncoder {
     epoch_++;
   }
 
-  // The next record starts a new chunk. Totals are written in full again, so that every chunk carries
-  // its own starting point (a reader that must skip a damaged chunk picks up again at the next one).
+  // The next record starts a new chunk. Totals and sticky fields are written in full again, so that every
+  // chunk carries its own starting point (a reader that must skip a damaged chunk picks up again at the
+  // next one).
   void start_chunk() { epoch_++; }
 
   // An event was not recorded (MEMTRACE_FULL_BUFFER=drop with both buffers full). Derivation is always
   // from the totals last written, so the gap cannot make the reader derive a wrong total; writing them in
   // full after it anyway makes the totals after a gap stand on their own, checkable without the chain.
+  // The sticky fields are written in full there too (the same points, one rule for both).
   void event_lost() { epoch_++; }
 
-  // Writes the Event fields of `e` into `w` (proto3 defaults left out; the time where version 1 had it).
+  // Writes the Event fields of `e` into `w` (proto3 defaults left out, sticky fields left out where they
+  // repeat the last committed Event's; the time where version 1 had it). `tid` is Event.tid.
   // `t_ns`: CLOCK_MONOTONIC at the event, not before begin()'s start_ns (earlier reads as the start).
   // On overflow `w` turns !ok(), as for any ProtoWriter write.
   Pending encode_event(const MemoryEvent& e, uint64_t t_ns, uint32_t tid, uint64_t stack_id, ProtoWriter& w) const {
-    Pending p = pending_for(e, t_ns);
+    Pending p = pending_for(e, t_ns, tid);
     if (uint8_t* out = w.room_for(kMaxEventBytes)) {  // always, in the tracer: its event buffer has room
       UncheckedFieldWriter fields(out);
       write_fields(e, p, tid, stack_id, fields);
@@ -68,11 +82,13 @@ class EventEncoder {
   static constexpr size_t kMaxEventBytes = 23 * UncheckedFieldWriter::kMaxFieldBytes;
 
   // The record encoded as `p` is in the chunk buffer. A chunk that began in between (a fatal-signal
-  // handler flushed the buffer while this thread was appending) leaves the device's totals unknown for
-  // the new chunk, so they are written in full again there.
+  // handler flushed the buffer while this thread was appending) leaves the device's totals and the sticky
+  // fields unknown for the new chunk, so they are written in full again there.
   void commit(const Pending& p) {
     last_us_ = p.time_us;
     if (p.device >= 0) devices_[p.device] = DeviceTotals{p.allocated_bytes, p.reserved_bytes, p.epoch};
+    sticky_ = p.sticky;
+    sticky_epoch_ = p.epoch;
   }
 
   // TraceEnd.time_delta_us for a TraceEnd at `t_ns`; the next record's delta counts from it.
@@ -91,10 +107,11 @@ class EventEncoder {
   };
 
   // What encoding `e` at `t_ns` would change, and which allocator totals the reader can derive.
-  Pending pending_for(const MemoryEvent& e, uint64_t t_ns) const {
+  Pending pending_for(const MemoryEvent& e, uint64_t t_ns, uint32_t tid) const {
     Pending p;
     p.time_us = micros_since_start(t_ns);
     p.epoch = epoch_;
+    p.sticky = Sticky{e.layer, e.api, tid, e.device, e.stream};
     if (e.api == Api::kTorchAllocator && e.device >= 0 && e.device < kDevices) {
       p.device = e.device;
       const DeviceTotals& last = devices_[e.device];
@@ -110,17 +127,20 @@ class EventEncoder {
   }
 
   // The fields in field-number order but for the time, which sits where version 1 had time_delta_ns (4).
+  // A sticky field is written when it differs from the last committed Event's, zero included, and always
+  // on the first Event of an epoch (a chunk, or after a lost event).
   // `Writer`: ProtoWriter or UncheckedFieldWriter (the same calls).
   template <typename Writer>
   void write_fields(const MemoryEvent& e, const Pending& p, uint32_t tid, uint64_t stack_id, Writer& w) const {
     bool torch = e.api == Api::kTorchAllocator;
+    bool all = sticky_epoch_ != epoch_;
     w.uint(1, static_cast<uint64_t>(e.kind));
-    w.uint(2, static_cast<uint64_t>(e.layer));
-    w.uint(3, static_cast<uint64_t>(e.api));
+    w.optional_uint(2, all || e.layer != sticky_.layer, static_cast<uint64_t>(e.layer));
+    w.optional_uint(3, all || e.api != sticky_.api, static_cast<uint64_t>(e.api));
     w.sint(23, time_delta_us(p.time_us));
-    w.uint(5, tid);
-    w.sint(6, e.device);
-    w.uint(7, e.stream);
+    w.optional_uint(5, all || tid != sticky_.tid, tid);
+    w.optional_uint(6, all || e.device != sticky_.device, zigzag(e.device));
+    w.optional_uint(7, all || e.stream != sticky_.stream, e.stream);
     w.uint(8, e.address);
     w.uint(9, e.size);
     w.sint(10, e.result);
@@ -145,6 +165,11 @@ class EventEncoder {
     return 0;
   }
 
+  // sint32's encoding (zigzag): 0, -1, 1, -2 ... as 0, 1, 2, 3 ...
+  static uint64_t zigzag(int32_t v) {
+    return (static_cast<uint32_t>(v) << 1) ^ static_cast<uint32_t>(v >> 31);
+  }
+
   uint64_t micros_since_start(uint64_t t_ns) const { return t_ns > start_ns_ ? (t_ns - start_ns_) / 1000 : 0; }
   int64_t time_delta_us(uint64_t t_us) const { return static_cast<int64_t>(t_us - last_us_); }
 
@@ -152,6 +177,8 @@ class EventEncoder {
   uint64_t last_us_ = 0;
   uint64_t epoch_ = 1;  // only grows: a slot never written (epoch 0) is never derived from
   DeviceTotals devices_[kDevices];
+  Sticky sticky_;             // the sticky fields of the last committed Event
+  uint64_t sticky_epoch_ = 0;  // sticky_ is what the reader holds while equal to epoch_
 };
 
 }  // namespace memtrace

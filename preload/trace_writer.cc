@@ -79,7 +79,7 @@ void* writer_main(void*) {
 
 // The file header: a zstd skippable frame (see proto/memtrace.proto) so that the whole file is a zstd stream.
 constexpr uint32_t kSkippableMagic = 0x184D2A50;
-constexpr uint32_t kFormatVersion = 2;  // the Event encoding of preload/event_encoder.h
+constexpr uint32_t kFormatVersion = 3;  // the Event encoding of preload/event_encoder.h
 
 void put_le32(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; i++) p[i] = static_cast<uint8_t>(v >> (8 * i));

@@ -64,11 +64,11 @@ TEST(Cli, EmptyFileAndOtherVersionAreOneLineNamingFileAndVersion) {
   CliResult r = run_memtrace("summary " + path);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "memtrace: " + path + ": empty file, not a memtrace trace (at byte 0)\n");
-  test::write_file(path, test::header_frame(3));
+  test::write_file(path, test::header_frame(4));
   r = run_memtrace("timeline " + path + " --csv");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "memtrace: " + path +
-                       ": unsupported trace format version 3 (this memtrace reads versions 1 to 2) (at byte 16)\n");
+                       ": unsupported trace format version 4 (this memtrace reads versions 1 to 3) (at byte 16)\n");
   EXPECT_EQ(r.out, "");
 }
 

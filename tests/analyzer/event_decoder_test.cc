@@ -285,6 +285,68 @@ TEST(EventDecoder, ShortRecordDecoderAgreesWithTheGeneralOne) {
   EXPECT_EQ(to_proto_event(event).SerializeAsString(), e.SerializeAsString());
 }
 
+// Version 3 (kCarrySticky): the reused event keeps the sticky fields (2, 3, 5, 6, 7) the record leaves
+// out, unmarked; every other field, and those five without the carry, go back to 0. Every field starts
+// at 10 * field + 1 (present) so that a slot the reset missed shows; the record is kind = FREE (0x08
+// 0x02) and tid = 4 (0x28 0x04), so tid is the record's and the other four are carried.
+TEST(EventDecoder, CarriesTheStickyFieldsARecordLeavesOut) {
+  const std::string bytes = {0x2A, 0x04, 0x08, 0x02, 0x28, 0x04};
+  const std::string padded = bytes + std::string(9, '\x01');
+  for (bool carry : {false, true}) {
+    for (bool short_record : {false, true}) {
+      SCOPED_TRACE(std::string(carry ? "carry" : "no carry") + (short_record ? ", short" : ", general"));
+      EventFields event;
+      for (uint32_t f = 1; f <= EventFields::kLastField; ++f) event.set(EventFields::Field(f), 10 * f + 1);
+      bool ok = short_record ? (carry ? decode_short_event_record<true>(padded.data(), bytes.size(), event)
+                                      : decode_short_event_record<false>(padded.data(), bytes.size(), event))
+                             : (carry ? decode_event_record<true>(bytes.data(), bytes.size(), event)
+                                      : decode_event_record<false>(bytes.data(), bytes.size(), event));
+      ASSERT_TRUE(ok);
+      for (uint32_t f = 1; f <= EventFields::kLastField; ++f) {
+        SCOPED_TRACE("field " + std::to_string(f));
+        bool sticky = (EventFields::kStickyFields >> f & 1) != 0;
+        uint64_t expected = f == EventFields::kKind ? 2 : f == EventFields::kTid ? 4 : carry && sticky ? 10 * f + 1 : 0;
+        EXPECT_EQ(event.values[f], expected);
+        EXPECT_EQ(event.has(EventFields::Field(f)), f == EventFields::kKind || f == EventFields::kTid);
+      }
+    }
+  }
+  // Device (6) carried as decoded: 61 as a decoded sint32 stays 61, not zigzag(61) = -31.
+  EventFields event;
+  event.set(EventFields::kDevice, 61);
+  ASSERT_TRUE(decode_event_record<true>(bytes.data(), bytes.size(), event));
+  EXPECT_EQ(event.device(), 61);
+}
+
+// The protobuf path's version-3 rule: each sticky field the message has is its own (an explicit 0
+// included), each it leaves out the previous Event's.
+TEST(EventFields, FromProtobufWithAPreviousEventKeepsItsAbsentStickyFields) {
+  EventFields previous;
+  previous.set(EventFields::kLayer, 2);
+  previous.set(EventFields::kApi, 50);
+  previous.set(EventFields::kTid, 7);
+  previous.set(EventFields::kDevice, 3);
+  previous.set(EventFields::kStream, 0x50);
+  previous.set(EventFields::kSize, 512);  // not sticky: not carried
+  proto::Event e;
+  e.set_kind(proto::FREE);
+  e.set_device(0);
+  e.set_tid(9);
+  EventFields fields(e, previous);
+  EXPECT_EQ(fields.layer(), proto::LAYER_BLOCK);
+  EXPECT_EQ(fields.api(), proto::TORCH_ALLOCATOR);
+  EXPECT_EQ(fields.tid(), 9u);
+  EXPECT_EQ(fields.device(), 0);
+  EXPECT_EQ(fields.stream(), 0x50u);
+  EXPECT_EQ(fields.size(), 0u);
+  EXPECT_TRUE(fields.has(EventFields::kDevice));
+  EXPECT_FALSE(fields.has(EventFields::kLayer));
+  // As a message: the carried fields written (non-zero), the explicit zero device kept present.
+  proto::Event message = to_proto_event(fields);
+  EXPECT_TRUE(message.has_layer() && message.has_api() && message.has_stream() && message.has_device());
+  EXPECT_EQ(message.device(), 0);
+}
+
 TEST(EventFields, FromAndToProtobufKeepEveryField) {
   proto::Event e;
   e.set_kind(proto::FREE);

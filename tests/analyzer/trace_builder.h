@@ -49,7 +49,8 @@ inline std::string compress_frame(const std::string& content) {
 
 class TraceBuilder {
  public:
-  TraceBuilder() : bytes_(header_frame()) {}
+  // A trace of format `version` (the header's; the records are whatever the test adds).
+  explicit TraceBuilder(uint32_t version = 1) : bytes_(header_frame(version)) {}
 
   TraceBuilder& record(const proto::Record& r) {
     std::string body = r.SerializeAsString();

@@ -122,10 +122,10 @@ TEST(TraceReader, WrongTagIsNotATrace) {
 }
 
 TEST(TraceReader, UnknownVersionIsAnError) {
-  TraceError e = read_error("version3.mtrace", test::header_frame(3));
-  EXPECT_STREQ(e.what(), "unsupported trace format version 3 (this memtrace reads versions 1 to 2)");
+  TraceError e = read_error("version4.mtrace", test::header_frame(4));
+  EXPECT_STREQ(e.what(), "unsupported trace format version 4 (this memtrace reads versions 1 to 3)");
   TraceError zero = read_error("version0.mtrace", test::header_frame(0));
-  EXPECT_STREQ(zero.what(), "unsupported trace format version 0 (this memtrace reads versions 1 to 2)");
+  EXPECT_STREQ(zero.what(), "unsupported trace format version 0 (this memtrace reads versions 1 to 3)");
   EXPECT_EQ(e.byte_offset(), 16u);  // 8 bytes of frame header + 8 of "MEMTRACE"
 }
 

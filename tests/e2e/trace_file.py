@@ -52,13 +52,25 @@ class TraceFile:
     def ppid(self):
         return first(self.start() or {}, 2)
 
+    def version(self):
+        """The header's format version (0 when the file is too short to have one)."""
+        return struct.unpack_from("<I", self.raw, 16)[0] if len(self.raw) >= 24 else 0
+
     def events(self):
-        """Each Event as a dict of the fields the tests compare (proto3 defaults filled in)."""
-        return [{
-            "kind": first(e, 1, 0), "api": first(e, 3, 0), "tid": first(e, 5, 0),
-            "device": zigzag(first(e, 6, 0)), "address": first(e, 8, 0), "size": first(e, 9, 0),
-            "result": zigzag(first(e, 10, 0)), "stack_id": first(e, 11, 0),
-        } for e in self.of_kind(EVENT)]
+        """Each Event as a dict of the fields the tests compare (proto3 defaults filled in). From version 3
+        on, a sticky field (api, tid, device here) left out has the previous Event's value."""
+        sticky = self.version() >= 3
+        previous = {3: 0, 5: 0, 6: 0}
+        out = []
+        for e in self.of_kind(EVENT):
+            values = {field: first(e, field, previous[field] if sticky else 0) for field in previous}
+            previous = values
+            out.append({
+                "kind": first(e, 1, 0), "api": values[3], "tid": values[5],
+                "device": zigzag(values[6]), "address": first(e, 8, 0), "size": first(e, 9, 0),
+                "result": zigzag(first(e, 10, 0)), "stack_id": first(e, 11, 0),
+            })
+        return out
 
     def ends(self):
         """Each TraceEnd as {"how": name, "signal": n, "events": n, "dropped_events": n}."""

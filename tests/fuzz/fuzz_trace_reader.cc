@@ -2,10 +2,12 @@
 // either work or end in a TraceError (one error line, exit 2): any other exception, a crash, a
 // sanitizer report, a leak or a huge allocation is a finding.
 //
-// Two kinds of input, told apart by the first byte:
+// Three kinds of input, told apart by the first byte:
 //   0x01, then records: the rest is the decompressed content of one chunk (varint-length-delimited
-//     Records); the harness wraps it in a valid header and a checksummed zstd frame, so that mutations
-//     reach the record parser and the analysis instead of failing the chunk's checksum;
+//     Records); the harness wraps it in a valid header (format version 1) and a checksummed zstd frame,
+//     so that mutations reach the record parser and the analysis instead of failing the chunk's checksum;
+//   0x03, then records: the same in a version-3 header, where Events carry their sticky fields over
+//     and leave allocator totals to be derived;
 //   anything else: the whole file as is (header, frames, checksums: the reader's own checks).
 //
 // Symbolization is left out on purpose: it opens the module files a trace names, and a fuzzer must
@@ -47,11 +49,12 @@ void write_input(const uint8_t* data, size_t size) {
 }
 
 constexpr uint8_t kRecordsInput = 0x01;
+constexpr uint8_t kVersion3RecordsInput = 0x03;
 
-// The file a tracer would write for one chunk holding `content`: header frame (version 1) + frame.
-std::string trace_of_records(const uint8_t* content, size_t size) {
+// The file a tracer would write for one chunk holding `content`: header frame (format `version`) + frame.
+std::string trace_of_records(const uint8_t* content, size_t size, char version) {
   std::string file = {'\x50', '\x2a', '\x4d', '\x18', 16, 0, 0, 0, 'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E',
-                      1,      0,      0,      0,      0,  0, 0, 0};
+                      version, 0,     0,      0,      0,  0, 0, 0};
   ZSTD_CCtx* cctx = ZSTD_createCCtx();
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 1);
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
@@ -82,8 +85,8 @@ void report(const memtrace::Analysis& analysis) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (size > 0 && data[0] == kRecordsInput) {
-    std::string file = trace_of_records(data + 1, size - 1);
+  if (size > 0 && (data[0] == kRecordsInput || data[0] == kVersion3RecordsInput)) {
+    std::string file = trace_of_records(data + 1, size - 1, char(data[0]));
     write_input(reinterpret_cast<const uint8_t*>(file.data()), file.size());
   } else {
     write_input(data, size);

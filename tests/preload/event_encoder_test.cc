@@ -1,10 +1,12 @@
-// The tracer's Event encoding, trace format v2 (preload/event_encoder.h): the fields each record carries
-// for a small hand-made sequence, decoded with the classes generated from proto/memtrace.proto.
+// The tracer's Event encoding, trace format v3 (preload/event_encoder.h): the fields each record carries
+// for a small hand-made sequence, decoded with the classes generated from proto/memtrace.proto, and the
+// exact bytes of the sticky fields (layer, api, tid, device, stream) as they repeat and change.
 #include "event_encoder.h"
 
 #include <gtest/gtest.h>
 
 #include <climits>
+#include <cstdio>
 #include <string>
 
 #include "memtrace.pb.h"
@@ -147,9 +149,13 @@ TEST(EventEncoder, TimeIsFieldTwentyThree) {
   enc.begin(kStartNs);
   uint8_t buf[64];
   ProtoWriter w(buf, buf + sizeof buf);
-  // 5 us, delta 5; device 0 and every other field at its default, left out.
+  // 5 us, delta 5; device 0 and every other field at its default. The first Event: the five sticky fields
+  // are written, as tag + 0 (layer 10 00, api 18 00, tid 28 00, device 30 00, stream 38 00); the others
+  // are left out.
   enc.commit(enc.encode_event(MemoryEvent{.device = 0}, kStartNs + 5'000, 0, 0, w));
-  EXPECT_EQ(std::string(reinterpret_cast<char*>(buf), w.size()), std::string("\xb8\x01\x0a", 3));  // zigzag(5) = 10
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(buf), w.size()),  // zigzag(5) = 10
+            std::string("\x10\x00\x18\x00\xb8\x01\x0a\x28\x00\x30\x00\x38\x00", 13));
+  // From here on the sticky fields repeat and are left out: the time alone.
   ProtoWriter w2(buf, buf + sizeof buf);
   enc.encode_event(MemoryEvent{.device = 0}, kStartNs + 3'999, 0, 0, w2);  // 3 us: delta 3 - 5 = -2
   EXPECT_EQ(std::string(reinterpret_cast<char*>(buf), w2.size()), std::string("\xb8\x01\x03", 3));
@@ -182,8 +188,10 @@ TEST(EventEncoder, ChunkBegunBeforeCommitWritesTotalsAgain) {
       enc.encode_event(torch(EventKind::kAlloc, 0, 0x1000, 512, 512, 2 * kMiB), kStartNs, 0, 0, w);
   enc.start_chunk();
   enc.commit(p);
-  expect_fields(encode(enc, torch(EventKind::kAlloc, 0, 0x1200, 1024, 1536, 2 * kMiB), kStartNs + 1'000),
-                {1, 1536, 2 * kMiB}, "next event");
+  proto::Event next = encode(enc, torch(EventKind::kAlloc, 0, 0x1200, 1024, 1536, 2 * kMiB), kStartNs + 1'000);
+  expect_fields(next, {1, 1536, 2 * kMiB}, "next event");
+  // And the five sticky fields, although they repeat the committed record's.
+  EXPECT_TRUE(next.has_layer() && next.has_api() && next.has_tid() && next.has_device() && next.has_stream());
 }
 
 // Devices outside the table (ordinal 64 and up, or -1) always carry both totals.
@@ -208,8 +216,104 @@ TEST(EventEncoder, BeginStartsAfresh) {
   enc.begin(kStartNs);
   encode(enc, torch(EventKind::kAlloc, 0, 0x1000, 512, 512, 2 * kMiB), kStartNs + 9'000);
   enc.begin(kStartNs + 10'000);
-  expect_fields(encode(enc, torch(EventKind::kAlloc, 0, 0x1200, 1024, 1536, 2 * kMiB), kStartNs + 12'000),
-                {2, 1536, 2 * kMiB}, "first event of the new trace");
+  proto::Event first = encode(enc, torch(EventKind::kAlloc, 0, 0x1200, 1024, 1536, 2 * kMiB), kStartNs + 12'000);
+  expect_fields(first, {2, 1536, 2 * kMiB}, "first event of the new trace");
+  EXPECT_TRUE(first.has_layer() && first.has_api() && first.has_tid() && first.has_device() && first.has_stream());
+}
+
+// The bytes of `e` encoded at `t_ns` with thread `tid` and no stack, as hex ("08 01 ..."); committed
+// unless `commit` is false.
+std::string hex_bytes(EventEncoder& enc, const MemoryEvent& e, uint32_t tid, uint64_t t_ns, bool commit = true) {
+  uint8_t buf[EventEncoder::kMaxEventBytes];
+  ProtoWriter w(buf, buf + sizeof buf);
+  EventEncoder::Pending p = enc.encode_event(e, t_ns, tid, 0, w);
+  EXPECT_TRUE(w.ok());
+  if (commit) enc.commit(p);
+  std::string out;
+  for (size_t i = 0; i < w.size(); ++i) {
+    char byte[4];
+    std::snprintf(byte, sizeof byte, i ? " %02x" : "%02x", buf[i]);
+    out += byte;
+  }
+  return out;
+}
+
+MemoryEvent with_stream(MemoryEvent e, uint64_t stream) {
+  e.stream = stream;
+  return e;
+}
+
+// Version 3's sticky fields, byte for byte. Tags (field << 3, varint): kind 08, layer 10, api 18, tid 28,
+// device 30, stream 38, size 48, allocated 60, reserved 68; time_delta_us b8 01. Values: TORCH_ALLOCATOR
+// 50 = 0x32, LAYER_BLOCK 2, LAYER_DRIVER 1, CUDA_MALLOC 1, PYTHON_FINALIZING 8, size and allocated 100 =
+// 0x64, reserved 1000 = 0x3e8 = varint e8 07 (0x68 | 0x80, 1000 >> 7 = 7), device zigzag(1) = 2.
+// Every event is at 1 us: the first one's delta is 1 (zigzag 2), the others' 0 (left out).
+TEST(EventEncoder, StickyFieldsWrittenOnlyWhenTheyChange) {
+  EventEncoder enc;
+  enc.begin(kStartNs);
+  const uint64_t t = kStartNs + 1'000;
+  // The trace's first Event: all five written, device 0 and stream 0 as tag + 0; both totals (device 0's
+  // first TORCH_ALLOCATOR event).
+  EXPECT_EQ(hex_bytes(enc, torch(EventKind::kAlloc, 0, 0, 100, 100, 1000), 7, t),
+            "08 01 10 02 18 32 b8 01 02 28 07 30 00 38 00 48 64 60 64 68 e8 07");
+  // Layer, api, tid, device and stream repeat: left out; 100 - 100 = 0 and 1000 derived. Kind and size
+  // alone: what a PyTorch block event of a steady loop is.
+  EXPECT_EQ(hex_bytes(enc, torch(EventKind::kFree, 0, 0, 100, 0, 1000), 7, t), "08 02 48 64");
+  // Another thread: tid 9 written (0 + 100 = 100 derived).
+  EXPECT_EQ(hex_bytes(enc, torch(EventKind::kAlloc, 0, 0, 100, 100, 1000), 9, t), "08 01 28 09 48 64");
+  // Device 1: device written (zigzag 2), and its totals (its first TORCH_ALLOCATOR event).
+  EXPECT_EQ(hex_bytes(enc, torch(EventKind::kAlloc, 1, 0, 100, 100, 1000), 9, t),
+            "08 01 30 02 48 64 60 64 68 e8 07");
+  // Back to device 0, the default, written explicitly (30 00); stream 0x10 (38 10). Device 0's totals:
+  // 100 - 100 = 0, derived.
+  EXPECT_EQ(hex_bytes(enc, with_stream(torch(EventKind::kFree, 0, 0, 100, 0, 1000), 0x10), 9, t),
+            "08 02 30 00 38 10 48 64");
+  // tid and stream back to 0: both written as tag + 0. 0 + 100 = 100 derived.
+  EXPECT_EQ(hex_bytes(enc, torch(EventKind::kAlloc, 0, 0, 100, 100, 1000), 0, t), "08 01 28 00 38 00 48 64");
+  // A driver allocation: layer 1 and api 1 written; no totals (not TORCH_ALLOCATOR).
+  MemoryEvent driver{.kind = EventKind::kAlloc, .layer = Layer::kDriver, .api = Api::kCudaMalloc, .device = 0,
+                     .size = 100};
+  EXPECT_EQ(hex_bytes(enc, driver, 0, t), "08 01 10 01 18 01 48 64");
+  // Layer and api back to 0 (LAYER_UNKNOWN, API_UNKNOWN): written as tag + 0.
+  MemoryEvent finalizing{.kind = EventKind::kPythonFinalizing, .device = 0};
+  EXPECT_EQ(hex_bytes(enc, finalizing, 0, t), "08 08 10 00 18 00");
+  // The same again: the kind alone.
+  EXPECT_EQ(hex_bytes(enc, finalizing, 0, t), "08 08");
+}
+
+// The first Event of a chunk and the first after a lost event write all five sticky fields (and both
+// totals), although they repeat: the points where a reader may pick up. Times as above: 1 us, delta 1
+// first, 0 after.
+TEST(EventEncoder, StickyFieldsWrittenInFullAfterAChunkBoundaryAndALoss) {
+  EventEncoder enc;
+  enc.begin(kStartNs);
+  const uint64_t t = kStartNs + 1'000;
+  const MemoryEvent alloc = torch(EventKind::kAlloc, 0, 0, 100, 100, 1000);
+  const MemoryEvent free = torch(EventKind::kFree, 0, 0, 100, 0, 1000);
+  EXPECT_EQ(hex_bytes(enc, alloc, 7, t), "08 01 10 02 18 32 b8 01 02 28 07 30 00 38 00 48 64 60 64 68 e8 07");
+  enc.start_chunk();
+  // All five, device and stream 0 as tag + 0; allocated 0 written as tag + 0 (60 00), reserved 1000.
+  const char* free_in_full = "08 02 10 02 18 32 28 07 30 00 38 00 48 64 60 00 68 e8 07";
+  EXPECT_EQ(hex_bytes(enc, free, 7, t), free_in_full);
+  EXPECT_EQ(hex_bytes(enc, alloc, 7, t), "08 01 48 64");  // back to the short form within the chunk
+  enc.event_lost();
+  EXPECT_EQ(hex_bytes(enc, free, 7, t), free_in_full);
+  EXPECT_EQ(hex_bytes(enc, alloc, 7, t), "08 01 48 64");
+}
+
+// A record that was encoded but not committed (it did not fit) leaves the sticky fields as the last
+// committed record had them: the next record is compared with that one.
+TEST(EventEncoder, UncommittedRecordLeavesTheStickyFields) {
+  EventEncoder enc;
+  enc.begin(kStartNs);
+  const uint64_t t = kStartNs + 1'000;
+  const MemoryEvent alloc = torch(EventKind::kAlloc, 0, 0, 100, 100, 1000);
+  hex_bytes(enc, alloc, 7, t);
+  // tid 9 on device 1 would be written, but the record is not committed.
+  EXPECT_EQ(hex_bytes(enc, torch(EventKind::kAlloc, 1, 0, 100, 100, 1000), 9, t, /*commit=*/false),
+            "08 01 28 09 30 02 48 64 60 64 68 e8 07");
+  // tid 7 and device 0 still repeat the committed record: left out (100 + 100 = 200 derived).
+  EXPECT_EQ(hex_bytes(enc, torch(EventKind::kAlloc, 0, 0, 100, 200, 1000), 7, t), "08 01 48 64");
 }
 
 // encode_event() writes through UncheckedFieldWriter when the writer has room for the longest event and
@@ -267,6 +371,7 @@ TEST(EventEncoder, TheLongestEventFitsKMaxEventBytes) {
   uint8_t buf[EventEncoder::kMaxEventBytes];
   ProtoWriter first(buf, buf + sizeof buf);
   enc.commit(enc.encode_event(e, ~0ull, ~0u, ~0ull, first));
+  enc.start_chunk();  // the first Event of a chunk: the sticky fields are written although they repeat
   ProtoWriter w(buf, buf + sizeof buf);
   enc.encode_event(e, kStartNs, ~0u, ~0ull, w);
   ASSERT_TRUE(w.ok());

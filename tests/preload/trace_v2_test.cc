@@ -1,6 +1,7 @@
-// Trace format v2 end to end: what the tracer's Event encoder (preload/event_encoder.h) writes, the
-// analyzer's reader (analyzer/trace_reader.cc, derived_fields.h) reads back as the Events a version-1
-// trace of the same run gives: times within 1 us, everything else identical.
+// Trace formats v2 and v3 end to end: what the tracer's Event encoder (preload/event_encoder.h, version 3:
+// allocator totals and sticky fields left out) writes, the analyzer's reader (analyzer/trace_reader.cc,
+// derived_fields.h) reads back as the Events a version-1 trace of the same run gives: times within 1 us,
+// everything else identical.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -88,8 +89,9 @@ MemoryEvent torch(EventKind kind, int32_t device, uint64_t size, uint64_t alloca
 }
 
 // The sequence of tests/preload/event_encoder_test.cc (a lost event, a chunk boundary, two devices), as the
-// recorder writes it, read back: each time_delta_ns is 1000 x the record's microseconds, and each
-// TORCH_ALLOCATOR event has both totals, the ones left out derived.
+// recorder writes it, read back: each time_delta_ns is 1000 x the record's microseconds, each
+// TORCH_ALLOCATOR event has both totals, the ones left out derived, and each event its layer, api, tid,
+// device and stream, the ones left out (repeated) filled in from the previous event.
 TEST(TraceV2, HandMadeSequenceReadsBackWithEveryTotal) {
   struct Step {
     MemoryEvent event;
@@ -115,13 +117,15 @@ TEST(TraceV2, HandMadeSequenceReadsBackWithEveryTotal) {
       {torch(EventKind::kFree, 0, 64, 1500, r4), 1'003'000},      // 1003 us: allocated written
       {torch(EventKind::kOom, 0, 1ull << 30, 1500, r4), 1'004'000},  // 1004 us: both derived
   };
+  // The thread of each event (the recorder passes gettid()): 7, then 8 from the OOM on.
+  auto tid_of = [](uint64_t t_ns) -> uint32_t { return t_ns >= 1'004'000 ? 8 : 7; };
   EventEncoder enc;
   enc.begin(kStartNs);
   auto append = [&](const std::vector<Step>& steps, std::string* records) {
     for (const Step& s : steps) {
       uint8_t buf[23 * 12];
       ProtoWriter w(buf, buf + sizeof buf);
-      EventEncoder::Pending p = enc.encode_event(s.event, kStartNs + s.t_ns, 7, 0, w);
+      EventEncoder::Pending p = enc.encode_event(s.event, kStartNs + s.t_ns, tid_of(s.t_ns), 0, w);
       append_record(field::kEvent, w, records);
       enc.commit(p);
     }
@@ -139,7 +143,7 @@ TEST(TraceV2, HandMadeSequenceReadsBackWithEveryTotal) {
   end.sint(6, enc.end_time_delta_us(kStartNs + 2'000'999));  // 2000 us: 996 after the OOM
   append_record(field::kEnd, end, &chunk2);
 
-  Read r = read("hand-made.mtrace", trace_file(2, {chunk1, chunk2}));
+  Read r = read("hand-made.mtrace", trace_file(3, {chunk1, chunk2}));
   ASSERT_EQ(r.events.size(), 11u);
   // Microseconds: 1, 2, 3, 10, 12, 12, 1000, 1000, 1002, 1003, 1004; deltas x 1000 ns.
   const std::vector<int64_t> delta_ns = {1000, 1000, 1000, 7000, 2000, 0, 988000, 0, 2000, 1000, 1000};
@@ -152,8 +156,16 @@ TEST(TraceV2, HandMadeSequenceReadsBackWithEveryTotal) {
     EXPECT_EQ(r.events[i].allocator_allocated_bytes(), allocated[i]);
     EXPECT_EQ(r.events[i].allocator_reserved_bytes(), reserved[i]);
   }
-  EXPECT_EQ(r.events[6].api(), proto::CUDA_MALLOC);
-  EXPECT_EQ(r.events[7].device(), 1);
+  // Layer, api, device and tid as each event had them, whether its record wrote them or left them to the
+  // reader: events 0-5 and 7-10 PyTorch blocks, 6 the driver allocation; 7 on device 1; 10 on thread 8.
+  for (size_t i = 0; i < r.events.size(); ++i) {
+    SCOPED_TRACE("event " + std::to_string(i));
+    EXPECT_EQ(r.events[i].layer(), i == 6 ? proto::LAYER_DRIVER : proto::LAYER_BLOCK);
+    EXPECT_EQ(r.events[i].api(), i == 6 ? proto::CUDA_MALLOC : proto::TORCH_ALLOCATOR);
+    EXPECT_EQ(r.events[i].device(), i == 7 ? 1 : 0);
+    EXPECT_EQ(r.events[i].tid(), i == 10 ? 8u : 7u);
+    EXPECT_EQ(r.events[i].stream(), 0u);
+  }
   ASSERT_EQ(r.ends.size(), 1u);
   EXPECT_EQ(r.ends[0].time_delta_ns(), 996000);
 }
@@ -205,7 +217,7 @@ TEST(TraceV2, TotalLeftOutWithNothingToDeriveFromIsAnError) {
   }
 }
 
-// The real training loop of examples/train_leak.mtrace (version 1, H200), rewritten in version 2 chunk
+// The real training loop of examples/train_leak.mtrace (version 1, H200), rewritten in version 3 chunk
 // for chunk by the tracer's encoder, reads back as the same Events: every field but the time identical,
 // and each event's time since the start (the sum of the deltas) the version-1 time rounded down to the
 // microsecond: 0 <= t_v1 - t_v2 < 1000 ns. With every 7th event left out (what a full buffer does) the
@@ -221,7 +233,7 @@ TEST(TraceV2, RealTraceReadsBackAsVersionOne) {
     reencode::Reencoder reencoder(drop_every);
     std::vector<std::string> v2_chunks;
     for (const std::string& c : chunks.records) v2_chunks.push_back(reencoder.chunk(c));
-    Read v2 = read("train_leak.v2.mtrace", trace_file(2, v2_chunks));
+    Read v2 = read("train_leak.v3.mtrace", trace_file(3, v2_chunks));
     EXPECT_EQ(v2.start_ns, v1.start_ns);
     std::vector<const proto::Event*> kept;
     std::vector<int64_t> kept_times;  // ns since the start, version 1
@@ -247,6 +259,15 @@ TEST(TraceV2, RealTraceReadsBackAsVersionOne) {
         e->clear_time_delta_ns();
         e->clear_time_delta_us();
       }
+      // Presence aside (version 1 leaves a zero out, a reader may mark a filled-in field present): the
+      // sticky fields compared by value below, as part of the whole record.
+      for (proto::Event* e : {&a, &b}) {
+        e->set_layer(e->layer());
+        e->set_api(e->api());
+        e->set_tid(e->tid());
+        e->set_device(e->device());
+        e->set_stream(e->stream());
+      }
       ASSERT_EQ(a.allocator_allocated_bytes(), b.allocator_allocated_bytes()) << "event " << i;
       ASSERT_EQ(a.allocator_reserved_bytes(), b.allocator_reserved_bytes()) << "event " << i;
       if (a.api() != proto::TORCH_ALLOCATOR) {
@@ -260,6 +281,18 @@ TEST(TraceV2, RealTraceReadsBackAsVersionOne) {
     EXPECT_GT(torch_events, 10000u);  // the totals were exercised, not only driver events
     ASSERT_EQ(v2.ends.size(), v1.ends.size());
   }
+}
+
+// Re-encoding is a fixed point: the version-3 rewrite of examples/train_leak.mtrace, read as version 3 by
+// bench/trace_size_reencode.h's own filler (sticky fields and totals filled in) and encoded again, gives
+// the same bytes, chunk for chunk. What the filler reads is thus what the encoder meant.
+TEST(TraceV2, VersionThreeReencodesToItself) {
+  reencode::Chunks v1 = reencode::split_chunks(read_file(MEMTRACE_EXAMPLE_TRACE));
+  reencode::Reencoder from_v1(0, 1);
+  std::vector<std::string> v3;
+  for (const std::string& c : v1.records) v3.push_back(from_v1.chunk(c));
+  reencode::Reencoder from_v3(0, 3);
+  for (size_t i = 0; i < v3.size(); ++i) ASSERT_EQ(from_v3.chunk(v3[i]), v3[i]) << "chunk " << i;
 }
 
 }  // namespace
