@@ -11,7 +11,9 @@ Events made: 1 (alloc 4 MiB) + 400000 + 1 (free 4 MiB) = 400002. Expected:
   - exit status 0; TraceEnd{EXIT}; TraceEnd.events = the events in the file;
   - events in the file + TraceEnd.dropped_events = 100002, and dropped_events > 0;
   - the EVENTS_DROPPED notices add up to dropped_events;
-  - the first event is the 4 MiB allocation and the last its free (recorded after the writer resumed).
+  - the first event is the 4 MiB allocation and the last its free (recorded after the writer resumed);
+  - the first Event of every chunk writes all five sticky fields (each chunk stands on its own), in at
+    least the 2 chunks that hold events.
 """
 import os
 import signal
@@ -70,4 +72,13 @@ case.check("EVENTS_DROPPED notices add up to dropped_events", dropped,
            sum(trace_file.first(n, 3, 0) for n in trace.notices(trace_file.NOTICE_EVENTS_DROPPED)))
 case.check("first event", "alloc 4 MiB", events[0] if events else None)
 case.check("last event", "free 4 MiB", events[-1] if events else None)
+# Each chunk stands on its own (proto/memtrace.proto, version 3): its first Event writes all five sticky
+# fields (layer 2, api 3, tid 5, device 6, stream 7), zeros included, although the last 4 MiB free repeats
+# most of what the flood's last recorded event had. Two chunks hold events here at least: the one the
+# stopped writer let fill (its first Event, the trace's first, the 4 MiB allocation) and the one after it
+# (the last event).
+firsts = trace.chunk_first_events()
+case.check("chunks holding events: at least 2", True, len(firsts) >= 2)
+case.check("chunks whose first Event leaves out a sticky field", [],
+           [i for i, e in enumerate(firsts) if any(n not in e for n in (2, 3, 5, 6, 7))])
 case.finish()

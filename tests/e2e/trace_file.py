@@ -72,6 +72,18 @@ class TraceFile:
             })
         return out
 
+    def chunk_first_events(self):
+        """The first Event record of each complete chunk that has one, as {field: [values]} with only the
+        fields the record itself holds (nothing filled in): what a reader that starts at that chunk sees."""
+        firsts = []
+        for start, end in frame_spans(self.raw):
+            if struct.unpack_from("<I", self.raw, start)[0] != ZSTD_MAGIC:
+                continue
+            events = [fields for kind, fields in decode_records(decompress(self.raw[start:end])) if kind == EVENT]
+            if events:
+                firsts.append(events[0])
+        return firsts
+
     def ends(self):
         """Each TraceEnd as {"how": name, "signal": n, "events": n, "dropped_events": n}."""
         return [{"how": END_NAMES.get(first(e, 4, 0), first(e, 4, 0)), "signal": first(e, 5, 0),
@@ -115,6 +127,19 @@ def split_frames(data):
             frames += 1
         pos = complete_end = end
     return True, frames, complete_end
+
+
+def frame_spans(data):
+    """(start, end) of each complete frame, the header's skippable frame included, in file order."""
+    spans = []
+    pos = 0
+    while pos < len(data):
+        end = frame_end(data, pos)
+        if end is None:
+            break
+        spans.append((pos, end))
+        pos = end
+    return spans
 
 
 def frame_end(data, pos):
