@@ -15,6 +15,7 @@
 
 #include <atomic>
 
+#include "bench_toggle.h"
 #include "config.h"
 #include "device_usage.h"
 #include "event_encoder.h"
@@ -641,6 +642,7 @@ void recorder_flush() {
 }
 
 void record_event(const MemoryEvent& e) {
+  if (!MEMTRACE_BENCH_RECORDING()) return;
   if (!ensure_started()) return;
   device_usage_note_device(e.device);
   MEMTRACE_PHASE(kStarted);
