@@ -1,7 +1,7 @@
 """One mode of scripts/gpu-bench: a GPT-2-small-sized training loop, timed step by step, in its own process.
 
     python3 gpt_bench.py --result RESULT.json [--record none|python|all] [--snapshot SNAPSHOT.pickle]
-                         [--steps 50] [--warmup 5] [--tiny] [--device cuda|cpu]
+                         [--steps 50] [--warmup 5] [--tiny] [--device cuda|cpu] [--toggle-every N]
 
 The model is the one of ../shared/notes/peer-baseline.md, so that the figures compare with it: an
 nn.TransformerEncoder of 12 pre-norm layers, d_model 768, 12 heads, FFN 3072, a 50257-token vocabulary, batch
@@ -14,6 +14,11 @@ after the timed steps writes the snapshot with torch.cuda.memory._dump_snapshot(
 --record none runs without it: memtrace, when wanted, is put around the whole process by scripts/gpu-bench.
 PyTorch reads PYTORCH_CUDA_ALLOC_CONF itself (backend:cudaMallocAsync); the result names the backend in effect.
 
+--toggle-every N (under libmemtrace-bench-toggle.so, scripts/gpu-toggle-bench) switches the tracer's recording
+off and on between blocks of N timed steps through memtrace_bench_set_recording (preload/bench_toggle.h), in the
+order on, off, off, on, on, off, ... (each pair of blocks has one of each, the first of a pair alternating, so that
+a steady drift of the machine falls on both alike); warm-up steps record. tests/gpu/toggle_report.py reads it.
+
 --tiny (with --device cpu) is a seconds-long dry run of the same code on a 2-layer d_model 64 model, so that the
 script can be tried where there is no GPU; the recorder needs CUDA and is refused there.
 
@@ -25,7 +30,8 @@ RESULT.json holds:
   issue_cpu_ms              the process's CPU time (every thread: Python's, the autograd engine's, a tracer's)
                             over the same interval. A profiler's cost is CPU time, so this moves with it even
                             when the step time, which the GPU can bound, does not
-  warmup_steps, steps, record, tiny, device, torch_version, gpu, allocator_backend, alloc_conf
+  step_recording            with --toggle-every: whether the tracer recorded during each timed step (else null)
+  warmup_steps, steps, toggle_every, record, tiny, device, torch_version, gpu, allocator_backend, alloc_conf
   max_memory_allocated_bytes, max_memory_reserved_bytes     torch.cuda.max_memory_*() after the timed steps
   dump_snapshot_s           wall time of _dump_snapshot (null without --record)
   snapshot_bytes            size of the pickle on disk (null without --record)
@@ -61,6 +67,8 @@ def parse_args(argv):
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps before them (default 5)")
     parser.add_argument("--tiny", action="store_true", help="a small model, for a dry run")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--toggle-every", type=int, default=0, metavar="N",
+                        help="switch the tracer's recording off and on every N timed steps (libmemtrace-bench-toggle.so)")
     args = parser.parse_args(argv)
     if args.record != "none" and not args.snapshot:
         parser.error("--record %s needs --snapshot PATH" % args.record)
@@ -68,7 +76,27 @@ def parse_args(argv):
         parser.error("--record %s needs --device cuda: PyTorch records only its CUDA allocator" % args.record)
     if args.steps < 1 or args.warmup < 0:
         parser.error("--steps must be at least 1 and --warmup at least 0")
+    if args.toggle_every < 0:
+        parser.error("--toggle-every must be at least 0")
     return args
+
+
+def recording_switch():
+    """memtrace_bench_set_recording of the preloaded libmemtrace-bench-toggle.so, or exits with a message."""
+    import ctypes
+    try:
+        switch = ctypes.CDLL(None).memtrace_bench_set_recording
+    except AttributeError:
+        raise SystemExit("gpt_bench.py: --toggle-every needs libmemtrace-bench-toggle.so preloaded "
+                         "(memtrace_bench_set_recording not found)")
+    switch.argtypes = [ctypes.c_int]
+    switch.restype = None
+    return switch
+
+
+def block_records(block):
+    """Whether the tracer records in timed block `block` (0, 1, ...): on, off, off, on, on, off, off, on, ..."""
+    return block % 4 in (0, 3)
 
 
 def build_model(torch, shape, device):
@@ -140,10 +168,15 @@ def run(args):
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
     step = make_step(torch, model, optimizer, shape, device)
 
+    switch = recording_switch() if args.toggle_every else None
     for _ in range(args.warmup):
         step()
-    step_ms, issue_ms, issue_cpu_ms = [], [], []
-    for _ in range(args.steps):
+    step_ms, issue_ms, issue_cpu_ms, step_recording = [], [], [], []
+    for i in range(args.steps):
+        if switch:
+            recording = block_records(i // args.toggle_every)
+            switch(1 if recording else 0)
+            step_recording.append(recording)
         sync()
         t0, cpu0 = time.perf_counter(), time.process_time()
         step()
@@ -152,6 +185,8 @@ def run(args):
         step_ms.append((time.perf_counter() - t0) * 1e3)
         issue_ms.append((t1 - t0) * 1e3)
         issue_cpu_ms.append((cpu1 - cpu0) * 1e3)
+    if switch:
+        switch(1)
 
     result = {
         "record": args.record,
@@ -163,6 +198,8 @@ def run(args):
         "median_step_ms": statistics.median(step_ms),
         "issue_ms": issue_ms,
         "issue_cpu_ms": issue_cpu_ms,
+        "toggle_every": args.toggle_every,
+        "step_recording": step_recording if switch else None,
         "torch_version": torch.__version__,
         "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
         "gpu": None,
