@@ -463,10 +463,12 @@ void finish_locked(EndHow how, int signal) {
   write_active_buffer();
 }
 
-// Waits up to ~100 ms for `m`. In a signal handler the holder may be the writer thread in mid-flush (it
-// will let go) or a thread that will never run again (we then give up rather than hang the crash).
+// Waits up to ~1 s for `m`. In a signal handler the holder may be the writer thread in mid-flush (it
+// will let go) or a thread that will never run again (we then give up rather than hang the crash). The
+// writer compresses a whole chunk under the flush lock: on a loaded 2-core machine that took longer than
+// the 100 ms this wait once allowed, and a crash lost its TraceEnd and last chunk (e2e_crash_async).
 bool lock_within_bounded_wait(pthread_mutex_t* m) {
-  for (int i = 0; i < 100; i++) {
+  for (int i = 0; i < 1000; i++) {
     if (pthread_mutex_trylock(m) == 0) return true;
     timespec ms{0, 1000000};
     nanosleep(&ms, nullptr);
