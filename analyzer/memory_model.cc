@@ -169,7 +169,7 @@ inline bool MemoryModel::apply_torch_block(const EventFields& event) {
   DeviceState& state = *cached_state_;
   if (alloc) {
     if (event.memory() != proto::MEMORY_DEVICE) return false;
-    auto [a, inserted] = live_.emplace(AddressSpace::kTorchBlock, event.address());
+    auto [a, inserted] = live_.emplace_for_overwrite(AddressSpace::kTorchBlock, event.address());
     if (!inserted) return false;  // a duplicate: nothing changed
     *a = LiveAllocation{.space = AddressSpace::kTorchBlock, .memory = proto::MEMORY_DEVICE, .device = cached_device_,
                         .size_bytes = event.size(), .stack_id = event.stack_id(), .time_ns = now_ns_,

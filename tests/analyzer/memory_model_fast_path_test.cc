@@ -291,5 +291,26 @@ TEST(LiveTable, EmplaceFillsInPlaceAndChangesNothingAtALiveKey) {
   EXPECT_EQ(table.size(), 2u);
 }
 
+// emplace_for_overwrite() leaves the slot as it was for the caller to assign: a reused slot still holds
+// the ended allocation, a live key is returned unchanged, and a whole assignment reads back as given.
+TEST(LiveTable, EmplaceForOverwriteReusesTheSlotAndChangesNothingAtALiveKey) {
+  LiveTable table(4);
+  ASSERT_EQ(table.insert(LiveAllocation{.space = AddressSpace::kTorchBlock, .size_bytes = 10, .address = 0x10}), nullptr);
+  LiveTable::Found first = table.find_entry(AddressSpace::kTorchBlock, 0x10);
+  ASSERT_TRUE(first);
+  table.erase(first);  // slot 0 is free again
+  auto [a, inserted] = table.emplace_for_overwrite(AddressSpace::kTorchBlock, 0x20);
+  ASSERT_TRUE(inserted);
+  EXPECT_EQ(a->size_bytes, 10u);  // slot 0's old contents: not reset
+  *a = LiveAllocation{.space = AddressSpace::kTorchBlock, .size_bytes = 20, .address = 0x20};
+  auto [b, again] = table.emplace_for_overwrite(AddressSpace::kTorchBlock, 0x20);
+  EXPECT_FALSE(again);
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(b->size_bytes, 20u);
+  EXPECT_EQ(table.size(), 1u);
+  EXPECT_EQ(table.find(AddressSpace::kTorchBlock, 0x10), nullptr);
+  EXPECT_EQ(table.find(AddressSpace::kTorchBlock, 0x20)->size_bytes, 20u);
+}
+
 }  // namespace
 }  // namespace memtrace
