@@ -44,7 +44,7 @@ class FlatHashMap {
   // inserted (false: the existing value, unchanged). Always inlined: the memory model calls it for
   // nearly every event, and a call saving and restoring registers costs about half of a probe.
   [[gnu::always_inline]] std::pair<Value*, bool> try_emplace(const Key& key, const Value& value) {
-    if (2 * (size_ + 1) > slots_.size()) [[unlikely]] grow();
+    if (size_ >= max_size_) [[unlikely]] grow();
     size_t i = home(key);
     for (;; i = (i + 1) & mask_) {
       Slot& s = slots_[i];
@@ -109,6 +109,7 @@ class FlatHashMap {
     size_t slots = old.empty() ? kMinSlots : 2 * old.size();
     slots_.assign(slots, Slot{});
     mask_ = slots - 1;
+    max_size_ = slots / 2;
     shift_ = 64 - __builtin_ctzll(slots);
     size_ = 0;
     for (const Slot& s : old)
@@ -118,6 +119,9 @@ class FlatHashMap {
   std::vector<Slot> slots_;
   size_t size_ = 0;
   size_t mask_ = 0;
+  // Entries held before an insert grows the array: half its slots (0 before the first insert). Kept
+  // rather than computed from the vector's ends: about 4 instructions fewer per insert.
+  size_t max_size_ = 0;
   int shift_ = 64;
 };
 

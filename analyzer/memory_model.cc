@@ -89,6 +89,16 @@ AddressSpace space_of(const EventFields& e) {
   return AddressSpace::kDriverPointer;
 }
 
+// Whether Event.result, memory, graph and capture_id are all 0 (MEMORY_DEVICE is 0), tested on their
+// whole 64-bit slots with one OR of the four (about 5 instructions fewer than a test per accessor): a
+// slot that is not 0 but whose accessor narrows to 0, or a FREE's memory (which the general path does
+// not read), gives false, which only sends the event to the general path.
+bool result_memory_graph_and_capture_all_0(const EventFields& e) {
+  static_assert(proto::MEMORY_DEVICE == 0);
+  const uint64_t* v = e.values;
+  return (v[EventFields::kResult] | v[EventFields::kMemory] | v[EventFields::kGraph] | v[EventFields::kCaptureId]) == 0;
+}
+
 // Times come from untrusted deltas: saturate instead of overflowing (which would be undefined).
 int64_t add_delta(int64_t now_ns, int64_t delta_ns) {
   int64_t sum;
@@ -152,7 +162,7 @@ void MemoryModel::on_oom(const EventFields& event) {
 //   of any thread pending (the general path would forget the thread's), Event.memory MEMORY_DEVICE
 //   (memory_of() gives it back unchanged for TORCH_ALLOCATOR; charge() then adds to the blocks), on the
 //   cached device, and the segment index already active (the first block of a trace activates it):
-//   the conditions on the model's state are torch_fast_path_ready_;
+//   the conditions on the model's state and the cached device are torch_fast_path_device_;
 // - ALLOC: no allocation live at the address (LiveTable::emplace changes nothing when there is one, and
 //   the event goes to the general path, which drops the old allocation first);
 // - FREE: a live block at the address, of device memory of this same device.
@@ -163,13 +173,12 @@ void MemoryModel::on_oom(const EventFields& event) {
 inline bool MemoryModel::apply_torch_block(const EventFields& event) {
   bool alloc = event.kind() == proto::ALLOC;
   if (!(alloc || event.kind() == proto::FREE) || event.layer() != proto::LAYER_BLOCK ||
-      event.api() != proto::TORCH_ALLOCATOR || event.result() != 0 || event.address() == 0 ||
-      event.graph() != 0 || event.capture_id() != 0 || !torch_fast_path_ready_ || event.device() != cached_device_)
+      event.api() != proto::TORCH_ALLOCATOR || !result_memory_graph_and_capture_all_0(event) || event.address() == 0 ||
+      int64_t(event.device()) != torch_fast_path_device_)
     return false;
   DeviceState& state = *cached_state_;
   if (alloc) {
-    if (event.memory() != proto::MEMORY_DEVICE) return false;
-    auto [a, inserted] = live_.emplace(AddressSpace::kTorchBlock, event.address());
+    auto [a, inserted] = live_.emplace_for_overwrite(AddressSpace::kTorchBlock, event.address());
     if (!inserted) return false;  // a duplicate: nothing changed
     *a = LiveAllocation{.space = AddressSpace::kTorchBlock, .memory = proto::MEMORY_DEVICE, .device = cached_device_,
                         .size_bytes = event.size(), .stack_id = event.stack_id(), .time_ns = now_ns_,

@@ -418,11 +418,15 @@ class MemoryModel {
   uint64_t event_index_ = 0;
   TotalsCallback on_totals_changed_;
   bool fast_paths_ = true;
-  // The model's own conditions of apply_torch_block, all of which only apply_general and
-  // set_fast_paths change: kept as one flag, updated after each, so that the fast path tests one.
-  bool torch_fast_path_ready_ = false;
+  // The model's own conditions of apply_torch_block, all of which (and cached_device_) only
+  // apply_general and set_fast_paths change, kept up to date after each: cached_device_ where they
+  // hold, else kNoTorchFastPathDevice, which no Event.device (an int32) is. The fast path tests the
+  // conditions and the event's device in one comparison.
+  static constexpr int64_t kNoTorchFastPathDevice = INT64_MIN;
+  int64_t torch_fast_path_device_ = kNoTorchFastPathDevice;
   void update_torch_fast_path_ready() {
-    torch_fast_path_ready_ = fast_paths_ && cached_state_ && segment_index_active_ && pending_driver_ooms_.empty();
+    bool ready = fast_paths_ && cached_state_ && segment_index_active_ && pending_driver_ooms_.empty();
+    torch_fast_path_device_ = ready ? int64_t(cached_device_) : kNoTorchFastPathDevice;
   }
   bool allocated_peak_raised_ = false;
   uint64_t fast_path_events_ = 0;

@@ -291,5 +291,55 @@ TEST(LiveTable, EmplaceFillsInPlaceAndChangesNothingAtALiveKey) {
   EXPECT_EQ(table.size(), 2u);
 }
 
+// The fast path tests Event.result, memory, graph and capture_id as whole 64-bit slots: a slot whose
+// accessor narrows it to 0 (result() is its low 32 bits), and a FREE carrying a memory kind, go to the
+// general path (the fast path counts neither) and leave the same state as there.
+TEST(MemoryModelFastPath, SlotsThatNarrowToZeroAndAFreesMemoryTakeTheGeneralPath) {
+  std::vector<EventFields> events = {
+      driver_alloc(0, 0x100000, 2 * kMiB, 10),                                 // e0 segment
+      torch_event(proto::ALLOC, 0, 0x100000, 512 * kKiB, 0, 2 * kMiB, 10, 1),  // e1 first block: general
+      torch_event(proto::ALLOC, 0, 0x180000, 256 * kKiB, 0, 2 * kMiB, 10, 2),  // e2 fast
+      torch_event(proto::ALLOC, 0, 0x1c0000, 64 * kKiB, 0, 2 * kMiB, 10, 3),   // e3 result slot 2^32: general
+      torch_event(proto::FREE, 0, 0x100000, 0, 0, 2 * kMiB, 10),               // e4 memory 1 on a FREE: general
+      torch_event(proto::FREE, 0, 0x180000, 0, 0, 2 * kMiB, 10),               // e5 fast
+  };
+  events[3].values[EventFields::kResult] = uint64_t(1) << 32;
+  ASSERT_EQ(events[3].result(), 0);
+  events[4].values[EventFields::kMemory] = proto::MEMORY_MANAGED;
+  MemoryModel fast, general;
+  general.set_fast_paths(false);
+  for (size_t i = 0; i < events.size(); ++i) {
+    fast.apply(events[i]);
+    general.apply(events[i]);
+    EXPECT_EQ(describe(fast), describe(general)) << "after event " << i;
+  }
+  EXPECT_EQ(fast.fast_path_events(), 2u);  // e2, e5
+  // e3 is live (a result whose low 32 bits are 0 is success), e4 freed the first block: 256 + 64 KiB,
+  // then e5 freed e2's 256 KiB.
+  EXPECT_EQ(fast.devices().at(0).torch_block_bytes, 64 * kKiB);
+  EXPECT_EQ(fast.live_allocations(), 2u);  // the segment and e3's block
+}
+
+// emplace_for_overwrite() leaves the slot as it was for the caller to assign: a reused slot still holds
+// the ended allocation, a live key is returned unchanged, and a whole assignment reads back as given.
+TEST(LiveTable, EmplaceForOverwriteReusesTheSlotAndChangesNothingAtALiveKey) {
+  LiveTable table(4);
+  ASSERT_EQ(table.insert(LiveAllocation{.space = AddressSpace::kTorchBlock, .size_bytes = 10, .address = 0x10}), nullptr);
+  LiveTable::Found first = table.find_entry(AddressSpace::kTorchBlock, 0x10);
+  ASSERT_TRUE(first);
+  table.erase(first);  // slot 0 is free again
+  auto [a, inserted] = table.emplace_for_overwrite(AddressSpace::kTorchBlock, 0x20);
+  ASSERT_TRUE(inserted);
+  EXPECT_EQ(a->size_bytes, 10u);  // slot 0's old contents: not reset
+  *a = LiveAllocation{.space = AddressSpace::kTorchBlock, .size_bytes = 20, .address = 0x20};
+  auto [b, again] = table.emplace_for_overwrite(AddressSpace::kTorchBlock, 0x20);
+  EXPECT_FALSE(again);
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(b->size_bytes, 20u);
+  EXPECT_EQ(table.size(), 1u);
+  EXPECT_EQ(table.find(AddressSpace::kTorchBlock, 0x10), nullptr);
+  EXPECT_EQ(table.find(AddressSpace::kTorchBlock, 0x20)->size_bytes, 20u);
+}
+
 }  // namespace
 }  // namespace memtrace
