@@ -139,7 +139,7 @@ class EventEncoder {
     w.optional_uint(3, all || e.api != sticky_.api, static_cast<uint64_t>(e.api));
     w.sint(23, time_delta_us(p.time_us));
     w.optional_uint(5, all || tid != sticky_.tid, tid);
-    w.optional_uint(6, all || e.device != sticky_.device, zigzag(e.device));
+    w.optional_sint(6, all || e.device != sticky_.device, e.device);
     w.optional_uint(7, all || e.stream != sticky_.stream, e.stream);
     w.uint(8, e.address);
     w.uint(9, e.size);
@@ -163,11 +163,6 @@ class EventEncoder {
     if (e.kind == EventKind::kAlloc) return e.size;
     if (e.kind == EventKind::kFree) return uint64_t{0} - e.size;
     return 0;
-  }
-
-  // sint32's encoding (zigzag): 0, -1, 1, -2 ... as 0, 1, 2, 3 ...
-  static uint64_t zigzag(int32_t v) {
-    return (static_cast<uint32_t>(v) << 1) ^ static_cast<uint32_t>(v >> 31);
   }
 
   uint64_t micros_since_start(uint64_t t_ns) const { return t_ns > start_ns_ ? (t_ns - start_ns_) / 1000 : 0; }

@@ -29,9 +29,12 @@ class VarintFields {
     if (!present) return;
     tag_and_value(field, v);
   }
-  void sint(uint32_t field, int64_t v) {  // sint32/sint64: zigzag
-    uint(field, (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63));
-  }
+  void sint(uint32_t field, int64_t v) { uint(field, zigzag(v)); }  // sint32/sint64
+  // A proto3 `optional` sint32/sint64 field: written even when zero, as optional_uint.
+  void optional_sint(uint32_t field, bool present, int64_t v) { optional_uint(field, present, zigzag(v)); }
+
+  // sint's encoding: 0, -1, 1, -2 ... as 0, 1, 2, 3 ... (an int32 sign-extended gives sint32's encoding).
+  static uint64_t zigzag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
 
  private:
   void tag_and_value(uint32_t field, uint64_t v) {
