@@ -142,7 +142,8 @@ class RecordSplitterBase : public ChunkSink {
   // Takes one byte of a record's length that is not the whole length (a longer one, or 0).
   void read_length_byte(unsigned char byte);
   // Parses a record decode_event_record refused with protobuf's parser, into `event_` (then true) or
-  // `record_` (false). In version 3, a sticky field the Event leaves out keeps its value in `event_`. A record refused only for invalid UTF-8 in a text field is repaired and kept.
+  // `record_` (false). In version 3, a sticky field the Event leaves out keeps its value in `event_`. A
+  // record refused only for invalid UTF-8 in a text field is repaired and kept.
   bool parse_generic(const char* data, size_t length);
   [[noreturn]] void fail_derived(const std::string& error) const;
 
