@@ -1,7 +1,8 @@
 """One mode of scripts/gpu-bench: a GPT-2-small-sized training loop, timed step by step, in its own process.
 
     python3 gpt_bench.py --result RESULT.json [--record none|python|all] [--snapshot SNAPSHOT.pickle]
-                         [--steps 50] [--warmup 5] [--tiny] [--device cuda|cpu] [--toggle-every N]
+                         [--steps 50] [--warmup 5] [--tiny] [--device cuda|cpu]
+                         [--toggle-every N [--toggle-peer none|python]]
 
 The model is the one of ../shared/notes/peer-baseline.md, so that the figures compare with it: an
 nn.TransformerEncoder of 12 pre-norm layers, d_model 768, 12 heads, FFN 3072, a 50257-token vocabulary, batch
@@ -15,9 +16,12 @@ after the timed steps writes the snapshot with torch.cuda.memory._dump_snapshot(
 PyTorch reads PYTORCH_CUDA_ALLOC_CONF itself (backend:cudaMallocAsync); the result names the backend in effect.
 
 --toggle-every N (under libmemtrace-bench-toggle.so, scripts/gpu-toggle-bench) switches the tracer's recording
-off and on between blocks of N timed steps through memtrace_bench_set_recording (preload/bench_toggle.h), in the
-order on, off, off, on, on, off, ... (each pair of blocks has one of each, the first of a pair alternating, so that
-a steady drift of the machine falls on both alike); warm-up steps record. tests/gpu/toggle_report.py reads it.
+off and on between blocks of N timed steps through memtrace_bench_set_recording (preload/bench_toggle.h); warm-up
+steps record. The blocks come in groups holding each state once, the order within a group running through every
+permutation in turn (on, off, off, on, ...), so that a steady drift of the machine falls on every state alike.
+--toggle-peer python adds a third state, PyTorch's recorder on (stacks="python", the tracer not recording), switched
+with _record_memory_history(stacks="python") / _record_memory_history(enabled=None): the peer's cost measured in
+the same process and between the same neighbours. tests/gpu/toggle_report.py reads it.
 
 --tiny (with --device cpu) is a seconds-long dry run of the same code on a 2-layer d_model 64 model, so that the
 script can be tried where there is no GPU; the recorder needs CUDA and is refused there.
@@ -30,8 +34,9 @@ RESULT.json holds:
   issue_cpu_ms              the process's CPU time (every thread: Python's, the autograd engine's, a tracer's)
                             over the same interval. A profiler's cost is CPU time, so this moves with it even
                             when the step time, which the GPU can bound, does not
-  step_recording            with --toggle-every: whether the tracer recorded during each timed step (else null)
-  warmup_steps, steps, toggle_every, record, tiny, device, torch_version, gpu, allocator_backend, alloc_conf
+  step_state                with --toggle-every: each timed step's state, "off", "memtrace" (the tracer recording)
+                            or "recorder" (PyTorch's recorder on); else null
+  warmup_steps, steps, toggle_every, toggle_peer, record, tiny, device, torch_version, gpu, allocator_backend, alloc_conf
   max_memory_allocated_bytes, max_memory_reserved_bytes     torch.cuda.max_memory_*() after the timed steps
   dump_snapshot_s           wall time of _dump_snapshot (null without --record)
   snapshot_bytes            size of the pickle on disk (null without --record)
@@ -39,6 +44,7 @@ RESULT.json holds:
   wall_s                    the whole script, from its first line to writing RESULT.json
 """
 import argparse
+import itertools
 import json
 import os
 import pickle
@@ -69,6 +75,8 @@ def parse_args(argv):
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--toggle-every", type=int, default=0, metavar="N",
                         help="switch the tracer's recording off and on every N timed steps (libmemtrace-bench-toggle.so)")
+    parser.add_argument("--toggle-peer", choices=("none", "python"), default="none",
+                        help="with --toggle-every: PyTorch's recorder (stacks=python) on as a third state")
     args = parser.parse_args(argv)
     if args.record != "none" and not args.snapshot:
         parser.error("--record %s needs --snapshot PATH" % args.record)
@@ -78,6 +86,8 @@ def parse_args(argv):
         parser.error("--steps must be at least 1 and --warmup at least 0")
     if args.toggle_every < 0:
         parser.error("--toggle-every must be at least 0")
+    if args.toggle_peer != "none" and (not args.toggle_every or args.record != "none" or args.device != "cuda"):
+        parser.error("--toggle-peer needs --toggle-every, --record none and --device cuda")
     return args
 
 
@@ -94,9 +104,35 @@ def recording_switch():
     return switch
 
 
-def block_records(block):
-    """Whether the tracer records in timed block `block` (0, 1, ...): on, off, off, on, on, off, off, on, ..."""
-    return block % 4 in (0, 3)
+def toggle_states(peer):
+    """The states a --toggle-every run switches between: the tracer recording or not, and the recorder's."""
+    return ("memtrace", "off", "recorder") if peer != "none" else ("memtrace", "off")
+
+
+def block_state(block, states):
+    """The state of timed block `block` (0, 1, ...): groups of len(states) blocks, each a permutation of the
+    states, running through every permutation in turn. Two states: memtrace, off, off, memtrace, memtrace, ...
+    Three: every state in every position of a group equally often over six groups."""
+    orders = list(itertools.permutations(states))
+    return orders[(block // len(states)) % len(orders)][block % len(states)]
+
+
+def state_switch(torch, states):
+    """A function entering one state: memtrace_bench_set_recording and, where the peer is one of the states,
+    PyTorch's recorder on (stacks="python", the ring as for --record) or off."""
+    set_recording = recording_switch()
+    peer_on = [False]
+
+    def enter(state):
+        set_recording(1 if state == "memtrace" else 0)
+        if "recorder" in states and peer_on[0] != (state == "recorder"):
+            if state == "recorder":
+                torch.cuda.memory._record_memory_history(max_entries=MAX_ENTRIES, stacks="python")
+            else:
+                torch.cuda.memory._record_memory_history(enabled=None)
+            peer_on[0] = state == "recorder"
+
+    return enter
 
 
 def build_model(torch, shape, device):
@@ -168,15 +204,16 @@ def run(args):
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
     step = make_step(torch, model, optimizer, shape, device)
 
-    switch = recording_switch() if args.toggle_every else None
+    states = toggle_states(args.toggle_peer)
+    switch = state_switch(torch, states) if args.toggle_every else None
     for _ in range(args.warmup):
         step()
-    step_ms, issue_ms, issue_cpu_ms, step_recording = [], [], [], []
+    step_ms, issue_ms, issue_cpu_ms, step_state = [], [], [], []
     for i in range(args.steps):
         if switch:
-            recording = block_records(i // args.toggle_every)
-            switch(1 if recording else 0)
-            step_recording.append(recording)
+            state = block_state(i // args.toggle_every, states)
+            switch(state)
+            step_state.append(state)
         sync()
         t0, cpu0 = time.perf_counter(), time.process_time()
         step()
@@ -186,7 +223,7 @@ def run(args):
         issue_ms.append((t1 - t0) * 1e3)
         issue_cpu_ms.append((cpu1 - cpu0) * 1e3)
     if switch:
-        switch(1)
+        switch("memtrace")
 
     result = {
         "record": args.record,
@@ -199,7 +236,8 @@ def run(args):
         "issue_ms": issue_ms,
         "issue_cpu_ms": issue_cpu_ms,
         "toggle_every": args.toggle_every,
-        "step_recording": step_recording if switch else None,
+        "toggle_peer": args.toggle_peer,
+        "step_state": step_state if switch else None,
         "torch_version": torch.__version__,
         "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
         "gpu": None,

@@ -1,14 +1,17 @@
-"""The in-process A/B of scripts/gpu-toggle-bench: what the tracer's recording costs a training loop.
+"""The in-process A/B of scripts/gpu-toggle-bench: what the tracer's recording costs a training loop, and what
+PyTorch's recorder costs the same loop between the same neighbours.
 
     python3 toggle_report.py RESULT.json [RESULT.json ...]
 
 Each RESULT.json is one gpt_bench.py --toggle-every N run under libmemtrace-bench-toggle.so: its timed steps
-come in blocks of N, recording on or off by block (on, off, off, on, ...), so blocks 2k and 2k+1 are a pair with
-one of each, next to each other in time. Per pair: the ratio of the on block's median step time to the off
-block's, and the difference of their median CPU time per step while issuing (every thread). The report gives
-the geometric mean of the ratios and the mean of the differences over every pair of every run, each with a 90%
-interval from resampling the pairs (gpu_bench_report.round_bootstrap). A trailing block without its partner is
-left out.
+come in blocks of N, each block in one state ("off", "memtrace": the tracer recording, and with --toggle-peer
+"recorder": _record_memory_history(stacks="python") on), the blocks in groups holding each state once, next to
+each other in time. Per group: the ratio of a state's median step time to the off block's, and the difference of
+their median CPU time per step while issuing (every thread); with the recorder, also the tracer's CPU difference
+over the recorder's (the issue's "one third of the recorder's overhead"). The report gives the geometric mean of
+the ratios, the mean of the differences and the ratio of the summed differences over every group of every run,
+each with a 90% interval from resampling the groups (gpu_bench_report.round_bootstrap). A trailing incomplete
+group is left out.
 
 What it measures is recording's cost over a hook that forwards only (the off state still runs the hooks): add
 the hook's own cost (about 35-60 ns an event on the GPU machine, docs/performance.md) for the tracer's whole cost.
@@ -21,46 +24,64 @@ import sys
 import gpu_bench_report
 
 
-def block_pairs(result):
-    """[(on_step_ms, off_step_ms, on_cpu_ms, off_cpu_ms)] medians per pair of blocks of one run."""
+def block_groups(result):
+    """[{state: (median step ms, median CPU ms per step)}], one dict per complete group of blocks of one run."""
     every = result.get("toggle_every") or 0
-    recording = result.get("step_recording")
-    if every < 1 or not recording:
-        raise ValueError("not a --toggle-every run (no toggle_every / step_recording)")
+    state_of_step = result.get("step_state")
+    if every < 1 or not state_of_step:
+        raise ValueError("not a --toggle-every run (no toggle_every / step_state)")
     steps, cpu = result["step_ms"], result["issue_cpu_ms"]
     blocks = []
     for start in range(0, len(steps) - every + 1, every):
-        states = set(recording[start:start + every])
+        states = set(state_of_step[start:start + every])
         if len(states) != 1:
-            raise ValueError("block at step %d mixes recording states" % start)
+            raise ValueError("block at step %d mixes states" % start)
         blocks.append((states.pop(), statistics.median(steps[start:start + every]),
                        statistics.median(cpu[start:start + every])))
-    pairs = []
-    for first, second in zip(blocks[0::2], blocks[1::2]):
-        if first[0] == second[0]:
-            raise ValueError("a pair of blocks with the same recording state")
-        on, off = (first, second) if first[0] else (second, first)
-        pairs.append((on[1], off[1], on[2], off[2]))
-    return pairs
+    size = len(set(state for state, _, _ in blocks))
+    groups = []
+    for start in range(0, len(blocks) - size + 1, size):
+        group = {state: (step_ms, cpu_ms) for state, step_ms, cpu_ms in blocks[start:start + size]}
+        if len(group) != size or "off" not in group:
+            raise ValueError("the group of blocks from block %d does not hold each state once" % start)
+        groups.append(group)
+    return groups
 
 
-def step_ratio(pairs):
-    """Geometric mean of on/off median step time over the pairs."""
-    return math.exp(sum(math.log(on / off) for on, off, _, _ in pairs) / len(pairs)) if pairs else None
+def step_ratio(groups, state):
+    """Geometric mean over the groups of the state's median step time over the off block's."""
+    if not groups:
+        return None
+    return math.exp(sum(math.log(g[state][0] / g["off"][0]) for g in groups) / len(groups))
 
 
-def cpu_difference(pairs):
-    """Mean of on - off median CPU time per step (ms) over the pairs."""
-    return sum(on - off for _, _, on, off in pairs) / len(pairs) if pairs else None
+def cpu_difference(groups, state):
+    """Mean over the groups of the state's median CPU time per step minus the off block's (ms)."""
+    return sum(g[state][1] - g["off"][1] for g in groups) / len(groups) if groups else None
 
 
-def report_lines(pairs, every):
-    lines = ["toggle: %d pairs of %d-step blocks (recording on / off, next to each other in time)" % (len(pairs), every)]
-    for label, statistic, pattern in (("step time on/off", step_ratio, "%.4fx"),
-                                      ("CPU per step on-off", cpu_difference, "%+.2f ms")):
-        value = statistic(pairs)
-        interval = gpu_bench_report.round_bootstrap(pairs, statistic)
-        lines.append("%-20s %s; 90%% interval, pairs resampled: %s" % (
+def cpu_fraction(groups):
+    """The tracer's CPU time per step over off, summed over the groups, over the recorder's; None where the
+    recorder's sum is not positive."""
+    peer = sum(g["recorder"][1] - g["off"][1] for g in groups)
+    return sum(g["memtrace"][1] - g["off"][1] for g in groups) / peer if peer > 0 else None
+
+
+def report_lines(groups, every):
+    states = sorted(groups[0]) if groups else []
+    lines = ["toggle: %d groups of %d-step blocks (%s; next to each other in time)"
+             % (len(groups), every, ", ".join(states))]
+    specs = []
+    for state in ("memtrace", "recorder"):
+        if state in states:
+            specs += [("step time %s/off" % state, lambda gs, s=state: step_ratio(gs, s), "%.4fx"),
+                      ("CPU per step %s-off" % state, lambda gs, s=state: cpu_difference(gs, s), "%+.2f ms")]
+    if "recorder" in states:
+        specs.append(("CPU (memtrace-off)/(recorder-off)", cpu_fraction, "%.3f"))
+    for label, statistic, pattern in specs:
+        value = statistic(groups)
+        interval = gpu_bench_report.round_bootstrap(groups, statistic)
+        lines.append("%-34s %s; 90%% interval, groups resampled: %s" % (
             label, "n/a" if value is None else pattern % value,
             "n/a" if not interval else (pattern + " .. " + pattern) % interval))
     return lines
@@ -69,16 +90,19 @@ def report_lines(pairs, every):
 def main(argv):
     if not argv:
         sys.exit("usage: toggle_report.py RESULT.json [RESULT.json ...]")
-    pairs, every = [], None
+    groups, every = [], None
     for path in argv:
         try:
             with open(path) as f:
                 result = json.load(f)
-            pairs += block_pairs(result)
+            run_groups = block_groups(result)
+            if groups and run_groups and set(run_groups[0]) != set(groups[0]):
+                raise ValueError("its states differ from the earlier runs'")
+            groups += run_groups
         except (OSError, ValueError, KeyError) as error:
             sys.exit("toggle_report.py: %s: %s" % (path, error))
         every = result["toggle_every"]
-    print("\n".join(report_lines(pairs, every)))
+    print("\n".join(report_lines(groups, every)))
 
 
 if __name__ == "__main__":
