@@ -81,6 +81,11 @@ void config_load(Config* out) {
   }
   out->flush_interval_ms = static_cast<uint32_t>(env_uint("MEMTRACE_FLUSH_MS", 200, 1, 60000));
   out->max_native_frames = static_cast<uint32_t>(env_uint("MEMTRACE_MAX_FRAMES", kDefaultMaxNativeFrames, 0, 256));
+  // A depth asked for with MEMTRACE_MAX_FRAMES applies to every thread unless the Python threads' own is given.
+  const char* max_frames = getenv("MEMTRACE_MAX_FRAMES");
+  const uint64_t python_default =
+      max_frames && *max_frames ? out->max_native_frames : kDefaultMaxNativeFramesWithPython;
+  out->max_native_frames_python = static_cast<uint32_t>(env_uint("MEMTRACE_MAX_FRAMES_PYTHON", python_default, 0, 256));
   out->python_frames = env_uint("MEMTRACE_PYTHON_FRAMES", 1, 0, 1) == 1;
   out->buffer_bytes = static_cast<size_t>(env_uint("MEMTRACE_BUFFER_MB", 8, 1, 4096)) << 20;
   out->quiet = env_uint("MEMTRACE_QUIET", 0, 0, 1) == 1;

@@ -301,7 +301,7 @@ void start() {
     return;
   }
   g_trace_pid = getpid();
-  if (!stack_capture_init() && g_config.max_native_frames > 0)
+  if (!stack_capture_init() && (g_config.max_native_frames > 0 || g_config.max_native_frames_python > 0))
     fprintf(stderr, "memtrace: libunwind.so.8 not found (%s): recording without native stacks\n", dlerror());
   uint32_t python_hex = 0;
   detect_python(&python_hex);
@@ -652,7 +652,8 @@ void record_event(const MemoryEvent& e) {
   CapturedStack stack;
   bool python = g_python_ready.load(std::memory_order_acquire);
   if (e.kind == EventKind::kAlloc || e.kind == EventKind::kOom) {
-    capture_stack(&stack, static_cast<int>(g_config.max_native_frames), python);
+    capture_stack(&stack, static_cast<int>(g_config.max_native_frames),
+                  static_cast<int>(g_config.max_native_frames_python), python);
   } else {
     stack.frame_count = 0;
     stack.python_count = 0;

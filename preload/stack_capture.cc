@@ -57,12 +57,19 @@ bool stack_capture_init() {
   return load_libunwind();
 }
 
-void capture_stack(CapturedStack* out, int max_native, bool with_python) {
+void capture_stack(CapturedStack* out, int max_native, int max_native_with_python, bool with_python) {
   if (max_native <= 0 && !with_python) {
     out->frame_count = out->python_count = 0;
     out->key = 0;
     return;
   }
+  // The Python frames first: whether there are any decides how deep the native unwind goes. Where the thread
+  // runs Python, its Python frames (kept in full) name the call site, and the native frames past the innermost
+  // ones are the dispatcher's layers and the interpreter's glue, the dearest to unwind (config.h).
+  const PythonFrameView* python = out->python;
+  const int python_count = with_python ? python_frames_read(out->python, kMaxPythonFrames) : 0;
+  out->python_count = python_count;
+  if (python_count > 0) max_native = max_native_with_python;
   // Room for our own frames (dropped below): in an optimized build at most 5 on any hook's path (the cudaMalloc
   // and resolver paths; 3 on PyTorch's), counted over the e2e suite with gcc -O2; without optimization the
   // helpers between hook and recorder are frames too, 7 at most. No more room than that: where a stack is
@@ -83,9 +90,6 @@ void capture_stack(CapturedStack* out, int max_native, bool with_python) {
     native = g_unw_backtrace(pcs, limit);
     MEMTRACE_PHASE_NATIVE_FRAMES(native);
   }
-  const PythonFrameView* python = out->python;
-  const int python_count = with_python ? python_frames_read(out->python, kMaxPythonFrames) : 0;
-  out->python_count = python_count;
 
   // One pass: drop our own frames, put each eval-loop call's Python frames (up to and including the one marked
   // ends_eval_call) in place of its native frame, and fold each frame into the stack's key: one multiply per

@@ -20,9 +20,10 @@ struct CapturedStack {
   uint64_t key;  // content hash of the whole stack, 0 when frame_count == 0
 };
 
-// Fills `out`. `max_native` caps the native frames kept (0 = none); `with_python` reads Python frames.
-// Frames inside libmemtrace itself are dropped.
-void capture_stack(CapturedStack* out, int max_native, bool with_python);
+// Fills `out`. `with_python` reads the thread's Python frames (all of them, up to kMaxPythonFrames); the native
+// frames kept are capped at `max_native_with_python` when the thread has Python frames and at `max_native` when
+// it has none (0 = none). Frames inside libmemtrace itself are dropped.
+void capture_stack(CapturedStack* out, int max_native, int max_native_with_python, bool with_python);
 
 // Records the address range of libmemtrace's own code (its frames are skipped) and loads libunwind. Call
 // once at start. False when libunwind.so.8 cannot be loaded: stacks then have Python frames only.

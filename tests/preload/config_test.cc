@@ -50,15 +50,35 @@ TEST(ConfigLoad, DefaultsAndBadValues) {
   unsetenv("MEMTRACE_MAX_FRAMES");
 }
 
-TEST(ConfigLoad, KeepsThirtyTwoNativeFramesByDefault) {
+TEST(ConfigLoad, KeepsThirtyTwoNativeFramesByDefaultAndSixteenWithPython) {
   unsetenv("MEMTRACE_MAX_FRAMES");
+  unsetenv("MEMTRACE_MAX_FRAMES_PYTHON");
   Config c;
   config_load(&c);
   EXPECT_EQ(c.max_native_frames, 32u);
+  EXPECT_EQ(c.max_native_frames_python, 16u);
+  // A depth asked for with MEMTRACE_MAX_FRAMES applies to Python threads too...
   setenv("MEMTRACE_MAX_FRAMES", "64", 1);
   config_load(&c);
   EXPECT_EQ(c.max_native_frames, 64u);
+  EXPECT_EQ(c.max_native_frames_python, 64u);
+  setenv("MEMTRACE_MAX_FRAMES", "0", 1);
+  config_load(&c);
+  EXPECT_EQ(c.max_native_frames_python, 0u);
+  // ...unless theirs is given.
+  setenv("MEMTRACE_MAX_FRAMES_PYTHON", "24", 1);
+  config_load(&c);
+  EXPECT_EQ(c.max_native_frames, 0u);
+  EXPECT_EQ(c.max_native_frames_python, 24u);
   unsetenv("MEMTRACE_MAX_FRAMES");
+  config_load(&c);
+  EXPECT_EQ(c.max_native_frames, 32u);
+  EXPECT_EQ(c.max_native_frames_python, 24u);
+  // Out of range (0 to 256): the default.
+  setenv("MEMTRACE_MAX_FRAMES_PYTHON", "300", 1);
+  config_load(&c);
+  EXPECT_EQ(c.max_native_frames_python, 16u);
+  unsetenv("MEMTRACE_MAX_FRAMES_PYTHON");
 }
 
 TEST(RecentIds, RemembersTheLastKeyOfEachSlotOnly) {

@@ -1,0 +1,43 @@
+"""The native frames kept on a thread that runs Python and on one that does not (tests/e2e/deep_python_stack.py
+and deep_alloc.cc: a cudaMalloc 40 native frames below a ctypes call 4 Python frames deep, then one 40 frames
+deep on a thread without Python). Both stacks are deeper than any depth asked for below, so each keeps exactly
+the frames allowed: by default 16 native frames where the thread has Python frames (then its 4 Python frames,
+appended outermost: the unwind stops before the interpreter's loop) and 32 where it has none;
+MEMTRACE_MAX_FRAMES=10 sets both to 10; MEMTRACE_MAX_FRAMES_PYTHON=24 sets the Python thread's alone.
+
+Events: cudaMalloc and cudaFree on each thread, 2 ALLOCs (each with a stack) and 2 FREEs.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import e2e_lib
+
+case = e2e_lib.Case()
+script = case.source("deep_python_stack.py")
+library = os.path.join(case.args.program_dir, "libe2e_deep_alloc.so")
+base_out_dir = case.args.out_dir
+for name, env, python_thread, plain_thread in (("default", {}, 16, 32),
+                                               ("max-10", {"MEMTRACE_MAX_FRAMES": "10"}, 10, 10),
+                                               ("python-24", {"MEMTRACE_MAX_FRAMES_PYTHON": "24"}, 24, 32)):
+    case.args.out_dir = os.path.join(base_out_dir, name)  # one trace per directory
+    os.makedirs(case.args.out_dir)
+    _, trace = case.run_traced([case.args.python, script, library], extra_env=env)
+    proc = subprocess.run([case.program("dump_events"), trace, "--frames"], capture_output=True, text=True,
+                          timeout=60)
+    if proc.returncode != 0:
+        sys.exit(f"FAIL: dump_events {trace} --frames exited with {proc.returncode}: {proc.stderr}")
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    allocs = [e for e in events if e["kind"] == "ALLOC"]
+    case.check(f"{name}: ALLOC apis", ["CUDA_MALLOC", "CUDA_MALLOC"], [e["api"] for e in allocs])
+    case.check(f"{name}: FREEs", 2, sum(e["kind"] == "FREE" for e in events))
+    if len(allocs) != 2:
+        continue
+    here, on_thread = allocs
+    case.check(f"{name}: the two ALLOCs on different threads", True, here["tid"] != on_thread["tid"])
+    case.check(f"{name}: Python thread's native frames", python_thread, here.get("native_frames"))
+    case.check(f"{name}: Python thread's python frames", 4, here.get("python_frames"))
+    case.check(f"{name}: plain thread's native frames", plain_thread, on_thread.get("native_frames"))
+    case.check(f"{name}: plain thread's python frames", 0, on_thread.get("python_frames"))
+case.finish()

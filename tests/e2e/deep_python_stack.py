@@ -1,0 +1,27 @@
+"""Two allocations 40 native frames deep, under Python (tests/e2e/deep_alloc.cc through ctypes): one on this
+thread, 4 Python frames deep (<module>, main, outer, inner), one on a thread the library starts, which has no
+Python frames. Usage: deep_python_stack.py LIBRARY.so
+"""
+import ctypes
+import sys
+
+DEPTH = 40
+
+
+def inner(library):
+    if library.deep_alloc_here(DEPTH) != DEPTH:
+        sys.exit("deep_alloc_here did not descend %d levels" % DEPTH)
+
+
+def outer(library):
+    inner(library)
+
+
+def main():
+    library = ctypes.CDLL(sys.argv[1])
+    outer(library)
+    if library.deep_alloc_on_thread(DEPTH) != DEPTH:
+        sys.exit("deep_alloc_on_thread did not descend %d levels" % DEPTH)
+
+
+main()
