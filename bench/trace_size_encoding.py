@@ -82,7 +82,7 @@ def event_fields(record):
     return fields, order
 
 
-EVENT_FIELDS = {1: "kind", 2: "layer", 3: "api", 4: "time_delta_ns", 23: "time_delta_us", 5: "tid", 6: "device",
+EVENT_FIELDS = {1: "kind", 2: "layer", 3: "api", 4: "time_delta_ns", 23: "time_delta_us", 5: "tid", 6: "device", 7: "stream",
                 8: "address", 9: "size", 11: "stack_id", 12: "allocator_allocated_bytes",
                 13: "allocator_reserved_bytes"}
 
