@@ -7,10 +7,7 @@ MEMTRACE_MAX_FRAMES=10 sets both to 10; MEMTRACE_MAX_FRAMES_PYTHON=24 sets the P
 
 Events: cudaMalloc and cudaFree on each thread, 2 ALLOCs (each with a stack) and 2 FREEs.
 """
-import json
 import os
-import subprocess
-import sys
 
 import e2e_lib
 
@@ -24,11 +21,7 @@ for name, env, python_thread, plain_thread in (("default", {}, 16, 32),
     case.args.out_dir = os.path.join(base_out_dir, name)  # one trace per directory
     os.makedirs(case.args.out_dir)
     _, trace = case.run_traced([case.args.python, script, library], extra_env=env)
-    proc = subprocess.run([case.program("dump_events"), trace, "--frames"], capture_output=True, text=True,
-                          timeout=60)
-    if proc.returncode != 0:
-        sys.exit(f"FAIL: dump_events {trace} --frames exited with {proc.returncode}: {proc.stderr}")
-    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    events = case.dump_events(trace, frames=True)
     allocs = [e for e in events if e["kind"] == "ALLOC"]
     case.check(f"{name}: ALLOC apis", ["CUDA_MALLOC", "CUDA_MALLOC"], [e["api"] for e in allocs])
     case.check(f"{name}: FREEs", 2, sum(e["kind"] == "FREE" for e in events))

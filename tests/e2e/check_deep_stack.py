@@ -9,10 +9,7 @@ Events with a stack: the ALLOCs (a FREE has none). The program makes 4 driver-le
 hand it out), then one PyTorch block of 1024 bytes whose 2 MiB segment is a cudaMalloc inside the fake
 allocator: 6 ALLOCs, each with a stack, and 5 FREEs (the allocator keeps its segment cached).
 """
-import json
 import os
-import subprocess
-import sys
 
 import e2e_lib
 
@@ -25,11 +22,7 @@ for max_frames, expected in ((None, 32), ("10", 10)):
     case.args.out_dir = os.path.join(base_out_dir, f"frames-{expected}")  # one trace per directory
     os.makedirs(case.args.out_dir)
     _, trace = case.run_traced([case.program("deep_stack")], extra_env=extra)
-    proc = subprocess.run([case.program("dump_events"), trace, "--frames"], capture_output=True, text=True,
-                          timeout=60)
-    if proc.returncode != 0:
-        sys.exit(f"FAIL: dump_events {trace} --frames exited with {proc.returncode}: {proc.stderr}")
-    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    events = case.dump_events(trace, frames=True)
     allocs = [e for e in events if e["kind"] == "ALLOC"]
     case.check(f"max {expected}: FREEs", 5, sum(e["kind"] == "FREE" for e in events))
     case.check(f"max {expected}: ALLOC apis in order", ALLOCS, [e["api"] for e in allocs])

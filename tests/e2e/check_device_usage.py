@@ -21,10 +21,6 @@ exit): 8 MiB on device 0, 16 MiB on device 1, a 2048 MiB request on device 1 fai
   then the exit sample (the same figures) on the program's thread; the intervals in between recorded no
   event, so they have no sample.
 """
-import json
-import os
-import subprocess
-import sys
 
 import e2e_lib
 from e2e_lib import MIB
@@ -50,11 +46,7 @@ if mode == "periodic":
     env.update({"MEMTRACE_FLUSH_MS": "50", "FAKENVML_CONTEXT_BYTES": "0", "FAKENVML_OTHER_PROCESS_BYTES": ""})
 _, trace = case.run_traced([case.program("device_usage"), "wait" if mode == "periodic" else "oom"], env)
 
-dump = subprocess.run([os.path.join(case.args.program_dir, "e2e_dump_events"), trace], capture_output=True,
-                      text=True, timeout=60)
-if dump.returncode != 0:
-    sys.exit(f"FAIL: dump_events: {dump.stderr}")
-events = [json.loads(line) for line in dump.stdout.splitlines()]
+events = case.dump_events(trace)
 main_tid = events[0]["tid"] if events else None
 
 FIELDS = ("kind", "api", "device", "device_free_bytes", "device_total_bytes", "process_used_bytes",

@@ -34,10 +34,7 @@ resolver hands it out):
    round(1) = U 2; cuMemPoolDestroy -> U 0; cuMemAllocAsync 1 -> P0 2; free; cuEventSynchronize -> P0 0;
    device 1's graph pool 4 reserved, 2 used; cuDeviceGraphMemTrim(1) -> G1 2.
 """
-import json
-import os
 import re
-import subprocess
 import sys
 
 import e2e_lib
@@ -58,11 +55,7 @@ if not pools:
 P0, U = int(pools.group(1), 16), int(pools.group(2), 16)
 G = 0
 
-dump = subprocess.run([os.path.join(case.args.program_dir, "e2e_dump_events"), trace], capture_output=True,
-                      text=True, timeout=60)
-if dump.returncode != 0:
-    sys.exit(f"FAIL: dump_events: {dump.stderr}")
-events = [json.loads(line) for line in dump.stdout.splitlines()]
+events = case.dump_events(trace)
 
 runtime = mode == "shared"
 ALLOC_ASYNC = "CUDA_MALLOC_ASYNC" if runtime else "CU_MEM_ALLOC_ASYNC"

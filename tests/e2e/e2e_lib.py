@@ -69,6 +69,15 @@ class Case:
             sys.exit(f"FAIL: memtrace {command} {trace} --json exited with {proc.returncode}: {proc.stderr}")
         return json.loads(proc.stdout)
 
+    def dump_events(self, trace, frames=False):
+        """Every Event of the trace as dump_events prints it (one dict each, in order; with `frames`, an event with
+        a stack also has native_frames and python_frames). Exits on a trace dump_events cannot read."""
+        argv = [self.program("dump_events"), trace] + (["--frames"] if frames else [])
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        if proc.returncode != 0:
+            sys.exit(f"FAIL: {' '.join(argv)} exited with {proc.returncode}: {proc.stderr}")
+        return [json.loads(line) for line in proc.stdout.splitlines()]
+
     def check(self, name, expected, measured):
         ok = expected == measured
         print(f"check {name}: expected {expected}, measured {measured}: {'ok' if ok else 'FAIL'}")

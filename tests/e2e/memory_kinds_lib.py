@@ -4,9 +4,6 @@ exact comparison with the sequence a checker expects.
 The pool and device samples that other hooks interleave (POOL_RESERVED, DEVICE_USAGE) are left out: their
 values are the pool sampler's, checked by its own tests; every other event is compared, in order.
 """
-import json
-import subprocess
-import sys
 
 SAMPLES = {"POOL_RESERVED", "DEVICE_USAGE"}
 MIB = 1 << 20
@@ -24,11 +21,7 @@ def values(stdout):
 
 
 def events(case, trace):
-    proc = subprocess.run([case.program("dump_events"), trace], capture_output=True, text=True, timeout=60)
-    if proc.returncode != 0:
-        sys.exit(f"FAIL: dump_events {trace} exited with {proc.returncode}: {proc.stderr}")
-    dumped = [json.loads(line) for line in proc.stdout.splitlines()]
-    return [e for e in dumped if e["kind"] not in SAMPLES]
+    return [e for e in case.dump_events(trace) if e["kind"] not in SAMPLES]
 
 
 def event(kind, api, **fields):
