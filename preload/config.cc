@@ -10,8 +10,10 @@
 namespace memtrace {
 namespace {
 
-// A bad value is not fatal (the job must run), but it is said once rather than silently replaced.
-uint64_t env_uint(const char* name, uint64_t fallback, uint64_t min, uint64_t max) {
+// A bad value is not fatal (the job must run), but it is said once rather than silently replaced. `*given`
+// (where asked for) is true only when the variable held a value that is used: a bad one counts as unset.
+uint64_t env_uint(const char* name, uint64_t fallback, uint64_t min, uint64_t max, bool* given = nullptr) {
+  if (given) *given = false;
   const char* s = getenv(name);
   if (!s || !*s) return fallback;
   char* end = nullptr;
@@ -23,6 +25,7 @@ uint64_t env_uint(const char* name, uint64_t fallback, uint64_t min, uint64_t ma
             static_cast<unsigned long long>(fallback));
     return fallback;
   }
+  if (given) *given = true;
   return v;
 }
 
@@ -80,11 +83,12 @@ void config_load(Config* out) {
             sizeof out->output_path - 1, out->output_path);
   }
   out->flush_interval_ms = static_cast<uint32_t>(env_uint("MEMTRACE_FLUSH_MS", 200, 1, 60000));
-  out->max_native_frames = static_cast<uint32_t>(env_uint("MEMTRACE_MAX_FRAMES", kDefaultMaxNativeFrames, 0, 256));
-  // A depth asked for with MEMTRACE_MAX_FRAMES applies to every thread unless the Python threads' own is given.
-  const char* max_frames = getenv("MEMTRACE_MAX_FRAMES");
-  const uint64_t python_default =
-      max_frames && *max_frames ? out->max_native_frames : kDefaultMaxNativeFramesWithPython;
+  bool max_frames_given = false;
+  out->max_native_frames =
+      static_cast<uint32_t>(env_uint("MEMTRACE_MAX_FRAMES", kDefaultMaxNativeFrames, 0, 256, &max_frames_given));
+  // A depth asked for with MEMTRACE_MAX_FRAMES applies to every thread unless the Python threads' own is given;
+  // a bad MEMTRACE_MAX_FRAMES, replaced by its default, leaves the Python threads' default too.
+  const uint64_t python_default = max_frames_given ? out->max_native_frames : kDefaultMaxNativeFramesWithPython;
   out->max_native_frames_python = static_cast<uint32_t>(env_uint("MEMTRACE_MAX_FRAMES_PYTHON", python_default, 0, 256));
   out->python_frames = env_uint("MEMTRACE_PYTHON_FRAMES", 1, 0, 1) == 1;
   out->buffer_bytes = static_cast<size_t>(env_uint("MEMTRACE_BUFFER_MB", 8, 1, 4096)) << 20;

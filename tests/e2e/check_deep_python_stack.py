@@ -3,7 +3,10 @@ and deep_alloc.cc: a cudaMalloc 40 native frames below a ctypes call 4 Python fr
 deep on a thread without Python). Both stacks are deeper than any depth asked for below, so each keeps exactly
 the frames allowed: by default 16 native frames where the thread has Python frames (then its 4 Python frames,
 appended outermost: the unwind stops before the interpreter's loop) and 32 where it has none;
-MEMTRACE_MAX_FRAMES=10 sets both to 10; MEMTRACE_MAX_FRAMES_PYTHON=24 sets the Python thread's alone.
+MEMTRACE_MAX_FRAMES=10 sets both to 10; MEMTRACE_MAX_FRAMES_PYTHON=24 sets the Python thread's alone. The edges:
+MEMTRACE_PYTHON_FRAMES=0 (no thread has Python frames, so both keep 32), MEMTRACE_MAX_FRAMES=0 (Python frames
+alone, and no stack at all on the plain thread), MEMTRACE_MAX_FRAMES_PYTHON=0 (the Python thread's Python frames
+alone).
 
 Events: cudaMalloc and cudaFree on each thread, 2 ALLOCs (each with a stack) and 2 FREEs.
 """
@@ -15,9 +18,18 @@ case = e2e_lib.Case()
 script = case.source("deep_python_stack.py")
 library = os.path.join(case.args.program_dir, "libe2e_deep_alloc.so")
 base_out_dir = case.args.out_dir
-for name, env, python_thread, plain_thread in (("default", {}, 16, 32),
-                                               ("max-10", {"MEMTRACE_MAX_FRAMES": "10"}, 10, 10),
-                                               ("python-24", {"MEMTRACE_MAX_FRAMES_PYTHON": "24"}, 24, 32)):
+# (name, environment, the Python thread's native and Python frames, the plain thread's native frames); None: the
+# ALLOC has no stack at all.
+for name, env, python_thread, python_frames, plain_thread in (
+        ("default", {}, 16, 4, 32),
+        ("max-10", {"MEMTRACE_MAX_FRAMES": "10"}, 10, 4, 10),
+        ("python-24", {"MEMTRACE_MAX_FRAMES_PYTHON": "24"}, 24, 4, 32),
+        # Python frames off: no thread has any, so every thread keeps MEMTRACE_MAX_FRAMES.
+        ("python-off", {"MEMTRACE_PYTHON_FRAMES": "0"}, 32, 0, 32),
+        # No native frames anywhere: the Python thread keeps its Python frames alone, the plain thread nothing.
+        ("max-0", {"MEMTRACE_MAX_FRAMES": "0"}, 0, 4, None),
+        # No native frames on the Python thread only.
+        ("python-0", {"MEMTRACE_MAX_FRAMES_PYTHON": "0"}, 0, 4, 32)):
     case.args.out_dir = os.path.join(base_out_dir, name)  # one trace per directory
     os.makedirs(case.args.out_dir)
     _, trace = case.run_traced([case.args.python, script, library], extra_env=env)
@@ -30,7 +42,8 @@ for name, env, python_thread, plain_thread in (("default", {}, 16, 32),
     here, on_thread = allocs
     case.check(f"{name}: the two ALLOCs on different threads", True, here["tid"] != on_thread["tid"])
     case.check(f"{name}: Python thread's native frames", python_thread, here.get("native_frames"))
-    case.check(f"{name}: Python thread's python frames", 4, here.get("python_frames"))
+    case.check(f"{name}: Python thread's python frames", python_frames, here.get("python_frames"))
     case.check(f"{name}: plain thread's native frames", plain_thread, on_thread.get("native_frames"))
-    case.check(f"{name}: plain thread's python frames", 0, on_thread.get("python_frames"))
+    case.check(f"{name}: plain thread's python frames", None if plain_thread is None else 0,
+               on_thread.get("python_frames"))
 case.finish()

@@ -81,6 +81,27 @@ TEST(ConfigLoad, KeepsThirtyTwoNativeFramesByDefaultAndSixteenWithPython) {
   unsetenv("MEMTRACE_MAX_FRAMES_PYTHON");
 }
 
+TEST(ConfigLoad, ABadMaxFramesLeavesBothDepthsAtTheirDefaults) {
+  // The warning says the bad value is replaced by the default (32); a value that was not used must not move the
+  // Python threads' depth off its own default (16) either, as an unset MEMTRACE_MAX_FRAMES would not.
+  unsetenv("MEMTRACE_MAX_FRAMES_PYTHON");
+  Config c;
+  for (const char* bad : {"300", "abc", "-1", "16x"}) {
+    setenv("MEMTRACE_MAX_FRAMES", bad, 1);
+    config_load(&c);
+    EXPECT_EQ(c.max_native_frames, 32u) << bad;
+    EXPECT_EQ(c.max_native_frames_python, 16u) << bad;
+  }
+  // A bad MEMTRACE_MAX_FRAMES_PYTHON next to a good MEMTRACE_MAX_FRAMES falls back to the latter.
+  setenv("MEMTRACE_MAX_FRAMES", "20", 1);
+  setenv("MEMTRACE_MAX_FRAMES_PYTHON", "abc", 1);
+  config_load(&c);
+  EXPECT_EQ(c.max_native_frames, 20u);
+  EXPECT_EQ(c.max_native_frames_python, 20u);
+  unsetenv("MEMTRACE_MAX_FRAMES");
+  unsetenv("MEMTRACE_MAX_FRAMES_PYTHON");
+}
+
 TEST(RecentIds, RemembersTheLastKeyOfEachSlotOnly) {
   RecentIds<4> r;
   EXPECT_EQ(r.find(5), 0u);  // empty: every slot holds key 0, which no caller passes
