@@ -8,14 +8,23 @@
 // difference measured is recording's cost over an interposed hook's (the hook alone is about 35-60 ns an event on
 // the GPU machine, docs/performance.md). An allocation made while on and freed while off keeps its free out of
 // the trace: a toggled trace is for measuring, not for reading.
+//
+// The same library can also switch the native depth kept on threads with Python frames (the setting of
+// MEMTRACE_MAX_FRAMES_PYTHON), so that two depths are compared inside one process as well.
 #pragma once
 
 #ifdef MEMTRACE_BENCH_TOGGLE
 #include <atomic>
 namespace memtrace::bench_toggle {
-extern std::atomic<bool> g_recording;  // true at start
+extern std::atomic<bool> g_recording;                    // true at start
+extern std::atomic<int> g_max_native_frames_python;      // -1 at start: the configured depth
 }  // namespace memtrace::bench_toggle
 #define MEMTRACE_BENCH_RECORDING() ::memtrace::bench_toggle::g_recording.load(std::memory_order_relaxed)
+#define MEMTRACE_BENCH_MAX_NATIVE_FRAMES_PYTHON(configured)                                          \
+  (::memtrace::bench_toggle::g_max_native_frames_python.load(std::memory_order_relaxed) >= 0        \
+       ? ::memtrace::bench_toggle::g_max_native_frames_python.load(std::memory_order_relaxed)       \
+       : (configured))
 #else
 #define MEMTRACE_BENCH_RECORDING() true
+#define MEMTRACE_BENCH_MAX_NATIVE_FRAMES_PYTHON(configured) (configured)
 #endif

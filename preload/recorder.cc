@@ -652,8 +652,9 @@ void record_event(const MemoryEvent& e) {
   CapturedStack stack;
   bool python = g_python_ready.load(std::memory_order_acquire);
   if (e.kind == EventKind::kAlloc || e.kind == EventKind::kOom) {
-    capture_stack(&stack, static_cast<int>(g_config.max_native_frames),
-                  static_cast<int>(g_config.max_native_frames_python), python);
+    const int max_native_with_python =
+        MEMTRACE_BENCH_MAX_NATIVE_FRAMES_PYTHON(static_cast<int>(g_config.max_native_frames_python));
+    capture_stack(&stack, static_cast<int>(g_config.max_native_frames), max_native_with_python, python);
   } else {
     stack.frame_count = 0;
     stack.python_count = 0;

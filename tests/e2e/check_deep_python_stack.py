@@ -3,7 +3,8 @@ and deep_alloc.cc: a cudaMalloc 40 native frames below a ctypes call 4 Python fr
 deep on a thread without Python). Both stacks are deeper than any depth asked for below, so each keeps exactly
 the frames allowed: by default 16 native frames where the thread has Python frames (then its 4 Python frames,
 appended outermost: the unwind stops before the interpreter's loop) and 32 where it has none;
-MEMTRACE_MAX_FRAMES=10 sets both to 10; MEMTRACE_MAX_FRAMES_PYTHON=24 sets the Python thread's alone. The edges:
+MEMTRACE_MAX_FRAMES=10 sets both to 10; MEMTRACE_MAX_FRAMES_PYTHON=24 sets the Python thread's alone, as does
+libmemtrace-bench-toggle.so's run-time switch (memtrace_bench_set_max_frames_python). The edges:
 MEMTRACE_PYTHON_FRAMES=0 (no thread has Python frames, so both keep 32), MEMTRACE_MAX_FRAMES=0 (Python frames
 alone, and no stack at all on the plain thread), MEMTRACE_MAX_FRAMES_PYTHON=0 (the Python thread's Python frames
 alone).
@@ -14,25 +15,30 @@ import os
 
 import e2e_lib
 
-case = e2e_lib.Case()
+case = e2e_lib.Case(lambda parser: parser.add_argument("--toggle-library", required=True))
 script = case.source("deep_python_stack.py")
 library = os.path.join(case.args.program_dir, "libe2e_deep_alloc.so")
 base_out_dir = case.args.out_dir
-# (name, environment, the Python thread's native and Python frames, the plain thread's native frames); None: the
-# ALLOC has no stack at all.
-for name, env, python_thread, python_frames, plain_thread in (
-        ("default", {}, 16, 4, 32),
-        ("max-10", {"MEMTRACE_MAX_FRAMES": "10"}, 10, 4, 10),
-        ("python-24", {"MEMTRACE_MAX_FRAMES_PYTHON": "24"}, 24, 4, 32),
+# (name, environment, arguments after the library, the Python thread's native and Python frames, the plain
+# thread's native frames); None: the ALLOC has no stack at all.
+toggle = {"LD_PRELOAD": case.args.toggle_library}
+for name, env, args, python_thread, python_frames, plain_thread in (
+        ("default", {}, [], 16, 4, 32),
+        ("max-10", {"MEMTRACE_MAX_FRAMES": "10"}, [], 10, 4, 10),
+        ("python-24", {"MEMTRACE_MAX_FRAMES_PYTHON": "24"}, [], 24, 4, 32),
         # Python frames off: no thread has any, so every thread keeps MEMTRACE_MAX_FRAMES.
-        ("python-off", {"MEMTRACE_PYTHON_FRAMES": "0"}, 32, 0, 32),
+        ("python-off", {"MEMTRACE_PYTHON_FRAMES": "0"}, [], 32, 0, 32),
         # No native frames anywhere: the Python thread keeps its Python frames alone, the plain thread nothing.
-        ("max-0", {"MEMTRACE_MAX_FRAMES": "0"}, 0, 4, None),
+        ("max-0", {"MEMTRACE_MAX_FRAMES": "0"}, [], 0, 4, None),
         # No native frames on the Python thread only.
-        ("python-0", {"MEMTRACE_MAX_FRAMES_PYTHON": "0"}, 0, 4, 32)):
+        ("python-0", {"MEMTRACE_MAX_FRAMES_PYTHON": "0"}, [], 0, 4, 32),
+        # The measurement build's run-time switch (preload/bench_toggle.h): 24 frames asked for under Python.
+        ("toggle-24", toggle, ["24"], 24, 4, 32),
+        # ...and a negative depth: back to the configured one.
+        ("toggle-back", dict(toggle, MEMTRACE_MAX_FRAMES_PYTHON="20"), ["-1"], 20, 4, 32)):
     case.args.out_dir = os.path.join(base_out_dir, name)  # one trace per directory
     os.makedirs(case.args.out_dir)
-    _, trace = case.run_traced([case.args.python, script, library], extra_env=env)
+    _, trace = case.run_traced([case.args.python, script, library] + args, extra_env=env)
     events = case.dump_events(trace, frames=True)
     allocs = [e for e in events if e["kind"] == "ALLOC"]
     case.check(f"{name}: ALLOC apis", ["CUDA_MALLOC", "CUDA_MALLOC"], [e["api"] for e in allocs])

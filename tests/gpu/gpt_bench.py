@@ -2,7 +2,7 @@
 
     python3 gpt_bench.py --result RESULT.json [--record none|python|all] [--snapshot SNAPSHOT.pickle]
                          [--steps 50] [--warmup 5] [--tiny] [--device cuda|cpu]
-                         [--toggle-every N [--toggle-peer none|python]]
+                         [--toggle-every N [--toggle-states memtrace,off,recorder,memtrace32]]
 
 The model is the one of ../shared/notes/peer-baseline.md, so that the figures compare with it: an
 nn.TransformerEncoder of 12 pre-norm layers, d_model 768, 12 heads, FFN 3072, a 50257-token vocabulary, batch
@@ -15,13 +15,14 @@ after the timed steps writes the snapshot with torch.cuda.memory._dump_snapshot(
 --record none runs without it: memtrace, when wanted, is put around the whole process by scripts/gpu-bench.
 PyTorch reads PYTORCH_CUDA_ALLOC_CONF itself (backend:cudaMallocAsync); the result names the backend in effect.
 
---toggle-every N (under libmemtrace-bench-toggle.so, scripts/gpu-toggle-bench) switches the tracer's recording
-off and on between blocks of N timed steps through memtrace_bench_set_recording (preload/bench_toggle.h); warm-up
-steps record. The blocks come in groups holding each state once, the order within a group running through every
-permutation in turn (on, off, off, on, ...), so that a steady drift of the machine falls on every state alike.
---toggle-peer python adds a third state, PyTorch's recorder on (stacks="python", the tracer not recording), switched
-with _record_memory_history(stacks="python") / _record_memory_history(enabled=None): the peer's cost measured in
-the same process and between the same neighbours. tests/gpu/toggle_report.py reads it.
+--toggle-every N (under libmemtrace-bench-toggle.so, scripts/gpu-toggle-bench) switches between states every N
+timed steps (warm-up steps record, as the tracer's defaults): "off" (the hooks forward, nothing is recorded),
+"memtrace" (the tracer recording at its settings), "memtraceK" (recording with K native frames on threads with
+Python frames, memtrace_bench_set_max_frames_python) and "recorder" (PyTorch's recorder on, stacks="python", the
+tracer not recording: _record_memory_history(stacks="python") before the block, (enabled=None) after it).
+--toggle-states lists them (default memtrace,off; "off" is needed). The blocks come in groups holding each state
+once, the order within a group running through every permutation in turn (memtrace, off, off, memtrace, ...), so
+that a steady drift of the machine falls on every state alike. tests/gpu/toggle_report.py reads it.
 
 --tiny (with --device cpu) is a seconds-long dry run of the same code on a 2-layer d_model 64 model, so that the
 script can be tried where there is no GPU; the recorder needs CUDA and is refused there.
@@ -34,9 +35,8 @@ RESULT.json holds:
   issue_cpu_ms              the process's CPU time (every thread: Python's, the autograd engine's, a tracer's)
                             over the same interval. A profiler's cost is CPU time, so this moves with it even
                             when the step time, which the GPU can bound, does not
-  step_state                with --toggle-every: each timed step's state, "off", "memtrace" (the tracer recording)
-                            or "recorder" (PyTorch's recorder on); else null
-  warmup_steps, steps, toggle_every, toggle_peer, record, tiny, device, torch_version, gpu, allocator_backend, alloc_conf
+  step_state                with --toggle-every: each timed step's state (one of toggle_states); else null
+  warmup_steps, steps, toggle_every, toggle_states, record, tiny, device, torch_version, gpu, allocator_backend, alloc_conf
   max_memory_allocated_bytes, max_memory_reserved_bytes     torch.cuda.max_memory_*() after the timed steps
   dump_snapshot_s           wall time of _dump_snapshot (null without --record)
   snapshot_bytes            size of the pickle on disk (null without --record)
@@ -75,8 +75,8 @@ def parse_args(argv):
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--toggle-every", type=int, default=0, metavar="N",
                         help="switch the tracer's recording off and on every N timed steps (libmemtrace-bench-toggle.so)")
-    parser.add_argument("--toggle-peer", choices=("none", "python"), default="none",
-                        help="with --toggle-every: PyTorch's recorder (stacks=python) on as a third state")
+    parser.add_argument("--toggle-states", default="memtrace,off", type=lambda text: text.split(","),
+                        help="with --toggle-every: the states, comma-separated: off, memtrace, memtraceK, recorder")
     args = parser.parse_args(argv)
     if args.record != "none" and not args.snapshot:
         parser.error("--record %s needs --snapshot PATH" % args.record)
@@ -86,45 +86,66 @@ def parse_args(argv):
         parser.error("--steps must be at least 1 and --warmup at least 0")
     if args.toggle_every < 0:
         parser.error("--toggle-every must be at least 0")
-    if args.toggle_peer != "none" and (not args.toggle_every or args.record != "none" or args.device != "cuda"):
-        parser.error("--toggle-peer needs --toggle-every, --record none and --device cuda")
+    problem = toggle_states_problem(args.toggle_states)
+    if problem:
+        parser.error("--toggle-states: " + problem)
+    if "recorder" in args.toggle_states and args.toggle_every and (args.record != "none" or args.device != "cuda"):
+        parser.error("--toggle-states with recorder needs --record none and --device cuda")
     return args
 
 
-def recording_switch():
-    """memtrace_bench_set_recording of the preloaded libmemtrace-bench-toggle.so, or exits with a message."""
+def bench_switches():
+    """memtrace_bench_set_recording and memtrace_bench_set_max_frames_python of the preloaded
+    libmemtrace-bench-toggle.so (preload/bench_toggle.h), or exits with a message."""
     import ctypes
-    try:
-        switch = ctypes.CDLL(None).memtrace_bench_set_recording
-    except AttributeError:
-        raise SystemExit("gpt_bench.py: --toggle-every needs libmemtrace-bench-toggle.so preloaded "
-                         "(memtrace_bench_set_recording not found)")
-    switch.argtypes = [ctypes.c_int]
-    switch.restype = None
-    return switch
+    switches = []
+    for name in ("memtrace_bench_set_recording", "memtrace_bench_set_max_frames_python"):
+        try:
+            switch = getattr(ctypes.CDLL(None), name)
+        except AttributeError:
+            raise SystemExit("gpt_bench.py: --toggle-every needs libmemtrace-bench-toggle.so preloaded "
+                             "(%s not found)" % name)
+        switch.argtypes = [ctypes.c_int]
+        switch.restype = None
+        switches.append(switch)
+    return switches
 
 
-def toggle_states(peer):
-    """The states a --toggle-every run switches between: the tracer recording or not, and the recorder's."""
-    return ("memtrace", "off", "recorder") if peer != "none" else ("memtrace", "off")
+def toggle_states_problem(states):
+    """What is wrong with a --toggle-states list, or None."""
+    for state in states:
+        if state not in ("off", "memtrace", "recorder") and not (
+                state.startswith("memtrace") and state[len("memtrace"):].isdigit()):
+            return "unknown state %r (off, memtrace, memtraceK, recorder)" % state
+    if len(set(states)) != len(states) or "off" not in states or len(states) < 2:
+        return "each state at most once, off among them, at least two"
+    return None
+
+
+def frames_of(state):
+    """The native depth under Python that a "memtraceK" state asks for; -1 (the configured one) otherwise."""
+    suffix = state[len("memtrace"):] if state.startswith("memtrace") else ""
+    return int(suffix) if suffix else -1
 
 
 def block_state(block, states):
     """The state of timed block `block` (0, 1, ...): groups of len(states) blocks, each a permutation of the
     states, running through every permutation in turn. Two states: memtrace, off, off, memtrace, memtrace, ...
-    Three: every state in every position of a group equally often over six groups."""
+    K states: every state in every position of a group equally often over K! groups."""
     orders = list(itertools.permutations(states))
     return orders[(block // len(states)) % len(orders)][block % len(states)]
 
 
 def state_switch(torch, states):
-    """A function entering one state: memtrace_bench_set_recording and, where the peer is one of the states,
-    PyTorch's recorder on (stacks="python", the ring as for --record) or off."""
-    set_recording = recording_switch()
+    """A function entering one state: memtrace_bench_set_recording, memtrace_bench_set_max_frames_python and,
+    where the recorder is one of the states, PyTorch's recorder on (stacks="python", the ring as for --record) or
+    off."""
+    set_recording, set_frames = bench_switches()
     peer_on = [False]
 
     def enter(state):
-        set_recording(1 if state == "memtrace" else 0)
+        set_frames(frames_of(state))
+        set_recording(1 if state.startswith("memtrace") else 0)
         if "recorder" in states and peer_on[0] != (state == "recorder"):
             if state == "recorder":
                 torch.cuda.memory._record_memory_history(max_entries=MAX_ENTRIES, stacks="python")
@@ -204,7 +225,7 @@ def run(args):
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
     step = make_step(torch, model, optimizer, shape, device)
 
-    states = toggle_states(args.toggle_peer)
+    states = args.toggle_states
     switch = state_switch(torch, states) if args.toggle_every else None
     for _ in range(args.warmup):
         step()
@@ -236,7 +257,7 @@ def run(args):
         "issue_ms": issue_ms,
         "issue_cpu_ms": issue_cpu_ms,
         "toggle_every": args.toggle_every,
-        "toggle_peer": args.toggle_peer,
+        "toggle_states": states if switch else None,
         "step_state": step_state if switch else None,
         "torch_version": torch.__version__,
         "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
