@@ -18,10 +18,12 @@ constexpr uint32_t kDefaultMaxNativeFrames = 32;
 // unless MEMTRACE_MAX_FRAMES_PYTHON, or MEMTRACE_MAX_FRAMES, says otherwise. Why fewer: there the Python frames
 // name the call site and the innermost native frames the operator (in PyTorch: the allocator, the empty/kernel
 // wrapper and the op's implementation, about 16 frames), while the frames beyond are the dispatcher's layers, the
-// Python binding and the interpreter's glue between Python calls. On the GPU machine's training loop, recording
-// with 16 native frames instead of 32 cost 1.29 ms of CPU a step instead of 3.10 (scripts/gpu-toggle-bench,
-// docs/performance.md). Threads without Python frames (PyTorch's autograd engine, a C++ program) keep
-// kDefaultMaxNativeFrames: their native frames are all the context there is.
+// Python binding and the interpreter's glue between Python calls. On the GPU machine's training loop, 16 native
+// frames under Python instead of 32 took the hook from 1,263-1,329 to 1,149-1,175 ns an event by the tracer's
+// own cycle counts (scripts/gpu-phase-cycles, the two settings alternating; docs/performance.md). Threads without
+// Python frames (PyTorch's autograd engine, a C++ program), and every thread where Python frames are not read
+// (MEMTRACE_PYTHON_FRAMES=0, a CPython without a frame reader), keep kDefaultMaxNativeFrames: their native frames
+// are all the context there is.
 constexpr uint32_t kDefaultMaxNativeFramesWithPython = 16;
 
 struct Config {
