@@ -320,8 +320,9 @@ class MemoryModel {
   // Marks the segment a PyTorch block at `address` lies in. Inline for the common case, a block in
   // the same segment as the last one, which has nothing to do.
   void mark_segment_of_block(uint64_t address) {
-    if (address - last_segment_start_ >= last_segment_bytes_) find_segment_of_block(address);
+    if (!in_last_segment(address)) find_segment_of_block(address);
   }
+  bool in_last_segment(uint64_t address) const { return address - last_segment_start_ < last_segment_bytes_; }
   void find_segment_of_block(uint64_t address);
   void update_process_peaks();
   void charge(const LiveAllocation& a, int64_t sign);
@@ -336,6 +337,8 @@ class MemoryModel {
   void notify_if_changed(const DeviceState& state, std::optional<DeviceTotals>& last);
   // Inlined into apply(): the dominant event; apply_general is the rest.
   [[gnu::always_inline]] bool apply_torch_block(const EventFields& event);
+  // apply_torch_block's steps that make calls: rare, but for the totals callback.
+  [[gnu::noinline]] void finish_torch_block(const EventFields& event, bool alloc);
   [[gnu::noinline]] void apply_general(const EventFields& event);
   // The last step of applying an event, on either path.
   void end_event() {
@@ -397,9 +400,6 @@ class MemoryModel {
   ProcessTotals process_;
   bool process_touched_ = false;  // the current event may have changed process_
   std::vector<DeviceState*> touched_;  // devices whose totals the current event may have changed
-  // touched_ is {cached_state_}, as the fast path leaves it: only apply_general changes either, and it
-  // clears this first. Saves the fast path comparing the vector for nearly every event.
-  bool touched_only_cached_ = false;
   TraceHealth health_;
   std::vector<OomEvent> ooms_;
   static constexpr size_t kMaxOomsListed = 10000;
@@ -421,11 +421,13 @@ class MemoryModel {
   // The model's own conditions of apply_torch_block, all of which (and cached_device_) only
   // apply_general and set_fast_paths change, kept up to date after each: cached_device_ where they
   // hold, else kNoTorchFastPathDevice, which no Event.device (an int32) is. The fast path tests the
-  // conditions and the event's device in one comparison.
+  // conditions and the event's device in one comparison. touched_ must be {cached_state_}, as the fast
+  // path leaves it (the general path would make it that for the event): then it need not touch it.
   static constexpr int64_t kNoTorchFastPathDevice = INT64_MIN;
   int64_t torch_fast_path_device_ = kNoTorchFastPathDevice;
   void update_torch_fast_path_ready() {
-    bool ready = fast_paths_ && cached_state_ && segment_index_active_ && pending_driver_ooms_.empty();
+    bool ready = fast_paths_ && cached_state_ && segment_index_active_ && pending_driver_ooms_.empty() &&
+                 touched_.size() == 1 && touched_[0] == cached_state_;
     torch_fast_path_device_ = ready ? int64_t(cached_device_) : kNoTorchFastPathDevice;
   }
   bool allocated_peak_raised_ = false;
