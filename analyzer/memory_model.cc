@@ -209,7 +209,6 @@ inline bool MemoryModel::apply_torch_block(const EventFields& event) {
   state.torch_reserved_bytes = event.allocator_reserved_bytes();
   if (alloc) allocated_peak_raised_ = raise(state.peak_blocks, state.torch_block_bytes + state.pool_block_bytes, now_ns_, event_index_);
   raise(state.peak_torch_reserved, state.torch_reserved_bytes, now_ns_, event_index_);
-  ++fast_path_events_;
   end_event();
   if ((alloc && !in_last_segment(event.address())) || on_totals_changed_) finish_torch_block(event, alloc);  // a tail call
   return true;
@@ -232,6 +231,7 @@ void MemoryModel::apply(const EventFields& event) {
 }
 
 void MemoryModel::apply_general(const EventFields& event) {
+  ++general_path_events_;
   touched_.clear();
   // A sample is not the thread going on: the hook records a DEVICE_USAGE right after each failure, so one
   // comes between PyTorch's failed segment request and its own OOM report.

@@ -186,7 +186,7 @@ struct OomEvent {
 inline constexpr int32_t kTeardownFreeResult = 4;
 
 struct TraceHealth {
-  uint64_t events = 0;
+  uint64_t events = 0;                 // events applied (MemoryModel::next_event_index())
   uint64_t unknown_frees = 0;          // free of an address never seen allocated
   uint64_t double_frees = 0;           // free of an address already freed and not allocated again
   uint64_t duplicate_allocations = 0;  // allocation at an address that was still live (old one dropped)
@@ -223,7 +223,12 @@ class MemoryModel {
   void finish();
 
   const std::map<int32_t, DeviceState>& devices() const { return devices_; }
-  const TraceHealth& health() const { return health_; }
+  // By value: `events` is filled in here from the event count, not counted apart for every event.
+  TraceHealth health() const {
+    TraceHealth h = health_;
+    h.events = event_index_;
+    return h;
+  }
   // The first 10,000 (kMaxOomsListed) OOM events, after folding; the rest are counted in health().
   const std::vector<OomEvent>& ooms() const { return ooms_; }
   int64_t now_ns() const { return now_ns_; }  // time of the last event (or TraceEnd)
@@ -281,7 +286,7 @@ class MemoryModel {
     update_torch_fast_path_ready();
   }
   // Events applied by the fast path for PyTorch blocks (for tests that it is taken).
-  uint64_t fast_path_events() const { return fast_path_events_; }
+  uint64_t fast_path_events() const { return event_index_ - general_path_events_; }
 
  private:
   // A VMM physical allocation (cuMemCreate / an imported handle): how many mappings back it, and
@@ -341,10 +346,7 @@ class MemoryModel {
   [[gnu::noinline]] void finish_torch_block(const EventFields& event, bool alloc);
   [[gnu::noinline]] void apply_general(const EventFields& event);
   // The last step of applying an event, on either path.
-  void end_event() {
-    ++health_.events;
-    ++event_index_;
-  }
+  void end_event() { ++event_index_; }
   void snapshot_live_at_exit();
   void keep_only_leak_candidates();
   // The state of `device` (made on first use), marked as touched by the current event.
@@ -431,7 +433,8 @@ class MemoryModel {
     torch_fast_path_device_ = ready ? int64_t(cached_device_) : kNoTorchFastPathDevice;
   }
   bool allocated_peak_raised_ = false;
-  uint64_t fast_path_events_ = 0;
+  // Events applied by apply_general: counted there, not on the fast path (fast_path_events()).
+  uint64_t general_path_events_ = 0;
 };
 
 }  // namespace memtrace
