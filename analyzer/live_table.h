@@ -86,7 +86,7 @@ class LiveTable {
   // first were dead stores the compiler kept (about 6 instructions per ALLOC on the fast path).
   [[gnu::always_inline]] std::pair<LiveAllocation*, bool> emplace_for_overwrite(AddressSpace space, uint64_t address) {
     if (last_freed_slot_ == kNoSlot && pool_end_ == pool_.size()) grow_pool();
-    return emplace_in_pool(index_.try_emplace(Key{address, space}, Entry{next_slot(), false}));
+    return emplace_in_pool(index_.try_emplace(Key{address, space}, Entry{}));
   }
   // Whether emplace_without_growing() may be called: the index takes one more key without growing its
   // array, and the pool has a slot to give (a freed one, or room never used).
@@ -96,7 +96,7 @@ class LiveTable {
   // emplace_for_overwrite() where can_emplace_without_growing(): the same result and state, and no call
   // (the memory model's fast path makes none; it leaves a table that has to grow to the general path).
   [[gnu::always_inline]] std::pair<LiveAllocation*, bool> emplace_without_growing(AddressSpace space, uint64_t address) {
-    return emplace_in_pool(index_.try_emplace_without_growing(Key{address, space}, Entry{next_slot(), false}));
+    return emplace_in_pool(index_.try_emplace_without_growing(Key{address, space}, Entry{}));
   }
 
   // Ends the live allocation `a` (as returned by find), remembering its key as freed while fewer than
@@ -164,17 +164,19 @@ class LiveTable {
   // The slot a new allocation takes: the last freed, else the first never used (pool_end_, which
   // grow_pool has made room for).
   uint32_t next_slot() const { return last_freed_slot_ != kNoSlot ? last_freed_slot_ : uint32_t(pool_end_); }
-  // The rest of an emplace, given the index's try_emplace of the key with Entry{next_slot(), false}: the
-  // allocation live at the key if there is one (nothing changed); else the key's entry points at that
-  // slot (a freed mark there forgotten), which leaves the free list or the unused room, and is returned.
+  // The rest of an emplace, given the index's try_emplace of the key with a placeholder Entry: the
+  // allocation live at the key if there is one (nothing changed); else the key's entry points at
+  // next_slot() (a freed mark there forgotten), which leaves the free list or the unused room, and is
+  // returned. The slot is chosen after the probe, not before: a register fewer through it, which the
+  // memory model's fast path needs.
   [[gnu::always_inline]] std::pair<LiveAllocation*, bool> emplace_in_pool(std::pair<Entry*, bool> emplaced) {
     auto [entry, inserted] = emplaced;
-    uint32_t slot = next_slot();
     if (!inserted) {
       if (!entry->freed) return {&pool_[entry->slot].allocation, false};
-      *entry = Entry{slot, false};
       --freed_;
     }
+    uint32_t slot = next_slot();
+    *entry = Entry{slot, false};
     if (slot == last_freed_slot_) {
       last_freed_slot_ = pool_[slot].freed_before;
     } else {

@@ -210,12 +210,13 @@ inline bool MemoryModel::apply_torch_block(const EventFields& event) {
   if (alloc) allocated_peak_raised_ = raise(state.peak_blocks, state.torch_block_bytes + state.pool_block_bytes, now_ns_, event_index_);
   raise(state.peak_torch_reserved, state.torch_reserved_bytes, now_ns_, event_index_);
   end_event();
-  if ((alloc && !in_last_segment(event.address())) || on_totals_changed_) finish_torch_block(event, alloc);  // a tail call
+  if ((alloc && !in_last_segment(event.address())) || on_totals_changed_) finish_torch_block(event);  // a tail call
   return true;
 }
 
-void MemoryModel::finish_torch_block(const EventFields& event, bool alloc) {
-  if (alloc) mark_segment_of_block(event.address());
+void MemoryModel::finish_torch_block(const EventFields& event) {
+  // The kind read again, not passed: one register fewer kept through the fast path.
+  if (event.kind() == proto::ALLOC) mark_segment_of_block(event.address());
   // Before the callback, as on the general path: a callback may ask for the fragmentation, which reads
   // the segments' marks. That end_event() came first changes nothing a callback is given or reads
   // (timeline's reads the totals, the time and the fragmentation).

@@ -343,7 +343,7 @@ class MemoryModel {
   // Inlined into apply(): the dominant event; apply_general is the rest.
   [[gnu::always_inline]] bool apply_torch_block(const EventFields& event);
   // apply_torch_block's steps that make calls: rare, but for the totals callback.
-  [[gnu::noinline]] void finish_torch_block(const EventFields& event, bool alloc);
+  [[gnu::noinline]] void finish_torch_block(const EventFields& event);
   [[gnu::noinline]] void apply_general(const EventFields& event);
   // The last step of applying an event, on either path.
   void end_event() { ++event_index_; }
