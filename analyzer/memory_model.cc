@@ -161,8 +161,9 @@ void MemoryModel::on_oom(const EventFields& event) {
 // - a successful event (result 0) at a non-zero address, not a graph's memory node, with no driver OOM
 //   of any thread pending (the general path would forget the thread's), Event.memory MEMORY_DEVICE
 //   (memory_of() gives it back unchanged for TORCH_ALLOCATOR; charge() then adds to the blocks), on the
-//   cached device, the segment index already active (the first block of a trace activates it), and
-//   devices_touched() already {that device}, as the general path would leave it: the conditions on the
+//   cached device, the segment index already active (the first block of a trace activates it),
+//   devices_touched() already {that device}, as the general path would leave it, and the device's
+//   block and allocator layers already seen, as the event would make them: the conditions on the
 //   model's state and the cached device are torch_fast_path_device_;
 // - ALLOC: no allocation live at the address (LiveTable::emplace changes nothing when there is one, and
 //   the event goes to the general path, which drops the old allocation first);
@@ -204,8 +205,6 @@ inline bool MemoryModel::apply_torch_block(const EventFields& event) {
     torch_blocks_.remove(it->address);
     live_.erase_remembered(it);
   }
-  state.block_layer_seen = true;
-  state.allocator_layer_seen = true;
   state.torch_reserved_bytes = event.allocator_reserved_bytes();
   if (alloc) allocated_peak_raised_ = raise(state.peak_blocks, state.torch_block_bytes + state.pool_block_bytes, now_ns_, event_index_);
   raise(state.peak_torch_reserved, state.torch_reserved_bytes, now_ns_, event_index_);

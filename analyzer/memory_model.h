@@ -423,13 +423,15 @@ class MemoryModel {
   // The model's own conditions of apply_torch_block, all of which (and cached_device_) only
   // apply_general and set_fast_paths change, kept up to date after each: cached_device_ where they
   // hold, else kNoTorchFastPathDevice, which no Event.device (an int32) is. The fast path tests the
-  // conditions and the event's device in one comparison. touched_ must be {cached_state_}, as the fast
-  // path leaves it (the general path would make it that for the event): then it need not touch it.
+  // conditions and the event's device in one comparison. touched_ must be {cached_state_}, and the
+  // device's two layers seen, as the fast path leaves them (the general path would make them that for
+  // the event): then it need not touch them.
   static constexpr int64_t kNoTorchFastPathDevice = INT64_MIN;
   int64_t torch_fast_path_device_ = kNoTorchFastPathDevice;
   void update_torch_fast_path_ready() {
     bool ready = fast_paths_ && cached_state_ && segment_index_active_ && pending_driver_ooms_.empty() &&
-                 touched_.size() == 1 && touched_[0] == cached_state_;
+                 touched_.size() == 1 && touched_[0] == cached_state_ && cached_state_->block_layer_seen &&
+                 cached_state_->allocator_layer_seen;
     torch_fast_path_device_ = ready ? int64_t(cached_device_) : kNoTorchFastPathDevice;
   }
   bool allocated_peak_raised_ = false;
