@@ -17,11 +17,11 @@ constexpr size_t kMaxNoticesKept = 100;
 template <bool kCapturePeaks>
 class ReplaySink {
  public:
-  ReplaySink(Analysis& analysis, PeakCapture* peaks) : analysis_(analysis), peaks_(peaks) {}
+  ReplaySink(Analysis& analysis, PeakCapture* peaks) : analysis_(analysis), model_(analysis.model), peaks_(peaks) {}
 
   void on_event(const EventFields& event) {
     if constexpr (kCapturePeaks) peaks_->before_event(event);
-    analysis_.model.apply(event);
+    model_.apply(event);
     if constexpr (kCapturePeaks) peaks_->after_event();
   }
   void on_record(const proto::Record& record) {
@@ -56,6 +56,7 @@ class ReplaySink {
 
  private:
   Analysis& analysis_;
+  MemoryModel& model_;  // analysis_.model, one load away for every event instead of two instructions
   PeakCapture* peaks_;
   uint64_t events_at_last_end_ = 0;
 };

@@ -5,7 +5,9 @@
 // (the last change of each address, sorted) into the list: O(blocks + changes x log changes). The log
 // holds up to as many changes as the list has blocks (at least kMinLoggedChanges); past that it is
 // dropped, adds and removes cost a test, and the next request rebuilds the list from the live set and
-// sorts it. Memory: the list and a log no longer than it.
+// sorts it. Memory: the list and a log no longer than it. The log's array is sized to its limit whenever
+// the list is brought up to date, so that a change is logged with a store and a count, never a call to
+// grow it: the memory model's fast path logs a block on nearly every event and makes no call.
 #pragma once
 
 #include <algorithm>
@@ -30,7 +32,7 @@ class BlockIndex {
   void add(uint64_t address, uint64_t size_bytes) {
     if (!stale_) log(Change{{address, size_bytes}, true});
   }
-  // The live block at `address` ended.
+  // The live block at `address` ended. Neither makes a call.
   void remove(uint64_t address) {
     if (!stale_) log(Change{{address, 0}, false});
   }
@@ -44,10 +46,12 @@ class BlockIndex {
       all_blocks(sorted_);
       sort_mostly_ascending();
       stale_ = false;
-    } else if (!log_.empty()) {
+    } else if (logged_ > 0) {
       merge_log();
     }
-    log_.clear();
+    logged_ = 0;
+    log_limit_ = std::max(kMinLoggedChanges, sorted_.size());  // until the next request
+    log_.resize(log_limit_);
     return sorted_;
   }
 
@@ -58,12 +62,12 @@ class BlockIndex {
   };
 
   void log(const Change& c) {
-    if (log_.size() >= std::max(kMinLoggedChanges, sorted_.size())) {
+    if (logged_ == log_limit_) {
       stale_ = true;
-      log_.clear();
+      logged_ = 0;
       return;
     }
-    log_.push_back(c);
+    log_[logged_++] = c;
   }
 
   // Sorts sorted_ by address. The live set comes in the model's pool order, which is mostly allocation
@@ -91,12 +95,13 @@ class BlockIndex {
   void merge_log() {
     // The net effect: the last change of each address. A stable sort keeps each address's changes in
     // the order they came.
-    std::stable_sort(log_.begin(), log_.end(),
+    auto logged_end = log_.begin() + std::ptrdiff_t(logged_);
+    std::stable_sort(log_.begin(), logged_end,
                      [](const Change& a, const Change& b) { return a.block.address < b.block.address; });
     merged_.clear();
     auto old = sorted_.begin();
-    for (size_t i = 0; i < log_.size(); ++i) {
-      if (i + 1 < log_.size() && log_[i + 1].block.address == log_[i].block.address) continue;
+    for (size_t i = 0; i < logged_; ++i) {
+      if (i + 1 < logged_ && log_[i + 1].block.address == log_[i].block.address) continue;
       const Change& last = log_[i];
       while (old != sorted_.end() && old->address < last.block.address) merged_.push_back(*old++);
       if (old != sorted_.end() && old->address == last.block.address) ++old;  // replaced or removed
@@ -108,7 +113,13 @@ class BlockIndex {
 
   std::vector<Block> sorted_;
   std::vector<Block> merged_;  // scratch for merge_log, kept for its capacity
-  std::vector<Change> log_;
+  // The changes since the last request are log_[0, logged_). log_limit_ is the most the log holds,
+  // std::max(kMinLoggedChanges, sorted_.size()) as of the last request, and log_.size(): kept apart
+  // because a vector's size is a subtraction and a division by sizeof(Change), and with them the
+  // memory model's fast path ran out of registers.
+  std::vector<Change> log_ = std::vector<Change>(kMinLoggedChanges);
+  size_t log_limit_ = kMinLoggedChanges;
+  size_t logged_ = 0;
   bool stale_ = false;
 };
 

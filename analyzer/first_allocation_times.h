@@ -7,7 +7,8 @@
 // instead of a hash probe. Stack ids come from the file, though: ids at or past kMaxDenseStackId (only a
 // damaged or hostile trace has a million distinct stacks) go to a hash table instead, so that one huge id
 // cannot make the array huge. The array grows to the largest id below that limit seen on the device:
-// at most 16 MiB per device.
+// at most 16 MiB per device, at least kMinArraySize ids (16 KiB) once it has one: the memory model's
+// fast path leaves an id past the array to its general path, which grows it, so few ids should be.
 #pragma once
 
 #include <algorithm>
@@ -24,15 +25,22 @@ namespace memtrace {
 class SiteFirstTimes {
  public:
   static constexpr uint64_t kMaxDenseStackId = 1 << 20;
+  static constexpr uint64_t kMinArraySize = 1024;
 
   // Keeps `time_ns` as the first time of `stack_id` unless it has one already.
   void note(uint64_t stack_id, int64_t time_ns) {
-    if (stack_id < dense_size_) [[likely]] {
-      Time& t = dense_[stack_id];
-      if (!t.seen) t = Time{time_ns, true};
+    if (in_array(stack_id)) [[likely]] {
+      note_in_array(stack_id, time_ns);
       return;
     }
     note_beyond_array(stack_id, time_ns);
+  }
+  // Whether `stack_id` has an entry in the array as it is now: note_in_array() may be called.
+  bool in_array(uint64_t stack_id) const { return stack_id < dense_size_; }
+  // note() for an id in_array(): no call, for a caller that makes none.
+  void note_in_array(uint64_t stack_id, int64_t time_ns) {
+    Time& t = dense_[stack_id];
+    if (!t.seen) t = Time{time_ns, true};
   }
 
   // The first time of `stack_id`, or null if it has none.
@@ -68,7 +76,7 @@ class SiteFirstTimes {
       return;
     }
     // Doubling keeps the growth of a trace whose ids rise one by one amortized O(1) per id.
-    dense_.resize(std::min<uint64_t>(kMaxDenseStackId, std::max<uint64_t>(stack_id + 1, 2 * dense_.size())));
+    dense_.resize(std::min<uint64_t>(kMaxDenseStackId, std::max({stack_id + 1, 2 * uint64_t(dense_.size()), kMinArraySize})));
     dense_size_ = dense_.size();
     dense_[stack_id] = Time{time_ns, true};
   }

@@ -44,7 +44,13 @@ class FlatHashMap {
   // inserted (false: the existing value, unchanged). Always inlined: the memory model calls it for
   // nearly every event, and a call saving and restoring registers costs about half of a probe.
   [[gnu::always_inline]] std::pair<Value*, bool> try_emplace(const Key& key, const Value& value) {
-    if (size_ >= max_size_) [[unlikely]] grow();
+    if (!can_insert_without_growing()) [[unlikely]] grow();
+    return try_emplace_without_growing(key, value);
+  }
+  // Whether an insert now leaves the array as it is (try_emplace_without_growing may be called).
+  bool can_insert_without_growing() const { return size_ < max_size_; }
+  // try_emplace() where can_insert_without_growing(): no call to grow, for a caller that makes none.
+  [[gnu::always_inline]] std::pair<Value*, bool> try_emplace_without_growing(const Key& key, const Value& value) {
     size_t i = home(key);
     for (;; i = (i + 1) & mask_) {
       Slot& s = slots_[i];

@@ -7,6 +7,7 @@
 // Iteration (context destroy, snapshots, fragmentation) walks the pool, not the hash array.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -37,7 +38,7 @@ class LiveTable {
   // A live allocation and its index entry, for ending it without a second probe (erase(Found)).
   class Found {
    public:
-    explicit operator bool() const { return allocation_ != nullptr; }
+    explicit operator bool() const { return entry_ != nullptr; }  // set with allocation_: one test, not two
     LiveAllocation& operator*() const { return *allocation_; }
     LiveAllocation* operator->() const { return allocation_; }
 
@@ -84,22 +85,18 @@ class LiveTable {
   // here): the new entry holds whatever its slot held before. The default contents emplace() stores
   // first were dead stores the compiler kept (about 6 instructions per ALLOC on the fast path).
   [[gnu::always_inline]] std::pair<LiveAllocation*, bool> emplace_for_overwrite(AddressSpace space, uint64_t address) {
-    uint32_t slot = last_freed_slot_ != kNoSlot ? last_freed_slot_ : uint32_t(pool_.size());
-    auto [entry, inserted] = index_.try_emplace(Key{address, space}, Entry{slot, false});
-    if (!inserted) {
-      if (!entry->freed) return {&pool_[entry->slot].allocation, false};
-      *entry = Entry{slot, false};
-      --freed_;
-    }
-    if (slot == last_freed_slot_) {
-      last_freed_slot_ = pool_[slot].freed_before;
-    } else {
-      pool_.emplace_back();
-    }
-    PoolSlot& s = pool_[slot];
-    s.used = true;
-    ++live_;
-    return {&s.allocation, true};
+    if (last_freed_slot_ == kNoSlot && pool_end_ == pool_.size()) grow_pool();
+    return emplace_in_pool(index_.try_emplace(Key{address, space}, Entry{}));
+  }
+  // Whether emplace_without_growing() may be called: the index takes one more key without growing its
+  // array, and the pool has a slot to give (a freed one, or room never used).
+  bool can_emplace_without_growing() const {
+    return (last_freed_slot_ != kNoSlot || pool_end_ < pool_.size()) && index_.can_insert_without_growing();
+  }
+  // emplace_for_overwrite() where can_emplace_without_growing(): the same result and state, and no call
+  // (the memory model's fast path makes none; it leaves a table that has to grow to the general path).
+  [[gnu::always_inline]] std::pair<LiveAllocation*, bool> emplace_without_growing(AddressSpace space, uint64_t address) {
+    return emplace_in_pool(index_.try_emplace_without_growing(Key{address, space}, Entry{}));
   }
 
   // Ends the live allocation `a` (as returned by find), remembering its key as freed while fewer than
@@ -108,6 +105,14 @@ class LiveTable {
   // The same for an allocation found by find_entry (and nothing inserted or erased since). Inlined:
   // the memory model's fast path ends a block with it for nearly every FREE.
   [[gnu::always_inline]] void erase(Found f) { erase(*f.allocation_, f.entry_); }
+  // Whether the next erase remembers its key as freed (erase_remembered() may be called then).
+  bool remembers_next_free() const { return freed_ < max_freed_; }
+  // erase(Found) where remembers_next_free(): the same, and no call (the index keeps the key).
+  [[gnu::always_inline]] void erase_remembered(Found f) {
+    f.entry_->freed = true;
+    ++freed_;
+    free_slot(f.entry_->slot);
+  }
 
   size_t size() const { return live_; }
   size_t freed_remembered() const { return freed_; }
@@ -116,20 +121,24 @@ class LiveTable {
   // insert or erase.
   template <typename Visit>
   void for_each(Visit&& visit) const {
-    for (const PoolSlot& s : pool_)
-      if (s.used) visit(s.allocation);
+    for (size_t i = 0; i < pool_end_; ++i)
+      if (pool_[i].used) visit(pool_[i].allocation);
   }
 
  private:
   // `e` is the index entry of the live allocation `a`.
   [[gnu::always_inline]] void erase(const LiveAllocation& a, Entry* e) {
     uint32_t slot = e->slot;
-    if (freed_ < max_freed_) {
+    if (remembers_next_free()) {
       e->freed = true;
       ++freed_;
     } else {
       index_.erase(Key{a.address, a.space});
     }
+    free_slot(slot);
+  }
+  // Puts `slot` at the head of the free slots' list.
+  [[gnu::always_inline]] void free_slot(uint32_t slot) {
     PoolSlot& s = pool_[slot];
     s.used = false;
     s.freed_before = last_freed_slot_;
@@ -151,6 +160,35 @@ class LiveTable {
     bool freed = false;  // freed since its last allocation: no slot
   };
   static constexpr uint32_t kNoSlot = UINT32_MAX;
+  static constexpr size_t kMinPoolSlots = 64;
+  // The slot a new allocation takes: the last freed, else the first never used (pool_end_, which
+  // grow_pool has made room for).
+  uint32_t next_slot() const { return last_freed_slot_ != kNoSlot ? last_freed_slot_ : uint32_t(pool_end_); }
+  // The rest of an emplace, given the index's try_emplace of the key with a placeholder Entry: the
+  // allocation live at the key if there is one (nothing changed); else the key's entry points at
+  // next_slot() (a freed mark there forgotten), which leaves the free list or the unused room, and is
+  // returned. The slot is chosen after the probe, not before: a register fewer through it, which the
+  // memory model's fast path needs.
+  [[gnu::always_inline]] std::pair<LiveAllocation*, bool> emplace_in_pool(std::pair<Entry*, bool> emplaced) {
+    auto [entry, inserted] = emplaced;
+    if (!inserted) {
+      if (!entry->freed) return {&pool_[entry->slot].allocation, false};
+      --freed_;
+    }
+    uint32_t slot = next_slot();
+    *entry = Entry{slot, false};
+    if (slot == last_freed_slot_) {
+      last_freed_slot_ = pool_[slot].freed_before;
+    } else {
+      ++pool_end_;
+    }
+    PoolSlot& s = pool_[slot];
+    s.used = true;
+    ++live_;
+    return {&s.allocation, true};
+  }
+  // Room for more slots than used so far: doubled, so that growing is amortized O(1) per allocation.
+  [[gnu::noinline]] void grow_pool() { pool_.resize(std::max(kMinPoolSlots, 2 * pool_.size())); }
   // The free slots are a list threaded through the slots themselves (in the padding after `used`), last
   // freed first: freeing and reusing a slot are two stores, with no vector to grow.
   struct PoolSlot {
@@ -160,7 +198,9 @@ class LiveTable {
   };
 
   FlatHashMap<Key, Entry, KeyHash> index_;
+  // Slots [0, pool_end_) have been used (live, or on the free list); those after are room not used yet.
   std::vector<PoolSlot> pool_;
+  size_t pool_end_ = 0;
   uint32_t last_freed_slot_ = kNoSlot;  // head of the free slots' list
   size_t live_ = 0;
   size_t freed_ = 0;

@@ -186,7 +186,7 @@ struct OomEvent {
 inline constexpr int32_t kTeardownFreeResult = 4;
 
 struct TraceHealth {
-  uint64_t events = 0;
+  uint64_t events = 0;                 // events applied (MemoryModel::next_event_index())
   uint64_t unknown_frees = 0;          // free of an address never seen allocated
   uint64_t double_frees = 0;           // free of an address already freed and not allocated again
   uint64_t duplicate_allocations = 0;  // allocation at an address that was still live (old one dropped)
@@ -223,7 +223,12 @@ class MemoryModel {
   void finish();
 
   const std::map<int32_t, DeviceState>& devices() const { return devices_; }
-  const TraceHealth& health() const { return health_; }
+  // By value: `events` is filled in here from the event count, not counted apart for every event.
+  TraceHealth health() const {
+    TraceHealth h = health_;
+    h.events = event_index_;
+    return h;
+  }
   // The first 10,000 (kMaxOomsListed) OOM events, after folding; the rest are counted in health().
   const std::vector<OomEvent>& ooms() const { return ooms_; }
   int64_t now_ns() const { return now_ns_; }  // time of the last event (or TraceEnd)
@@ -281,7 +286,7 @@ class MemoryModel {
     update_torch_fast_path_ready();
   }
   // Events applied by the fast path for PyTorch blocks (for tests that it is taken).
-  uint64_t fast_path_events() const { return fast_path_events_; }
+  uint64_t fast_path_events() const { return event_index_ - general_path_events_; }
 
  private:
   // A VMM physical allocation (cuMemCreate / an imported handle): how many mappings back it, and
@@ -320,8 +325,9 @@ class MemoryModel {
   // Marks the segment a PyTorch block at `address` lies in. Inline for the common case, a block in
   // the same segment as the last one, which has nothing to do.
   void mark_segment_of_block(uint64_t address) {
-    if (address - last_segment_start_ >= last_segment_bytes_) find_segment_of_block(address);
+    if (!in_last_segment(address)) find_segment_of_block(address);
   }
+  bool in_last_segment(uint64_t address) const { return address - last_segment_start_ < last_segment_bytes_; }
   void find_segment_of_block(uint64_t address);
   void update_process_peaks();
   void charge(const LiveAllocation& a, int64_t sign);
@@ -336,12 +342,11 @@ class MemoryModel {
   void notify_if_changed(const DeviceState& state, std::optional<DeviceTotals>& last);
   // Inlined into apply(): the dominant event; apply_general is the rest.
   [[gnu::always_inline]] bool apply_torch_block(const EventFields& event);
+  // apply_torch_block's steps that make calls: rare, but for the totals callback.
+  [[gnu::noinline]] void finish_torch_block(const EventFields& event);
   [[gnu::noinline]] void apply_general(const EventFields& event);
   // The last step of applying an event, on either path.
-  void end_event() {
-    ++health_.events;
-    ++event_index_;
-  }
+  void end_event() { ++event_index_; }
   void snapshot_live_at_exit();
   void keep_only_leak_candidates();
   // The state of `device` (made on first use), marked as touched by the current event.
@@ -397,9 +402,6 @@ class MemoryModel {
   ProcessTotals process_;
   bool process_touched_ = false;  // the current event may have changed process_
   std::vector<DeviceState*> touched_;  // devices whose totals the current event may have changed
-  // touched_ is {cached_state_}, as the fast path leaves it: only apply_general changes either, and it
-  // clears this first. Saves the fast path comparing the vector for nearly every event.
-  bool touched_only_cached_ = false;
   TraceHealth health_;
   std::vector<OomEvent> ooms_;
   static constexpr size_t kMaxOomsListed = 10000;
@@ -421,15 +423,20 @@ class MemoryModel {
   // The model's own conditions of apply_torch_block, all of which (and cached_device_) only
   // apply_general and set_fast_paths change, kept up to date after each: cached_device_ where they
   // hold, else kNoTorchFastPathDevice, which no Event.device (an int32) is. The fast path tests the
-  // conditions and the event's device in one comparison.
+  // conditions and the event's device in one comparison. touched_ must be {cached_state_}, and the
+  // device's two layers seen, as the fast path leaves them (the general path would make them that for
+  // the event): then it need not touch them.
   static constexpr int64_t kNoTorchFastPathDevice = INT64_MIN;
   int64_t torch_fast_path_device_ = kNoTorchFastPathDevice;
   void update_torch_fast_path_ready() {
-    bool ready = fast_paths_ && cached_state_ && segment_index_active_ && pending_driver_ooms_.empty();
+    bool ready = fast_paths_ && cached_state_ && segment_index_active_ && pending_driver_ooms_.empty() &&
+                 touched_.size() == 1 && touched_[0] == cached_state_ && cached_state_->block_layer_seen &&
+                 cached_state_->allocator_layer_seen;
     torch_fast_path_device_ = ready ? int64_t(cached_device_) : kNoTorchFastPathDevice;
   }
   bool allocated_peak_raised_ = false;
-  uint64_t fast_path_events_ = 0;
+  // Events applied by apply_general: counted there, not on the fast path (fast_path_events()).
+  uint64_t general_path_events_ = 0;
 };
 
 }  // namespace memtrace

@@ -17,6 +17,7 @@ void PeakCapture::settle_pending(const EventFields& event) {
     pending_.clear();
     expecting_raise_ = false;
   }
+  has_pending_ = !pending_.empty();
 }
 
 void PeakCapture::after_applied() {
@@ -37,6 +38,7 @@ void PeakCapture::drop_unraised(uint64_t last) {
     return p.expect_raise && model_.devices().at(p.device).peak_allocated().event_index != last;
   });
   expecting_raise_ = false;
+  has_pending_ = !pending_.empty();
 }
 
 void PeakCapture::note_peak(int32_t device, uint64_t event_index) {
@@ -46,6 +48,7 @@ void PeakCapture::note_peak(int32_t device, uint64_t event_index) {
     return;
   }
   pending_.push_back(Pending{device, event_index, false});
+  has_pending_ = true;
 }
 
 void PeakCapture::capture(const Pending& pending) {
@@ -78,6 +81,7 @@ std::vector<int32_t> PeakCapture::finish(std::map<int32_t, std::vector<CallSite>
   // Nothing has been applied since a pending peak: the state is still the peak's.
   for (const Pending& p : pending_) capture(p);
   pending_.clear();
+  has_pending_ = false;
   std::vector<int32_t> missing;
   for (const auto& [device, state] : model_.devices()) {
     Peak peak = state.peak_allocated();

@@ -40,7 +40,7 @@ class PeakCapture {
 
   // Call with each event just before the model applies it, and just after.
   void before_event(const EventFields& event) {
-    if (!pending_.empty()) settle_pending(event);
+    if (has_pending_) settle_pending(event);
   }
   void after_event() {
     // Nearly every event neither raises a peak nor settles a prediction: then there is nothing to do
@@ -80,6 +80,9 @@ class PeakCapture {
 
   const MemoryModel& model_;
   std::vector<Pending> pending_;  // at most one per device
+  // !pending_.empty(), kept after every change of pending_: one test of a byte per event, not a
+  // comparison of the vector's two ends.
+  bool has_pending_ = false;
   bool expecting_raise_ = false;  // some Pending has expect_raise
   std::map<int32_t, Snapshot> snapshots_;
   struct SiteTotals {

@@ -296,10 +296,15 @@ TEST(SiteFirstTimes, KeepsTheFirstTimeOfEachStackId) {
   EXPECT_EQ(*times.find(3), 100);
   EXPECT_EQ(times.find(2), nullptr);   // inside the array, never noted
   EXPECT_EQ(times.find(99), nullptr);  // past the array
-  // The array grew to id 3 + 1 = 4 entries (doubling from 0 gives max(4, 0)), then stayed.
-  EXPECT_EQ(times.array_size(), 4u);
-  times.note(4, 500);  // one past: doubles to max(5, 8) = 8
-  EXPECT_EQ(times.array_size(), 8u);
+  // The array grew at id 3 to max(3 + 1, 2 x 0, kMinArraySize) = 1024 entries, then stayed.
+  EXPECT_EQ(times.array_size(), 1024u);
+  times.note(1023, 500);  // the last id in it
+  EXPECT_EQ(times.array_size(), 1024u);
+  times.note(1024, 600);  // one past: doubles to max(1025, 2048, 1024) = 2048
+  EXPECT_EQ(times.array_size(), 2048u);
+  times.note(5000, 700);  // past the doubling: max(5001, 4096, 1024) = 5001
+  EXPECT_EQ(times.array_size(), 5001u);
+  EXPECT_EQ(*times.find(1024), 600);
 }
 
 TEST(SiteFirstTimes, EveryTimeValueCountsIncludingTheLowest) {
