@@ -17,6 +17,10 @@ constexpr size_t kMaxNoticesKept = 100;
 template <bool kCapturePeaks>
 class ReplaySink {
  public:
+  // The memory model and the peak capture read an Event's allocator_reserved_bytes, never its allocated total
+  // (the model keeps its own): the reader need not derive it (trace_reader.h).
+  static constexpr bool kReadsAllocatorAllocatedBytes = false;
+
   ReplaySink(Analysis& analysis, PeakCapture* peaks) : analysis_(analysis), model_(analysis.model), peaks_(peaks) {}
 
   void on_event(const EventFields& event) {

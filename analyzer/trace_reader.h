@@ -66,12 +66,24 @@ inline constexpr int kMaxWindowLog = 24;
 
 // What read_trace hands records to: `sink.on_event(const EventFields&)` for every Event (the file's,
 // with what versions 2 and 3 leave out filled in), `sink.on_record(const proto::Record&)` for every other
-// record, in file order. Each reference is valid only during the call.
+// record, in file order. Each reference is valid only during the call. A sink that never reads an Event's
+// allocator_allocated_bytes may say so with `static constexpr bool kReadsAllocatorAllocatedBytes = false`:
+// it then gets that total only where the file wrote it (derived_fields.h), for fewer instructions per event.
 template <typename Sink>
 concept TraceSink = requires(Sink& sink, const EventFields& event, const proto::Record& record) {
   sink.on_event(event);
   sink.on_record(record);
 };
+
+// Whether `Sink` reads allocator_allocated_bytes: true unless it declares otherwise (TraceSink above).
+template <typename Sink>
+constexpr bool sink_reads_allocator_allocated_bytes() {
+  if constexpr (requires { Sink::kReadsAllocatorAllocatedBytes; }) {
+    return Sink::kReadsAllocatorAllocatedBytes;
+  } else {
+    return true;
+  }
+}
 
 // Reads the trace at `path`, handing every record of every complete chunk to `sink`.
 // A chunk is decoded only once all its bytes are in the file (its extent is measured from the zstd
@@ -249,7 +261,9 @@ class RecordSplitter final : public RecordSplitterBase {
     bool decoded = kShort ? decode_short_event_record<kCarrySticky>(data, length, event_)
                           : decode_event_record<kCarrySticky>(data, length, event_, readable_after);
     if (decoded || parse_generic(data, length)) {
-      if (!derived_.fill(event_, &error_)) fail_derived(error_);
+      if (!derived_.template fill<sink_reads_allocator_allocated_bytes<Sink>()>(event_, &error_)) {
+        fail_derived(error_);
+      }
       sink_.on_event(event_);
     } else {
       derived_.fill(record_);

@@ -88,11 +88,9 @@ MemoryEvent torch(EventKind kind, int32_t device, uint64_t size, uint64_t alloca
                      .allocator_reserved_bytes = reserved};
 }
 
-// The sequence of tests/preload/event_encoder_test.cc (a lost event, a chunk boundary, two devices), as the
-// recorder writes it, read back: each time_delta_ns is 1000 x the record's microseconds, each
-// TORCH_ALLOCATOR event has both totals, the ones left out derived, and each event its layer, api, tid,
-// device and stream, the ones left out (repeated) filled in from the previous event.
-TEST(TraceV2, HandMadeSequenceReadsBackWithEveryTotal) {
+// The sequence of tests/preload/event_encoder_test.cc (a lost event, a chunk boundary, two devices) as the
+// recorder writes it, in trace format version 3: the file's bytes.
+std::string hand_made_trace() {
   struct Step {
     MemoryEvent event;
     uint64_t t_ns;  // after kStartNs
@@ -142,8 +140,15 @@ TEST(TraceV2, HandMadeSequenceReadsBackWithEveryTotal) {
   end.uint(1, 11);
   end.sint(6, enc.end_time_delta_us(kStartNs + 2'000'999));  // 2000 us: 996 after the OOM
   append_record(field::kEnd, end, &chunk2);
+  return trace_file(3, {chunk1, chunk2});
+}
 
-  Read r = read("hand-made.mtrace", trace_file(3, {chunk1, chunk2}));
+// hand_made_trace() read back: each time_delta_ns is 1000 x the record's microseconds, each TORCH_ALLOCATOR
+// event has both totals, the ones left out derived, and each event its layer, api, tid, device and stream,
+// the ones left out (repeated) filled in from the previous event.
+TEST(TraceV2, HandMadeSequenceReadsBackWithEveryTotal) {
+  const uint64_t r4 = 4 * kMiB;
+  Read r = read("hand-made.mtrace", hand_made_trace());
   ASSERT_EQ(r.events.size(), 11u);
   // Microseconds: 1, 2, 3, 10, 12, 12, 1000, 1000, 1002, 1003, 1004; deltas x 1000 ns.
   const std::vector<int64_t> delta_ns = {1000, 1000, 1000, 7000, 2000, 0, 988000, 0, 2000, 1000, 1000};
@@ -168,6 +173,37 @@ TEST(TraceV2, HandMadeSequenceReadsBackWithEveryTotal) {
   }
   ASSERT_EQ(r.ends.size(), 1u);
   EXPECT_EQ(r.ends[0].time_delta_ns(), 996000);
+}
+
+// A sink that declares it does not read allocator_allocated_bytes (the analyses' replay) gets the reserved
+// totals derived as before, and the allocated total only where the file wrote it: hand_made_trace()'s events 0
+// (the first), 4 (after the lost event), 5 (the second chunk's first) and 7 (device 1's first) write both
+// totals, 9 allocated alone (1500 is not 1600 - 64); 1, 2, 3, 8 and 10 leave allocated out (derivable), and 6
+// is a driver event without totals.
+struct ReservedOnlySink {
+  static constexpr bool kReadsAllocatorAllocatedBytes = false;
+  std::vector<EventFields> events;
+  void on_event(const EventFields& e) { events.push_back(e); }
+  void on_record(const proto::Record&) {}
+};
+
+TEST(TraceV2, ASinkThatDoesNotReadAllocatedGetsReservedDerivedAndAllocatedAsWritten) {
+  const uint64_t r4 = 4 * kMiB;
+  std::string path = temp_file("hand-made-reserved-only.mtrace");
+  write_file(path, hand_made_trace());
+  ReservedOnlySink sink;
+  read_trace(path, sink);
+  ASSERT_EQ(sink.events.size(), 11u);
+  const std::vector<uint64_t> reserved = {2 * kMiB, 2 * kMiB, 2 * kMiB, r4, r4, r4, 0, 2 * kMiB, r4, r4, r4};
+  const std::vector<bool> allocated_written = {true, false, false, false, true, true, false, true, false, true,
+                                               false};
+  const std::vector<uint64_t> allocated = {512, 0, 0, 0, 1280, 1536, 0, 100, 0, 1500, 0};
+  for (size_t i = 0; i < sink.events.size(); ++i) {
+    SCOPED_TRACE("event " + std::to_string(i));
+    EXPECT_EQ(sink.events[i].allocator_reserved_bytes(), reserved[i]);
+    EXPECT_EQ(sink.events[i].has_allocator_allocated_bytes(), allocated_written[i]);
+    if (allocated_written[i]) EXPECT_EQ(sink.events[i].allocator_allocated_bytes(), allocated[i]);
+  }
 }
 
 // Version 1 has no derivation: a total left out is 0 (proto3's default), even where version 2 would
