@@ -170,24 +170,30 @@ def paired_cpu_fraction(cpu_medians, rounds):
     return b / c
 
 
-def round_bootstrap(rounds, statistic, draws=2000, seed=1):
-    """The 5th and 95th percentiles of statistic(picked rounds) over `draws` resamplings of `rounds` with
-    replacement, or None (fewer than 2 rounds, or the statistic undefined in most draws). The seed is fixed,
-    so a report is reproducible from its runs. With few rounds there are few distinct draws (10 for 3 rounds)
-    and the interval is about the range of the rounds' own values: the report says how many rounds it had."""
+def bootstrap_interval(resample, statistic, draws=2000, seed=1):
+    """The 5th and 95th percentiles of statistic(resample(rng)) over `draws` resamplings, or None when the
+    statistic is undefined (None) in most draws. The seed is fixed, so a report is reproducible from its runs."""
     import random
-    if len(rounds) < 2:
-        return None
     rng = random.Random(seed)
     values = []
     for _ in range(draws):
-        value = statistic([rng.choice(rounds) for _ in rounds])
+        value = statistic(resample(rng))
         if value is not None:
             values.append(value)
     if len(values) < draws // 2:
         return None
     values.sort()
     return values[int(0.05 * (len(values) - 1))], values[int(0.95 * (len(values) - 1))]
+
+
+def round_bootstrap(rounds, statistic, draws=2000, seed=1):
+    """The 5th and 95th percentiles of statistic(picked rounds) over `draws` resamplings of `rounds` with
+    replacement, or None (fewer than 2 rounds, or the statistic undefined in most draws). With few rounds there
+    are few distinct draws (10 for 3 rounds) and the interval is about the range of the rounds' own values: the
+    report says how many rounds it had."""
+    if len(rounds) < 2:
+        return None
+    return bootstrap_interval(lambda rng: [rng.choice(rounds) for _ in rounds], statistic, draws, seed)
 
 
 def paired_lines(runs):

@@ -23,9 +23,10 @@ the hook's own cost (about 35-60 ns an event on the GPU machine, docs/performanc
 """
 import json
 import math
-import random
 import statistics
 import sys
+
+import gpu_bench_report
 
 # A block's figures: (step ms, CPU ms per step) by the estimator's index in ESTIMATORS.
 ESTIMATORS = ("mean", "median")
@@ -93,22 +94,17 @@ def cpu_fraction(groups, state, estimator="mean"):
 def cluster_bootstrap(runs, statistic, draws=2000, seed=1):
     """The 5th and 95th percentiles of statistic(groups) over `draws` resamplings: runs drawn with replacement,
     then each drawn run's groups drawn with replacement. None with fewer than 2 groups in all, or the statistic
-    undefined in most draws. The seed is fixed, so a report is reproducible from its runs."""
+    undefined in most draws (gpu_bench_report.bootstrap_interval)."""
     if sum(len(run) for run in runs) < 2:
         return None
-    rng = random.Random(seed)
-    values = []
-    for _ in range(draws):
+
+    def resample(rng):
         groups = []
         for run in (rng.choice(runs) for _ in runs):
             groups += [rng.choice(run) for _ in run]
-        value = statistic(groups)
-        if value is not None:
-            values.append(value)
-    if len(values) < draws // 2:
-        return None
-    values.sort()
-    return values[int(0.05 * (len(values) - 1))], values[int(0.95 * (len(values) - 1))]
+        return groups
+
+    return gpu_bench_report.bootstrap_interval(resample, statistic, draws, seed)
 
 
 def specs(states):
