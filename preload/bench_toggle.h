@@ -20,10 +20,16 @@ extern std::atomic<bool> g_recording;                    // true at start
 extern std::atomic<int> g_max_native_frames_python;      // -1 at start: the configured depth
 }  // namespace memtrace::bench_toggle
 #define MEMTRACE_BENCH_RECORDING() ::memtrace::bench_toggle::g_recording.load(std::memory_order_relaxed)
-#define MEMTRACE_BENCH_MAX_NATIVE_FRAMES_PYTHON(configured)                                          \
-  (::memtrace::bench_toggle::g_max_native_frames_python.load(std::memory_order_relaxed) >= 0        \
-       ? ::memtrace::bench_toggle::g_max_native_frames_python.load(std::memory_order_relaxed)       \
-       : (configured))
+namespace memtrace::bench_toggle {
+// The depth asked for with memtrace_bench_set_max_frames_python, else `configured`: one load, so that a switch
+// between two loads cannot hand on the -1 that means "not set".
+inline int max_native_frames_python(int configured) {
+  int asked = g_max_native_frames_python.load(std::memory_order_relaxed);
+  return asked >= 0 ? asked : configured;
+}
+}  // namespace memtrace::bench_toggle
+#define MEMTRACE_BENCH_MAX_NATIVE_FRAMES_PYTHON(configured) \
+  ::memtrace::bench_toggle::max_native_frames_python(configured)
 #else
 #define MEMTRACE_BENCH_RECORDING() true
 #define MEMTRACE_BENCH_MAX_NATIVE_FRAMES_PYTHON(configured) (configured)
