@@ -64,6 +64,12 @@ json trace_json(const Analysis& a) {
     trace["argv"] = std::vector<std::string>(a.info.start->argv().begin(), a.info.start->argv().end());
     trace["tracer_version"] = a.info.start->tracer_version();
     trace["python_version"] = a.info.start->python_frames();
+    // The tracer's native depth per stack (null: a trace from a tracer that did not record it).
+    trace["max_native_frames"] =
+        a.info.start->has_max_native_frames() ? json(a.info.start->max_native_frames()) : json(nullptr);
+    trace["max_native_frames_python"] = a.info.start->has_max_native_frames_python()
+                                            ? json(a.info.start->max_native_frames_python())
+                                            : json(nullptr);
     // CLOCK_MONOTONIC at time zero: every time_s is seconds since this moment.
     trace["start_monotonic_ns"] = a.info.start->start_monotonic_ns();
   }

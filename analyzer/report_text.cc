@@ -131,6 +131,10 @@ void print_trace_overview(std::ostream& out, const Analysis& a) {
     out << ',';
     for (const std::string& arg : a.info.start->argv()) out << ' ' << arg;
     out << '\n';
+    // Where a stack may have been cut: a reader comparing stacks needs to know how deep the tracer went.
+    if (a.info.start->has_max_native_frames() && a.info.start->has_max_native_frames_python())
+      out << "  stacks:  at most " << a.info.start->max_native_frames() << " native frames ("
+          << a.info.start->max_native_frames_python() << " on threads with Python frames), deeper ones cut\n";
   }
   out << "  events:  " << with_thousands(a.model.health().events) << " in " << count_of(a.read.chunks, "chunk")
       << " over " << format_seconds(seconds(a.duration_ns())) << '\n';

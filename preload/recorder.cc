@@ -251,6 +251,8 @@ void append_start_locked(uint32_t python_hex) {
   w.string(7, "memtrace 0.1.0");
   w.uint(8, g_config.flush_interval_ms);
   w.uint(9, python_hex);
+  w.optional_uint(10, true, g_config.max_native_frames);
+  w.optional_uint(11, true, g_config.max_native_frames_python);
   append_record_locked(field::kStart, w);
 }
 

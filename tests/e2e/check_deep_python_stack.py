@@ -26,6 +26,8 @@ for name, env, args, python_thread, python_frames, plain_thread in (
         ("default", {}, [], 16, 4, 32),
         ("max-10", {"MEMTRACE_MAX_FRAMES": "10"}, [], 10, 4, 10),
         ("python-24", {"MEMTRACE_MAX_FRAMES_PYTHON": "24"}, [], 24, 4, 32),
+        # A bad value is refused (one line on stderr) and counts as unset: the defaults.
+        ("max-bad", {"MEMTRACE_MAX_FRAMES": "16x"}, [], 16, 4, 32),
         # Python frames off: no thread has any, so every thread keeps MEMTRACE_MAX_FRAMES.
         ("python-off", {"MEMTRACE_PYTHON_FRAMES": "0"}, [], 32, 0, 32),
         # No native frames anywhere: the Python thread keeps its Python frames alone, the plain thread nothing.
@@ -52,4 +54,12 @@ for name, env, args, python_thread, python_frames, plain_thread in (
     case.check(f"{name}: plain thread's native frames", plain_thread, on_thread.get("native_frames"))
     case.check(f"{name}: plain thread's python frames", None if plain_thread is None else 0,
                on_thread.get("python_frames"))
+    # The trace says how deep the tracer went, as configured (TraceStart.max_native_frames / _python): the
+    # measurement build's run-time switch is not a setting, so the toggle cases show the configured depths.
+    configured = {"default": (32, 16), "max-10": (10, 10), "python-24": (32, 24), "max-bad": (32, 16),
+                  "python-off": (32, 16), "max-0": (0, 0), "python-0": (32, 0), "toggle-24": (32, 16),
+                  "toggle-back": (32, 20)}[name]
+    overview = case.analyze("summary", trace)["trace"]
+    case.check(f"{name}: trace.max_native_frames, _python", configured,
+               (overview.get("max_native_frames"), overview.get("max_native_frames_python")))
 case.finish()
