@@ -50,7 +50,12 @@ struct DeviceSlot {
   std::atomic<NvmlDevice> handle;
 };
 DeviceSlot g_devices[kMaxDevices];
-std::atomic<uint64_t> g_noted{0};
+// A device's bit is set once nothing is left to do for it on the hook path: all of them until NVML is loaded
+// (noting is then pointless), and each device's from the first time it is seen after that. Why one word for
+// both conditions: every recorded event checks it, usually with the tracer's data evicted by the job's own
+// work since the last event, and one word on a line of its own is one miss where two were two.
+// device_usage_sample_all reads it only once NVML is loaded, when a set bit means the device was seen.
+alignas(64) std::atomic<uint64_t> g_noted{~uint64_t{0}};
 
 // At most this many processes on one device are looked at; a longer list (NVML_ERROR_INSUFFICIENT_SIZE)
 // leaves the per-process figures out of that sample rather than allocate.
@@ -134,10 +139,11 @@ void device_usage_start() {
     return;
   }
   g_nvml_loaded.store(true, std::memory_order_release);  // the library stays loaded for the process's life
+  g_noted.store(0, std::memory_order_release);            // from now on, devices are noted as they are seen
 }
 
 void device_usage_note_device(int device) {
-  if (device < 0 || device >= kMaxDevices || !g_nvml_loaded.load(std::memory_order_relaxed)) return;
+  if (device < 0 || device >= kMaxDevices) return;
   uint64_t bit = uint64_t{1} << device;
   if (g_noted.load(std::memory_order_relaxed) & bit) return;
   if (g_noted.fetch_or(bit) & bit) return;  // another thread is reading it

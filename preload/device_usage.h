@@ -33,7 +33,7 @@ namespace memtrace {
 void device_usage_start();
 
 // Every recorded event's device: the first time a device is seen (and NVML is loaded), reads its PCI bus id.
-// One relaxed atomic load otherwise.
+// One relaxed atomic load otherwise (and without NVML).
 void device_usage_note_device(int device);
 
 // One DEVICE_USAGE (api NVML_SAMPLE) per device seen, from NVML. Returns how many were recorded (0 without

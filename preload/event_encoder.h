@@ -91,6 +91,19 @@ class EventEncoder {
     sticky_epoch_ = p.epoch;
   }
 
+  // Starts loading the lines that encoding and committing an Event of `device` read and write: the
+  // encoder's own fields (one line when the encoder is 64-byte aligned: they come first) and that device's
+  // totals. For a caller with other work to do first (the recorder prefetches before it unwinds: after the
+  // job's own work between two events these lines are in L3 at best).
+  void prefetch(int device) const {
+    __builtin_prefetch(this, 1);
+    if (device >= 0 && device < kDevices) {
+      const char* slot = reinterpret_cast<const char*>(&devices_[device]);
+      __builtin_prefetch(slot, 1);
+      __builtin_prefetch(slot + sizeof(DeviceTotals) - 1, 1);  // a slot (24 bytes) may straddle two lines
+    }
+  }
+
   // TraceEnd.time_delta_us for a TraceEnd at `t_ns`; the next record's delta counts from it.
   int64_t end_time_delta_us(uint64_t t_ns) {
     uint64_t t_us = micros_since_start(t_ns);
@@ -168,12 +181,13 @@ class EventEncoder {
   uint64_t micros_since_start(uint64_t t_ns) const { return t_ns > start_ns_ ? (t_ns - start_ns_) / 1000 : 0; }
   int64_t time_delta_us(uint64_t t_us) const { return static_cast<int64_t>(t_us - last_us_); }
 
+  // Every Event reads or writes all of these: they come first, within the first 64 bytes (see prefetch).
   uint64_t start_ns_ = 0;
   uint64_t last_us_ = 0;
   uint64_t epoch_ = 1;  // only grows: a slot never written (epoch 0) is never derived from
-  DeviceTotals devices_[kDevices];
   Sticky sticky_;             // the sticky fields of the last committed Event
   uint64_t sticky_epoch_ = 0;  // sticky_ is what the reader holds while equal to epoch_
+  DeviceTotals devices_[kDevices];
 };
 
 }  // namespace memtrace
