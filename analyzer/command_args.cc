@@ -6,7 +6,9 @@
 namespace memtrace {
 
 int report_trace_error(const std::string& path, const TraceError& error) {
-  std::cerr << "memtrace: " << path << ": " << error.what() << " (at byte " << error.byte_offset() << ")\n";
+  std::cerr << "memtrace: " << path << ": " << error.what();
+  if (error.has_byte_offset()) std::cerr << " (at byte " << error.byte_offset() << ")";
+  std::cerr << "\n";
   return kExitBadInput;
 }
 

@@ -101,7 +101,7 @@ class Input {
 uint32_t read_header(Input& in, uint64_t* offset) {
   unsigned char header[kHeaderBytes];
   size_t got = in.read_at(0, header, sizeof header);
-  if (got == 0) throw TraceError("empty file, not a memtrace trace", 0);
+  if (got == 0) throw TraceError("empty file, not a memtrace trace", TraceError::kWholeFile);
   if (got < 8 || load_le32(header) != kHeaderFrameMagic)
     throw TraceError("not a memtrace trace (no memtrace header frame)", 0);
   uint32_t payload_bytes = load_le32(header + 4);
@@ -397,13 +397,15 @@ bool RecordSplitterBase::parse_generic(const char* data, size_t length) {
 
 TraceReadSummary read_chunks(const std::string& path, ChunkSink& chunks) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw TraceError(std::string("cannot open: ") + std::strerror(errno), 0);
+  if (fd < 0) throw TraceError(std::string("cannot open: ") + std::strerror(errno), TraceError::kWholeFile);
   std::unique_ptr<int, FdCloser> closer(new int(fd));
   struct stat st;
-  if (::fstat(fd, &st) != 0) throw TraceError(std::string("cannot stat: ") + std::strerror(errno), 0);
-  if (S_ISDIR(st.st_mode)) throw TraceError("is a directory, not a memtrace trace", 0);
+  if (::fstat(fd, &st) != 0)
+    throw TraceError(std::string("cannot stat: ") + std::strerror(errno), TraceError::kWholeFile);
+  if (S_ISDIR(st.st_mode)) throw TraceError("is a directory, not a memtrace trace", TraceError::kWholeFile);
   // The analysis reads a trace twice and measures each chunk before decoding it: it needs a file.
-  if (!S_ISREG(st.st_mode)) throw TraceError("not a regular file (a pipe or device cannot be read as a trace)", 0);
+  if (!S_ISREG(st.st_mode))
+    throw TraceError("not a regular file (a pipe or device cannot be read as a trace)", TraceError::kWholeFile);
   Input in(fd, uint64_t(st.st_size));
 
   TraceReadSummary summary;

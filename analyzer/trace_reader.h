@@ -21,12 +21,15 @@
 namespace memtrace {
 
 // A file that is not a trace or is damaged before its last chunk. `byte_offset` is the file offset the
-// problem was found at (the header field, or the start of the bad chunk).
+// problem was found at (the header field, or the start of the bad chunk), kWholeFile for what concerns the
+// file as such (it cannot be opened, is a directory, is empty).
 class TraceError : public std::runtime_error {
  public:
+  static constexpr uint64_t kWholeFile = UINT64_MAX;
   TraceError(const std::string& what, uint64_t byte_offset)
       : std::runtime_error(what), byte_offset_(byte_offset) {}
   uint64_t byte_offset() const { return byte_offset_; }
+  bool has_byte_offset() const { return byte_offset_ != kWholeFile; }
 
  private:
   uint64_t byte_offset_;

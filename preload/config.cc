@@ -16,11 +16,12 @@ uint64_t env_uint(const char* name, uint64_t fallback, uint64_t min, uint64_t ma
   if (given) *given = false;
   const char* s = getenv(name);
   if (!s || !*s) return fallback;
-  char* end = nullptr;
+  // Digits only: strtoull by itself would also take leading blanks, a '+' and a '-' (which it wraps).
+  const size_t digits = strspn(s, "0123456789");
   errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (*end != '\0' || errno != 0 || *s == '-' || v < min || v > max) {
-    fprintf(stderr, "memtrace: %s=%s is not a whole number from %llu to %llu; using %llu\n", name, s,
+  unsigned long long v = strtoull(s, nullptr, 10);
+  if (s[digits] != '\0' || errno != 0 || v < min || v > max) {
+    fprintf(stderr, "memtrace: %s=\"%s\" is not a whole number from %llu to %llu; using %llu\n", name, s,
             static_cast<unsigned long long>(min), static_cast<unsigned long long>(max),
             static_cast<unsigned long long>(fallback));
     return fallback;

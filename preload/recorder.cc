@@ -558,6 +558,7 @@ __attribute__((destructor)) void on_unload() {
 // does next. A child that inherits a start half done simply starts again (it resets everything below).
 bool g_fork_holds_start_lock = false;
 void on_fork_prepare() {
+  stack_capture_fork_prepare();  // first: an unwind in flight takes none of our locks, so it can end
   g_fork_holds_start_lock = pthread_mutex_trylock(&g_start_lock) == 0;
   pthread_mutex_lock(&g_flush_lock);
   pthread_mutex_lock(&g_lock);
@@ -566,12 +567,14 @@ void on_fork_parent() {
   pthread_mutex_unlock(&g_lock);
   pthread_mutex_unlock(&g_flush_lock);
   if (g_fork_holds_start_lock) pthread_mutex_unlock(&g_start_lock);
+  stack_capture_fork_parent();
 }
 void on_fork_child() {
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   g_lock = fresh;
   g_flush_lock = fresh;
   g_start_lock = fresh;
+  stack_capture_fork_child();
   t_tid = 0;
   g_generation.fetch_add(1);
   if (g_state.load() != kRunning) return;

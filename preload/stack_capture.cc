@@ -2,8 +2,12 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <sched.h>
+#include <time.h>
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
+
+#include <atomic>
 
 #include "intern_table.h"
 #include "phase_cycles.h"
@@ -50,11 +54,54 @@ bool load_libunwind() {
   return g_unw_backtrace != nullptr;
 }
 
+// fork() and unwinding. libunwind finds a frame's unwind table through dl_iterate_phdr when its cache misses
+// (a thread's first stacks, a new code path), and dl_iterate_phdr holds the loader's write lock while it runs.
+// glibc resets the loader's other lock in a forked child but not that one (glibc 2.36, elf/dl-iteratephdr.c,
+// posix/fork.c), so a child forked while one of our unwinds is inside it waits forever in its first
+// dl_iterate_phdr: its own unwinds, any C++ exception it throws, dlopen. The fork handler therefore waits for
+// the unwinds in flight to end and holds new ones back until fork() has returned (tests/e2e/
+// fork_during_unwind.cc). A counter, not a lock: an unwind never waits for another unwind, only for a fork.
+std::atomic<int> g_unwinds_in_flight{0};
+std::atomic<bool> g_fork_pending{false};
+
+void pause_briefly() {
+  timespec pause{0, 50 * 1000};
+  nanosleep(&pause, nullptr);
+}
+
+// Counts the caller's unwind in, once no fork is pending (waits while one is: fork() takes milliseconds).
+void begin_unwind() {
+  for (;;) {
+    g_unwinds_in_flight.fetch_add(1);
+    if (!g_fork_pending.load()) return;
+    g_unwinds_in_flight.fetch_sub(1);
+    while (g_fork_pending.load(std::memory_order_acquire)) pause_briefly();
+  }
+}
+
+void end_unwind() { g_unwinds_in_flight.fetch_sub(1, std::memory_order_release); }
+
 }  // namespace
 
 bool stack_capture_init() {
-  dl_iterate_phdr(find_self, reinterpret_cast<void*>(&find_self));
-  return load_libunwind();
+  // A forked child inherits both from the process that started tracing: running dl_iterate_phdr and dlopen
+  // again there would be the very calls that can find the loader's lock held (above).
+  if (g_self_end == 0) dl_iterate_phdr(find_self, reinterpret_cast<void*>(&find_self));
+  return g_unw_backtrace != nullptr || load_libunwind();
+}
+
+void stack_capture_fork_prepare() {
+  g_fork_pending.store(true);
+  // Bounded: a fork from a signal handler that interrupted one of our unwinds would otherwise wait for itself.
+  // Two seconds is far beyond any unwind; past it the fork goes on with the old hazard.
+  for (int waited = 0; g_unwinds_in_flight.load() != 0 && waited < 40000; waited++) pause_briefly();
+}
+
+void stack_capture_fork_parent() { g_fork_pending.store(false, std::memory_order_release); }
+
+void stack_capture_fork_child() {
+  g_unwinds_in_flight.store(0);  // the threads that were counted in do not exist here
+  g_fork_pending.store(false, std::memory_order_release);
 }
 
 void capture_stack(CapturedStack* out, int max_native, int max_native_with_python, bool with_python) {
@@ -87,7 +134,9 @@ void capture_stack(CapturedStack* out, int max_native, int max_native_with_pytho
   if (max_native > 0 && g_unw_backtrace) {
     int limit = max_native + kOwnFramesRoom;
     if (limit > kMaxNativeFrames + kOwnFramesRoom) limit = kMaxNativeFrames + kOwnFramesRoom;
+    begin_unwind();
     native = g_unw_backtrace(pcs, limit);
+    end_unwind();
     MEMTRACE_PHASE_NATIVE_FRAMES(native);
   }
 

@@ -26,7 +26,14 @@ struct CapturedStack {
 void capture_stack(CapturedStack* out, int max_native, int max_native_with_python, bool with_python);
 
 // Records the address range of libmemtrace's own code (its frames are skipped) and loads libunwind. Call
-// once at start. False when libunwind.so.8 cannot be loaded: stacks then have Python frames only.
+// at start; a forked child keeps what its parent found. False when libunwind.so.8 cannot be loaded: stacks
+// then have Python frames only.
 bool stack_capture_init();
+
+// fork() handlers (pthread_atfork's three): prepare waits until no thread is inside an unwind and holds new
+// unwinds back (capture_stack waits) until parent or child lets them go. Why: stack_capture.cc.
+void stack_capture_fork_prepare();
+void stack_capture_fork_parent();
+void stack_capture_fork_child();
 
 }  // namespace memtrace

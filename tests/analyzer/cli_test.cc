@@ -45,6 +45,17 @@ TEST(Cli, BadFileIsOneErrorLineAndExitCode2) {
   EXPECT_EQ(r.out, "");
 }
 
+TEST(Cli, AMissingFileOrADirectoryIsOneLineWithoutAByteOffset) {
+  std::string path = test::temp_path("no-such-trace.mtrace");
+  CliResult r = run_memtrace("summary " + path);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "memtrace: " + path + ": cannot open: No such file or directory\n");
+  std::string dir = test::temp_path("");
+  r = run_memtrace("leaks " + dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "memtrace: " + dir + ": is a directory, not a memtrace trace\n");
+}
+
 TEST(Cli, CorruptChunkNamesItsByte) {
   test::TraceBuilder b = test::small_torch_trace();
   std::string bytes = b.bytes();
@@ -63,7 +74,7 @@ TEST(Cli, EmptyFileAndOtherVersionAreOneLineNamingFileAndVersion) {
   test::write_file(path, "");
   CliResult r = run_memtrace("summary " + path);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "memtrace: " + path + ": empty file, not a memtrace trace (at byte 0)\n");
+  EXPECT_EQ(r.err, "memtrace: " + path + ": empty file, not a memtrace trace\n");
   test::write_file(path, test::header_frame(4));
   r = run_memtrace("timeline " + path + " --csv");
   EXPECT_EQ(r.exit_code, 2);

@@ -86,9 +86,14 @@ TEST(ConfigLoad, ABadMaxFramesLeavesBothDepthsAtTheirDefaults) {
   // Python threads' depth off its own default (16) either, as an unset MEMTRACE_MAX_FRAMES would not.
   unsetenv("MEMTRACE_MAX_FRAMES_PYTHON");
   Config c;
-  for (const char* bad : {"300", "abc", "-1", "16x"}) {
+  for (const char* bad : {"300", "abc", "-1", "16x", " 16", "16 ", "+5", "0x10"}) {
     setenv("MEMTRACE_MAX_FRAMES", bad, 1);
+    testing::internal::CaptureStderr();
     config_load(&c);
+    // The value is quoted, so that a blank around it shows.
+    EXPECT_EQ(testing::internal::GetCapturedStderr(),
+              "memtrace: MEMTRACE_MAX_FRAMES=\"" + std::string(bad) +
+                  "\" is not a whole number from 0 to 256; using 32\n");
     EXPECT_EQ(c.max_native_frames, 32u) << bad;
     EXPECT_EQ(c.max_native_frames_python, 16u) << bad;
   }

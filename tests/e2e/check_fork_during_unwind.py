@@ -1,0 +1,36 @@
+"""fork() while another thread's stack capture is inside the loader's dl_iterate_phdr (holding the loader's
+write lock, which glibc does not reset in a child): the child must not inherit that lock held, and gets its
+own trace.
+
+e2e_fork_during_unwind makes the main thread fork exactly while a worker thread's first unwind is inside
+dl_iterate_phdr (see the program). Expected: exit status 0 ("child exit status 0": a child that hung on the
+inherited lock is killed after 10 s and the program exits 5); two files:
+  parent's: ["alloc 1 MiB", "free 1 MiB", "alloc 4 MiB", "free 4 MiB"], TraceEnd{EXIT, events 4}
+  child's:  ["alloc 2 MiB", "free 2 MiB"], TraceStart.ppid = parent, TraceEnd{EXIT, events 2}
+"""
+import e2e_lib
+import faults_lib
+
+PARENT_EVENTS = ["alloc 1 MiB", "free 1 MiB", "alloc 4 MiB", "free 4 MiB"]
+CHILD_EVENTS = ["alloc 2 MiB", "free 2 MiB"]
+
+case = e2e_lib.Case()
+proc, outcome = faults_lib.run([case.program("fork_during_unwind")], faults_lib.traced_env(case), timeout=60)
+faults_lib.echo(outcome, "e2e_fork_during_unwind")
+case.check("exit status", 0, outcome.exit_status)
+case.check("child exit status", True, "child exit status 0" in outcome.stdout.splitlines())
+files = {}
+for path in faults_lib.trace_paths(case):
+    trace = faults_lib.trace_file.TraceFile(path)
+    files["parent" if trace.pid() == proc.pid else "child"] = trace
+case.check("trace files (parent, child)", ["child", "parent"], sorted(files))
+for label, events in [("parent", PARENT_EVENTS), ("child", CHILD_EVENTS)]:
+    trace = files.get(label)
+    if not trace:
+        continue
+    case.check(f"{label}: events", events, faults_lib.describe_events(trace))
+    case.check(f"{label}: TraceEnd records (how, events)", [("EXIT", len(events))],
+               [(e["how"], e["events"]) for e in trace.ends()])
+    if label == "child":
+        case.check("child: TraceStart.ppid", proc.pid, trace.ppid())
+case.finish()
