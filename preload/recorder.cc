@@ -714,7 +714,8 @@ void record_event(const MemoryEvent& e) {
   if (e.kind == EventKind::kAlloc || e.kind == EventKind::kOom) {
     const int max_native_with_python =
         MEMTRACE_BENCH_MAX_NATIVE_FRAMES_PYTHON(static_cast<int>(g_config.max_native_frames_python));
-    capture_stack(&stack, static_cast<int>(g_config.max_native_frames), max_native_with_python, python);
+    capture_stack(&stack, static_cast<int>(g_config.max_native_frames), max_native_with_python, python,
+                  static_cast<uint8_t>(e.api));
   } else {
     stack.frame_count = 0;
     stack.python_count = 0;

@@ -81,6 +81,49 @@ void begin_unwind() {
 
 void end_unwind() { g_unwinds_in_flight.fetch_sub(1, std::memory_order_release); }
 
+// Room for our own frames (dropped by capture_stack) on a path not yet seen: in an optimized build at most 5 on
+// any hook's path (the cudaMalloc and resolver paths; 3 on PyTorch's), counted over the e2e suite with gcc
+// -O2; without optimization the helpers between hook and recorder are frames too, 7 at most.
+#ifdef __OPTIMIZE__
+constexpr int kOwnFramesRoom = 5;
+#else
+constexpr int kOwnFramesRoom = 7;
+#endif
+
+// How many of our frames the unwind meets first on each hook path (the event's Api), learned from the path's
+// first stack: 0 until then. Asking for exactly that many beyond the frames kept matters because where a stack is
+// deeper than what is kept, every frame asked for beyond it is unwound for nothing, and those outer frames are the
+// dearest (44 ns each in the H200's training loop, docs/performance.md): on PyTorch's path, 2 frames an
+// allocation. A path with more of our frames than learned (two hooks of one Api) raises the figure and unwinds
+// that stack again, so that no stack keeps fewer native frames than asked for (tests/e2e/check_deep_stack.py
+// checks every path). The interpreter's evaluation-loop frames, which Python frames replace, also take unwind
+// slots, as before.
+std::atomic<uint8_t> g_own_frames_by_path[256];
+
+int leading_own_frames(void* const* pcs, int count) {
+  const uintptr_t self_begin = g_self_begin, self_size = g_self_end - g_self_begin;
+  int own = 0;
+  while (own < count && reinterpret_cast<uintptr_t>(pcs[own]) - self_begin < self_size) own++;
+  return own;
+}
+
+// Unwinds the caller's stack into pcs (room for kMaxNativeFrames + kOwnFramesRoom), asking for `max_native`
+// frames beyond our own; returns the count (our own frames included).
+__attribute__((always_inline)) inline int unwind_native(void** pcs, int max_native, uint8_t path) {
+  if (max_native > kMaxNativeFrames) max_native = kMaxNativeFrames;
+  const int learned = g_own_frames_by_path[path].load(std::memory_order_relaxed);
+  const int room = learned != 0 ? learned : kOwnFramesRoom;
+  begin_unwind();
+  int native = g_unw_backtrace(pcs, max_native + room);
+  const int own = leading_own_frames(pcs, native);
+  if (own > room && native == max_native + room && own <= kOwnFramesRoom)  // cut short: again, with the room
+    native = g_unw_backtrace(pcs, max_native + own);
+  end_unwind();
+  if (own > learned && own <= kOwnFramesRoom) g_own_frames_by_path[path].store(static_cast<uint8_t>(own));
+  MEMTRACE_PHASE_NATIVE_FRAMES(native);
+  return native;
+}
+
 }  // namespace
 
 bool stack_capture_init() {
@@ -104,7 +147,7 @@ void stack_capture_fork_child() {
   g_fork_pending.store(false, std::memory_order_release);
 }
 
-void capture_stack(CapturedStack* out, int max_native, int max_native_with_python, bool with_python) {
+void capture_stack(CapturedStack* out, int max_native, int max_native_with_python, bool with_python, uint8_t path) {
   if (max_native <= 0 && !with_python) {
     out->frame_count = out->python_count = 0;
     out->key = 0;
@@ -117,28 +160,8 @@ void capture_stack(CapturedStack* out, int max_native, int max_native_with_pytho
   const int python_count = with_python ? python_frames_read(out->python, kMaxPythonFrames) : 0;
   out->python_count = python_count;
   if (python_count > 0) max_native = max_native_with_python;
-  // Room for our own frames (dropped below): in an optimized build at most 5 on any hook's path (the cudaMalloc
-  // and resolver paths; 3 on PyTorch's), counted over the e2e suite with gcc -O2; without optimization the
-  // helpers between hook and recorder are frames too, 7 at most. No more room than that: where a stack is
-  // deeper than the frames kept, every frame asked for beyond them is unwound for nothing, and those outer
-  // frames are the dearest (44 ns each in the H200's training loop, docs/performance.md). A path with more
-  // of our frames would keep fewer native frames, never more (tests/e2e/check_deep_stack.py checks every
-  // path). The interpreter's evaluation-loop frames, which Python frames replace, also take unwind slots.
-#ifdef __OPTIMIZE__
-  constexpr int kOwnFramesRoom = 5;
-#else
-  constexpr int kOwnFramesRoom = 7;
-#endif
   void* pcs[kMaxNativeFrames + kOwnFramesRoom];
-  int native = 0;
-  if (max_native > 0 && g_unw_backtrace) {
-    int limit = max_native + kOwnFramesRoom;
-    if (limit > kMaxNativeFrames + kOwnFramesRoom) limit = kMaxNativeFrames + kOwnFramesRoom;
-    begin_unwind();
-    native = g_unw_backtrace(pcs, limit);
-    end_unwind();
-    MEMTRACE_PHASE_NATIVE_FRAMES(native);
-  }
+  const int native = max_native > 0 && g_unw_backtrace ? unwind_native(pcs, max_native, path) : 0;
 
   // One pass: drop our own frames, put each eval-loop call's Python frames (up to and including the one marked
   // ends_eval_call) in place of its native frame, and fold each frame into the stack's key: one multiply per

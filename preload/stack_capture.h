@@ -22,8 +22,9 @@ struct CapturedStack {
 
 // Fills `out`. `with_python` reads the thread's Python frames (all of them, up to kMaxPythonFrames); the native
 // frames kept are capped at `max_native_with_python` when the thread has Python frames and at `max_native` when
-// it has none (0 = none). Frames inside libmemtrace itself are dropped.
-void capture_stack(CapturedStack* out, int max_native, int max_native_with_python, bool with_python);
+// it has none (0 = none). Frames inside libmemtrace itself are dropped. `path` names the hook's path to here
+// (the event's Api): how many of our own frames to unwind past is learned per path.
+void capture_stack(CapturedStack* out, int max_native, int max_native_with_python, bool with_python, uint8_t path);
 
 // Records the address range of libmemtrace's own code (its frames are skipped) and loads libunwind. Call
 // at start; a forked child keeps what its parent found. False when libunwind.so.8 cannot be loaded: stacks
