@@ -696,9 +696,11 @@ void prefetch_event_state(int device) {
   __builtin_prefetch(&g_event_state, 1);
   __builtin_prefetch(reinterpret_cast<const char*>(&g_event_state) + 64, 1);
   g_encoder.prefetch(device);
-  const uint8_t* next = g_append_hint.load(std::memory_order_relaxed);
-  __builtin_prefetch(next, 1);
-  __builtin_prefetch(next + 63, 1);  // a record that starts late in a line ends in the next one
+  // As integers: before the first append the hint is null, and null + 63 would be undefined behaviour.
+  const uintptr_t next = reinterpret_cast<uintptr_t>(g_append_hint.load(std::memory_order_relaxed));
+  __builtin_prefetch(reinterpret_cast<const void*>(next), 1);
+  // A record that starts late in a line ends in the next one.
+  __builtin_prefetch(reinterpret_cast<const void*>(next + 63), 1);
 }
 }  // namespace
 
