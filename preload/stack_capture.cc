@@ -115,9 +115,14 @@ __attribute__((always_inline)) inline int unwind_native(void** pcs, int max_nati
   const int room = learned != 0 ? learned : kOwnFramesRoom;
   begin_unwind();
   int native = g_unw_backtrace(pcs, max_native + room);
-  const int own = leading_own_frames(pcs, native);
-  if (own > room && native == max_native + room && own <= kOwnFramesRoom)  // cut short: again, with the room
-    native = g_unw_backtrace(pcs, max_native + own);
+  int own = leading_own_frames(pcs, native);
+  // Cut short: again, with the whole room. Not with `own` as counted: where the unwind stopped inside our own
+  // frames (all it returned were ours), that count is short of the real one, and a room of it would keep fewer
+  // frames than asked for, none when 1 is asked for (tests/preload/stack_capture_test.cc).
+  if (own > room && native == max_native + room && room < kOwnFramesRoom) {
+    native = g_unw_backtrace(pcs, max_native + kOwnFramesRoom);
+    own = leading_own_frames(pcs, native);
+  }
   end_unwind();
   if (own > learned && own <= kOwnFramesRoom) g_own_frames_by_path[path].store(static_cast<uint8_t>(own));
   MEMTRACE_PHASE_NATIVE_FRAMES(native);

@@ -1,0 +1,61 @@
+// capture_stack's native depth where one hook path (one Api) is reached with different counts of the tracer's
+// own frames. In this test program the tracer's own code range (stack_capture_init looks up the object that holds
+// stack_capture.cc) is the whole test executable, so every frame of this file counts as "ours", and the frames
+// beyond them are libc's thread start (start_thread, clone3): two, more than the one kept.
+#include <pthread.h>
+
+#include <gtest/gtest.h>
+
+#include "stack_capture.h"
+
+namespace memtrace {
+// The Python frame reader is not linked here: with with_python false only its eval range may be asked for.
+int python_frames_read(PythonFrameView*, int) { return 0; }
+void python_eval_range(uintptr_t* begin, uintptr_t* end) { *begin = *end = 0; }
+}  // namespace memtrace
+
+namespace {
+
+constexpr uint8_t kPath = 7;  // any Api value: only the learned count per path matters here
+
+struct Captured {
+  int shallow_native = -1;  // native frames kept by the first capture, 3 of our frames deep
+  int deep_native = -1;     // by the second on the same path, 5 of our frames deep
+};
+
+// One more of our frames per level: not inlined, and the addition after the call keeps it from being a tail call.
+__attribute__((noinline)) int capture_below(int levels, memtrace::CapturedStack* stack) {
+  if (levels == 0) {
+    memtrace::capture_stack(stack, /*max_native=*/1, /*max_native_with_python=*/1, /*with_python=*/false, kPath);
+    return stack->frame_count;
+  }
+  int kept = capture_below(levels - 1, stack);
+  asm volatile("" ::: "memory");
+  return kept + 0 * levels;
+}
+
+void* capture_both(void* arg) {
+  auto* out = static_cast<Captured*>(arg);
+  static memtrace::CapturedStack stack;
+  // Ours: capture_stack, capture_below(0) and this function: the path learns 3.
+  out->shallow_native = capture_below(0, &stack);
+  // Ours: capture_stack, capture_below at levels 2, 1 and 0, and this function: 5, within the
+  // room of 5 that an unseen path gets in an optimized build.
+  out->deep_native = capture_below(2, &stack);
+  return nullptr;
+}
+
+// Asking for 1 native frame: the first capture keeps start_thread, 1 frame. The second has 2 more of our frames
+// than the path learned (5 against 3); it must still keep 1 frame, not none: before the learned count,
+// a fixed room of 5 unwound 1 + 5 = 6 frames and kept the one beyond our 5.
+TEST(CaptureStack, DeeperPathThanLearnedKeepsTheFramesAskedFor) {
+  ASSERT_TRUE(memtrace::stack_capture_init());  // libunwind.so.8 (libunwind-dev) must be installed
+  Captured captured;
+  pthread_t thread;
+  ASSERT_EQ(0, pthread_create(&thread, nullptr, capture_both, &captured));
+  ASSERT_EQ(0, pthread_join(thread, nullptr));
+  EXPECT_EQ(1, captured.shallow_native);
+  EXPECT_EQ(1, captured.deep_native);
+}
+
+}  // namespace
