@@ -44,12 +44,14 @@ std::atomic<bool> g_nvml_loaded{false};
 constexpr int kMaxDevices = 64;
 constexpr int kBusIdBytes = 32;  // NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE
 struct DeviceSlot {
-  std::atomic<bool> bus_id_ready;
-  char bus_id[kBusIdBytes];
-  std::atomic<int> handle_state;  // 0 not looked up, 1 found, 2 NVML does not know the bus id
-  std::atomic<NvmlDevice> handle;
+  std::atomic<bool> bus_id_ready{false};
+  char bus_id[kBusIdBytes] = {};
+  std::atomic<int> handle_state{0};  // 0 not looked up, 1 found, 2 NVML does not know the bus id
+  std::atomic<NvmlDevice> handle{nullptr};
 };
-DeviceSlot g_devices[kMaxDevices];
+// constinit: set before any code runs. A hook can run inside another library's constructor, before ours; a
+// table initialized by a constructor of ours would then be wiped after that hook had noted a device in it.
+constinit DeviceSlot g_devices[kMaxDevices];
 // A device's bit is set once nothing is left to do for it on the hook path: all of them until NVML is loaded
 // (noting is then pointless), and each device's from the first time it is seen after that. Why one word for
 // both conditions: every recorded event checks it, usually with the tracer's data evicted by the job's own

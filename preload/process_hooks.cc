@@ -53,9 +53,11 @@ SigactionFn real_sigaction() {
 // Per crash signal: whether our handler is in the kernel, and the action the program believes is installed.
 struct Chained {
   std::atomic<bool> ours_installed{false};
-  struct sigaction program_action;  // the program's own handler, or what was there before ours
+  struct sigaction program_action = {};  // the program's own handler, or what was there before ours
 };
-Chained g_chained[NSIG];
+// constinit: set before any code runs, as a hook can run in another library's constructor before ours
+// (device_usage.cc's g_devices says more).
+constinit Chained g_chained[NSIG];
 
 
 // abort() raises SIGABRT and, if a handler returns, resets the action to SIG_DFL through glibc's internal

@@ -40,7 +40,8 @@ namespace {
 // is captured, and two written lines (plus the encoder's), which record_event prefetches before it unwinds
 // (prefetch_event_state), so that the locked section finds them in L1. Aligned, they share no line with what
 // the writer thread writes (the flush lock, the writer). The names below are the ones the rest of this file
-// (and the fork handlers) use: references into the structs, folded to direct accesses by the compiler.
+// (and the fork handlers) use: references into the structs, folded to direct accesses by the compiler. The
+// structs are constinit, set before any code runs: a hook may run in another library's constructor, before ours.
 enum State : int { kNotStarted = 0, kRunning = 1, kOff = 2 };
 
 // Read on every event, written only at start, fork, exit and the first sight of Python finalizing.
@@ -51,7 +52,7 @@ struct alignas(64) ReadMostlyState {
   // Bumped in a forked child so that every thread announces its name again in the child's new trace.
   std::atomic<uint32_t> generation{1};
 };
-ReadMostlyState g_read_mostly;
+constinit ReadMostlyState g_read_mostly;
 std::atomic<int>& g_state = g_read_mostly.state;
 std::atomic<bool>& g_python_ready = g_read_mostly.python_ready;
 bool& g_finalizing_marked = g_read_mostly.finalizing_marked;
@@ -81,7 +82,7 @@ struct alignas(64) EventState {
   uint64_t dropped = 0;
   uint64_t stackless = 0;  // events recorded without their stack because an intern table was full
 };
-EventState g_event_state;
+constinit EventState g_event_state;
 pthread_mutex_t& g_lock = g_event_state.lock;
 ChunkBuffer (&g_buffers)[2] = g_event_state.buffers;
 int& g_active = g_event_state.active;
@@ -92,7 +93,7 @@ uint64_t& g_dropped = g_event_state.dropped;
 uint64_t& g_stackless = g_event_state.stackless;
 std::atomic<uint8_t*>& g_append_hint = g_event_state.append_hint;
 
-alignas(64) EventEncoder g_encoder;  // what the next Event / TraceEnd is encoded against
+alignas(64) constinit EventEncoder g_encoder;  // what the next Event / TraceEnd is encoded against
 InternTable g_stacks;
 RecentIds<4096> g_recent_stacks;  // in front of g_stacks
 InternTable g_python_frames;
