@@ -138,17 +138,17 @@ TEST(StackCuts, JsonSaysOnEveryStackObjectWhetherItWasCut) {
 TEST(StackCuts, LeaksTextMarksTheCutStacksOnly) {
   std::string text = run("leaks " + cut_stacks_trace_file());
   const std::string expected =
-      "    #1 device 0: 3.00 MiB in 1 allocation\n"
+      "    #1 device 0: 3.00 MiB (3,145,728 B) in 1 allocation\n"
       "      0x1000\n"
       "      0x2000\n"
       "      ... native frames past the 2nd not recorded (MEMTRACE_MAX_FRAMES / MEMTRACE_MAX_FRAMES_PYTHON)\n"
       "      train.py:42 train_step\n"
       "      train.py:50 <module>\n"
       "      ... outer Python frames past the 2nd not recorded\n"
-      "    #2 device 0: 2.00 MiB in 1 allocation\n"
+      "    #2 device 0: 2.00 MiB (2,097,152 B) in 1 allocation\n"
       "      0x1000\n"
       "      train.py:50 <module>\n"
-      "    #3 device 0: 1.00 MiB in 1 allocation\n"
+      "    #3 device 0: 1.00 MiB (1,048,576 B) in 1 allocation\n"
       "      0x3000\n"
       "      ... native frames past the 1st not recorded (MEMTRACE_MAX_FRAMES / MEMTRACE_MAX_FRAMES_PYTHON)\n";
   EXPECT_NE(text.find(expected), std::string::npos) << text;
