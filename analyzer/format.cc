@@ -15,6 +15,16 @@ std::string with_thousands(uint64_t value) {
   return out;
 }
 
+std::string ordinal(uint64_t n) {
+  const uint64_t last_two = n % 100, last = n % 10;
+  const char* suffix = last_two >= 11 && last_two <= 13 ? "th"
+                       : last == 1                      ? "st"
+                       : last == 2                      ? "nd"
+                       : last == 3                      ? "rd"
+                                                        : "th";
+  return std::to_string(n) + suffix;
+}
+
 std::string count_of(uint64_t count, const std::string& singular) {
   return with_thousands(count) + " " + singular + (count == 1 ? "" : "s");
 }

@@ -8,6 +8,8 @@ namespace memtrace {
 
 // "1,234,567"
 std::string with_thousands(uint64_t value);
+// "1st", "2nd", "3rd", "11th", "16th", "22nd", "128th"
+std::string ordinal(uint64_t n);
 // "1 allocation", "1,024 allocations"
 std::string count_of(uint64_t count, const std::string& singular);
 // "9.31 GiB (9,999,999,999 B)"; below 1 KiB just "512 B".

@@ -10,12 +10,13 @@ std::string hex(uint64_t value) {
   return text;
 }
 
-std::vector<Frame> FrameResolver::resolve(uint64_t stack_id) {
-  std::vector<Frame> result;
+ResolvedStack FrameResolver::resolve(uint64_t stack_id) {
+  ResolvedStack result;
   const std::vector<uint64_t>* raw = stacks_.frames(stack_id);
   if (!raw) return result;
-  result.reserve(raw->size());
-  for (uint64_t frame : *raw) result.push_back(resolve_frame(frame));
+  result.frames.reserve(raw->size());
+  for (uint64_t frame : *raw) result.frames.push_back(resolve_frame(frame));
+  result.cuts = stacks_.cuts(stack_id);
   return result;
 }
 

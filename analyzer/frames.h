@@ -24,11 +24,17 @@ struct Frame {
   bool build_id_mismatch = false;
 };
 
+// One stack as reports show it: its frames, innermost first, and where the tracer cut it short.
+struct ResolvedStack {
+  std::vector<Frame> frames;
+  StackCuts cuts;
+};
+
 class FrameResolver {
  public:
   FrameResolver(const StackTable& stacks, Symbolizer& symbolizer) : stacks_(stacks), symbolizer_(symbolizer) {}
-  // Empty for stack id 0 or an id the trace never defined.
-  std::vector<Frame> resolve(uint64_t stack_id);
+  // No frames and no cuts for stack id 0 or an id the trace never defined.
+  ResolvedStack resolve(uint64_t stack_id);
 
  private:
   Frame resolve_frame(uint64_t raw);

@@ -19,40 +19,40 @@ json detail_json(size_t number, const OomDetail& d, FrameResolver& resolver) {
   const OomEvent& o = d.oom;
   json live = json::array();
   for (const CallSite& s : d.top_live_sites)
-    live.push_back({{"bytes", s.bytes}, {"count", s.count}, {"frames", frames_json(resolver.resolve(s.stack_id))}});
+    live.push_back(with_stack({{"bytes", s.bytes}, {"count", s.count}}, resolver.resolve(s.stack_id)));
   json growing = json::array();
   for (const LeakSite& l : d.growing_sites)
-    growing.push_back({{"bytes", l.site.bytes},
-                       {"count", l.growth_count},
-                       {"growth_bytes_per_step", l.growth_bytes_per_step},
-                       {"median_interval_s", l.median_interval_s},
-                       {"frames", frames_json(resolver.resolve(l.site.stack_id))}});
+    growing.push_back(with_stack({{"bytes", l.site.bytes},
+                                  {"count", l.growth_count},
+                                  {"growth_bytes_per_step", l.growth_bytes_per_step},
+                                  {"median_interval_s", l.median_interval_s}},
+                                 resolver.resolve(l.site.stack_id)));
   json diagnoses = json::array();
   for (const OomDiagnosis& diagnosis : diagnose_oom(d))
     diagnoses.push_back({{"cause", oom_cause_name(diagnosis.cause)}, {"text", diagnosis.text}});
-  return {{"number", number},
-          {"time_s", seconds(o.time_ns)},
-          {"device", o.device},
-          {"api", proto::Api_Name(o.api)},
-          {"layer", proto::Layer_Name(o.layer)},
-          {"result", o.result},
-          {"tid", o.tid},
-          {"driver_attempts", o.driver_attempts},
-          {"requested_bytes", o.requested_bytes},
-          {"frames", frames_json(resolver.resolve(o.stack_id))},
-          {"device_free_bytes", o.device_free_bytes},
-          {"device_total_bytes", o.device_total_bytes},
-          {"allocated_bytes", d.totals.allocated_bytes},
-          {"reserved_bytes", d.totals.reserved_bytes},
-          {"driver_bytes", d.totals.driver_bytes},
-          {"allocator_layer", d.allocator_layer},
-          {"device_usage", usage_json(d)},
-          {"fragmentation", fragmentation_json(d.fragmentation)},
-          {"live_call_site_count", d.live_site_count},
-          {"live_call_sites", live},
-          {"growing_call_site_count", d.growing_site_count},
-          {"growing_call_sites", growing},
-          {"diagnoses", diagnoses}};
+  json detail = {{"number", number},
+                 {"time_s", seconds(o.time_ns)},
+                 {"device", o.device},
+                 {"api", proto::Api_Name(o.api)},
+                 {"layer", proto::Layer_Name(o.layer)},
+                 {"result", o.result},
+                 {"tid", o.tid},
+                 {"driver_attempts", o.driver_attempts},
+                 {"requested_bytes", o.requested_bytes},
+                 {"device_free_bytes", o.device_free_bytes},
+                 {"device_total_bytes", o.device_total_bytes},
+                 {"allocated_bytes", d.totals.allocated_bytes},
+                 {"reserved_bytes", d.totals.reserved_bytes},
+                 {"driver_bytes", d.totals.driver_bytes},
+                 {"allocator_layer", d.allocator_layer},
+                 {"device_usage", usage_json(d)},
+                 {"fragmentation", fragmentation_json(d.fragmentation)},
+                 {"live_call_site_count", d.live_site_count},
+                 {"live_call_sites", live},
+                 {"growing_call_site_count", d.growing_site_count},
+                 {"growing_call_sites", growing},
+                 {"diagnoses", diagnoses}};
+  return with_stack(std::move(detail), resolver.resolve(o.stack_id));
 }
 
 }  // namespace

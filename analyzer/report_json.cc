@@ -20,6 +20,13 @@ json frames_json(const std::vector<Frame>& frames) {
   return out;
 }
 
+json with_stack(json site, const ResolvedStack& stack) {
+  site["frames"] = frames_json(stack.frames);
+  site["native_frames_cut"] = stack.cuts.native_frames_cut;
+  site["python_frames_cut"] = stack.cuts.python_frames_cut;
+  return site;
+}
+
 json trace_json(const Analysis& a) {
   const TraceHealth& h = a.model.health();
   json notices = json::array();
@@ -87,7 +94,8 @@ json trace_json(const Analysis& a) {
 static json sites_json(const std::vector<CallSite>& sites, FrameResolver& resolver) {
   json out = json::array();
   for (const CallSite& s : sites)
-    out.push_back({{"device", s.device}, {"bytes", s.bytes}, {"count", s.count}, {"frames", frames_json(resolver.resolve(s.stack_id))}});
+    out.push_back(
+        with_stack({{"device", s.device}, {"bytes", s.bytes}, {"count", s.count}}, resolver.resolve(s.stack_id)));
   return out;
 }
 
@@ -177,30 +185,30 @@ json devices_json(const Analysis& a, FrameResolver& resolver) {
 json leaks_json(const Analysis& a, FrameResolver& resolver) {
   json out = json::array();
   for (const LeakSite& l : a.leaks)
-    out.push_back({{"device", l.site.device},
-                   {"bytes", l.site.bytes},
-                   {"count", l.site.count},
-                   {"growing", l.growing},
-                   {"growth_count", l.growth_count},
-                   {"growth_bytes_per_step", l.growth_bytes_per_step},
-                   {"median_interval_s", l.median_interval_s},
-                   {"frames", frames_json(resolver.resolve(l.site.stack_id))}});
+    out.push_back(with_stack({{"device", l.site.device},
+                              {"bytes", l.site.bytes},
+                              {"count", l.site.count},
+                              {"growing", l.growing},
+                              {"growth_count", l.growth_count},
+                              {"growth_bytes_per_step", l.growth_bytes_per_step},
+                              {"median_interval_s", l.median_interval_s}},
+                             resolver.resolve(l.site.stack_id)));
   return out;
 }
 
 json ooms_json(const Analysis& a, FrameResolver& resolver) {
   json out = json::array();
   for (const OomEvent& o : a.model.ooms())
-    out.push_back({{"requested_bytes", o.requested_bytes},
-                   {"device", o.device},
-                   {"device_free_bytes", o.device_free_bytes},
-                   {"device_total_bytes", o.device_total_bytes},
-                   {"time_s", seconds(o.time_ns)},
-                   {"api", proto::Api_Name(o.api)},
-                   {"layer", proto::Layer_Name(o.layer)},
-                   {"result", o.result},
-                   {"driver_attempts", o.driver_attempts},
-                   {"frames", frames_json(resolver.resolve(o.stack_id))}});
+    out.push_back(with_stack({{"requested_bytes", o.requested_bytes},
+                              {"device", o.device},
+                              {"device_free_bytes", o.device_free_bytes},
+                              {"device_total_bytes", o.device_total_bytes},
+                              {"time_s", seconds(o.time_ns)},
+                              {"api", proto::Api_Name(o.api)},
+                              {"layer", proto::Layer_Name(o.layer)},
+                              {"result", o.result},
+                              {"driver_attempts", o.driver_attempts}},
+                             resolver.resolve(o.stack_id)));
   return out;
 }
 

@@ -10,6 +10,9 @@
 namespace memtrace {
 
 nlohmann::json frames_json(const std::vector<Frame>& frames);
+// `site` (an object) with the stack's keys added: `frames`, and `native_frames_cut` / `python_frames_cut`
+// (true where the tracer cut the stack short, see print_frames).
+nlohmann::json with_stack(nlohmann::json site, const ResolvedStack& stack);
 nlohmann::json trace_json(const Analysis& analysis);    // `trace`: events, truncated, health, notices
 nlohmann::json devices_json(const Analysis& analysis, FrameResolver& resolver);
 // `process`: host memory (pinned, registered) and address space reserved, which belong to no device.

@@ -37,13 +37,34 @@ void print_unsymbolized_run(std::ostream& out, const std::vector<const Frame*>& 
   out << ": not symbolized on this machine, --all-frames shows the offsets]\n";
 }
 
+// The line that stands where the tracer cut a stack's native frames, after the `native_count`th (the last kept).
+void print_native_cut(std::ostream& out, size_t native_count) {
+  out << kIndent << "... native frames ";
+  if (native_count) out << "past the " << ordinal(native_count) << ' ';
+  out << "not recorded (MEMTRACE_MAX_FRAMES / MEMTRACE_MAX_FRAMES_PYTHON)\n";
+}
+
+void print_python_cut(std::ostream& out, size_t python_count) {
+  out << kIndent << "... outer Python frames past the " << ordinal(python_count) << " not recorded\n";
+}
+
 }  // namespace
 
-void print_frames(std::ostream& out, const std::vector<Frame>& frames, const TextOptions& options) {
+void print_frames(std::ostream& out, const ResolvedStack& stack, const TextOptions& options) {
+  const std::vector<Frame>& frames = stack.frames;
   if (frames.empty()) {
     out << kIndent << "(no stack)\n";
     return;
   }
+  // Each cut is marked right after the last frame of its kind (native frames innermost, Python frames outermost
+  // kept): that is where the missing frames belong.
+  size_t native_count = 0, python_count = 0, last_native = 0, last_python = 0;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (frames[i].python) last_python = i, ++python_count;
+    else last_native = i, ++native_count;
+  }
+  const bool native_cut = stack.cuts.native_frames_cut, python_cut = stack.cuts.python_frames_cut && python_count;
+  if (native_cut && native_count == 0) print_native_cut(out, 0);
   size_t hidden = 0;
   std::vector<const Frame*> run;  // pending unsymbolized frames
   auto flush_run = [&] {
@@ -51,7 +72,8 @@ void print_frames(std::ostream& out, const std::vector<Frame>& frames, const Tex
     else if (!run.empty()) print_unsymbolized_run(out, run);
     run.clear();
   };
-  for (const Frame& f : frames) {
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const Frame& f = frames[i];
     if (options.all_frames) {
       print_frame(out, f);
     } else if (f.in_python_interpreter) {
@@ -62,6 +84,11 @@ void print_frames(std::ostream& out, const std::vector<Frame>& frames, const Tex
       flush_run();
       print_frame(out, f);
     }
+    if (native_cut && native_count && i == last_native) {
+      flush_run();
+      print_native_cut(out, native_count);
+    }
+    if (python_cut && i == last_python) print_python_cut(out, python_count);
   }
   flush_run();
   if (hidden) out << kIndent << "(" << hidden << " Python interpreter frames hidden)\n";

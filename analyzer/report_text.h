@@ -17,8 +17,10 @@ struct TextOptions {
   bool all_frames = false;
 };
 
-// One stack's frames, innermost first, one per line (indented for a list entry): "(no stack)" for none.
-void print_frames(std::ostream& out, const std::vector<Frame>& frames, const TextOptions& options);
+// One stack's frames, innermost first, one per line (indented for a list entry): "(no stack)" for none. Where the
+// tracer cut the stack, a "... not recorded" line follows the last native frame (native frames cut) or the last
+// Python frame (outer Python frames cut).
+void print_frames(std::ostream& out, const ResolvedStack& stack, const TextOptions& options);
 void print_trace_overview(std::ostream& out, const Analysis& analysis);
 void print_devices(std::ostream& out, const Analysis& analysis, FrameResolver& resolver, const TextOptions& options);
 // Host memory (pinned, registered) and address space reserved: process-wide; nothing when unused.

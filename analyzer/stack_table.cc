@@ -12,9 +12,13 @@ void StackTable::add(const proto::Record& record) {
       python_frames_[f.id()] = PythonSource{f.file(), f.function(), f.line()};
       break;
     }
-    case proto::Record::kStack:
-      stacks_[record.stack().id()].assign(record.stack().frames().begin(), record.stack().frames().end());
+    case proto::Record::kStack: {
+      const proto::Stack& s = record.stack();
+      InternedStack& stack = stacks_[s.id()];
+      stack.frames.assign(s.frames().begin(), s.frames().end());
+      stack.cuts = StackCuts{s.native_frames_cut(), s.python_frames_cut()};
       break;
+    }
     default:
       break;
   }
@@ -22,7 +26,12 @@ void StackTable::add(const proto::Record& record) {
 
 const std::vector<uint64_t>* StackTable::frames(uint64_t stack_id) const {
   auto it = stacks_.find(stack_id);
-  return it == stacks_.end() ? nullptr : &it->second;
+  return it == stacks_.end() ? nullptr : &it->second.frames;
+}
+
+StackCuts StackTable::cuts(uint64_t stack_id) const {
+  auto it = stacks_.find(stack_id);
+  return it == stacks_.end() ? StackCuts{} : it->second.cuts;
 }
 
 const PythonSource* StackTable::python_frame(uint64_t id) const {

@@ -14,6 +14,14 @@ namespace memtrace {
 // Bit 63 of a Stack frame marks a PythonFrame id; otherwise the frame is a native return address.
 inline constexpr uint64_t kPythonFrameBit = 1ull << 63;
 
+// Where the tracer cut a stack short (Stack.native_frames_cut / python_frames_cut): frames are missing past its
+// last native frame, or past its last (outermost kept) Python frame. Both false in traces of tracers that did
+// not mark cuts.
+struct StackCuts {
+  bool native_frames_cut = false;
+  bool python_frames_cut = false;
+};
+
 struct PythonSource {
   std::string file;
   std::string function;  // the code object's qualified name
@@ -27,13 +35,19 @@ class StackTable {
 
   // Frames innermost first, or nullptr for an unknown id (0 = no stack).
   const std::vector<uint64_t>* frames(uint64_t stack_id) const;
+  // The cut marks of a stack; none for an unknown id.
+  StackCuts cuts(uint64_t stack_id) const;
   const PythonSource* python_frame(uint64_t id) const;
   const std::vector<proto::Module>& modules() const { return modules_; }
 
  private:
   std::vector<proto::Module> modules_;
   std::unordered_map<uint64_t, PythonSource> python_frames_;
-  std::unordered_map<uint64_t, std::vector<uint64_t>> stacks_;
+  struct InternedStack {
+    std::vector<uint64_t> frames;
+    StackCuts cuts;
+  };
+  std::unordered_map<uint64_t, InternedStack> stacks_;
 };
 
 }  // namespace memtrace

@@ -547,10 +547,29 @@ bool walk_memo_holds(const WalkMemoEntry& m, uintptr_t code) {
          load<int64_t>(m.refs.qualname, l.unicode_length) == m.function_len;
 }
 
+// Whether the chain from `frame` on (the walk has visited `walked` frames before it) holds a frame the walk would
+// write: a code object's frame that has begun its first traceable instruction, or a generator's. A chain that
+// goes on past kMaxFramesWalked counts as one that does. Called only once the walk's output is full: out of
+// line, and with the run-time layout (the fixed-offset walk need not carry it).
+__attribute__((noinline)) bool more_frames_to_write(uintptr_t frame, int walked) {
+  const PythonLayout& l = g_reader.layout;
+  for (; frame != 0 && walked < kMaxFramesWalked; frame = load<uintptr_t>(frame, l.frame_previous), ++walked) {
+    const int8_t owner = load<int8_t>(frame, l.frame_owner);
+    if (l.owner_cstack >= 0 && owner == l.owner_cstack) continue;
+    const uintptr_t code = load<uintptr_t>(frame, l.frame_code);
+    if (code == 0 || load<uintptr_t>(code, l.object_type) != g_reader.code_type) continue;
+    const int64_t offset_bytes = static_cast<int64_t>(load<uintptr_t>(frame, l.frame_instr) -
+                                                      (code + static_cast<uintptr_t>(l.code_code_adaptive)));
+    if (!is_incomplete(code, owner, offset_bytes)) return true;
+  }
+  return frame != 0;
+}
+
 // Walks from `frame` (not NULL) to the bottom of its chain, writing at most `capacity` views into `out`,
-// innermost first. With a memo, `memo` holds the entries of the chain's `depth` positions.
+// innermost first. With a memo, `memo` holds the entries of the chain's `depth` positions. `*cut` (when not
+// NULL): whether frames beyond those written remain (python_frames_read).
 template <class L, bool kWithMemo>
-int walk_frames(uintptr_t frame, PythonFrameView* out, int capacity, WalkMemoEntry* memo, int depth) {
+int walk_frames(uintptr_t frame, PythonFrameView* out, int capacity, WalkMemoEntry* memo, int depth, bool* cut) {
   const PythonLayout& l = L::get();
   const int32_t previous = l.frame_previous, frame_owner = l.frame_owner, frame_code = l.frame_code,
                 frame_instr = l.frame_instr, frame_is_entry = l.frame_is_entry, object_type = l.object_type;
@@ -597,21 +616,23 @@ int walk_frames(uintptr_t frame, PythonFrameView* out, int capacity, WalkMemoEnt
   }
   // The bottom of the chain ends the outermost eval-loop call.
   if (frame == 0 && just_written) just_written->ends_eval_call = true;
+  // Stopped with frames left (output full, or the walk's limit): whether any of them would have been written.
+  if (cut) *cut = frame != 0 && more_frames_to_write(frame, walked);
   return static_cast<int>(view - out);
 }
 
 template <class L>
-int read_frames(uintptr_t frame, PythonFrameView* out, int capacity) {
+int read_frames(uintptr_t frame, PythonFrameView* out, int capacity, bool* cut) {
   WalkMemo* memo = t_walk_memo_busy ? nullptr : thread_walk_memo();
   int depth = memo ? chain_depth<L>(frame) : -1;  // memo positions count from the bottom: the chain's length
-  if (depth < 0) return walk_frames<L, false>(frame, out, capacity, nullptr, 0);
+  if (depth < 0) return walk_frames<L, false>(frame, out, capacity, nullptr, 0, cut);
   t_walk_memo_busy = true;
-  int written = walk_frames<L, true>(frame, out, capacity, memo->entries, depth);
+  int written = walk_frames<L, true>(frame, out, capacity, memo->entries, depth, cut);
   t_walk_memo_busy = false;
   return written;
 }
 
-using ReadFramesFn = int (*)(uintptr_t, PythonFrameView*, int);
+using ReadFramesFn = int (*)(uintptr_t, PythonFrameView*, int, bool*);
 ReadFramesFn g_read_frames = nullptr;  // set with g_reader, before support is published
 
 // The walk compiled for `layout`: a fixed-offset one when it is a built-in table.
@@ -819,10 +840,11 @@ const char* python_frames_unsupported_reason() {
              : "";
 }
 
-int python_frames_read(PythonFrameView* out, int capacity) {
+int python_frames_read(PythonFrameView* out, int capacity, bool* cut) {
+  if (cut) *cut = false;
   if (!supported() || out == nullptr || capacity <= 0) return 0;
   uintptr_t frame = current_frame(reinterpret_cast<uintptr_t>(g_reader.get_tstate()));
-  return frame != 0 ? g_read_frames(frame, out, capacity) : 0;
+  return frame != 0 ? g_read_frames(frame, out, capacity, cut) : 0;
 }
 
 uint64_t python_frames_resolved() { return t_frames_resolved; }

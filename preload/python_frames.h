@@ -43,10 +43,13 @@ struct PythonFrameView {
 
 // Reads the calling thread's Python frames, innermost first, into `out` (at most `capacity`).
 // Returns the number written; 0 when the thread has no Python frames or support is not kSupported.
+// `*cut` (when not NULL) is set to whether the thread has Python frames beyond those written: it had more
+// than `capacity`, and the outermost ones are missing. Looked for only when `capacity` views were written
+// (or the walk reached its own limit), so that a read that fits pays nothing for it.
 // Never locks; safe to call from any hook after python_frames_init returned kSupported. Allocates nothing,
 // except once per thread: the first read that finds Python frames maps the thread's walk memo (one mmap of
 // 80 KiB, mostly never touched; registering it for release at thread exit may make glibc calloc 512 bytes).
-int python_frames_read(PythonFrameView* out, int capacity);
+int python_frames_read(PythonFrameView* out, int capacity, bool* cut = nullptr);
 
 // The number of frames the calling thread's reads have resolved (decoded, or found in the shared frame cache)
 // since it started, rather than reused from its walk memo of the previous read (python_frames.cc): for tests

@@ -220,6 +220,8 @@ uint64_t intern_stack_locked(const CapturedStack& stack) {
   ProtoWriter w(buf, buf + sizeof buf);
   w.uint(1, g_stacks.next_id());
   w.packed_uints(2, frames, static_cast<size_t>(stack.frame_count));
+  w.uint(3, stack.native_cut);  // written only when set: a complete stack costs no byte more
+  w.uint(4, stack.python_cut);
   if (!append_record_locked(field::kStack, w)) return 0;
   uint64_t id = g_stacks.insert(stack.key);
   g_recent_stacks.remember(stack.key, id);

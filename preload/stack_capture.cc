@@ -108,22 +108,26 @@ int leading_own_frames(void* const* pcs, int count) {
 }
 
 // Unwinds the caller's stack into pcs (room for kMaxNativeFrames + kOwnFramesRoom), asking for `max_native`
-// frames beyond our own; returns the count (our own frames included).
-__attribute__((always_inline)) inline int unwind_native(void** pcs, int max_native, uint8_t path) {
+// frames beyond our own; returns the count (our own frames included). `*full`: the unwind returned as many
+// frames as it asked for, so it stopped at its limit rather than at the stack's bottom.
+__attribute__((always_inline)) inline int unwind_native(void** pcs, int max_native, uint8_t path, bool* full) {
   if (max_native > kMaxNativeFrames) max_native = kMaxNativeFrames;
   const int learned = g_own_frames_by_path[path].load(std::memory_order_relaxed);
   const int room = learned != 0 ? learned : kOwnFramesRoom;
   begin_unwind();
-  int native = g_unw_backtrace(pcs, max_native + room);
+  int asked = max_native + room;
+  int native = g_unw_backtrace(pcs, asked);
   int own = leading_own_frames(pcs, native);
   // Cut short: again, with the whole room. Not with `own` as counted: where the unwind stopped inside our own
   // frames (all it returned were ours), that count is short of the real one, and a room of it would keep fewer
   // frames than asked for, none when 1 is asked for (tests/preload/stack_capture_test.cc).
-  if (own > room && native == max_native + room && room < kOwnFramesRoom) {
-    native = g_unw_backtrace(pcs, max_native + kOwnFramesRoom);
+  if (own > room && native == asked && room < kOwnFramesRoom) {
+    asked = max_native + kOwnFramesRoom;
+    native = g_unw_backtrace(pcs, asked);
     own = leading_own_frames(pcs, native);
   }
   end_unwind();
+  *full = native == asked;
   if (own > learned && own <= kOwnFramesRoom) g_own_frames_by_path[path].store(static_cast<uint8_t>(own));
   MEMTRACE_PHASE_NATIVE_FRAMES(native);
   return native;
@@ -155,6 +159,7 @@ void stack_capture_fork_child() {
 void capture_stack(CapturedStack* out, int max_native, int max_native_with_python, bool with_python, uint8_t path) {
   if (max_native <= 0 && !with_python) {
     out->frame_count = out->python_count = 0;
+    out->native_cut = out->python_cut = false;
     out->key = 0;
     return;
   }
@@ -162,11 +167,13 @@ void capture_stack(CapturedStack* out, int max_native, int max_native_with_pytho
   // runs Python, its Python frames (kept in full) name the call site, and the native frames past the innermost
   // ones are the dispatcher's layers and the interpreter's glue, the dearest to unwind (config.h).
   const PythonFrameView* python = out->python;
-  const int python_count = with_python ? python_frames_read(out->python, kMaxPythonFrames) : 0;
+  bool python_cut = false;
+  const int python_count = with_python ? python_frames_read(out->python, kMaxPythonFrames, &python_cut) : 0;
   out->python_count = python_count;
   if (python_count > 0) max_native = max_native_with_python;
   void* pcs[kMaxNativeFrames + kOwnFramesRoom];
-  const int native = max_native > 0 && g_unw_backtrace ? unwind_native(pcs, max_native, path) : 0;
+  bool unwind_full = false;
+  const int native = max_native > 0 && g_unw_backtrace ? unwind_native(pcs, max_native, path, &unwind_full) : 0;
 
   // One pass: drop our own frames, put each eval-loop call's Python frames (up to and including the one marked
   // ends_eval_call) in place of its native frame, and fold each frame into the stack's key: one multiply per
@@ -199,7 +206,7 @@ void capture_stack(CapturedStack* out, int max_native, int max_native_with_pytho
       *frame++ = pc;
       h = hash_step(h, pc);
       if (--native_left == 0) {
-        p = end;
+        ++p;  // past the last frame kept: below, p < end means frames were left out
         break;
       }
     }
@@ -211,6 +218,10 @@ void capture_stack(CapturedStack* out, int max_native, int max_native_with_pytho
     h = hash_step(h, pc);
     --native_left;
   }
+  // Cut: the frames kept reached the depth with frames of the unwind left over, or the unwind itself stopped at
+  // the depth it asked for (where the evaluation-loop frames, which Python frames replace, took unwind slots,
+  // fewer than the depth are kept, and the stack is cut all the same).
+  const bool native_cut = (native_left == 0 && p < end) || unwind_full;
   // Frames the native unwind did not reach (a capped depth) still belong to the stack: append them outermost.
   for (; next_python < python_count; next_python++) {
     *frame++ = kPythonFrameBit | static_cast<uint64_t>(next_python);
@@ -218,7 +229,13 @@ void capture_stack(CapturedStack* out, int max_native, int max_native_with_pytho
   }
   const int count = static_cast<int>(frame - out->frames);
   out->frame_count = count;
-  out->key = count ? nonzero_key(hash_u64(h, static_cast<uint64_t>(count))) : 0;
+  out->native_cut = native_cut;
+  out->python_cut = python_cut;
+  // The flags ride in the high bits of the count mixed in last (a count is below 2^9): the same frames cut and
+  // not cut are two stacks, and a stack that is not cut keeps the key it had before the flags existed.
+  const uint64_t count_and_cuts =
+      static_cast<uint64_t>(count) | uint64_t{native_cut} << 62 | uint64_t{python_cut} << 63;
+  out->key = count ? nonzero_key(hash_u64(h, count_and_cuts)) : 0;
 }
 
 }  // namespace memtrace

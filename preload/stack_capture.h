@@ -17,7 +17,12 @@ struct CapturedStack {
   int frame_count;
   PythonFrameView python[kMaxPythonFrames];  // .key: the frame's content hash (file, function, line)
   int python_count;
-  uint64_t key;  // content hash of the whole stack, 0 when frame_count == 0
+  // The native unwind stopped at its depth (the frames kept, or the unwind's own limit), so native frames past
+  // the last one kept may be missing: Stack.native_frames_cut.
+  bool native_cut;
+  // The thread had more Python frames than kMaxPythonFrames; the outermost are missing: Stack.python_frames_cut.
+  bool python_cut;
+  uint64_t key;  // content hash of the whole stack and both cut flags, 0 when frame_count == 0
 };
 
 // Fills `out`. `with_python` reads the thread's Python frames (all of them, up to kMaxPythonFrames); the native

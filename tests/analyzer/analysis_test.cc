@@ -62,7 +62,7 @@ TEST(Analysis, LeakSiteGrowsStepAfterStep) {
 
   Symbolizer symbolizer(a->stacks.modules());
   FrameResolver resolver(a->stacks, symbolizer);
-  std::vector<Frame> frames = resolver.resolve(l.site.stack_id);
+  std::vector<Frame> frames = resolver.resolve(l.site.stack_id).frames;
   ASSERT_EQ(frames.size(), 2u);
   EXPECT_TRUE(frames[0].python);
   EXPECT_EQ(frames[0].function, "train_step");

@@ -136,8 +136,8 @@ TEST(OomCli, JsonHasTheDocumentedKeys) {
                       "allocated_bytes", "allocator_layer", "api", "device", "device_free_bytes",
                       "device_total_bytes", "device_usage", "diagnoses", "driver_attempts", "driver_bytes",
                       "fragmentation", "frames", "growing_call_site_count", "growing_call_sites", "layer",
-                      "live_call_site_count", "live_call_sites", "number", "requested_bytes", "reserved_bytes",
-                      "result", "tid", "time_s"}));
+                      "live_call_site_count", "live_call_sites", "native_frames_cut", "number",
+                      "python_frames_cut", "requested_bytes", "reserved_bytes", "result", "tid", "time_s"}));
   EXPECT_EQ(o["number"], 1);
   EXPECT_EQ(o["requested_bytes"], 100 * kMiB);
   EXPECT_EQ(o["device_free_bytes"], 24 * kMiB);
@@ -145,6 +145,8 @@ TEST(OomCli, JsonHasTheDocumentedKeys) {
   EXPECT_EQ(o["allocated_bytes"], 40 * kMiB);
   EXPECT_EQ(o["api"], "CUDA_MALLOC");
   EXPECT_EQ(o["frames"][0]["function"], "train_step");
+  EXPECT_EQ(o["native_frames_cut"], false);  // the trace's stacks carry no cut marks
+  EXPECT_EQ(o["python_frames_cut"], false);
   // accounted = this process's driver total, 40 MiB; NVML's 41 MiB less that = 1 MiB unattributed.
   EXPECT_EQ(o["device_usage"], (nlohmann::json{{"time_s", 0.002},
                                               {"api", "CUDA_MALLOC"},

@@ -86,10 +86,14 @@ class TraceBuilder {
     r.mutable_start()->add_argv("train.py");
     return record(r);
   }
-  TraceBuilder& stack(uint64_t id, std::vector<uint64_t> frames) {
+  // The cut flags as the tracer writes them (Stack.native_frames_cut, python_frames_cut).
+  TraceBuilder& stack(uint64_t id, std::vector<uint64_t> frames, bool native_frames_cut = false,
+                      bool python_frames_cut = false) {
     proto::Record r;
     r.mutable_stack()->set_id(id);
     for (uint64_t f : frames) r.mutable_stack()->add_frames(f);
+    r.mutable_stack()->set_native_frames_cut(native_frames_cut);
+    r.mutable_stack()->set_python_frames_cut(python_frames_cut);
     return record(r);
   }
   TraceBuilder& python_frame(uint64_t id, const std::string& file, const std::string& function, uint32_t line) {

@@ -2,8 +2,8 @@
 // proto/memtrace.proto (enums by their value names), plus "has_stack": whether its stack_id names a Stack
 // record of the file. The checkers of the memory-kind tests compare these lines to the exact sequence a
 // program must produce. Usage: dump_events TRACE [--frames]. With --frames, an event with a stack also gets
-// "native_frames" and "python_frames": how many of each its Stack record holds. Exit status 1 (one line on
-// stderr) for a bad trace.
+// "native_frames" and "python_frames": how many of each its Stack record holds, and "native_frames_cut" and
+// "python_frames_cut": the record's cut flags. Exit status 1 (one line on stderr) for a bad trace.
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -41,6 +41,7 @@ constexpr uint64_t kPythonFrameBit = uint64_t{1} << 63;
 
 struct FrameCounts {
   int native = 0, python = 0;
+  bool native_cut = false, python_cut = false;
 };
 
 int main(int argc, char** argv) {
@@ -56,6 +57,8 @@ int main(int argc, char** argv) {
       if (record.has_stack()) {
         FrameCounts& counts = stacks[record.stack().id()];
         for (uint64_t f : record.stack().frames()) (f & kPythonFrameBit ? counts.python : counts.native)++;
+        counts.native_cut = record.stack().native_frames_cut();
+        counts.python_cut = record.stack().python_frames_cut();
       }
       if (record.has_event()) events.push_back(event_json(record.event()));
     });
@@ -70,6 +73,8 @@ int main(int argc, char** argv) {
     if (frames && stack != stacks.end()) {
       e["native_frames"] = stack->second.native;
       e["python_frames"] = stack->second.python;
+      e["native_frames_cut"] = stack->second.native_cut;
+      e["python_frames_cut"] = stack->second.python_cut;
     }
     std::printf("%s\n", e.dump().c_str());
   }

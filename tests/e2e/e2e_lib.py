@@ -71,7 +71,8 @@ class Case:
 
     def dump_events(self, trace, frames=False):
         """Every Event of the trace as dump_events prints it (one dict each, in order; with `frames`, an event with
-        a stack also has native_frames and python_frames). Exits on a trace dump_events cannot read."""
+        a stack also has native_frames and python_frames, and native_frames_cut and python_frames_cut). Exits on a
+        trace dump_events cannot read."""
         argv = [self.program("dump_events"), trace] + (["--frames"] if frames else [])
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         if proc.returncode != 0:

@@ -6,11 +6,15 @@
 
 #include <gtest/gtest.h>
 
+#include "intern_table.h"
 #include "stack_capture.h"
 
 namespace memtrace {
 // The Python frame reader is not linked here: with with_python false only its eval range may be asked for.
-int python_frames_read(PythonFrameView*, int) { return 0; }
+int python_frames_read(PythonFrameView*, int, bool* cut) {
+  if (cut) *cut = false;
+  return 0;
+}
 void python_eval_range(uintptr_t* begin, uintptr_t* end) { *begin = *end = 0; }
 }  // namespace memtrace
 
@@ -56,6 +60,41 @@ TEST(CaptureStack, DeeperPathThanLearnedKeepsTheFramesAskedFor) {
   ASSERT_EQ(0, pthread_join(thread, nullptr));
   EXPECT_EQ(1, captured.shallow_native);
   EXPECT_EQ(1, captured.deep_native);
+}
+
+// The cut flag, on a thread whose stack beyond our own frames is start_thread and clone3 (2 frames, see the top).
+struct CutCaptures {
+  memtrace::CapturedStack one;    // 1 native frame asked for: start_thread kept, clone3 left out
+  memtrace::CapturedStack eight;  // 8 asked for: both kept, the unwind reaches the bottom
+};
+
+__attribute__((noinline)) void* capture_cut_and_complete(void* arg) {
+  auto* out = static_cast<CutCaptures*>(arg);
+  memtrace::capture_stack(&out->one, /*max_native=*/1, /*max_native_with_python=*/1, /*with_python=*/false, kPath + 1);
+  asm volatile("" ::: "memory");
+  memtrace::capture_stack(&out->eight, /*max_native=*/8, /*max_native_with_python=*/8, /*with_python=*/false, kPath + 1);
+  asm volatile("" ::: "memory");
+  return nullptr;
+}
+
+TEST(CaptureStack, MarksAStackCutAtTheDepthAndNotOneThatEnds) {
+  ASSERT_TRUE(memtrace::stack_capture_init());
+  static CutCaptures captured;
+  pthread_t thread;
+  ASSERT_EQ(0, pthread_create(&thread, nullptr, capture_cut_and_complete, &captured));
+  ASSERT_EQ(0, pthread_join(thread, nullptr));
+  ASSERT_EQ(1, captured.one.frame_count);
+  EXPECT_TRUE(captured.one.native_cut);  // clone3 was unwound and left out
+  EXPECT_FALSE(captured.one.python_cut);
+  ASSERT_EQ(2, captured.eight.frame_count);
+  EXPECT_FALSE(captured.eight.native_cut);  // 2 of 8 kept: the unwind ended at the stack's bottom
+  EXPECT_FALSE(captured.eight.python_cut);
+  EXPECT_EQ(captured.one.frames[0], captured.eight.frames[0]);  // the same start_thread return address
+  // The key of the cut stack: its one frame, then the count 1 with the native flag in bit 62. Without the flag it
+  // would be the key of an uncut stack of the same frame: a different stack.
+  const uint64_t folded = memtrace::hash_step(memtrace::kHashSeed, captured.one.frames[0]);
+  EXPECT_EQ(memtrace::nonzero_key(memtrace::hash_u64(folded, 1 | uint64_t{1} << 62)), captured.one.key);
+  EXPECT_NE(memtrace::nonzero_key(memtrace::hash_u64(folded, 1)), captured.one.key);
 }
 
 }  // namespace

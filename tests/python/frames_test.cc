@@ -37,6 +37,7 @@ struct Capture {
   std::vector<Frame> frames;
   bool finalizing = false;
   int eval_pcs = 0;  // native return addresses on the stack inside _PyEval_EvalFrameDefault
+  bool cut = false;  // the read said that frames beyond the 64 it keeps were left out
 };
 
 std::mutex g_mutex;
@@ -56,7 +57,7 @@ Capture read_frames(const std::string& label) {
   capture.label = label;
   int pc_count = backtrace(pcs, 256);
   uint64_t resolved_before = python_frames_resolved();
-  capture.frame_count = python_frames_read(views, 64);
+  capture.frame_count = python_frames_read(views, 64, &capture.cut);
   capture.resolved = static_cast<int>(python_frames_resolved() - resolved_before);
   capture.finalizing = python_is_finalizing();
   for (int i = 0; i < pc_count; ++i) capture.eval_pcs += python_is_eval_pc(reinterpret_cast<uintptr_t>(pcs[i]));
@@ -208,6 +209,26 @@ TEST(PythonFrames, SecondPythonThread) {
 TEST(PythonFrames, NonAsciiNamesNeedTheCachedUtf8) {
   expect_frames("non-ascii-uncached", {{kScript, "?", 37, false}, {kScript, "<module>", 49, true}});
   expect_frames("non-ascii-cached", {{kScript, "gr\xC3\xB6\xC3\x9F" "e", 37, false}, {kScript, "<module>", 51, true}});
+}
+
+// The read keeps the innermost 64 frames. 64 frames in all: every one kept, nothing cut, the outermost <module>.
+// 65: the 64 innermost are the 64 calls of down(), <module> is left out, and the read says so.
+TEST(PythonFrames, ADeeperChainThanTheRoomIsMarkedCut) {
+  const Capture* fits = find_capture("depth-64");
+  ASSERT_NE(fits, nullptr);
+  ASSERT_EQ(fits->frame_count, 64);
+  EXPECT_FALSE(fits->cut);
+  EXPECT_EQ(fits->frames[0].function, "down");
+  EXPECT_EQ(fits->frames[0].line, 118u);  // the probe in the innermost down()
+  EXPECT_EQ(fits->frames[63].function, "<module>");
+  EXPECT_EQ(fits->frames[63].line, 121u);
+  const Capture* cut = find_capture("depth-65");
+  ASSERT_NE(cut, nullptr);
+  ASSERT_EQ(cut->frame_count, 64);
+  EXPECT_TRUE(cut->cut);
+  EXPECT_EQ(cut->frames[63].function, "down");
+  EXPECT_EQ(cut->frames[63].line, 117u);  // the outermost down() kept, calling the next one
+  EXPECT_FALSE(find_capture("module")->cut);
 }
 
 TEST(PythonFrames, ModuleLevel) { expect_frames("module", {{kScript, "<module>", 52, true}}); }

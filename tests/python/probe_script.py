@@ -109,3 +109,14 @@ def generated_cases():
 
 memo_cases()
 generated_cases()
+
+
+# ---- a chain deeper than the read's room (frames_test.cc reads at most 64 frames) ----
+def down(levels, label):
+    if levels:
+        return down(levels - 1, label)
+    _mtprobe.probe(label)
+
+
+down(62, "depth-64")  # <module> and 63 calls of down: 64 frames, all kept
+down(63, "depth-65")  # 65 frames: the outermost, <module>, is left out
