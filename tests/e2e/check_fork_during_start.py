@@ -7,8 +7,6 @@ is killed after 10 s and the program exits 5); two files:
   parent's: ["alloc 4 MiB", "free 4 MiB"], TraceEnd{EXIT, events 2}
   child's:  ["alloc 2 MiB", "free 2 MiB"], TraceStart.ppid = parent, TraceEnd{EXIT, events 2}
 """
-import os
-
 import e2e_lib
 import faults_lib
 
@@ -17,17 +15,6 @@ proc, outcome = faults_lib.run([case.program("fork_during_start")], faults_lib.t
 faults_lib.echo(outcome, "e2e_fork_during_start")
 case.check("exit status", 0, outcome.exit_status)
 case.check("child exit status", True, "child exit status 0" in outcome.stdout.splitlines())
-files = {}
-for path in faults_lib.trace_paths(case):
-    trace = faults_lib.trace_file.TraceFile(path)
-    files["parent" if trace.pid() == proc.pid else "child"] = trace
-case.check("trace files (parent, child)", ["child", "parent"], sorted(files))
-for label, events in [("parent", ["alloc 4 MiB", "free 4 MiB"]), ("child", ["alloc 2 MiB", "free 2 MiB"])]:
-    trace = files.get(label)
-    if not trace:
-        continue
-    case.check(f"{label}: events", events, faults_lib.describe_events(trace))
-    case.check(f"{label}: TraceEnd records (how, events)", [("EXIT", 2)], [(e["how"], e["events"]) for e in trace.ends()])
-    if label == "child":
-        case.check("child: TraceStart.ppid", proc.pid, trace.ppid())
+faults_lib.check_parent_and_child(case, proc.pid, {"parent": ["alloc 4 MiB", "free 4 MiB"],
+                                                   "child": ["alloc 2 MiB", "free 2 MiB"]})
 case.finish()

@@ -19,18 +19,5 @@ proc, outcome = faults_lib.run([case.program("fork_during_unwind")], faults_lib.
 faults_lib.echo(outcome, "e2e_fork_during_unwind")
 case.check("exit status", 0, outcome.exit_status)
 case.check("child exit status", True, "child exit status 0" in outcome.stdout.splitlines())
-files = {}
-for path in faults_lib.trace_paths(case):
-    trace = faults_lib.trace_file.TraceFile(path)
-    files["parent" if trace.pid() == proc.pid else "child"] = trace
-case.check("trace files (parent, child)", ["child", "parent"], sorted(files))
-for label, events in [("parent", PARENT_EVENTS), ("child", CHILD_EVENTS)]:
-    trace = files.get(label)
-    if not trace:
-        continue
-    case.check(f"{label}: events", events, faults_lib.describe_events(trace))
-    case.check(f"{label}: TraceEnd records (how, events)", [("EXIT", len(events))],
-               [(e["how"], e["events"]) for e in trace.ends()])
-    if label == "child":
-        case.check("child: TraceStart.ppid", proc.pid, trace.ppid())
+faults_lib.check_parent_and_child(case, proc.pid, {"parent": PARENT_EVENTS, "child": CHILD_EVENTS})
 case.finish()

@@ -111,6 +111,26 @@ def only_trace(case):
     return trace_file.TraceFile(paths[0])
 
 
+def check_parent_and_child(case, parent_pid, events_by_process):
+    """The fork tests' two files: one trace whose TraceStart.pid is the parent's ("parent") and one other ("child"),
+    each with exactly the events described (describe_events) and one TraceEnd{EXIT} counting them; the child's
+    TraceStart.ppid is the parent. events_by_process: {"parent": [...], "child": [...]}."""
+    files = {}
+    for path in trace_paths(case):
+        trace = trace_file.TraceFile(path)
+        files["parent" if trace.pid() == parent_pid else "child"] = trace
+    case.check("trace files (parent, child)", ["child", "parent"], sorted(files))
+    for label, events in sorted(events_by_process.items(), reverse=True):
+        trace = files.get(label)
+        if not trace:
+            continue
+        case.check(f"{label}: events", events, describe_events(trace))
+        case.check(f"{label}: TraceEnd records (how, events)", [("EXIT", len(events))],
+                   [(e["how"], e["events"]) for e in trace.ends()])
+        if label == "child":
+            case.check("child: TraceStart.ppid", parent_pid, trace.ppid())
+
+
 def describe_events(trace):
     """The trace's events in order as the programs' comments list them: "alloc 4 MiB", "free 4 MiB"
     (a free named by the size of the allocation at its address in the same file; "free ?" if there is

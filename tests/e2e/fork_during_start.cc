@@ -10,9 +10,7 @@
 // Events: parent: alloc 4 MiB, free 4 MiB; child: alloc 2 MiB, free 2 MiB.
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
-#include <signal.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -20,6 +18,7 @@
 #include <thread>
 
 #include "e2e_util.h"
+#include "fork_child_wait.h"
 
 namespace {
 
@@ -32,25 +31,6 @@ void worker() {
   void* p;
   E2E_OK(cudaMalloc(&p, 4 * kMiB));
   E2E_OK(cudaFree(p));
-}
-
-int run_child_and_wait() {
-  std::fflush(stdout);
-  pid_t child = fork();
-  if (child == 0) {
-    void* p;
-    if (cudaMalloc(&p, 2 * kMiB) != cudaSuccess || cudaFree(p) != cudaSuccess) _exit(3);
-    std::exit(0);
-  }
-  for (int i = 0; i < 10000; i++) {
-    int status = 0;
-    if (waitpid(child, &status, WNOHANG) == child) return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-    usleep(1000);
-  }
-  std::printf("child %d still running after 10 s: killed\n", child);
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
-  return 124;
 }
 
 }  // namespace
@@ -73,7 +53,7 @@ int main() {
     }
     usleep(1000);
   }
-  int child_status = run_child_and_wait();
+  int child_status = fork_allocating_child_and_wait();
   std::printf("child exit status %d\n", child_status);
   g_step = 2;
   allocating.join();

@@ -15,8 +15,6 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <link.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -25,6 +23,7 @@
 #include <thread>
 
 #include "e2e_util.h"
+#include "fork_child_wait.h"
 
 namespace {
 
@@ -57,25 +56,6 @@ void worker() {
   E2E_OK(cudaFree(p));
 }
 
-int run_child_and_wait() {
-  std::fflush(stdout);
-  pid_t child = fork();
-  if (child == 0) {
-    void* p;
-    if (cudaMalloc(&p, 2 * kMiB) != cudaSuccess || cudaFree(p) != cudaSuccess) _exit(3);
-    std::exit(0);
-  }
-  for (int i = 0; i < 10000; i++) {
-    int status = 0;
-    if (waitpid(child, &status, WNOHANG) == child) return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-    usleep(1000);
-  }
-  std::printf("child %d still running after 10 s: killed\n", child);
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
-  return 124;
-}
-
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int dl_iterate_phdr(Callback callback, void* data) {
@@ -98,7 +78,7 @@ int main() {
     }
     usleep(1000);
   }
-  int child_status = run_child_and_wait();
+  int child_status = fork_allocating_child_and_wait();
   std::printf("child exit status %d\n", child_status);
   allocating.join();
   return child_status == 0 ? 0 : 5;
