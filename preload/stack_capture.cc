@@ -128,7 +128,11 @@ __attribute__((always_inline)) inline int unwind_native(void** pcs, int max_nati
   }
   end_unwind();
   *full = native == asked;
-  if (own > learned && own <= kOwnFramesRoom) g_own_frames_by_path[path].store(static_cast<uint8_t>(own));
+  // The largest count seen wins: two threads learning one path at once must not leave the lower one stored.
+  uint8_t stored = static_cast<uint8_t>(learned);
+  while (own > stored && own <= kOwnFramesRoom &&
+         !g_own_frames_by_path[path].compare_exchange_weak(stored, static_cast<uint8_t>(own))) {
+  }
   MEMTRACE_PHASE_NATIVE_FRAMES(native);
   return native;
 }
