@@ -11,6 +11,11 @@ int open_report(const std::vector<std::string>& args, bool with_live_at_peak, Re
   } catch (const TraceError& e) {
     return report_trace_error(session->args.trace, e);
   }
+  if (const auto& start = session->analysis->info.start; start && start->has_max_native_frames() &&
+                                                             start->has_max_native_frames_python()) {
+    session->options.max_native_frames = start->max_native_frames();
+    session->options.max_native_frames_python = start->max_native_frames_python();
+  }
   session->symbolizer = std::make_unique<Symbolizer>(session->analysis->stacks.modules());
   session->resolver = std::make_unique<FrameResolver>(session->analysis->stacks, *session->symbolizer);
   return kExitOk;

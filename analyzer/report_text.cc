@@ -37,11 +37,17 @@ void print_unsymbolized_run(std::ostream& out, const std::vector<const Frame*>& 
   out << ": not symbolized on this machine, --all-frames shows the offsets]\n";
 }
 
-// The line that stands where the tracer cut a stack's native frames, after the `native_count`th (the last kept).
-void print_native_cut(std::ostream& out, size_t native_count) {
-  out << kIndent << "... native frames ";
-  if (native_count) out << "past the " << ordinal(native_count) << ' ';
-  out << "not recorded (MEMTRACE_MAX_FRAMES / MEMTRACE_MAX_FRAMES_PYTHON)\n";
+// Where the tracer cut a stack's native frames: the limit that applied to it (a stack with Python frames was taken
+// on a thread with Python frames). Not "N frames missing": a stack exactly as deep as the limit is marked too.
+std::string native_limit(bool has_python, const TextOptions& options) {
+  const std::optional<uint32_t>& limit = has_python ? options.max_native_frames_python : options.max_native_frames;
+  if (!limit) return "the tracer's limit (MEMTRACE_MAX_FRAMES / MEMTRACE_MAX_FRAMES_PYTHON)";
+  return std::string(has_python ? "the tracer's limit on threads with Python frames, " : "the tracer's limit, ") +
+         std::to_string(*limit) + (has_python ? " (MEMTRACE_MAX_FRAMES_PYTHON)" : " (MEMTRACE_MAX_FRAMES)");
+}
+
+void print_native_cut(std::ostream& out, bool has_python, const TextOptions& options) {
+  out << kIndent << "... native frames stop here: " << native_limit(has_python, options) << '\n';
 }
 
 void print_python_cut(std::ostream& out, size_t python_count) {
@@ -64,7 +70,12 @@ void print_frames(std::ostream& out, const ResolvedStack& stack, const TextOptio
     else last_native = i, ++native_count;
   }
   const bool native_cut = stack.cuts.native_frames_cut, python_cut = stack.cuts.python_frames_cut && python_count;
-  if (native_cut && native_count == 0) print_native_cut(out, 0);
+  const bool has_python = python_count > 0;
+  // Where the last native frame kept is one of the interpreter's, hidden in this view, the cut is said in the
+  // hidden-frames line instead: a line of its own would stand after frames that are not where the cut is.
+  const bool cut_at_hidden = native_cut && native_count && !options.all_frames &&
+                             frames[last_native].in_python_interpreter;
+  if (native_cut && native_count == 0) print_native_cut(out, has_python, options);
   size_t hidden = 0;
   std::vector<const Frame*> run;  // pending unsymbolized frames
   auto flush_run = [&] {
@@ -84,14 +95,17 @@ void print_frames(std::ostream& out, const ResolvedStack& stack, const TextOptio
       flush_run();
       print_frame(out, f);
     }
-    if (native_cut && native_count && i == last_native) {
+    if (native_cut && native_count && i == last_native && !cut_at_hidden) {
       flush_run();
-      print_native_cut(out, native_count);
+      print_native_cut(out, has_python, options);
     }
     if (python_cut && i == last_python) print_python_cut(out, python_count);
   }
   flush_run();
-  if (hidden) out << kIndent << "(" << hidden << " Python interpreter frames hidden)\n";
+  if (!hidden) return;
+  out << kIndent << "(" << hidden << " Python interpreter frames hidden";
+  if (cut_at_hidden) out << "; the native frames stop at the last: " << native_limit(has_python, options);
+  out << ")\n";
 }
 
 namespace {
@@ -150,6 +164,21 @@ void print_usage(std::ostream& out, const char* when, const DeviceUsage& u) {
 
 }  // namespace
 
+// "at most 32 native frames (16 on threads with Python frames), deeper ones cut"; without Python frames read
+// (TraceStart.python_frames 0: no Python, an unsupported version, MEMTRACE_PYTHON_FRAMES=0) every thread kept the
+// first figure, and a limit of 0 is "no native frames".
+void print_stack_depths(std::ostream& out, const proto::TraceStart& start) {
+  auto depth = [](uint32_t frames) {
+    return frames ? "at most " + std::to_string(frames) + " native frames" : std::string("no native frames");
+  };
+  out << "  stacks:  " << depth(start.max_native_frames());
+  if (start.python_frames() != 0) {
+    const uint32_t python = start.max_native_frames_python();
+    out << " (" << (python ? std::to_string(python) : std::string("none")) << " on threads with Python frames)";
+  }
+  out << (start.max_native_frames() || start.max_native_frames_python() ? ", deeper ones cut\n" : "\n");
+}
+
 void print_trace_overview(std::ostream& out, const Analysis& a) {
   out << "memtrace: " << a.path << '\n';
   if (a.info.start) {
@@ -160,8 +189,7 @@ void print_trace_overview(std::ostream& out, const Analysis& a) {
     out << '\n';
     // Where a stack may have been cut: a reader comparing stacks needs to know how deep the tracer went.
     if (a.info.start->has_max_native_frames() && a.info.start->has_max_native_frames_python())
-      out << "  stacks:  at most " << a.info.start->max_native_frames() << " native frames ("
-          << a.info.start->max_native_frames_python() << " on threads with Python frames), deeper ones cut\n";
+      print_stack_depths(out, *a.info.start);
   }
   out << "  events:  " << with_thousands(a.model.health().events) << " in " << count_of(a.read.chunks, "chunk")
       << " over " << format_seconds(seconds(a.duration_ns())) << '\n';

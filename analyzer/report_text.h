@@ -3,6 +3,7 @@
 // frames are hidden, and a run of native frames that could not be symbolized here (module file
 // missing or another build) is one line naming the modules; --json always has every frame.
 #pragma once
+#include <optional>
 
 #include <cstddef>
 #include <ostream>
@@ -15,11 +16,16 @@ namespace memtrace {
 struct TextOptions {
   size_t top = 10;  // call sites shown per list
   bool all_frames = false;
+  // The native depths the tracer kept (TraceStart.max_native_frames / _python), named where a stack was cut;
+  // unset for traces of tracers that did not record them.
+  std::optional<uint32_t> max_native_frames;
+  std::optional<uint32_t> max_native_frames_python;
 };
 
 // One stack's frames, innermost first, one per line (indented for a list entry): "(no stack)" for none. Where the
-// tracer cut the stack, a "... not recorded" line follows the last native frame (native frames cut) or the last
-// Python frame (outer Python frames cut).
+// tracer cut the stack, a "... native frames stop here" line follows the last native frame (naming the limit that
+// applied), or the hidden-frames line says so when that frame is hidden, and "... outer Python frames past the Nth
+// not recorded" follows the last Python frame (outer Python frames cut).
 void print_frames(std::ostream& out, const ResolvedStack& stack, const TextOptions& options);
 void print_trace_overview(std::ostream& out, const Analysis& analysis);
 void print_devices(std::ostream& out, const Analysis& analysis, FrameResolver& resolver, const TextOptions& options);

@@ -37,9 +37,9 @@ test::TraceBuilder cut_stacks_trace() {
   return b;
 }
 
-std::string printed(uint64_t stack_id, bool all_frames = false) {
+// The stack `stack_id` of `b` as print_frames prints it, with `options`.
+std::string printed_from(test::TraceBuilder b, uint64_t stack_id, const TextOptions& options) {
   StackTable stacks;
-  test::TraceBuilder b = cut_stacks_trace();
   b.end_chunk();
   std::string path = test::temp_path("stack-cuts-print.mtrace");
   test::write_file(path, b.bytes());
@@ -47,18 +47,42 @@ std::string printed(uint64_t stack_id, bool all_frames = false) {
   Symbolizer symbolizer(stacks.modules());
   FrameResolver resolver(stacks, symbolizer);
   std::ostringstream out;
-  TextOptions options;
-  options.all_frames = all_frames;
   print_frames(out, resolver.resolve(stack_id), options);
   return out.str();
 }
 
+std::string printed(uint64_t stack_id, bool all_frames = false) {
+  TextOptions options;
+  options.all_frames = all_frames;
+  return printed_from(cut_stacks_trace(), stack_id, options);
+}
+
+std::string run(const std::string& args) {
+  std::string out = test::temp_path("stack-cuts.out");
+  int status = std::system((std::string(MEMTRACE_BIN) + " " + args + " >" + out).c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << args;
+  std::ifstream in(out, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The depths a trace's TraceStart records, as the reports pass them on: 32 native frames, 16 under Python.
+TextOptions with_limits(bool all_frames = false) {
+  TextOptions options;
+  options.all_frames = all_frames;
+  options.max_native_frames = 32;
+  options.max_native_frames_python = 16;
+  return options;
+}
+
 TEST(StackCuts, TextMarksEachCutAfterTheLastFrameOfItsKind) {
-  // 2 native frames, then the 2 Python frames: each line after the last of its kind, counted ordinally.
+  // 2 native frames, then the 2 Python frames: each line after the last of its kind. The trace names no limits
+  // (its TraceStart has none), so the native line names both settings.
   const std::string both =
       "      0x1000\n"
       "      0x2000\n"
-      "      ... native frames past the 2nd not recorded (MEMTRACE_MAX_FRAMES / MEMTRACE_MAX_FRAMES_PYTHON)\n"
+      "      ... native frames stop here: the tracer's limit (MEMTRACE_MAX_FRAMES / MEMTRACE_MAX_FRAMES_PYTHON)\n"
       "      train.py:42 train_step\n"
       "      train.py:50 <module>\n"
       "      ... outer Python frames past the 2nd not recorded\n";
@@ -69,8 +93,81 @@ TEST(StackCuts, TextMarksEachCutAfterTheLastFrameOfItsKind) {
             "      train.py:50 <module>\n");
   EXPECT_EQ(printed(12),
             "      0x3000\n"
-            "      ... native frames past the 1st not recorded (MEMTRACE_MAX_FRAMES / MEMTRACE_MAX_FRAMES_PYTHON)\n");
+            "      ... native frames stop here: the tracer's limit (MEMTRACE_MAX_FRAMES / MEMTRACE_MAX_FRAMES_PYTHON)\n");
   EXPECT_EQ(printed(99), "      (no stack)\n");  // an id the trace never defined: no frames, no cut line
+}
+
+TEST(StackCuts, TheLineNamesTheLimitThatAppliedToTheStack) {
+  // Stack 10 has Python frames: it was taken on a thread with Python frames, whose limit is the second figure.
+  EXPECT_EQ(printed_from(cut_stacks_trace(), 10, with_limits()),
+            "      0x1000\n"
+            "      0x2000\n"
+            "      ... native frames stop here: the tracer's limit on threads with Python frames, 16 "
+            "(MEMTRACE_MAX_FRAMES_PYTHON)\n"
+            "      train.py:42 train_step\n"
+            "      train.py:50 <module>\n"
+            "      ... outer Python frames past the 2nd not recorded\n");
+  EXPECT_EQ(printed_from(cut_stacks_trace(), 12, with_limits()),
+            "      0x3000\n"
+            "      ... native frames stop here: the tracer's limit, 32 (MEMTRACE_MAX_FRAMES)\n");
+}
+
+// Stack 13: 0x1000, <module>, then 0x7100 inside libpython (an interpreter frame, hidden by default), native cut.
+test::TraceBuilder interpreter_cut_trace() {
+  test::TraceBuilder b = cut_stacks_trace();
+  proto::Record module;
+  module.mutable_module()->set_path("/usr/lib/libpython3.12.so.1.0");
+  module.mutable_module()->set_load_address(0x7000);
+  module.mutable_module()->set_start(0x7000);
+  module.mutable_module()->set_end(0x8000);
+  b.record(module);
+  b.stack(13, {0x1000, kPy | 2, 0x7100}, /*native_frames_cut=*/true);
+  return b;
+}
+
+TEST(StackCuts, ACutAtAHiddenInterpreterFrameIsSaidInTheHiddenFramesLine) {
+  // Hidden, the last native frame would leave the line standing after <module>, away from the cut: it joins the
+  // hidden-frames line instead. With every frame shown, it follows the interpreter frame as any other.
+  EXPECT_EQ(printed_from(interpreter_cut_trace(), 13, with_limits()),
+            "      0x1000\n"
+            "      train.py:50 <module>\n"
+            "      (1 Python interpreter frames hidden; the native frames stop at the last: the tracer's limit on "
+            "threads with Python frames, 16 (MEMTRACE_MAX_FRAMES_PYTHON))\n");
+  const std::string all = printed_from(interpreter_cut_trace(), 13, with_limits(/*all_frames=*/true));
+  EXPECT_NE(all.find("      train.py:50 <module>\n      libpython3.12.so.1.0+0x100"), std::string::npos) << all;
+  EXPECT_NE(all.find("\n      ... native frames stop here: the tracer's limit on threads with Python frames, 16 "
+                     "(MEMTRACE_MAX_FRAMES_PYTHON)\n"),
+            std::string::npos)
+      << all;
+}
+
+// The overview's stacks line from a TraceStart with the two depths and, or not, Python frames read.
+std::string stacks_line(uint32_t max_native, uint32_t max_native_python, uint32_t python_version) {
+  test::TraceBuilder b;
+  proto::Record start;
+  start.mutable_start()->set_pid(4242);
+  start.mutable_start()->set_start_monotonic_ns(1'000'000'000);
+  start.mutable_start()->set_max_native_frames(max_native);
+  start.mutable_start()->set_max_native_frames_python(max_native_python);
+  start.mutable_start()->set_python_frames(python_version);
+  b.record(start).end(0, 0).end_chunk();
+  std::string path = test::temp_path("stack-cuts-depths.mtrace");
+  test::write_file(path, b.bytes());
+  std::string text = run("summary " + path);
+  size_t at = text.find("  stacks:");
+  return at == std::string::npos ? "(none)" : text.substr(at, text.find('\n', at) - at);
+}
+
+TEST(StackCuts, TheOverviewSaysTheDepthsThatApplied) {
+  constexpr uint32_t kPython312 = 0x030C03F0;
+  EXPECT_EQ(stacks_line(32, 16, kPython312),
+            "  stacks:  at most 32 native frames (16 on threads with Python frames), deeper ones cut");
+  // Python frames not read (MEMTRACE_PYTHON_FRAMES=0, no Python, an unsupported version): one depth for all.
+  EXPECT_EQ(stacks_line(8, 4, 0), "  stacks:  at most 8 native frames, deeper ones cut");
+  EXPECT_EQ(stacks_line(0, 0, kPython312), "  stacks:  no native frames (none on threads with Python frames)");
+  EXPECT_EQ(stacks_line(0, 0, 0), "  stacks:  no native frames");
+  EXPECT_EQ(stacks_line(0, 16, kPython312),
+            "  stacks:  no native frames (16 on threads with Python frames), deeper ones cut");
 }
 
 TEST(StackCuts, Ordinals) {
@@ -89,15 +186,6 @@ TEST(StackCuts, Ordinals) {
   EXPECT_EQ(ordinal(128), "128th");
 }
 
-std::string run(const std::string& args) {
-  std::string out = test::temp_path("stack-cuts.out");
-  int status = std::system((std::string(MEMTRACE_BIN) + " " + args + " >" + out).c_str());
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << args;
-  std::ifstream in(out, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Three cudaMallocs at 1, 2, 3 ms, one from each stack, none freed: 3 MiB from stack 10, 2 MiB from 11, 1 MiB from
 // 12. Peak driver memory and live at exit are all three: every list holds stack 10, then 11, then 12.
@@ -141,7 +229,7 @@ TEST(StackCuts, LeaksTextMarksTheCutStacksOnly) {
       "    #1 device 0: 3.00 MiB (3,145,728 B) in 1 allocation\n"
       "      0x1000\n"
       "      0x2000\n"
-      "      ... native frames past the 2nd not recorded (MEMTRACE_MAX_FRAMES / MEMTRACE_MAX_FRAMES_PYTHON)\n"
+      "      ... native frames stop here: the tracer's limit (MEMTRACE_MAX_FRAMES / MEMTRACE_MAX_FRAMES_PYTHON)\n"
       "      train.py:42 train_step\n"
       "      train.py:50 <module>\n"
       "      ... outer Python frames past the 2nd not recorded\n"
@@ -150,7 +238,7 @@ TEST(StackCuts, LeaksTextMarksTheCutStacksOnly) {
       "      train.py:50 <module>\n"
       "    #3 device 0: 1.00 MiB (1,048,576 B) in 1 allocation\n"
       "      0x3000\n"
-      "      ... native frames past the 1st not recorded (MEMTRACE_MAX_FRAMES / MEMTRACE_MAX_FRAMES_PYTHON)\n";
+      "      ... native frames stop here: the tracer's limit (MEMTRACE_MAX_FRAMES / MEMTRACE_MAX_FRAMES_PYTHON)\n";
   EXPECT_NE(text.find(expected), std::string::npos) << text;
 }
 
