@@ -834,6 +834,13 @@ PythonSupport python_frames_init(uint32_t* hex_version) {
   return static_cast<PythonSupport>(state);
 }
 
+void python_frames_fork_prepare() { pthread_mutex_lock(&g_init_mutex); }
+void python_frames_fork_parent() { pthread_mutex_unlock(&g_init_mutex); }
+void python_frames_fork_child() {
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  g_init_mutex = fresh;
+}
+
 const char* python_frames_unsupported_reason() {
   return g_support.load(std::memory_order_acquire) == static_cast<int>(PythonSupport::kUnsupported)
              ? g_unsupported_reason

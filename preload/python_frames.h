@@ -27,6 +27,13 @@ enum class PythonSupport {
 // older than 3.11, which lacks Py_Version).
 PythonSupport python_frames_init(uint32_t* hex_version);
 
+// fork() handlers (called from the recorder's): prepare waits for an initialization in progress (another thread
+// starting the trace) and holds the lock across fork(), so that the child never inherits it held by a thread it
+// does not have and waits on it forever at its own start (e2e_fork_threads' rare hang); the child gets it fresh.
+void python_frames_fork_prepare();
+void python_frames_fork_parent();
+void python_frames_fork_child();
+
 // One frame as read from the interpreter. The strings are NOT NUL-terminated and point into the code
 // object's own storage: copy them before the hook returns.
 struct PythonFrameView {

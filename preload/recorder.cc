@@ -555,8 +555,9 @@ __attribute__((destructor)) void on_unload() {
   pthread_mutex_unlock(&g_flush_lock);
 }
 
-// fork: hold both locks across fork() so the child never inherits one mid-update. The child starts a new
-// trace (its own file) at its first CUDA call; what the parent had buffered stays the parent's.
+// fork: hold our locks across fork() so the child never inherits one mid-update, or held by a thread it does not
+// have (the Python check's lock, taken by a thread inside start(), hung e2e_fork_threads' child). The child starts
+// a new trace (its own file) at its first CUDA call; what the parent had buffered stays the parent's.
 // g_start_lock is only tried: the thread inside start() may itself be waiting for what the forking thread
 // does next. A child that inherits a start half done simply starts again (it resets everything below).
 bool g_fork_holds_start_lock = false;
@@ -565,8 +566,11 @@ void on_fork_prepare() {
   g_fork_holds_start_lock = pthread_mutex_trylock(&g_start_lock) == 0;
   pthread_mutex_lock(&g_flush_lock);
   pthread_mutex_lock(&g_lock);
+  // Last: a thread inside start() holds it only around the Python check, and takes none of ours inside it.
+  python_frames_fork_prepare();
 }
 void on_fork_parent() {
+  python_frames_fork_parent();
   pthread_mutex_unlock(&g_lock);
   pthread_mutex_unlock(&g_flush_lock);
   if (g_fork_holds_start_lock) pthread_mutex_unlock(&g_start_lock);
@@ -577,6 +581,7 @@ void on_fork_child() {
   g_lock = fresh;
   g_flush_lock = fresh;
   g_start_lock = fresh;
+  python_frames_fork_child();
   stack_capture_fork_child();
   t_tid = 0;
   g_generation.fetch_add(1);
