@@ -49,6 +49,10 @@ SigactionFn real_sigaction() {
   static SigactionFn fn = next_fn<SigactionFn>("sigaction");
   return fn;
 }
+// Resolved when the library loads, while the process has one thread. Lazily, the first call would come from the
+// tracer's start (installing the crash handlers) on whichever thread makes the first CUDA call, and run dlsym under
+// the static's guard: a fork() at that moment would leave the child's own start waiting on the guard forever.
+__attribute__((constructor)) void resolve_real_sigaction() { real_sigaction(); }
 
 // Per crash signal: whether our handler is in the kernel, and the action the program believes is installed.
 struct Chained {
