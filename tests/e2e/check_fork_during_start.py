@@ -7,14 +7,8 @@ is killed after 10 s and the program exits 5); two files:
   parent's: ["alloc 4 MiB", "free 4 MiB"], TraceEnd{EXIT, events 2}
   child's:  ["alloc 2 MiB", "free 2 MiB"], TraceStart.ppid = parent, TraceEnd{EXIT, events 2}
 """
+
 import e2e_lib
 import faults_lib
 
-case = e2e_lib.Case()
-proc, outcome = faults_lib.run([case.program("fork_during_start")], faults_lib.traced_env(case), timeout=60)
-faults_lib.echo(outcome, "e2e_fork_during_start")
-case.check("exit status", 0, outcome.exit_status)
-case.check("child exit status", True, "child exit status 0" in outcome.stdout.splitlines())
-faults_lib.check_parent_and_child(case, proc.pid, {"parent": ["alloc 4 MiB", "free 4 MiB"],
-                                                   "child": ["alloc 2 MiB", "free 2 MiB"]})
-case.finish()
+faults_lib.check_fork_at_a_moment(e2e_lib.Case(), "fork_during_start", ["alloc 4 MiB", "free 4 MiB"])

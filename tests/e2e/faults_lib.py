@@ -111,6 +111,19 @@ def only_trace(case):
     return trace_file.TraceFile(paths[0])
 
 
+def check_fork_at_a_moment(case, program, parent_events):
+    """The fork_during_* programs: each forks while another thread is at a chosen point of the tracer, its child
+    allocates 2 MiB and frees it, and it prints "child exit status N" (124: the child hung and was killed). Runs
+    `program` traced and checks exit status 0, the child's 0, and the two files (check_parent_and_child); finishes
+    `case` (an e2e_lib.Case)."""
+    proc, outcome = run([case.program(program)], traced_env(case), timeout=60)
+    echo(outcome, "e2e_" + program)
+    case.check("exit status", 0, outcome.exit_status)
+    case.check("child exit status", True, "child exit status 0" in outcome.stdout.splitlines())
+    check_parent_and_child(case, proc.pid, {"parent": parent_events, "child": ["alloc 2 MiB", "free 2 MiB"]})
+    case.finish()
+
+
 def check_parent_and_child(case, parent_pid, events_by_process):
     """The fork tests' two files: one trace whose TraceStart.pid is the parent's ("parent") and one other ("child"),
     each with exactly the events described (describe_events) and one TraceEnd{EXIT} counting them; the child's
