@@ -49,6 +49,13 @@ std::string format_seconds(double seconds) {
   return text;
 }
 
+std::string format_interval(double seconds) {
+  if (seconds >= 0.001) return format_seconds(seconds);
+  char text[32];
+  std::snprintf(text, sizeof text, "%.0f us", seconds * 1e6);
+  return text;
+}
+
 std::string format_utc(uint64_t unix_ns) {
   std::time_t seconds = std::time_t(unix_ns / 1'000'000'000);
   std::tm utc{};

@@ -16,6 +16,9 @@ std::string count_of(uint64_t count, const std::string& singular);
 std::string format_bytes(uint64_t bytes);
 // "12.345 s"
 std::string format_seconds(double seconds);
+// A time between two events: as format_seconds from a millisecond up, in whole microseconds below it
+// ("14 us"), where "0.000 s" would say nothing.
+std::string format_interval(double seconds);
 // "2026-11-29 17:15:38.123 UTC" for nanoseconds since the Unix epoch.
 std::string format_utc(uint64_t unix_ns);
 

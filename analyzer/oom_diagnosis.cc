@@ -81,7 +81,7 @@ std::optional<OomDiagnosis> growth(const OomDetail& d) {
     const LeakSite& top = d.growing_sites.front();
     text += "; the largest holds " + short_bytes(top.site.bytes) + " in " + count_of(top.growth_count, "allocation") +
             " of " + short_bytes(top.growth_bytes_per_step) + " per step, one every " +
-            format_seconds(top.median_interval_s) + " (median)";
+            format_interval(top.median_interval_s) + " (median)";
   }
   return OomDiagnosis{OomCause::kGrowth, text};
 }

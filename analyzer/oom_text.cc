@@ -54,7 +54,7 @@ void print_growing_sites(std::ostream& out, const OomDetail& d, FrameResolver& r
   for (size_t i = 0; i < d.growing_sites.size(); ++i) {
     const LeakSite& l = d.growing_sites[i];
     out << "    #" << i + 1 << ' ' << format_bytes(l.site.bytes) << " in " << count_of(l.growth_count, "allocation")
-        << " of " << short_bytes(l.growth_bytes_per_step) << " each, one every " << format_seconds(l.median_interval_s)
+        << " of " << short_bytes(l.growth_bytes_per_step) << " each, one every " << format_interval(l.median_interval_s)
         << " (median)\n";
     print_frames(out, resolver.resolve(l.site.stack_id), options);
   }

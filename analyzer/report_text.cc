@@ -264,7 +264,7 @@ void print_leaks(std::ostream& out, const Analysis& a, FrameResolver& resolver, 
         << count_of(l.site.count, "allocation");
     if (l.growing)
       out << ", GROWS step after step: " << count_of(l.growth_count, "allocation") << " of "
-          << format_bytes(l.growth_bytes_per_step) << " each, one every " << format_seconds(l.median_interval_s)
+          << format_bytes(l.growth_bytes_per_step) << " each, one every " << format_interval(l.median_interval_s)
           << " (median)";
     out << '\n';
     print_frames(out, resolver.resolve(l.site.stack_id), options);

@@ -103,12 +103,12 @@ uint32_t read_header(Input& in, uint64_t* offset) {
   size_t got = in.read_at(0, header, sizeof header);
   if (got == 0) throw TraceError("empty file, not a memtrace trace", TraceError::kWholeFile);
   if (got < 8 || load_le32(header) != kHeaderFrameMagic)
-    throw TraceError("not a memtrace trace (no memtrace header frame)", 0);
+    throw TraceError("not a memtrace trace: no memtrace header frame", 0);
   uint32_t payload_bytes = load_le32(header + 4);
-  if (payload_bytes < 16) throw TraceError("not a memtrace trace (header frame too short)", 4);
+  if (payload_bytes < 16) throw TraceError("not a memtrace trace: header frame too short", 4);
   if (got < kHeaderBytes) throw TraceError("truncated header frame", got);
   if (std::memcmp(header + 8, kHeaderTag, sizeof kHeaderTag) != 0)
-    throw TraceError("not a memtrace trace (header tag is not \"MEMTRACE\")", 8);
+    throw TraceError("not a memtrace trace: header tag is not \"MEMTRACE\"", 8);
   uint32_t version = load_le32(header + 16);
   if (version < kOldestTraceFormatVersion || version > kTraceFormatVersion)
     throw TraceError("unsupported trace format version " + std::to_string(version) +

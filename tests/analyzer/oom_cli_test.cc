@@ -70,7 +70,7 @@ TEST(OomCli, BadFileIsOneErrorLineAndExitCode2) {
   test::write_file(path, "this is not a trace\n");
   CliResult r = run_oom(path);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "memtrace: " + path + ": not a memtrace trace (no memtrace header frame) (at byte 0)\n");
+  EXPECT_EQ(r.err, "memtrace: " + path + ": not a memtrace trace: no memtrace header frame (at byte 0)\n");
   EXPECT_EQ(r.out, "");
 }
 

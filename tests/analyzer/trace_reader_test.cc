@@ -107,17 +107,17 @@ TEST(TraceReader, EmptyFileIsAnError) {
 
 TEST(TraceReader, BadMagicIsNotATrace) {
   TraceError e = read_error("bad-magic.mtrace", test::header_frame(1, 0x184D2A51) + "rest");
-  EXPECT_STREQ(e.what(), "not a memtrace trace (no memtrace header frame)");
+  EXPECT_STREQ(e.what(), "not a memtrace trace: no memtrace header frame");
   EXPECT_EQ(e.byte_offset(), 0u);
   TraceError text = read_error("text.mtrace", "hello, this is a text file\n");
-  EXPECT_STREQ(text.what(), "not a memtrace trace (no memtrace header frame)");
+  EXPECT_STREQ(text.what(), "not a memtrace trace: no memtrace header frame");
 }
 
 TEST(TraceReader, WrongTagIsNotATrace) {
   std::string bytes = test::header_frame();
   bytes[8] = 'X';  // "XEMTRACE"
   TraceError e = read_error("bad-tag.mtrace", bytes);
-  EXPECT_STREQ(e.what(), "not a memtrace trace (header tag is not \"MEMTRACE\")");
+  EXPECT_STREQ(e.what(), "not a memtrace trace: header tag is not \"MEMTRACE\"");
   EXPECT_EQ(e.byte_offset(), 8u);
 }
 
