@@ -14,7 +14,8 @@ constexpr const char* kUsage =
     "       memtrace summary TRACE [--json] [--top N] [--all-frames]\n"
     "       memtrace timeline TRACE --csv|--json [--interval SECONDS]\n"
     "       memtrace leaks TRACE [--json] [--top N] [--all-frames]\n"
-    "       memtrace oom TRACE [--json] [--top N] [--all-frames]\n";
+    "       memtrace oom TRACE [--json] [--top N] [--all-frames]\n"
+    "       memtrace --version\n";
 
 }  // namespace
 
@@ -28,6 +29,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "-h" || command == "--help" || command == "help") {
     std::cout << kUsage;
+    return kExitOk;
+  }
+  if (command == "--version" || command == "version") {
+    std::cout << "memtrace " MEMTRACE_VERSION "\n";
     return kExitOk;
   }
   try {

@@ -287,7 +287,7 @@ void append_start_locked(uint32_t python_hex) {
   }
   w.uint(5, g_start_ns);
   w.uint(6, static_cast<uint64_t>(wall.tv_sec) * 1000000000ULL + static_cast<uint64_t>(wall.tv_nsec));
-  w.string(7, "memtrace 0.1.0");
+  w.string(7, "memtrace " MEMTRACE_VERSION);
   w.uint(8, g_config.flush_interval_ms);
   w.uint(9, python_hex);
   w.optional_uint(10, true, g_config.max_native_frames);

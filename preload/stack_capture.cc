@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 #include <link.h>
-#include <sched.h>
 #include <time.h>
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>

@@ -36,6 +36,14 @@ CliResult run_memtrace(const std::string& args) {
   return r;
 }
 
+TEST(Cli, VersionIsTheProjectsOne) {
+  // MEMTRACE_VERSION is CMake's project version, the same the tracer writes into each trace.
+  CliResult r = run_memtrace("--version");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, "memtrace " MEMTRACE_VERSION "\n");
+  EXPECT_EQ(std::string(MEMTRACE_VERSION), "0.1.0");  // CMakeLists.txt: project(memtrace VERSION 0.1.0)
+}
+
 TEST(Cli, BadFileIsOneErrorLineAndExitCode2) {
   std::string path = test::temp_path("not-a-trace.mtrace");
   test::write_file(path, "this is not a trace\n");
