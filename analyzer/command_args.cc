@@ -35,6 +35,8 @@ ParsedArgs parse_report_args(const std::vector<std::string>& args, const std::ve
       parsed.values.emplace_back(arg, args[++i]);
     } else if (arg.size() > 1 && arg[0] == '-') {
       throw UsageError("unknown option '" + arg + "'");
+    } else if (arg.empty()) {
+      throw UsageError("the TRACE file name is empty");  // an unset shell variable, most likely
     } else if (have_trace) {
       throw UsageError("more than one TRACE given ('" + parsed.trace + "', '" + arg + "')");
     } else {

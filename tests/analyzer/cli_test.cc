@@ -36,6 +36,14 @@ CliResult run_memtrace(const std::string& args) {
   return r;
 }
 
+TEST(Cli, AnEmptyTraceNameIsAUsageError) {
+  // `memtrace summary "$TRACE"` with TRACE unset: said as such, not as "memtrace: : cannot open".
+  CliResult r = run_memtrace("summary ''");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err.substr(0, r.err.find('\n') + 1), "memtrace: the TRACE file name is empty\n");
+  EXPECT_EQ(r.out, "");
+}
+
 TEST(Cli, VersionIsTheProjectsOne) {
   // MEMTRACE_VERSION is CMake's project version, the same the tracer writes into each trace.
   CliResult r = run_memtrace("--version");
