@@ -15,16 +15,6 @@ namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 
-std::string run(const std::string& args) {
-  std::string out = test::temp_path("report-categories.out");
-  int status = std::system((std::string(MEMTRACE_BIN) + " " + args + " >" + out).c_str());
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << args;
-  std::ifstream in(out, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Device 0, PyTorch-style: one 4 MiB segment at 0x100000 (cudaMalloc), blocks placed in it.
 //   t 0.1 s  segment                   blocks none
 //   t 0.2 s  block 1 MiB at 0x100000   free: 0x200000-0x500000 = 3 MiB
@@ -48,7 +38,7 @@ TEST(ReportCategories, TimelineRowsCarryFragmentation) {
   std::string path = fragmenting_trace();
   // Columns 6-8: reserved - allocated, segments, largest free block. At 0.1 s PyTorch has not reported
   // yet (reserved 0) and the allocation holds no block, so it is not a segment yet.
-  EXPECT_EQ(run("timeline " + path + " --csv"),
+  EXPECT_EQ(test::memtrace_stdout("timeline " + path + " --csv"),
             "time_s,device,allocated_bytes,reserved_bytes,driver_bytes,reserved_minus_allocated_bytes,segment_count,"
             "largest_free_block_bytes\n"
             "0.100000000,0,0,0,4194304,0,0,0\n"
@@ -57,19 +47,19 @@ TEST(ReportCategories, TimelineRowsCarryFragmentation) {
             "1.200000000,0,1048576,4194304,4194304,3145728,1,2097152\n");
   // Per second: the first row holds the interval's highest totals and the fragmentation at its last
   // change (0.3 s), the second the state at 1.2 s.
-  EXPECT_EQ(run("timeline " + path + " --csv --interval 1"),
+  EXPECT_EQ(test::memtrace_stdout("timeline " + path + " --csv --interval 1"),
             "time_s,device,allocated_bytes,reserved_bytes,driver_bytes,reserved_minus_allocated_bytes,segment_count,"
             "largest_free_block_bytes\n"
             "0.300000000,0,2097152,4194304,4194304,2097152,1,1048576\n"
             "1.200000000,0,1048576,4194304,4194304,3145728,1,2097152\n");
-  nlohmann::json j = nlohmann::json::parse(run("timeline " + path + " --json"));
+  nlohmann::json j = nlohmann::json::parse(test::memtrace_stdout("timeline " + path + " --json"));
   EXPECT_EQ(j["rows"][3]["largest_free_block_bytes"], 2 * kMiB);
   EXPECT_EQ(j["trace"]["start_monotonic_ns"], 1'000'000'000);
 }
 
 TEST(ReportCategories, SummaryShowsFragmentationAtThePeakAndAtTheEnd) {
   std::string path = fragmenting_trace();
-  nlohmann::json j = nlohmann::json::parse(run("summary " + path + " --json"));
+  nlohmann::json j = nlohmann::json::parse(test::memtrace_stdout("summary " + path + " --json"));
   EXPECT_EQ(j["trace"]["start_monotonic_ns"], 1'000'000'000);  // TraceBuilder::start's default
   const nlohmann::json& f = j["devices"][0]["fragmentation"];
   // Peak allocated 2 MiB at 0.3 s: 4 - 2 = 2 MiB free, largest piece 1 MiB. End: 3 MiB free, 2 MiB piece.
@@ -79,7 +69,7 @@ TEST(ReportCategories, SummaryShowsFragmentationAtThePeakAndAtTheEnd) {
                                                     {"largest_free_block_bytes", kMiB}}));
   EXPECT_EQ(f["final"]["largest_free_block_bytes"], 2 * kMiB);
   EXPECT_EQ(f["final"]["reserved_minus_allocated_bytes"], 3 * kMiB);
-  std::string text = run("summary " + path);
+  std::string text = test::memtrace_stdout("summary " + path);
   EXPECT_NE(text.find("  fragmentation at peak allocated: reserved - allocated 2.00 MiB (2,097,152 B), 1 segment, "
                       "largest free block 1.00 MiB (1,048,576 B)\n"),
             std::string::npos)
@@ -100,7 +90,7 @@ TEST(ReportCategories, SummaryReportsCategoriesHostMemoryAndDeviceUsage) {
   b.start().event(pinned).event(array).event(test::driver_alloc(0, 0x200000, 3 * kMiB, 1000)).event(usage).end_chunk();
   std::string path = test::temp_path("categories.mtrace");
   test::write_file(path, b.bytes());
-  nlohmann::json j = nlohmann::json::parse(run("summary " + path + " --json"));
+  nlohmann::json j = nlohmann::json::parse(test::memtrace_stdout("summary " + path + " --json"));
   const nlohmann::json& d = j["devices"][0];
   EXPECT_EQ(d["final_driver_bytes"], 5 * kMiB);  // 2 MiB array + 3 MiB cudaMalloc; pinned host not charged
   EXPECT_EQ(d["final_array_bytes"], 2 * kMiB);
@@ -111,7 +101,7 @@ TEST(ReportCategories, SummaryReportsCategoriesHostMemoryAndDeviceUsage) {
   EXPECT_EQ(u["context_and_unattributed_bytes"], 95 * kMiB);
   EXPECT_EQ(u["other_processes_used_bytes"], 24 * kMiB);
   EXPECT_EQ(u["device_total_bytes"], 1024 * kMiB);
-  std::string text = run("summary " + path);
+  std::string text = test::memtrace_stdout("summary " + path);
   EXPECT_NE(text.find("  arrays 2.00 MiB (2,097,152 B) (peak 2.00 MiB (2,097,152 B))\n"), std::string::npos) << text;
   EXPECT_NE(text.find("process 100.00 MiB (104,857,600 B) = accounted 5.00 MiB (5,242,880 B) + context and "
                       "unattributed 95.00 MiB (99,614,720 B); other processes 24.00 MiB (25,165,824 B)"),

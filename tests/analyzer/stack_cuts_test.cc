@@ -57,16 +57,6 @@ std::string printed(uint64_t stack_id, bool all_frames = false) {
   return printed_from(cut_stacks_trace(), stack_id, options);
 }
 
-std::string run(const std::string& args) {
-  std::string out = test::temp_path("stack-cuts.out");
-  int status = std::system((std::string(MEMTRACE_BIN) + " " + args + " >" + out).c_str());
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << args;
-  std::ifstream in(out, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // The depths a trace's TraceStart records, as the reports pass them on: 32 native frames, 16 under Python.
 TextOptions with_limits(bool all_frames = false) {
   TextOptions options;
@@ -153,7 +143,7 @@ std::string stacks_line(uint32_t max_native, uint32_t max_native_python, uint32_
   b.record(start).end(0, 0).end_chunk();
   std::string path = test::temp_path("stack-cuts-depths.mtrace");
   test::write_file(path, b.bytes());
-  std::string text = run("summary " + path);
+  std::string text = test::memtrace_stdout("summary " + path);
   size_t at = text.find("  stacks:");
   return at == std::string::npos ? "(none)" : text.substr(at, text.find('\n', at) - at);
 }
@@ -204,7 +194,7 @@ std::string cut_stacks_trace_file() {
 
 TEST(StackCuts, JsonSaysOnEveryStackObjectWhetherItWasCut) {
   std::string path = cut_stacks_trace_file();
-  const nlohmann::json leaks = nlohmann::json::parse(run("leaks --json " + path))["leaks"];
+  const nlohmann::json leaks = nlohmann::json::parse(test::memtrace_stdout("leaks --json " + path))["leaks"];
   ASSERT_EQ(leaks.size(), 3u);
   const bool expected[3][2] = {{true, true}, {false, false}, {true, false}};  // stacks 10, 11, 12
   for (size_t i = 0; i < 3; ++i) {
@@ -214,7 +204,8 @@ TEST(StackCuts, JsonSaysOnEveryStackObjectWhetherItWasCut) {
     EXPECT_EQ(leaks[i]["python_frames_cut"], expected[i][1]);
   }
   EXPECT_EQ(leaks[0]["frames"].size(), 4u);
-  const nlohmann::json peak = nlohmann::json::parse(run("summary --json " + path))["devices"][0]["live_at_peak"];
+  const nlohmann::json peak =
+      nlohmann::json::parse(test::memtrace_stdout("summary --json " + path))["devices"][0]["live_at_peak"];
   ASSERT_EQ(peak.size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
     SCOPED_TRACE(i);
@@ -224,7 +215,7 @@ TEST(StackCuts, JsonSaysOnEveryStackObjectWhetherItWasCut) {
 }
 
 TEST(StackCuts, LeaksTextMarksTheCutStacksOnly) {
-  std::string text = run("leaks " + cut_stacks_trace_file());
+  std::string text = test::memtrace_stdout("leaks " + cut_stacks_trace_file());
   const std::string expected =
       "    #1 device 0: 3.00 MiB (3,145,728 B) in 1 allocation\n"
       "      0x1000\n"

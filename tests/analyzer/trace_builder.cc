@@ -1,9 +1,13 @@
 #include "trace_builder.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 namespace memtrace::test {
 namespace {
@@ -27,6 +31,16 @@ class TempDirCleanup : public testing::Environment {
 std::string temp_path(const std::string& name) {
   std::filesystem::create_directories(temp_dir());
   return (temp_dir() / name).string();
+}
+
+std::string memtrace_stdout(const std::string& args) {
+  std::string out = temp_path("memtrace.out");
+  int status = std::system((std::string(MEMTRACE_BIN) + " " + args + " >" + out).c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << args;
+  std::ifstream in(out, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 }  // namespace memtrace::test

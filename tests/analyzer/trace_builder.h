@@ -169,4 +169,8 @@ inline void write_file(const std::string& path, const std::string& bytes) {
 // A path under the test's temporary directory, unique per test name.
 std::string temp_path(const std::string& name);
 
+// The standard output of `memtrace ARGS` (the analyzer under test, MEMTRACE_BIN), expecting exit status 0 (a
+// test failure otherwise). `args` is given to the shell as written.
+std::string memtrace_stdout(const std::string& args);
+
 }  // namespace memtrace::test
