@@ -66,4 +66,18 @@ std::string format_utc(uint64_t unix_ns) {
   return text;
 }
 
+std::string format_python_version(uint32_t hex_version) {
+  const unsigned major = hex_version >> 24, minor = hex_version >> 16 & 0xFF, micro = hex_version >> 8 & 0xFF;
+  const unsigned level = hex_version >> 4 & 0xF, serial = hex_version & 0xF;
+  const char* suffix = level == 0xA ? "a" : level == 0xB ? "b" : level == 0xC ? "rc" : nullptr;
+  char text[32];
+  if (level == 0xF)
+    std::snprintf(text, sizeof text, "%u.%u.%u", major, minor, micro);
+  else if (suffix)
+    std::snprintf(text, sizeof text, "%u.%u.%u%s%u", major, minor, micro, suffix, serial);
+  else
+    std::snprintf(text, sizeof text, "0x%08X", hex_version);
+  return text;
+}
+
 }  // namespace memtrace

@@ -21,5 +21,11 @@ std::string format_seconds(double seconds);
 std::string format_interval(double seconds);
 // "2026-11-29 17:15:38.123 UTC" for nanoseconds since the Unix epoch.
 std::string format_utc(uint64_t unix_ns);
+// CPython's PY_VERSION_HEX (TraceStart.python_frames; CPython's patchlevel.h: major << 24 | minor << 16 |
+// micro << 8 | release level << 4 | serial) as CPython writes its version: "3.12.3" (level 0xF, final),
+// "3.13.0rc1" (0xC), "3.14.0b1" (0xB), "3.14.0a2" (0xA). A level CPython does not use gives the number
+// itself, "0x030C0350", rather than a version that was never released. 0 ("no Python frames read") is the
+// caller's to say.
+std::string format_python_version(uint32_t hex_version);
 
 }  // namespace memtrace

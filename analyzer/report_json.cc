@@ -70,7 +70,10 @@ json trace_json(const Analysis& a) {
     trace["hostname"] = a.info.start->hostname();
     trace["argv"] = std::vector<std::string>(a.info.start->argv().begin(), a.info.start->argv().end());
     trace["tracer_version"] = a.info.start->tracer_version();
-    trace["python_version"] = a.info.start->python_frames();
+    // The CPython whose frames were read, as "3.12.3"; null where none were (no Python, an unsupported version,
+    // MEMTRACE_PYTHON_FRAMES=0).
+    const uint32_t python_hex = a.info.start->python_frames();
+    trace["python_version"] = python_hex ? json(format_python_version(python_hex)) : json(nullptr);
     // The tracer's native depth per stack (null: a trace from a tracer that did not record it).
     trace["max_native_frames"] =
         a.info.start->has_max_native_frames() ? json(a.info.start->max_native_frames()) : json(nullptr);

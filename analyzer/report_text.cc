@@ -190,6 +190,10 @@ void print_trace_overview(std::ostream& out, const Analysis& a) {
     // Where a stack may have been cut: a reader comparing stacks needs to know how deep the tracer went.
     if (a.info.start->has_max_native_frames() && a.info.start->has_max_native_frames_python())
       print_stack_depths(out, *a.info.start);
+    // Which interpreter's frames the stacks hold; no line where none were read (a job without Python needs none,
+    // and an unsupported version has its notice under trace health).
+    if (a.info.start->python_frames() != 0)
+      out << "  python:  frames read from CPython " << format_python_version(a.info.start->python_frames()) << '\n';
   }
   out << "  events:  " << with_thousands(a.model.health().events) << " in " << count_of(a.read.chunks, "chunk")
       << " over " << format_seconds(seconds(a.duration_ns())) << '\n';

@@ -15,5 +15,17 @@ TEST(FormatInterval, WholeMicrosecondsBelowAMillisecondSecondsFromIt) {
   EXPECT_EQ(format_interval(12.3456), "12.346 s");
 }
 
+// PY_VERSION_HEX = major << 24 | minor << 16 | micro << 8 | release level << 4 | serial.
+TEST(FormatPythonVersion, EachReleaseLevelAsCPythonWritesIt) {
+  // 3 << 24 | 12 << 16 | 3 << 8 | 0xF << 4 | 0 = 0x030C03F0 = 51119088, what --json printed before.
+  EXPECT_EQ(format_python_version(51119088), "3.12.3");
+  EXPECT_EQ(format_python_version(0x030D00C1), "3.13.0rc1");  // level 0xC, serial 1
+  EXPECT_EQ(format_python_version(0x030E00B1), "3.14.0b1");   // level 0xB, serial 1
+  EXPECT_EQ(format_python_version(0x030E00A2), "3.14.0a2");   // level 0xA, serial 2
+  EXPECT_EQ(format_python_version(0x030B07F0), "3.11.7");
+  EXPECT_EQ(format_python_version(0x030A0FF0), "3.10.15");    // micro 0x0F = 15: two digits
+  EXPECT_EQ(format_python_version(0x030C0350), "0x030C0350");  // level 5 is none of CPython's: the number
+}
+
 }  // namespace
 }  // namespace memtrace

@@ -6,7 +6,10 @@ the interpreter finalizes, so the trace ends at 0 bytes after 10 allocations and
 PYTHON_FINALIZING marker before those last frees (21 events). Live at exit (when finalization starts):
 5 x 4 MiB = 20971520 bytes, all allocated by the line marked "marker: leak" (through the line marked
 "marker: cudaMalloc call").
+trace.python_version is the interpreter's own version as it writes it (platform.python_version(): "3.12.1").
 """
+import subprocess
+
 import e2e_lib
 from e2e_lib import MIB
 
@@ -17,6 +20,9 @@ malloc_line = e2e_lib.marker_line(script, "marker: cudaMalloc call")
 _, trace = case.run_traced([case.args.python, script])
 summary = case.analyze("summary", trace)
 case.check_health(summary, 21)
+version = subprocess.run([case.args.python, "-c", "import platform; print(platform.python_version())"],
+                         capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+case.check("trace.python_version", version, summary.get("trace", {}).get("python_version"))
 case.check_devices(summary, {
     0: {"peak_driver_bytes": 21 * MIB, "final_driver_bytes": 0,
         "driver_allocations": 10, "driver_frees": 10},
