@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -480,7 +481,10 @@ void write_active_buffer(bool g_lock_held) {
   full.size = 0;
 }
 
+uint64_t g_end_events = 0;  // TraceEnd.events of the last TraceEnd written, for the end-of-trace line
+
 void append_end_locked(EndHow how, int signal) {
+  g_end_events = g_events;
   uint8_t buf[64];
   ProtoWriter w(buf, buf + sizeof buf);
   w.uint(1, g_events);
@@ -493,15 +497,76 @@ void append_end_locked(EndHow how, int signal) {
   g_end_written = true;
 }
 
-// Writes the TraceEnd and the last chunk; both locks are held by the caller.
-void finish_locked(EndHow how, int signal) {
-  if (g_end_written) return;
+// Writes the TraceEnd and the last chunk; g_flush_lock is held by the caller. False when the trace had its
+// TraceEnd already (the end-of-trace line was printed then).
+bool finish_locked(EndHow how, int signal) {
+  if (g_end_written) return false;
   write_active_buffer();
   append_pending_metadata();
   pthread_mutex_lock(&g_lock);
   append_end_locked(how, signal);
   pthread_mutex_unlock(&g_lock);
   write_active_buffer();
+  return true;
+}
+
+// ---- the end-of-trace line -----------------------------------------------------------------------------
+// "memtrace: wrote PATH (N events, B bytes)" on stderr once a trace has its TraceEnd, so that the user learns
+// which file to open: the start line may be screens above, and `memtrace run` execs the job, so it cannot say
+// it afterwards. The same code runs in a fatal signal's handler, so it uses no stdio and allocates nothing:
+// stat(2) and write(2) only, both async-signal-safe. The line is built in a static buffer, not on the stack
+// (a handler's alternate stack may be small); every caller holds g_flush_lock, which makes the buffer theirs.
+char g_end_line[sizeof g_trace_path + 96];
+
+// Appends `text` to g_end_line at `*at`, cut at the buffer's end.
+void end_line_append(size_t* at, const char* text) {
+  while (*text && *at < sizeof g_end_line - 1) g_end_line[(*at)++] = *text++;
+}
+
+void end_line_append(size_t* at, uint64_t value) {
+  char digits[24];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value);
+  char text[24];
+  for (int i = 0; i < n; i++) text[i] = digits[n - 1 - i];
+  text[n] = '\0';
+  end_line_append(at, text);
+}
+
+// B is the file's size once the TraceEnd's chunk is written; a sink that is not a regular file
+// (MEMTRACE_OUTPUT=/dev/null) has no size to give, and the line names the events only.
+void print_end_line() {
+  if (g_config.quiet) return;
+  const int saved_errno = errno;
+  size_t at = 0;
+  end_line_append(&at, "memtrace: wrote ");
+  end_line_append(&at, g_trace_path);
+  end_line_append(&at, " (");
+  end_line_append(&at, g_end_events);
+  end_line_append(&at, g_end_events == 1 ? " event" : " events");
+  struct stat file;
+  if (stat(g_trace_path, &file) == 0 && S_ISREG(file.st_mode)) {
+    end_line_append(&at, ", ");
+    end_line_append(&at, static_cast<uint64_t>(file.st_size));
+    end_line_append(&at, file.st_size == 1 ? " byte" : " bytes");
+  }
+  end_line_append(&at, ")\n");
+  for (size_t done = 0; done < at;) {
+    ssize_t n = write(STDERR_FILENO, g_end_line + done, at - done);
+    if (n > 0)
+      done += static_cast<size_t>(n);
+    else if (n < 0 && errno != EINTR)
+      break;
+  }
+  errno = saved_errno;
+}
+
+// After a finish: the line, unless writing failed on the way (that failure's own line said what the file holds).
+void print_end_line_if_written() {
+  if (g_state.load() == kRunning) print_end_line();
 }
 
 // Waits up to ~1 s for `m`. In a signal handler the holder may be the writer thread in mid-flush (it
@@ -551,7 +616,7 @@ __attribute__((destructor)) void on_unload() {
   if (g_state.load() != kRunning || getpid() != g_trace_pid) return;
   g_writer.stop_thread();
   pthread_mutex_lock(&g_flush_lock);
-  finish_locked(EndHow::kExit, 0);
+  if (finish_locked(EndHow::kExit, 0)) print_end_line_if_written();
   pthread_mutex_unlock(&g_flush_lock);
 }
 
@@ -630,7 +695,7 @@ void recorder_finish(EndHow how) {
   g_writer.stop_thread();
   sample_devices(/*always=*/true);
   pthread_mutex_lock(&g_flush_lock);
-  finish_locked(how, 0);
+  if (finish_locked(how, 0)) print_end_line_if_written();
   pthread_mutex_unlock(&g_flush_lock);
   g_state.store(kOff);
 }
@@ -675,6 +740,7 @@ void recorder_finish_from_signal(int signal, bool process_dies) {
       append_end_locked(EndHow::kSignal, signal);
       write_active_buffer(/*g_lock_held=*/true);
       if (!own_lock) pthread_mutex_unlock(&g_lock);
+      print_end_line_if_written();  // write(2) only: see print_end_line
     }
   }
   // The process dies once this handler returns, but other threads run on until it does (long, on a loaded
