@@ -523,17 +523,15 @@ void end_line_append(size_t* at, const char* text) {
   while (*text && *at < sizeof g_end_line - 1) g_end_line[(*at)++] = *text++;
 }
 
+// `value` in decimal (snprintf is not async-signal-safe).
 void end_line_append(size_t* at, uint64_t value) {
-  char digits[24];
+  char digits[20];  // least significant first; 2^64 - 1 has 20
   int n = 0;
   do {
     digits[n++] = static_cast<char>('0' + value % 10);
     value /= 10;
   } while (value);
-  char text[24];
-  for (int i = 0; i < n; i++) text[i] = digits[n - 1 - i];
-  text[n] = '\0';
-  end_line_append(at, text);
+  while (n > 0 && *at < sizeof g_end_line - 1) g_end_line[(*at)++] = digits[--n];
 }
 
 // B is the file's size once the TraceEnd's chunk is written; a sink that is not a regular file
