@@ -25,13 +25,24 @@ std::filesystem::path tracer_library_path() {
 bool preloadable(const std::string& path) { return path.find_first_of(" :\t") == std::string::npos; }
 
 // The output path the tracer will be given, made absolute (the command may change directory before its
-// first CUDA call). Empty, with an error printed, when it cannot work: its directory does not exist.
+// first CUDA call). Empty, with an error printed, when it cannot work: its directory does not exist, or it names
+// a directory or a device (the tracer never overwrites a file: it would write PATH.1 beside it). /dev/null, which
+// the tracer treats as "trace without writing", is the one device taken.
 std::string checked_output_path(const std::string& output) {
   std::filesystem::path path = std::filesystem::absolute(output).lexically_normal();
   std::error_code error;
   std::filesystem::path directory = path.parent_path();
   if (!std::filesystem::is_directory(directory, error)) {
     std::cerr << "memtrace: " << output << ": directory " << directory.string() << " does not exist\n";
+    return {};
+  }
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (std::filesystem::is_directory(status)) {
+    std::cerr << "memtrace: " << output << ": is a directory; -o takes the trace's file name\n";
+    return {};
+  }
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status) && path != "/dev/null") {
+    std::cerr << "memtrace: " << output << ": not a regular file; -o takes the trace's file name\n";
     return {};
   }
   return path.string();

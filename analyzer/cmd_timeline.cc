@@ -124,6 +124,9 @@ class IntervalSampler {
   std::map<int32_t, Row> pending_;
 };
 
+// About 31.7 years: far beyond any trace, and 1e18 ns stays inside int64_t (9.2e18).
+constexpr int64_t kMaxIntervalSeconds = 1000000000;
+
 std::optional<int64_t> parse_interval(const ParsedArgs& parsed) {
   const std::string* text = parsed.value("--interval");
   if (!text) return std::nullopt;
@@ -134,8 +137,12 @@ std::optional<int64_t> parse_interval(const ParsedArgs& parsed) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != text->size() || !(value > 0) || !std::isfinite(value))
-    throw UsageError("--interval needs a positive number of seconds, not '" + *text + "'");
+  // Decimal only (stod also reads "0x10" and "inf"), and at most kMaxIntervalSeconds, whose nanoseconds an
+  // int64 holds: a larger value used to overflow and silently give one row per event.
+  const bool decimal = text->find_first_not_of("0123456789.eE+-") == std::string::npos;
+  if (!decimal || used != text->size() || !(value > 0) || value > kMaxIntervalSeconds)
+    throw UsageError("--interval needs a positive number of seconds up to " + std::to_string(kMaxIntervalSeconds) +
+                     ", not '" + *text + "'");
   return std::max<int64_t>(1, int64_t(value * 1e9));
 }
 

@@ -1,4 +1,5 @@
 // memtrace: the offline analyzer for .mtrace files, and `memtrace run` to record one.
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <iostream>
@@ -15,7 +16,24 @@ constexpr const char* kUsage =
     "       memtrace timeline TRACE --csv|--json [--interval SECONDS]\n"
     "       memtrace leaks TRACE [--json] [--top N] [--all-frames]\n"
     "       memtrace oom TRACE [--json] [--top N] [--all-frames]\n"
-    "       memtrace --version\n";
+    "       memtrace --version\n"
+    "The tracer's settings are MEMTRACE_* environment variables (README.md, Environment variables); by default it\n"
+    "writes memtrace-<host>-<pid>.mtrace in the job's working directory (MEMTRACE_OUTPUT, or run's -o PATH).\n";
+
+bool is_help(const std::string& arg) { return arg == "-h" || arg == "--help"; }
+
+// `memtrace CMD --help`: a report command's options are all its own, so --help anywhere asks for help; `run`'s
+// end at its CMD, whose own --help must reach it (`memtrace run -- python3 train.py --help`).
+bool asks_for_help(const std::string& command, const std::vector<std::string>& args) {
+  if (command != "run") return std::any_of(args.begin(), args.end(), is_help);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (is_help(arg)) return true;
+    if (arg == "--" || arg.empty() || arg[0] != '-') return false;  // CMD starts here
+    if (arg == "-o" || arg == "--output") ++i;                        // its value, whatever it reads
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -27,7 +45,7 @@ int main(int argc, char** argv) {
   }
   std::string command = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
-  if (command == "-h" || command == "--help" || command == "help") {
+  if (is_help(command) || command == "help" || asks_for_help(command, args)) {
     std::cout << kUsage;
     return kExitOk;
   }

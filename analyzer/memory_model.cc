@@ -292,7 +292,7 @@ void MemoryModel::finish() {
 
 void MemoryModel::on_alloc(const EventFields& event, AddressSpace space) {
   if (event.result() != 0) {
-    ++health_.failed_allocations;
+    ++health_.error_result_allocations;
     return;
   }
   LiveAllocation a{.space = space, .memory = memory_of(event), .device = event.device(), .size_bytes = event.size(),

@@ -190,7 +190,7 @@ struct TraceHealth {
   uint64_t unknown_frees = 0;          // free of an address never seen allocated
   uint64_t double_frees = 0;           // free of an address already freed and not allocated again
   uint64_t duplicate_allocations = 0;  // allocation at an address that was still live (old one dropped)
-  uint64_t failed_allocations = 0;     // ALLOC with result != 0 (not charged)
+  uint64_t error_result_allocations = 0;  // ALLOC with result != 0 (not charged; the tracer writes OOM instead)
   uint64_t failed_frees = 0;           // FREE with a result other than 0 and kTeardownFreeResult
   // FREE answered with kTeardownFreeResult: the process was exiting and the driver had already released
   // the memory with its context. Counted as freed, and here.
@@ -231,6 +231,12 @@ class MemoryModel {
   }
   // The first 10,000 (kMaxOomsListed) OOM events, after folding; the rest are counted in health().
   const std::vector<OomEvent>& ooms() const { return ooms_; }
+  // Every allocation that failed: the OOM events, listed or only counted (a driver failure under PyTorch's own
+  // report of it is one), and ALLOC records with an error result. The `failed allocations` of the reports'
+  // health line, and what `memtrace oom` counts.
+  uint64_t failed_allocation_count() const {
+    return ooms_.size() + health_.ooms_not_listed + health_.error_result_allocations;
+  }
   int64_t now_ns() const { return now_ns_; }  // time of the last event (or TraceEnd)
   // Leak candidates (DeviceState::counts_as_leak) live at exit: at the first PYTHON_FINALIZING, else
   // at the end of the trace; in allocation order. Complete after finish().

@@ -106,7 +106,13 @@ std::string short_bytes(uint64_t bytes) {
 
 std::vector<OomDiagnosis> diagnose_oom(const OomDetail& detail) {
   std::vector<OomDiagnosis> result;
-  for (auto check : {request_exceeds_device, other_processes, live_tensors, fragmentation, growth})
+  // A request larger than the whole device fails whatever else holds memory: freeing anything would not
+  // help, so no other cause is named beside it.
+  if (auto diagnosis = request_exceeds_device(detail)) {
+    result.push_back(std::move(*diagnosis));
+    return result;
+  }
+  for (auto check : {other_processes, live_tensors, fragmentation, growth})
     if (auto diagnosis = check(detail)) result.push_back(std::move(*diagnosis));
   return result;
 }

@@ -1,5 +1,6 @@
 // The triage of one failed allocation, in plain words with its numbers. Causes are tried in the usual
-// order of an OOM investigation, most certain first; every one that applies is reported:
+// order of an OOM investigation, most certain first; every one that applies is reported, except that a
+// request larger than the device is reported alone (nothing freed would have let it succeed):
 //   request_exceeds_device  the request alone is larger than the device's total memory.
 //   other_processes         NVML says other processes hold memory (DEVICE_USAGE), the request was larger
 //                           than the free memory, and the others hold more than this process's driver

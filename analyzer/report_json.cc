@@ -50,7 +50,7 @@ json trace_json(const Analysis& a) {
       {"unknown_frees", h.unknown_frees},
       {"double_frees", h.double_frees},
       {"duplicate_allocations", h.duplicate_allocations},
-      {"failed_allocations", h.failed_allocations},
+      {"failed_allocations", a.model.failed_allocation_count()},
       {"failed_frees", h.failed_frees},
       {"managed_allocations", h.managed_allocations},
       {"maps", h.maps},

@@ -315,7 +315,7 @@ void print_health(std::ostream& out, const Analysis& a) {
       << last_complete_event(a) << '\n';
   out << "  PyTorch allocator layer: " << (a.allocator_layer_seen() ? "seen" : "not seen") << '\n';
   out << "  unknown frees " << h.unknown_frees << ", double frees " << h.double_frees << ", allocations at a live address "
-      << h.duplicate_allocations << ", failed allocations " << h.failed_allocations << '\n';
+      << h.duplicate_allocations << ", failed allocations " << a.model.failed_allocation_count() << '\n';
   if (h.teardown_frees)
     out << "  teardown frees " << with_thousands(h.teardown_frees)
         << " (freed while CUDA was shutting down, counted as freed)\n";

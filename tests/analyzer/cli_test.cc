@@ -106,6 +106,40 @@ TEST(Cli, UsageErrorsExit1) {
   EXPECT_EQ(run_memtrace("summary a.mtrace b.mtrace").exit_code, 1);
 }
 
+TEST(Cli, IntervalOutOfRangeOrNotDecimalIsAUsageError) {
+  std::string path = test::temp_path("interval.mtrace");
+  test::write_file(path, test::small_torch_trace().bytes());
+  // 1e10 s is 1e19 ns, past INT64_MAX (9.2e18): it used to overflow and give a row per event. The limit,
+  // 1e9 s, is taken; so is the smallest, a nanosecond.
+  for (const char* bad : {"1e10", "1000000001", "0x10", "inf", "nan", "0", "-1", "1s"}) {
+    CliResult r = run_memtrace("timeline " + path + " --csv --interval " + bad);
+    EXPECT_EQ(r.exit_code, 1) << bad;
+    EXPECT_EQ(r.err.substr(0, r.err.find('\n') + 1),
+              std::string("memtrace: --interval needs a positive number of seconds up to 1000000000, not '") + bad +
+                  "'\n")
+        << bad;
+  }
+  for (const char* good : {"1e9", "1e-9", "0.5"})
+    EXPECT_EQ(run_memtrace("timeline " + path + " --csv --interval " + good).exit_code, 0) << good;
+}
+
+TEST(Cli, HelpOfEachCommandIsTheUsageOnStandardOutput) {
+  const CliResult top = run_memtrace("--help");
+  EXPECT_EQ(top.exit_code, 0);
+  EXPECT_EQ(top.out.rfind("usage: memtrace run [-o PATH] -- CMD ARGS...", 0), 0u);
+  for (const char* args : {"summary --help", "leaks x.mtrace -h", "oom --json --help", "timeline --help",
+                           "run --help", "run -o x.mtrace --help"}) {
+    CliResult r = run_memtrace(args);
+    EXPECT_EQ(r.exit_code, 0) << args;
+    EXPECT_EQ(r.out, top.out) << args;
+    EXPECT_EQ(r.err, "") << args;
+  }
+  // After run's CMD, --help is the command's own: the shell prints the word it was given.
+  CliResult r = run_memtrace("run -- sh -c 'echo \"$0\"' --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, "--help\n");
+}
+
 TEST(Cli, SummaryJsonHasTheDocumentedKeys) {
   std::string path = test::temp_path("small.mtrace");
   test::write_file(path, test::small_torch_trace().bytes());

@@ -47,7 +47,7 @@ std::string describe(const MemoryModel& model) {
   }
   const TraceHealth& h = model.health();
   os << "health " << h.events << " " << h.unknown_frees << " " << h.double_frees << " " << h.duplicate_allocations
-     << " " << h.failed_allocations << " " << h.failed_frees << " " << h.teardown_frees << " "
+     << " " << h.error_result_allocations << " " << h.failed_frees << " " << h.teardown_frees << " "
      << h.backward_timestamps << " " << h.managed_allocations << "\n";
   os << "live " << model.live_allocations() << " ooms " << model.ooms().size() << " now " << model.now_ns() << "\n";
   for (const auto& [site, ns] : model.first_allocation_ns()) os << "site " << site.first << "/" << site.second << "@" << ns << "\n";

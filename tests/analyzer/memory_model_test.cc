@@ -203,8 +203,9 @@ TEST(MemoryModel, FailedAllocationIsNotChargedOomIsCollected) {
   oom.set_result(2);
   MemoryModel model = replay({driver_alloc(0, 0xA000, 10, 100), failed, oom});
   EXPECT_EQ(model.devices().at(0).totals().driver_bytes, 10u);
-  EXPECT_EQ(model.health().failed_allocations, 1u);
+  EXPECT_EQ(model.health().error_result_allocations, 1u);
   ASSERT_EQ(model.ooms().size(), 1u);
+  EXPECT_EQ(model.failed_allocation_count(), 2u);  // the error-result ALLOC and the OOM
   const OomEvent& o = model.ooms()[0];
   EXPECT_EQ(o.requested_bytes, 1024 * kMiB);
   EXPECT_EQ(o.device, 0);
@@ -374,6 +375,7 @@ TEST(MemoryModel, OomListIsBoundedTheRestAreCounted) {
   MemoryModel m = replay(events);
   EXPECT_EQ(m.ooms().size(), 10000u);
   EXPECT_EQ(m.health().ooms_not_listed, 5u);
+  EXPECT_EQ(m.failed_allocation_count(), 10005u);  // listed or only counted, every one failed
   EXPECT_EQ(m.devices().at(0).totals().driver_bytes, 10005u * 16);
 }
 

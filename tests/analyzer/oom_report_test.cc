@@ -291,21 +291,39 @@ TEST(OomReport, OnlyTheFirstHundredOomsGetDetail) {
   EXPECT_EQ(r.oom.detailed[99].totals.driver_bytes, kMiB);
 }
 
-// Figures chosen to make every rule apply at once (not a real device), to check the order.
+// Figures chosen to make every rule but the first apply at once (not a real device), to check the order.
 TEST(OomDiagnosis, EveryCauseThatAppliesInTriageOrder) {
+  OomDetail d;
+  d.oom.requested_bytes = 500 * kMiB;         // fits the 1000 MiB device
+  d.oom.device_free_bytes = 10 * kMiB;        // < 500 requested
+  d.oom.device_total_bytes = 1000 * kMiB;
+  d.usage = DeviceUsage{};
+  d.usage->other_processes_used_bytes = 400 * kMiB;  // > 300 MiB driver total
+  d.totals = DeviceTotals{900 * kMiB, 2900 * kMiB, 300 * kMiB};  // allocated 90%
+  d.fragmentation.reserved_minus_allocated_bytes = 2500 * kMiB;  // >= 500 requested
+  d.fragmentation.segments_known = true;
+  d.fragmentation.largest_free_block_bytes = 100 * kMiB;         // < 500 requested
+  d.growing_site_count = 1;
+  EXPECT_EQ(causes(d), (std::vector<std::string>{"other_processes", "live_tensors", "fragmentation", "growth"}));
+}
+
+// A request larger than the device is named alone: with the same figures as above but 2000 MiB requested,
+// every other rule would apply too, and none of them could have made room for it.
+TEST(OomDiagnosis, RequestLargerThanTheDeviceIsTheOnlyCause) {
   OomDetail d;
   d.oom.requested_bytes = 2000 * kMiB;        // > the 1000 MiB device
   d.oom.device_free_bytes = 10 * kMiB;
   d.oom.device_total_bytes = 1000 * kMiB;
   d.usage = DeviceUsage{};
-  d.usage->other_processes_used_bytes = 400 * kMiB;  // > 300 MiB driver total
-  d.totals = DeviceTotals{900 * kMiB, 2900 * kMiB, 300 * kMiB};  // allocated 90%
-  d.fragmentation.reserved_minus_allocated_bytes = 2500 * kMiB;  // >= 2000 requested
+  d.usage->other_processes_used_bytes = 400 * kMiB;
+  d.totals = DeviceTotals{900 * kMiB, 2900 * kMiB, 300 * kMiB};
+  d.fragmentation.reserved_minus_allocated_bytes = 2500 * kMiB;
   d.fragmentation.segments_known = true;
-  d.fragmentation.largest_free_block_bytes = 100 * kMiB;         // < 2000 requested
+  d.fragmentation.largest_free_block_bytes = 100 * kMiB;
   d.growing_site_count = 1;
-  EXPECT_EQ(causes(d), (std::vector<std::string>{"request_exceeds_device", "other_processes", "live_tensors",
-                                                 "fragmentation", "growth"}));
+  EXPECT_EQ(causes(d), std::vector<std::string>{"request_exceeds_device"});
+  d.oom.requested_bytes = 1000 * kMiB;  // exactly the device: not larger, so the others are named
+  EXPECT_EQ(causes(d), (std::vector<std::string>{"other_processes", "live_tensors", "fragmentation", "growth"}));
 }
 
 // Other processes below this process's driver total count from 25% of the device on, and never when

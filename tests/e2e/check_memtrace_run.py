@@ -42,4 +42,20 @@ case.check("no trace from a command that never calls CUDA", False,
 
 status, _ = memtrace_run(["--", case.args.python, "-c", "raise SystemExit(7)"])
 case.check("exit status passed through", 7, status)
+
+
+# -o naming a directory or a device is refused before CMD runs (the tracer would write PATH.1 beside it):
+# exit 2, one line naming the path, and the command never started (it would have created `started`).
+def refused_output(label, path, expected_line):
+    started = os.path.join(case.args.out_dir, "started-" + label)
+    proc = subprocess.run([case.args.memtrace, "run", "-o", path, "--", case.args.python, "-c",
+                           f"open({started!r}, 'w')"], env=env, capture_output=True, text=True, timeout=120)
+    case.check(f"-o {label}: exit status", 2, proc.returncode)
+    case.check(f"-o {label}: message", expected_line, proc.stderr)
+    case.check(f"-o {label}: command not run", False, os.path.exists(started))
+
+
+refused_output("directory", case.args.out_dir,
+               f"memtrace: {case.args.out_dir}: is a directory; -o takes the trace's file name\n")
+refused_output("device", "/dev/zero", "memtrace: /dev/zero: not a regular file; -o takes the trace's file name\n")
 case.finish()
