@@ -34,7 +34,7 @@ struct Config {
                                       // MEMTRACE_MAX_FRAMES where set, else kDefaultMaxNativeFramesWithPython
   bool python_frames;          // MEMTRACE_PYTHON_FRAMES, default 1
   size_t buffer_bytes;         // MEMTRACE_BUFFER_MB (each of the two chunk buffers), default 8 MiB
-  bool quiet;                  // MEMTRACE_QUIET=1: no line on stderr when the trace starts
+  bool quiet;                  // MEMTRACE_QUIET=1: no line on stderr when the trace starts or ends
   bool redact_args;            // MEMTRACE_REDACT_ARGS=1: the command line is not recorded
   bool wait_when_full;         // MEMTRACE_FULL_BUFFER=wait: an event that finds both buffers full waits for the
                                // writer instead of being dropped (=drop, the default)
