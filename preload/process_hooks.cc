@@ -1,12 +1,13 @@
-// Fatal signals, _exit() and exec*(): the three ways a process ends (or stops being itself) without running
+// Fatal signals, _exit() and exec*(): the ways a process ends (or stops being itself) without running
 // atexit handlers. Each writes what is buffered and a TraceEnd saying which it was, then does exactly what
 // the program asked for.
 //
-// Fatal signals and chaining. Our handler is installed when tracing starts. A program may install its own
-// handler before that (we keep it and call it after flushing) or after (it calls sigaction(), which we
-// interpose: the kernel keeps our handler, the program's goes into our table and is what the program reads
-// back). Either way the program's handler runs, and with no handler the default action runs, so the process
-// dies by the same signal, with the same core-dump behaviour, as it would untraced.
+// Signals and chaining. Our handler is installed when tracing starts, for every signal of kEndingSignals.
+// A program may install its own handler before that (we keep it and call it after flushing) or after (it
+// calls sigaction() or signal(), which we interpose: the kernel keeps our handler, the program's goes into
+// our table and is what the program reads back). Either way the program's handler runs, and with no handler
+// the default action runs, so the process dies by the same signal, with the same core-dump behaviour, as it
+// would untraced. A signal the program ignores (SIG_IGN) is left to the kernel, with nothing of ours in front.
 #include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
@@ -25,18 +26,37 @@
 
 namespace memtrace {
 
-// The fatal signal whose program handler this thread is running (0 = none): an _exit() from inside that
+// The crash signal whose program handler this thread is running (0 = none): an _exit() from inside that
 // handler still ends the trace as killed by the signal.
 MEMTRACE_TLS int t_handling_signal;
 
 namespace {
 
-constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
+// The signals that end a job without atexit handlers, so without us the last flush interval is lost.
+// Crash signals (`fault`: the kernel also sends them for a faulting instruction, which re-executes when the
+// handler returns): SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL. Signals that jobs are ended by from outside or
+// by the kernel, whose default action terminates (SIGQUIT, SIGXCPU, SIGXFSZ also dump core): SIGTERM
+// (timeout, Slurm, Kubernetes, torchrun), SIGINT (Ctrl-C; CPython re-raises it after an uncaught
+// KeyboardInterrupt), SIGHUP (the terminal or the ssh session went away), SIGQUIT (Ctrl-\), SIGPIPE (the
+// reader of stdout went away), SIGXCPU and SIGXFSZ (RLIMIT_CPU, RLIMIT_FSIZE: batch systems), SIGALRM
+// (alarm() as a watchdog), SIGUSR1 and SIGUSR2 (terminate by default; Slurm's --signal sends one before
+// the time limit). Not here: SIGKILL and SIGSTOP (cannot be caught), the signals whose default is to
+// ignore or stop (SIGCHLD, SIGWINCH, SIGTSTP, ...: they never end the process), the real-time signals
+// (glibc and other runtimes use some internally).
+struct EndingSignal {
+  int number;
+  bool fault;
+};
+constexpr EndingSignal kEndingSignals[] = {
+    {SIGSEGV, true},  {SIGBUS, true},   {SIGABRT, true},  {SIGFPE, true},   {SIGILL, true},
+    {SIGTERM, false}, {SIGINT, false},  {SIGHUP, false},  {SIGQUIT, false}, {SIGPIPE, false},
+    {SIGXCPU, false}, {SIGXFSZ, false}, {SIGALRM, false}, {SIGUSR1, false}, {SIGUSR2, false},
+};
 
-bool is_crash_signal(int sig) {
-  for (int s : kCrashSignals)
-    if (s == sig) return true;
-  return false;
+const EndingSignal* ending_signal(int sig) {
+  for (const EndingSignal& s : kEndingSignals)
+    if (s.number == sig) return &s;
+  return nullptr;
 }
 
 template <typename Fn>
@@ -50,19 +70,52 @@ SigactionFn real_sigaction() {
   return fn;
 }
 // Resolved when the library loads, while the process has one thread. Lazily, the first call would come from the
-// tracer's start (installing the crash handlers) on whichever thread makes the first CUDA call, and run dlsym under
+// tracer's start (installing the signal handlers) on whichever thread makes the first CUDA call, and run dlsym under
 // the static's guard: a fork() at that moment would leave the child's own start waiting on the guard forever.
 __attribute__((constructor)) void resolve_real_sigaction() { real_sigaction(); }
 
-// Per crash signal: whether our handler is in the kernel, and the action the program believes is installed.
+// Per ending signal, once tracing has started (`managed`): whether our handler is in the kernel, and the action
+// the program believes is installed. Managed but not installed: the program ignores the signal, and the kernel
+// holds its SIG_IGN.
 struct Chained {
+  std::atomic<bool> managed{false};
   std::atomic<bool> ours_installed{false};
-  struct sigaction program_action = {};  // the program's own handler, or what was there before ours
+  struct sigaction program_action = {};  // the program's own action, or what was there before ours
 };
 // constinit: set before any code runs, as a hook can run in another library's constructor before ours
 // (device_usage.cc's g_devices says more).
 constinit Chained g_chained[NSIG];
 
+// sa_handler and sa_sigaction share their storage, and the kernel reads SIG_DFL and SIG_IGN from it whatever
+// SA_SIGINFO says.
+bool is_ignore(const struct sigaction& action) { return action.sa_handler == SIG_IGN; }
+
+bool has_handler(const struct sigaction& action) {
+  return action.sa_handler != SIG_DFL && action.sa_handler != SIG_IGN;
+}
+
+void ending_signal_handler(int sig, siginfo_t* info, void* context);
+
+// Puts our handler in the kernel in front of `program`. While ours is there the kernel applies our sa_flags
+// and sa_mask, not the program's, so they mirror the program's: SA_RESTART decides whether a blocking call
+// (read, wait, ...) interrupted by the signal fails with EINTR or restarts; sa_mask and SA_NODEFER are the
+// signals blocked while the program's handler runs; SA_ONSTACK whether it runs on the alternate stack.
+// SA_RESETHAND is emulated in our handler (the kernel would remove ours with it). With no program handler
+// (SIG_DFL) the process dies by the signal, so no call is interrupted: SA_ONSTACK then lets a stack overflow
+// still end the trace where the program has an alternate stack. Async-signal-safe (sigaction is).
+int install_ours(int sig, const struct sigaction& program) {
+  struct sigaction ours;
+  memset(&ours, 0, sizeof ours);
+  ours.sa_sigaction = ending_signal_handler;
+  if (has_handler(program)) {
+    ours.sa_flags = SA_SIGINFO | (program.sa_flags & (SA_RESTART | SA_NODEFER | SA_ONSTACK));
+    ours.sa_mask = program.sa_mask;
+  } else {
+    ours.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&ours.sa_mask);
+  }
+  return real_sigaction()(sig, &ours, nullptr);
+}
 
 // abort() raises SIGABRT and, if a handler returns, resets the action to SIG_DFL through glibc's internal
 // sigaction (which we never see) and raises again: our handler is not entered a second time.
@@ -70,92 +123,126 @@ bool raised_by_abort(int sig, const siginfo_t* info) {
   return sig == SIGABRT && info && info->si_code <= 0 && info->si_pid == getpid();
 }
 
-void crash_handler(int sig, siginfo_t* info, void* context) {
+// Runs the program's handler; the program may live on (recover with siglongjmp, or, like CPython's SIGINT
+// handler, just note the signal), so the trace does not end here. If the handler hands the signal on to the
+// default action instead, we are entered again, without a handler, and end it then.
+//
+// Before a crash handler, what is buffered is written: the process is in a broken state, and the handler may
+// crash in turn or end it in a way we do not see. Before the handler of any other signal, nothing is: the
+// process is sound, the writer thread keeps flushing while it lives, and every way out of the handler that ends
+// it (exit, _exit, exec, the signal again with SIG_DFL) is hooked. And those signals can come often (SIGALRM
+// from an interval timer, SIGUSR1/SIGUSR2 or SIGXCPU as a runtime's thread-to-thread signals): a flush at each
+// would compress and write a chunk on the job's thread, or wait up to a second for a lock held by a thread
+// that the runtime has suspended.
+void chain_to_program(int sig, siginfo_t* info, void* context, struct sigaction program, int saved_errno) {
+  bool crash = ending_signal(sig)->fault;
+  if (raised_by_abort(sig, info))
+    recorder_finish_from_signal(sig, /*process_dies=*/false);
+  else if (crash)
+    recorder_flush_from_signal();
+  if (program.sa_flags & SA_RESETHAND) {
+    g_chained[sig].program_action.sa_handler = SIG_DFL;
+    g_chained[sig].program_action.sa_flags = 0;
+  }
+  errno = saved_errno;
+  // An _exit() from a crash handler ends a crash; from a SIGTERM handler it is the program's own clean exit.
+  int outer = t_handling_signal;
+  if (crash) t_handling_signal = sig;
+  if (program.sa_flags & SA_SIGINFO)
+    program.sa_sigaction(sig, info, context);
+  else
+    program.sa_handler(sig);
+  t_handling_signal = outer;
+}
+
+void ending_signal_handler(int sig, siginfo_t* info, void* context) {
   int saved_errno = errno;
   struct sigaction program = g_chained[sig].program_action;
-  bool has_handler = (program.sa_flags & SA_SIGINFO)
-                         ? program.sa_sigaction != nullptr
-                         : program.sa_handler != SIG_DFL && program.sa_handler != SIG_IGN;
-  if (has_handler) {
-    // The program may recover (siglongjmp) and live on: write what we have but do not end the trace yet.
-    // If its handler hands the signal on to the default action instead, we are entered again, without
-    // a handler, and end it then.
-    if (raised_by_abort(sig, info))
-      recorder_finish_from_signal(sig, /*process_dies=*/false);
-    else
-      recorder_flush_from_signal();
-    if (program.sa_flags & SA_RESETHAND) {
-      g_chained[sig].program_action.sa_handler = SIG_DFL;
-      g_chained[sig].program_action.sa_flags = 0;
-    }
-    errno = saved_errno;
-    int outer = t_handling_signal;
-    t_handling_signal = sig;
-    if (program.sa_flags & SA_SIGINFO)
-      program.sa_sigaction(sig, info, context);
-    else
-      program.sa_handler(sig);
-    t_handling_signal = outer;
+  // The program set SIG_IGN and our sigaction() has not yet put it into the kernel: ignored.
+  if (is_ignore(program)) return;
+  if (has_handler(program)) {
+    chain_to_program(sig, info, context, program, saved_errno);
     return;
   }
   recorder_finish_from_signal(sig, /*process_dies=*/true);
   // No handler of the program's: give the signal its disposition back and let it act. A fault re-executes
   // the faulting instruction on return; a raised or sent signal is raised again (it stays pending until
-  // this handler returns, since the signal is blocked while it runs).
+  // this handler returns, since the signal is blocked while it runs). Only crash signals come from faults:
+  // the others are sent even when si_code is positive (SI_KERNEL: the terminal's Ctrl-C, RLIMIT_CPU, alarm()).
   g_chained[sig].ours_installed.store(false);
   real_sigaction()(sig, &program, nullptr);
-  if (info == nullptr || info->si_code <= 0) raise(sig);
+  if (!ending_signal(sig)->fault || info == nullptr || info->si_code <= 0) raise(sig);
   errno = saved_errno;
+}
+
+// What our sigaction() does for a managed signal. `act` null: a query, answered from our table while ours is
+// in front. SIG_IGN goes into the kernel as it is (ours leaves); anything else goes into our table with ours
+// in front, its flags mirrored (install_ours).
+int managed_sigaction(int sig, const struct sigaction* act, struct sigaction* oldact) {
+  Chained& chained = g_chained[sig];
+  struct sigaction old;
+  if (chained.ours_installed.load()) {
+    old = chained.program_action;
+  } else if (real_sigaction()(sig, nullptr, &old) != 0) {
+    return -1;
+  }
+  if (act) {
+    // The table first: a signal arriving in between then finds the new action in it.
+    chained.program_action = *act;
+    if (is_ignore(*act)) {
+      if (real_sigaction()(sig, act, nullptr) != 0) return -1;
+      chained.ours_installed.store(false);
+    } else {
+      if (install_ours(sig, *act) != 0) return -1;
+      chained.ours_installed.store(true);
+    }
+  }
+  if (oldact) *oldact = old;
+  return 0;
 }
 
 }  // namespace
 
-void crash_signals_install() {
-  for (int sig : kCrashSignals) {
-    struct sigaction ours;
-    memset(&ours, 0, sizeof ours);
-    ours.sa_sigaction = crash_handler;
-    ours.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&ours.sa_mask);
+void ending_signals_install() {
+  for (const EndingSignal& s : kEndingSignals) {
+    Chained& chained = g_chained[s.number];
+    if (chained.managed.load()) continue;  // a second start (a forked child's, after a failed exec) keeps its table
     struct sigaction previous;
-    if (real_sigaction()(sig, &ours, &previous) != 0) continue;
-    g_chained[sig].program_action = previous;
-    g_chained[sig].ours_installed.store(true);
+    if (real_sigaction()(s.number, nullptr, &previous) != 0) continue;
+    chained.program_action = previous;
+    chained.managed.store(true);
+    // Ignored (nohup's SIGHUP, CPython's SIGPIPE): a handler of ours would make blocking calls fail with EINTR
+    // where they did not, so the kernel keeps SIG_IGN until the program installs something else.
+    if (is_ignore(previous)) continue;
+    if (install_ours(s.number, previous) == 0) chained.ours_installed.store(true);
   }
 }
 
 }  // namespace memtrace
 
 using memtrace::g_chained;
-using memtrace::is_crash_signal;
-
-
 
 // ---- signal handler installation ---------------------------------------------------------------------------
 
 MEMTRACE_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction* oldact) noexcept {
-  if (sig > 0 && sig < NSIG && is_crash_signal(sig) && g_chained[sig].ours_installed.load()) {
-    if (oldact) *oldact = g_chained[sig].program_action;
-    if (act) g_chained[sig].program_action = *act;
-    return 0;
-  }
   auto real = memtrace::real_sigaction();
   if (!real) {
     errno = ENOSYS;
     return -1;
   }
+  if (sig > 0 && sig < NSIG && g_chained[sig].managed.load()) return memtrace::managed_sigaction(sig, act, oldact);
   return real(sig, act, oldact);
 }
 
 // glibc's signal() installs through its internal sigaction, which our sigaction() never sees.
 MEMTRACE_EXPORT sighandler_t signal(int sig, sighandler_t handler) noexcept {
-  if (sig > 0 && sig < NSIG && is_crash_signal(sig) && g_chained[sig].ours_installed.load()) {
+  if (sig > 0 && sig < NSIG && g_chained[sig].managed.load()) {
     struct sigaction act;
     memset(&act, 0, sizeof act);
     act.sa_handler = handler;
     act.sa_flags = SA_RESTART;  // glibc's signal() has BSD semantics
     struct sigaction old;
-    sigaction(sig, &act, &old);
+    if (sigaction(sig, &act, &old) != 0) return SIG_ERR;
     if (old.sa_flags & SA_SIGINFO) return reinterpret_cast<sighandler_t>(reinterpret_cast<void*>(old.sa_sigaction));
     return old.sa_handler;
   }

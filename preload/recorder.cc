@@ -364,7 +364,7 @@ void start() {
     atexit(on_exit_handler);
   }
   g_state.store(kRunning, std::memory_order_release);
-  crash_signals_install();
+  ending_signals_install();
   g_writer.start_thread(recorder_flush, g_config.flush_interval_ms);
 }
 
