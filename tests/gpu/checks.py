@@ -9,7 +9,7 @@
     checks.py profiler   NAME --summary S.json --leaks L.json --truth T.json --trace T.mtrace --plain P.json
                               --output JOB.out --plain-output PLAIN.out
     checks.py killed     NAME --summary S.json --leaks L.json --trace T.mtrace --progress PROGRESS --start START.json
-                              --kill-time UNIX_S --flush-ms MS --pid PID --exit-status RC
+                              --kill-time UNIX_S --flush-ms MS --pid PID --exit-status RC [--signal N]
     checks.py memory_model NAME --summary S.json --leaks L.json --trace T.mtrace --truth T.json --timeline TL.json
     checks.py ipc_child  NAME --summary S.json --leaks L.json --trace T.mtrace --truth T.json
     checks.py torch_checkpoints NAME --summary S.json --leaks L.json --trace T.mtrace --truth T.json --timeline TL.json
@@ -276,16 +276,20 @@ def leak_site_at(leaks, file_name, line):
     return max(sites, key=lambda l: l.get("count", 0), default={})
 
 
-def check_killed(c, summary, leaks, start, progress, kill_time_s, flush_ms, pid, exit_status, min_steps):
+def check_killed(c, summary, leaks, start, progress, kill_time_s, flush_ms, pid, exit_status, min_steps, signal):
     # `memtrace run` replaces itself with the command, so the pid gpu-check started and killed is Python's.
     c.check("pid of memtrace run == pid of the python process", pid, start["pid"])
-    c.check("exit status of the killed job (128 + SIGKILL)", 128 + 9, exit_status)
+    c.check(f"exit status of the killed job (128 + signal {signal})", 128 + signal, exit_status)
     completed = progress[-1][0] if progress else 0
     c.check("steps completed before the kill", f">= {min_steps}", completed, completed >= min_steps)
 
     trace = summary.get("trace", {})
     how = end_how(trace)
-    c.check("trace end record", "none (cut off)", how or "none (cut off)", how is None)
+    if signal == 9:
+        c.check("trace end record", "none (cut off)", how or "none (cut off)", how is None)
+    else:  # caught: the tracer's handler wrote everything and an end record naming the signal
+        c.check("trace end record", f"SIGNAL {signal}", f"{how} {(trace.get('end') or {}).get('signal')}")
+        c.check("trace complete (not truncated)", False, trace.get("truncated"))
     c.info("trace", f"truncated {trace.get('truncated')}, {trace.get('events')} events in {trace.get('chunks')} "
                     f"chunks, {trace.get('complete_bytes')} complete bytes, last event at "
                     f"{trace.get('last_event_time_s')} s")
@@ -299,7 +303,8 @@ def check_killed(c, summary, leaks, start, progress, kill_time_s, flush_ms, pid,
     # the growing site may hold one of them fewer, when one step's block is recorded under a different stack.
     # At most the completed steps plus the one in flight (its loss may be allocated when the kill comes) can be
     # there.
-    cutoff_s = kill_time_s - 2 * flush_ms / 1000
+    # A caught signal loses nothing: every step completed before the kill must be there.
+    cutoff_s = kill_time_s - 2 * flush_ms / 1000 if signal == 9 else kill_time_s
     must_have = max((steps for steps, t in progress if t <= cutoff_s), default=0)
     lower = max(must_have - 1, 0)
     site = leak_site_at(leaks, os.path.basename(start["leak_file"]), start["leak_line"])
@@ -311,7 +316,7 @@ def check_killed(c, summary, leaks, start, progress, kill_time_s, flush_ms, pid,
             isinstance(count, int) and lower <= count <= completed + 1)
     last_s = kill_time_s - progress[-1][1] if progress else float("nan")
     c.info("progress", f"{completed} steps completed, the last at kill time - {last_s:.3f} s; {must_have} completed "
-                       f"at least 2 x {flush_ms} ms before the kill")
+                       + (f"at least 2 x {flush_ms} ms before the kill" if signal == 9 else "before the signal"))
 
 
 # ---- issue 4: the memory model, checkpoints against the frameworks' own figures, OOM reports ----
@@ -601,6 +606,7 @@ def main():
     parser.add_argument("--pid", type=int, help="killed: the pid of the `memtrace run` gpu-check started")
     parser.add_argument("--exit-status", type=int, help="killed: the status gpu-check's wait returned")
     parser.add_argument("--min-steps", type=int, help="killed: steps gpu-check waited for before the kill")
+    parser.add_argument("--signal", type=int, default=9, help="killed: the signal sent (9: SIGKILL, 15: SIGTERM)")
     parser.add_argument("--timeline", help="memory_model, torch_checkpoints, jax_stats: `memtrace timeline --json`")
     parser.add_argument("--oom", help="oom_other, saved_oom: `memtrace oom --json`")
     parser.add_argument("--holder", help="oom_other: gpu_holder.py's ready file")
@@ -648,7 +654,7 @@ def main():
     else:
         check_killed(c, summary, leaks, load_json(args.start, "train_until_killed.py's start file"),
                      read_progress(args.progress), args.kill_time, args.flush_ms, args.pid, args.exit_status,
-                     args.min_steps)
+                     args.min_steps, args.signal)
     return 1 if c.failed else 0
 
 
