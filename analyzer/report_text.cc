@@ -112,8 +112,7 @@ void print_site_frames(std::ostream& out, const CallSite& site, FrameResolver& r
   print_frames(out, resolver.resolve(site.stack_id), options);
   if (site.stack_count > 1)
     out << kIndent << "(one call site of " << site.stack_count
-        << " stacks that differ only in Python interpreter frames; these are the frames of the one with the most "
-           "bytes)\n";
+        << " stacks that differ only in Python interpreter frames; shown: the one with the most bytes)\n";
 }
 
 namespace {
