@@ -82,7 +82,7 @@ void replay_all(Analysis& analysis, PeakCapture* peaks) {
 }
 
 // Replays again up to the last peak of `devices`, snapshotting each device at its own peak event.
-void collect_live_at_peak(Analysis& analysis, const std::vector<int32_t>& devices) {
+void collect_live_at_peak(Analysis& analysis, const std::vector<int32_t>& devices, const SiteGrouping& grouping) {
   std::map<uint64_t, std::vector<int32_t>> devices_by_peak_event;
   for (int32_t device : devices)
     devices_by_peak_event[analysis.model.devices().at(device).peak_allocated().event_index].push_back(device);
@@ -100,7 +100,7 @@ void collect_live_at_peak(Analysis& analysis, const std::vector<int32_t>& device
         for (int32_t device : it->second) {
           std::vector<LiveAllocation> live;
           replay.for_each_allocated(device, [&](const LiveAllocation& a) { live.push_back(a); });
-          analysis.live_at_peak[device] = group_by_call_site(live);
+          analysis.live_at_peak[device] = group_by_call_site(live, grouping);
           analysis.fragmentation_at_peak[device] = replay.fragmentation(device);
         }
       }
@@ -131,11 +131,13 @@ std::unique_ptr<Analysis> analyze_trace(const std::string& path, bool with_live_
   std::optional<PeakCapture> peaks;
   if (with_live_at_peak) peaks.emplace(analysis->model);
   replay_all(*analysis, peaks ? &*peaks : nullptr);
+  SiteGrouping grouping(analysis->stacks);  // every Stack and Module record is read by now
   analysis->leaks = find_leak_sites(analysis->model.live_at_exit(), analysis->leak_window_ns(),
-                                    analysis->model.first_allocation_ns(analysis->model.live_at_exit()));
+                                    analysis->model.first_allocation_ns(analysis->model.live_at_exit()), grouping);
   if (peaks) {
     std::vector<int32_t> missing = peaks->finish(analysis->live_at_peak, analysis->fragmentation_at_peak);
-    if (!missing.empty()) collect_live_at_peak(*analysis, missing);
+    for (auto& [device, per_stack] : analysis->live_at_peak) merge_call_sites(per_stack, grouping);
+    if (!missing.empty()) collect_live_at_peak(*analysis, missing, grouping);
   }
   return analysis;
 }

@@ -7,12 +7,12 @@
 namespace memtrace {
 namespace {
 
-using SiteKey = std::pair<int32_t, uint64_t>;  // (device, stack id)
+using SiteKey = std::pair<int32_t, uint64_t>;  // (device, stack id) or (device, site)
 
-std::map<SiteKey, std::vector<const LiveAllocation*>> by_site(const std::vector<LiveAllocation>& live) {
-  std::map<SiteKey, std::vector<const LiveAllocation*>> sites;
-  for (const LiveAllocation& a : live) sites[{a.device, a.stack_id}].push_back(&a);
-  return sites;
+std::map<SiteKey, std::vector<const LiveAllocation*>> by_stack(const std::vector<LiveAllocation>& live) {
+  std::map<SiteKey, std::vector<const LiveAllocation*>> stacks;
+  for (const LiveAllocation& a : live) stacks[{a.device, a.stack_id}].push_back(&a);
+  return stacks;
 }
 
 template <typename T>
@@ -27,41 +27,104 @@ bool larger_first(const CallSite& a, const CallSite& b) {
   return a.stack_id < b.stack_id;
 }
 
+// A site under construction: its totals, and the bytes of the stack it shows (CallSite::stack_id).
+struct SiteBuilder {
+  CallSite site;
+  uint64_t shown_stack_bytes = 0;
+  bool empty = true;
+
+  void add_stack(uint64_t stack_id, uint64_t bytes, uint64_t count) {
+    if (empty || bytes > shown_stack_bytes || (bytes == shown_stack_bytes && stack_id < site.stack_id)) {
+      site.stack_id = stack_id;
+      shown_stack_bytes = bytes;
+    }
+    site.stack_count = empty ? 1 : site.stack_count + 1;
+    site.bytes += bytes;
+    site.count += count;
+    empty = false;
+  }
+};
+
 }  // namespace
 
-std::vector<CallSite> group_by_call_site(const std::vector<LiveAllocation>& live) {
-  std::vector<CallSite> result;
-  for (const auto& [key, allocations] : by_site(live)) {
+uint64_t SiteGrouping::site_of(uint64_t stack_id) const {
+  if (!stacks_) return stack_id;
+  if (auto known = site_by_stack_.find(stack_id); known != site_by_stack_.end()) return known->second;
+  uint64_t site = stack_id;
+  if (const std::vector<uint64_t>* frames = stacks_->frames(stack_id)) {
+    std::vector<uint64_t> shown;
+    shown.reserve(frames->size());
+    for (uint64_t frame : *frames)
+      if ((frame & kPythonFrameBit) || !stacks_->in_python_interpreter(frame)) shown.push_back(frame);
+    StackCuts cuts = stacks_->cuts(stack_id);
+    auto outermost_python = std::find_if(shown.rbegin(), shown.rend(), [](uint64_t f) { return f & kPythonFrameBit; });
+    if (cuts.native_frames_cut && outermost_python != shown.rend()) shown.erase(outermost_python.base(), shown.end());
+    site = site_by_shown_stack_.try_emplace({std::move(shown), cuts}, stack_id).first->second;
+  }
+  site_by_stack_.emplace(stack_id, site);
+  return site;
+}
+
+std::vector<CallSite> group_by_call_site(const std::vector<LiveAllocation>& live, const SiteGrouping& grouping) {
+  std::vector<CallSite> per_stack;
+  for (const auto& [key, allocations] : by_stack(live)) {
     CallSite site{key.first, key.second, 0, allocations.size()};
     for (const LiveAllocation* a : allocations) site.bytes += a->size_bytes;
-    result.push_back(site);
+    per_stack.push_back(site);
   }
-  sort_largest_first(result);
-  return result;
+  merge_call_sites(per_stack, grouping);
+  return per_stack;
+}
+
+void merge_call_sites(std::vector<CallSite>& per_stack, const SiteGrouping& grouping) {
+  std::map<SiteKey, SiteBuilder> sites;
+  for (const CallSite& s : per_stack)
+    sites[{s.device, grouping.site_of(s.stack_id)}].add_stack(s.stack_id, s.bytes, s.count);
+  per_stack.clear();
+  for (auto& [key, builder] : sites) {
+    builder.site.device = key.first;
+    per_stack.push_back(builder.site);
+  }
+  sort_largest_first(per_stack);
 }
 
 void sort_largest_first(std::vector<CallSite>& sites) { std::sort(sites.begin(), sites.end(), larger_first); }
 
 std::vector<LeakSite> find_leak_sites(const std::vector<LiveAllocation>& live_at_exit, int64_t exit_ns,
-                                      const FirstAllocationTimes& first_allocation_ns) {
+                                      const FirstAllocationTimes& first_allocation_ns, const SiteGrouping& grouping) {
+  struct SiteAllocations {
+    SiteBuilder builder;
+    std::vector<const LiveAllocation*> allocations;
+    int64_t first_ns = 0;  // the earliest first allocation of its stacks
+  };
+  std::map<SiteKey, SiteAllocations> sites;
+  for (const auto& [key, allocations] : by_stack(live_at_exit)) {
+    SiteAllocations& site = sites[{key.first, grouping.site_of(key.second)}];
+    uint64_t bytes = 0;
+    for (const LiveAllocation* a : allocations) bytes += a->size_bytes;
+    auto first = first_allocation_ns.find(key);
+    int64_t stack_first_ns = first == first_allocation_ns.end() ? 0 : first->second;
+    site.first_ns = site.builder.empty ? stack_first_ns : std::min(site.first_ns, stack_first_ns);
+    site.builder.add_stack(key.second, bytes, allocations.size());
+    site.builder.site.device = key.first;
+    site.allocations.insert(site.allocations.end(), allocations.begin(), allocations.end());
+  }
   std::vector<LeakSite> result;
-  for (const auto& [key, allocations] : by_site(live_at_exit)) {
+  for (auto& [key, site] : sites) {
     LeakSite leak;
-    leak.site = CallSite{key.first, key.second, 0, allocations.size()};
+    leak.site = site.builder.site;
     std::vector<uint64_t> sizes;
     std::vector<int64_t> times;
-    for (const LiveAllocation* a : allocations) {
-      leak.site.bytes += a->size_bytes;
+    for (const LiveAllocation* a : site.allocations) {
       sizes.push_back(a->size_bytes);
       times.push_back(a->time_ns);
     }
     std::sort(times.begin(), times.end());
     int64_t span_ns = times.back() - times.front();
-    auto first = first_allocation_ns.find(key);
-    int64_t window_ns = exit_ns - std::min(times.front(), first == first_allocation_ns.end() ? 0 : first->second);
-    leak.growing = allocations.size() >= kMinGrowthAllocations && window_ns > 0 && 2 * span_ns >= window_ns;
+    int64_t window_ns = exit_ns - std::min(times.front(), site.first_ns);
+    leak.growing = times.size() >= kMinGrowthAllocations && window_ns > 0 && 2 * span_ns >= window_ns;
     if (leak.growing) {
-      leak.growth_count = allocations.size();
+      leak.growth_count = times.size();
       leak.growth_bytes_per_step = lower_median(sizes);
       std::vector<int64_t> intervals;
       for (size_t i = 1; i < times.size(); ++i) intervals.push_back(times[i] - times[i - 1]);

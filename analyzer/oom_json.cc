@@ -19,14 +19,14 @@ json detail_json(size_t number, const OomDetail& d, FrameResolver& resolver) {
   const OomEvent& o = d.oom;
   json live = json::array();
   for (const CallSite& s : d.top_live_sites)
-    live.push_back(with_stack({{"bytes", s.bytes}, {"count", s.count}}, resolver.resolve(s.stack_id)));
+    live.push_back(with_site_stack({{"bytes", s.bytes}, {"count", s.count}}, s, resolver));
   json growing = json::array();
   for (const LeakSite& l : d.growing_sites)
-    growing.push_back(with_stack({{"bytes", l.site.bytes},
-                                  {"count", l.growth_count},
-                                  {"growth_bytes_per_step", l.growth_bytes_per_step},
-                                  {"median_interval_s", l.median_interval_s}},
-                                 resolver.resolve(l.site.stack_id)));
+    growing.push_back(with_site_stack({{"bytes", l.site.bytes},
+                                       {"count", l.growth_count},
+                                       {"growth_bytes_per_step", l.growth_bytes_per_step},
+                                       {"median_interval_s", l.median_interval_s}},
+                                      l.site, resolver));
   json diagnoses = json::array();
   for (const OomDiagnosis& diagnosis : diagnose_oom(d))
     diagnoses.push_back({{"cause", oom_cause_name(diagnosis.cause)}, {"text", diagnosis.text}});

@@ -20,7 +20,7 @@ bool same_oom(const OomEvent& a, const OomEvent& b) {
 class OomReplay {
  public:
   OomReplay(const Analysis& analysis, size_t sites_per_oom)
-      : first_pass_(analysis.model.ooms()), sites_per_oom_(sites_per_oom) {
+      : first_pass_(analysis.model.ooms()), sites_per_oom_(sites_per_oom), grouping_(analysis.stacks) {
     model_.set_layer_hints(analysis.model.layer_hints());
     wanted_ = std::min(first_pass_.size(), kMaxOomsDetailed);
   }
@@ -99,12 +99,12 @@ class OomReplay {
     d.fragmentation = model_.fragmentation(oom.device);
     std::vector<LiveAllocation> live;
     model_.for_each_allocated(oom.device, [&](const LiveAllocation& a) { live.push_back(a); });
-    std::vector<CallSite> sites = group_by_call_site(live);
+    std::vector<CallSite> sites = group_by_call_site(live, grouping_);
     d.live_site_count = sites.size();
     sites.resize(std::min(sites.size(), sites_per_oom_));
     d.top_live_sites = std::move(sites);
     // find_leak_sites puts growing sites first.
-    for (LeakSite& site : find_leak_sites(live, oom.time_ns, model_.first_allocation_ns(live))) {
+    for (LeakSite& site : find_leak_sites(live, oom.time_ns, model_.first_allocation_ns(live), grouping_)) {
       if (!site.growing) break;
       if (d.growing_site_count++ < sites_per_oom_) d.growing_sites.push_back(std::move(site));
     }
@@ -127,6 +127,7 @@ class OomReplay {
 
   const std::vector<OomEvent>& first_pass_;
   size_t sites_per_oom_;
+  SiteGrouping grouping_;  // of the first pass's stacks: the sites of every snapshot, each stack grouped once
   size_t wanted_ = 0;
   bool found_all_ = false;
   MemoryModel model_;

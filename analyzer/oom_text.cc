@@ -42,7 +42,7 @@ void print_live_sites(std::ostream& out, const OomDetail& d, FrameResolver& reso
   for (size_t i = 0; i < d.top_live_sites.size(); ++i) {
     const CallSite& s = d.top_live_sites[i];
     out << "    #" << i + 1 << ' ' << format_bytes(s.bytes) << " in " << count_of(s.count, "allocation") << '\n';
-    print_frames(out, resolver.resolve(s.stack_id), options);
+    print_site_frames(out, s, resolver, options);
   }
 }
 
@@ -56,7 +56,7 @@ void print_growing_sites(std::ostream& out, const OomDetail& d, FrameResolver& r
     out << "    #" << i + 1 << ' ' << format_bytes(l.site.bytes) << " in " << count_of(l.growth_count, "allocation")
         << " of " << short_bytes(l.growth_bytes_per_step) << " each, one every " << format_interval(l.median_interval_s)
         << " (median)\n";
-    print_frames(out, resolver.resolve(l.site.stack_id), options);
+    print_site_frames(out, l.site, resolver, options);
   }
 }
 

@@ -27,6 +27,11 @@ json with_stack(json site, const ResolvedStack& stack) {
   return site;
 }
 
+json with_site_stack(json fields, const CallSite& site, FrameResolver& resolver) {
+  if (site.stack_count > 1) fields["merged_stack_count"] = site.stack_count;
+  return with_stack(std::move(fields), resolver.resolve(site.stack_id));
+}
+
 json trace_json(const Analysis& a) {
   const TraceHealth& h = a.model.health();
   json notices = json::array();
@@ -97,8 +102,7 @@ json trace_json(const Analysis& a) {
 static json sites_json(const std::vector<CallSite>& sites, FrameResolver& resolver) {
   json out = json::array();
   for (const CallSite& s : sites)
-    out.push_back(
-        with_stack({{"device", s.device}, {"bytes", s.bytes}, {"count", s.count}}, resolver.resolve(s.stack_id)));
+    out.push_back(with_site_stack({{"device", s.device}, {"bytes", s.bytes}, {"count", s.count}}, s, resolver));
   return out;
 }
 
@@ -188,14 +192,14 @@ json devices_json(const Analysis& a, FrameResolver& resolver) {
 json leaks_json(const Analysis& a, FrameResolver& resolver) {
   json out = json::array();
   for (const LeakSite& l : a.leaks)
-    out.push_back(with_stack({{"device", l.site.device},
-                              {"bytes", l.site.bytes},
-                              {"count", l.site.count},
-                              {"growing", l.growing},
-                              {"growth_count", l.growth_count},
-                              {"growth_bytes_per_step", l.growth_bytes_per_step},
-                              {"median_interval_s", l.median_interval_s}},
-                             resolver.resolve(l.site.stack_id)));
+    out.push_back(with_site_stack({{"device", l.site.device},
+                                   {"bytes", l.site.bytes},
+                                   {"count", l.site.count},
+                                   {"growing", l.growing},
+                                   {"growth_count", l.growth_count},
+                                   {"growth_bytes_per_step", l.growth_bytes_per_step},
+                                   {"median_interval_s", l.median_interval_s}},
+                                  l.site, resolver));
   return out;
 }
 

@@ -13,6 +13,11 @@ nlohmann::json frames_json(const std::vector<Frame>& frames);
 // `site` (an object) with the stack's keys added: `frames`, and `native_frames_cut` / `python_frames_cut`
 // (true where the tracer cut the stack short, see print_frames).
 nlohmann::json with_stack(nlohmann::json site, const ResolvedStack& stack);
+// `fields` (an object) with a call site's stack (with_stack of CallSite::stack_id: of the stacks merged into the
+// site, the one with the most bytes) and, only where the site merges stacks that differ in the interpreter's
+// frames alone (call_sites.h, SiteGrouping), `merged_stack_count`: how many. Absent for a site of one stack, so
+// that reports where nothing merges read as before.
+nlohmann::json with_site_stack(nlohmann::json fields, const CallSite& site, FrameResolver& resolver);
 nlohmann::json trace_json(const Analysis& analysis);    // `trace`: events, truncated, health, notices
 nlohmann::json devices_json(const Analysis& analysis, FrameResolver& resolver);
 // `process`: host memory (pinned, registered) and address space reserved, which belong to no device.

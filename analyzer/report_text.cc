@@ -108,6 +108,13 @@ void print_frames(std::ostream& out, const ResolvedStack& stack, const TextOptio
   out << ")\n";
 }
 
+void print_site_frames(std::ostream& out, const CallSite& site, FrameResolver& resolver, const TextOptions& options) {
+  print_frames(out, resolver.resolve(site.stack_id), options);
+  if (site.stack_count > 1)
+    out << kIndent << "(one call site of " << site.stack_count
+        << " stacks that differ only in Python interpreter frames; shown: the one with the most bytes)\n";
+}
+
 namespace {
 
 void print_peak(std::ostream& out, const char* name, const Peak& peak) {
@@ -236,7 +243,7 @@ void print_devices(std::ostream& out, const Analysis& a, FrameResolver& resolver
     out << '\n';
     for (size_t i = 0; i < sites.size() && i < options.top; ++i) {
       out << "    #" << i + 1 << ' ' << format_bytes(sites[i].bytes) << " in " << count_of(sites[i].count, "allocation") << '\n';
-      print_frames(out, resolver.resolve(sites[i].stack_id), options);
+      print_site_frames(out, sites[i], resolver, options);
     }
   }
 }
@@ -271,7 +278,7 @@ void print_leaks(std::ostream& out, const Analysis& a, FrameResolver& resolver, 
           << format_bytes(l.growth_bytes_per_step) << " each, one every " << format_interval(l.median_interval_s)
           << " (median)";
     out << '\n';
-    print_frames(out, resolver.resolve(l.site.stack_id), options);
+    print_site_frames(out, l.site, resolver, options);
   }
 }
 

@@ -27,6 +27,9 @@ struct TextOptions {
 // applied), or the hidden-frames line says so when that frame is hidden, and "... outer Python frames past the Nth
 // not recorded" follows the last Python frame (outer Python frames cut).
 void print_frames(std::ostream& out, const ResolvedStack& stack, const TextOptions& options);
+// A call site's frames (print_frames of CallSite::stack_id), and where it merges stacks that differ only in the
+// interpreter's frames (call_sites.h, SiteGrouping), a line saying how many and whose frames these are.
+void print_site_frames(std::ostream& out, const CallSite& site, FrameResolver& resolver, const TextOptions& options);
 void print_trace_overview(std::ostream& out, const Analysis& analysis);
 void print_devices(std::ostream& out, const Analysis& analysis, FrameResolver& resolver, const TextOptions& options);
 // Host memory (pinned, registered) and address space reserved: process-wide; nothing when unused.

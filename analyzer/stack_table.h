@@ -20,7 +20,13 @@ inline constexpr uint64_t kPythonFrameBit = 1ull << 63;
 struct StackCuts {
   bool native_frames_cut = false;
   bool python_frames_cut = false;
+  auto operator<=>(const StackCuts&) const = default;
 };
+
+// Whether a module, by its file's basename, is the Python interpreter itself: libpython*.so* or the python
+// executable. Its native frames (eval loop, call machinery) stand where the tracer spliced in the Python frames
+// they ran; reports hide them. The same rule as the Symbolizer's NativeFrame.in_python_interpreter.
+bool is_python_interpreter_module(const std::string& basename);
 
 struct PythonSource {
   std::string file;
@@ -39,9 +45,19 @@ class StackTable {
   StackCuts cuts(uint64_t stack_id) const;
   const PythonSource* python_frame(uint64_t id) const;
   const std::vector<proto::Module>& modules() const { return modules_; }
+  // Whether a native return address lies in one of the interpreter's modules (is_python_interpreter_module),
+  // found as the Symbolizer finds a module: the one with the highest start at or below the address, if the
+  // address is below its end. Without the debug info the Symbolizer reads: a lookup among the modules only.
+  bool in_python_interpreter(uint64_t address) const;
 
  private:
   std::vector<proto::Module> modules_;
+  struct ModuleRange {
+    uint64_t start = 0;
+    uint64_t end = 0;
+    bool python_interpreter = false;
+  };
+  std::vector<ModuleRange> module_ranges_;  // sorted by start
   std::unordered_map<uint64_t, PythonSource> python_frames_;
   struct InternedStack {
     std::vector<uint64_t> frames;
