@@ -25,7 +25,8 @@ struct StackCuts {
 
 // Whether a module, by its file's basename, is the Python interpreter itself: libpython*.so* or the python
 // executable. Its native frames (eval loop, call machinery) stand where the tracer spliced in the Python frames
-// they ran; reports hide them. The same rule as the Symbolizer's NativeFrame.in_python_interpreter.
+// they ran; reports hide them (the Symbolizer sets NativeFrame.in_python_interpreter with it), and call sites
+// are grouped without them (call_sites.h).
 bool is_python_interpreter_module(const std::string& basename);
 
 struct PythonSource {

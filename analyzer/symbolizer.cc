@@ -7,8 +7,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <regex>
 #include <utility>
+
+#include "stack_table.h"
 
 namespace memtrace {
 namespace {
@@ -16,13 +17,6 @@ namespace {
 std::string basename_of(const std::string& path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-// The interpreter's own frames (eval loop, call machinery) are noise next to the Python frames the
-// tracer spliced in for them.
-bool is_python_interpreter(const std::string& name) {
-  static const std::regex pattern(R"(^(libpython[0-9.]*.*\.so.*|python[0-9.]*)$)");
-  return std::regex_match(name, pattern);
 }
 
 const Dwfl_Callbacks kOfflineCallbacks = {
@@ -162,7 +156,7 @@ struct Symbolizer::Impl {
     frame.module_path = loaded->module.path();
     frame.module_name = loaded->name;
     frame.module_offset = return_address - loaded->module.load_address();
-    frame.in_python_interpreter = is_python_interpreter(loaded->name);
+    frame.in_python_interpreter = is_python_interpreter_module(loaded->name);
     frame.build_id_mismatch = loaded->build_id_mismatch;
     if (!loaded->dwfl_module) {
       frame.module_missing = !loaded->build_id_mismatch;
