@@ -191,7 +191,9 @@ void print_trace_overview(std::ostream& out, const Analysis& a) {
   if (a.info.start) {
     out << "  process: pid " << a.info.start->pid();
     if (!a.info.start->hostname().empty()) out << " on " << a.info.start->hostname();
-    out << ',';
+    // No argv: MEMTRACE_REDACT_ARGS, or /proc/self/cmdline could not be read. Said, so that it does not look cut.
+    if (a.info.start->argv().empty()) out << " (command line not recorded)";
+    else out << ',';
     for (const std::string& arg : a.info.start->argv()) out << ' ' << arg;
     out << '\n';
     // Where a stack may have been cut: a reader comparing stacks needs to know how deep the tracer went.

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <strings.h>
 #include <unistd.h>
 
 namespace memtrace {
@@ -30,6 +31,16 @@ uint64_t env_uint(const char* name, uint64_t fallback, uint64_t min, uint64_t ma
   return v;
 }
 
+// The spellings of a boolean setting that a user writes in shell scripts and YAML alike.
+constexpr const char* kTrueWords[] = {"1", "true", "yes", "on"};
+constexpr const char* kFalseWords[] = {"0", "false", "no", "off"};
+
+bool is_one_of(const char* s, const char* const (&words)[4]) {
+  for (const char* word : words)
+    if (strcasecmp(s, word) == 0) return true;
+  return false;
+}
+
 bool append(char*& out, char* end, const char* s, size_t n) {
   if (static_cast<size_t>(end - out) <= n) return false;
   memcpy(out, s, n);
@@ -38,6 +49,16 @@ bool append(char*& out, char* end, const char* s, size_t n) {
 }
 
 }  // namespace
+
+bool config_bool(const char* name, bool unset_value, bool unreadable_value, const char* because) {
+  const char* s = getenv(name);
+  if (!s || !*s) return unset_value;
+  if (is_one_of(s, kTrueWords)) return true;
+  if (is_one_of(s, kFalseWords)) return false;
+  fprintf(stderr, "memtrace: %s=\"%s\" is not 1/0, true/false, yes/no or on/off; using %d%s%s%s\n", name, s,
+          unreadable_value ? 1 : 0, because ? " (" : "", because ? because : "", because ? ")" : "");
+  return unreadable_value;
+}
 
 bool config_expand_output(const char* pattern, int pid, const char* host, char* out, size_t out_size) {
   char* cur = out;
@@ -91,14 +112,16 @@ void config_load(Config* out) {
   // a bad MEMTRACE_MAX_FRAMES, replaced by its default, leaves the Python threads' default too.
   const uint64_t python_default = max_frames_given ? out->max_native_frames : kDefaultMaxNativeFramesWithPython;
   out->max_native_frames_python = static_cast<uint32_t>(env_uint("MEMTRACE_MAX_FRAMES_PYTHON", python_default, 0, 256));
-  out->python_frames = env_uint("MEMTRACE_PYTHON_FRAMES", 1, 0, 1) == 1;
+  out->python_frames = config_bool("MEMTRACE_PYTHON_FRAMES", true, true);
   out->buffer_bytes = static_cast<size_t>(env_uint("MEMTRACE_BUFFER_MB", 8, 1, 4096)) << 20;
-  out->quiet = env_uint("MEMTRACE_QUIET", 0, 0, 1) == 1;
-  out->redact_args = env_uint("MEMTRACE_REDACT_ARGS", 0, 0, 1) == 1;
+  out->quiet = config_bool("MEMTRACE_QUIET", false, false);
+  // A value that is not a boolean still says the user meant to set this one, and the only setting they would
+  // set is 1: recording the command line they wanted kept out of the file would be the worse mistake.
+  out->redact_args = config_bool("MEMTRACE_REDACT_ARGS", false, true, "the command line is not recorded");
   const char* full = getenv("MEMTRACE_FULL_BUFFER");
   out->wait_when_full = full && strcmp(full, "wait") == 0;
   if (full && *full && !out->wait_when_full && strcmp(full, "drop") != 0)
-    fprintf(stderr, "memtrace: MEMTRACE_FULL_BUFFER=%s is neither drop nor wait; using drop\n", full);
+    fprintf(stderr, "memtrace: MEMTRACE_FULL_BUFFER=\"%s\" is neither drop nor wait; using drop\n", full);
 }
 
 }  // namespace memtrace

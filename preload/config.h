@@ -32,16 +32,23 @@ struct Config {
   uint32_t max_native_frames;  // MEMTRACE_MAX_FRAMES, default kDefaultMaxNativeFrames, at most 256
   uint32_t max_native_frames_python;  // on a thread with Python frames: MEMTRACE_MAX_FRAMES_PYTHON, else
                                       // MEMTRACE_MAX_FRAMES where set, else kDefaultMaxNativeFramesWithPython
-  bool python_frames;          // MEMTRACE_PYTHON_FRAMES, default 1
+  bool python_frames;          // MEMTRACE_PYTHON_FRAMES, default 1 (a boolean: see config_bool)
   size_t buffer_bytes;         // MEMTRACE_BUFFER_MB (each of the two chunk buffers), default 8 MiB
   bool quiet;                  // MEMTRACE_QUIET=1: no line on stderr when the trace starts or ends
-  bool redact_args;            // MEMTRACE_REDACT_ARGS=1: the command line is not recorded
+  bool redact_args;            // MEMTRACE_REDACT_ARGS=1: the command line is not recorded; a value that is not
+                               // a boolean also redacts (the user asked for something: privacy is the safe guess)
   bool wait_when_full;         // MEMTRACE_FULL_BUFFER=wait: an event that finds both buffers full waits for the
                                // writer instead of being dropped (=drop, the default)
 };
 
-// Reads the environment. Never fails: bad values fall back to the defaults.
+// Reads the environment. Never fails: bad values fall back to the defaults (MEMTRACE_REDACT_ARGS to redacting),
+// each said in one line on stderr of the form `memtrace: NAME="VALUE" is not ...; using FALLBACK`.
 void config_load(Config* out);
+
+// Reads the boolean setting `name`: 1, true, yes, on and 0, false, no, off, in any case. Unset or empty gives
+// `unset_value`; anything else gives `unreadable_value` and one warning line on stderr, which adds `because`
+// when it is not null (why that fallback: "the command line is not recorded").
+bool config_bool(const char* name, bool unset_value, bool unreadable_value, const char* because = nullptr);
 
 // Expands %p (pid), %h (host name), %r (rank: $RANK, else $LOCAL_RANK, else 0) and %% in `pattern`.
 // Default pattern, when MEMTRACE_OUTPUT is unset or empty: "memtrace-%h-%p.mtrace" in the working directory.

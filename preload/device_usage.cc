@@ -1,13 +1,11 @@
 #include "device_usage.h"
 
 #include <dlfcn.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include <atomic>
 
+#include "config.h"
 #include "hooks_internal.h"
 #include "nvml_processes.h"
 #include "pool_sampler.h"
@@ -63,13 +61,7 @@ alignas(64) std::atomic<uint64_t> g_noted{~uint64_t{0}};
 // leaves the per-process figures out of that sample rather than allocate.
 constexpr unsigned kMaxProcesses = 64;
 
-bool nvml_wanted() {
-  const char* value = getenv("MEMTRACE_NVML");
-  if (!value || !*value || strcmp(value, "1") == 0) return true;
-  if (strcmp(value, "0") == 0) return false;
-  fprintf(stderr, "memtrace: MEMTRACE_NVML=%s is neither 0 nor 1; using 1\n", value);
-  return true;
-}
+bool nvml_wanted() { return config_bool("MEMTRACE_NVML", true, true); }
 
 template <typename Fn>
 Fn nvml_symbol(void* library, const char* name) {

@@ -112,6 +112,10 @@ pid_t g_trace_pid = 0;            // the process whose trace this is (a vfork ch
 char g_trace_path[4096];          // the file actually created (maybe with a .N suffix)
 
 PythonSupport g_python_support = PythonSupport::kAbsent;
+// PY_VERSION_HEX of the interpreter whose frames are read, once g_python_support is kSupported. Kept here, and
+// across fork like g_python_support, because detection runs once per process image: a forked child that starts
+// its own trace finds Python already detected and must still name its version in its TraceStart.
+uint32_t g_python_hex = 0;
 
 MEMTRACE_TLS int t_hook_depth;
 MEMTRACE_TLS uint32_t t_announced_generation;
@@ -309,10 +313,13 @@ void append_python_unsupported_locked() {
 
 // Python may be absent at start and appear later (a C++ program that embeds it): detection is retried
 // from the writer thread, when new modules appear, until it gives a definite answer.
-void detect_python(uint32_t* hex) {
+void detect_python() {
   if (g_python_support != PythonSupport::kAbsent || !g_config.python_frames) return;
-  g_python_support = python_frames_init(hex);
-  if (g_python_support == PythonSupport::kSupported) g_python_ready.store(true, std::memory_order_release);
+  uint32_t hex = 0;
+  g_python_support = python_frames_init(&hex);
+  if (g_python_support != PythonSupport::kSupported) return;
+  g_python_hex = hex;
+  g_python_ready.store(true, std::memory_order_release);
 }
 
 void on_exit_handler();
@@ -331,6 +338,11 @@ void start() {
     b.size = 0;
     if (!b.data) return;
   }
+  if (const char* refusal = sink_refusal(g_config.output_path)) {
+    fprintf(stderr, "memtrace: cannot create trace file %s: %s; not tracing this process\n", g_config.output_path,
+            refusal);
+    return;
+  }
   Sink* sink = sink_open(g_config.output_path, g_trace_path, sizeof g_trace_path);
   if (!sink) {
     fprintf(stderr, "memtrace: cannot create trace file %s: %s; not tracing this process\n",
@@ -345,14 +357,13 @@ void start() {
   g_trace_pid = getpid();
   if (!stack_capture_init() && (g_config.max_native_frames > 0 || g_config.max_native_frames_python > 0))
     fprintf(stderr, "memtrace: libunwind.so.8 not found (%s): recording without native stacks\n", dlerror());
-  uint32_t python_hex = 0;
-  detect_python(&python_hex);
+  detect_python();
   device_usage_start();
 
   g_start_ns = now_ns();
   g_encoder.begin(g_start_ns);
   pthread_mutex_lock(&g_lock);
-  append_start_locked(g_python_support == PythonSupport::kSupported ? python_hex : 0);
+  append_start_locked(g_python_support == PythonSupport::kSupported ? g_python_hex : 0);
   if (g_python_support == PythonSupport::kUnsupported) append_python_unsupported_locked();
   g_python_notice_written = g_python_support == PythonSupport::kUnsupported;
   pthread_mutex_unlock(&g_lock);
@@ -434,8 +445,7 @@ void write_active_buffer(bool g_lock_held = false);
 void append_pending_metadata() {
   if (module_map_changed()) {
     module_map_emit_new(emit_module, nullptr);
-    uint32_t hex = 0;
-    detect_python(&hex);
+    detect_python();
     if (g_python_support == PythonSupport::kUnsupported && !g_python_notice_written) {
       g_python_notice_written = true;
       pthread_mutex_lock(&g_lock);

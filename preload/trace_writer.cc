@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -95,6 +96,23 @@ bool sink_alternative_name(const char* path, int i, char* out, size_t out_size) 
   int stem = static_cast<int>(has_extension ? len - ext : len);
   int n = snprintf(out, out_size, "%.*s.%d%s", stem, path, i, has_extension ? kExtension : "");
   return n > 0 && static_cast<size_t>(n) < out_size;
+}
+
+const char* sink_refusal(const char* path) {
+  if (strcmp(path, "/dev/null") == 0) return nullptr;
+  struct stat st;
+  if (stat(path, &st) != 0) return nullptr;  // nothing there (yet): sink_open says what goes wrong, if anything
+  if (S_ISDIR(st.st_mode)) return "it is a directory (MEMTRACE_OUTPUT names the trace file)";
+  if (!S_ISREG(st.st_mode))
+    return "it is not a regular file (MEMTRACE_OUTPUT names the trace file; /dev/null traces without writing)";
+  // /dev/stdout with the job's output redirected to a file leads to a regular file, but the trace would go to
+  // "/dev/stdout.1", a new file among the devices, as it would for /dev/stderr, /dev/fd/2 or /proc/self/fd/1.
+  for (int fd = 0; fd <= 2; fd++) {
+    struct stat stream;
+    if (fstat(fd, &stream) == 0 && stream.st_dev == st.st_dev && stream.st_ino == st.st_ino)
+      return "it is the job's standard input, output or error (MEMTRACE_OUTPUT names the trace file)";
+  }
+  return nullptr;
 }
 
 Sink* sink_open(const char* path, char* chosen, size_t chosen_size) {

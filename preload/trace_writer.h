@@ -22,6 +22,13 @@ class Sink {
 // to `chosen` (`chosen_size` bytes). Returns null on failure, with errno set.
 Sink* sink_open(const char* path, char* chosen, size_t chosen_size);
 
+// Why `path` cannot take a trace, as the end of a sentence for the user; null when it can. Refused, once
+// symlinks are followed: a directory (MEMTRACE_OUTPUT=/tmp); anything else that is not a regular file (a terminal
+// or pipe behind /dev/stdout, a device, a FIFO, a socket) except /dev/null; and the file the job's standard input,
+// output or error is (/dev/stdout with the output redirected to a file). The tracer never writes into an existing
+// name, so it would otherwise have traced into a surprising file beside it ("/tmp.1", "/dev/stdout.1").
+const char* sink_refusal(const char* path);
+
 // The i-th alternative name for `path` (i >= 1): the suffix goes before a final ".mtrace", else at the end.
 // False when it does not fit in `out_size` bytes.
 bool sink_alternative_name(const char* path, int i, char* out, size_t out_size);

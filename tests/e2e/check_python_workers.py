@@ -7,9 +7,15 @@ one is a new interpreter that ends with sys.exit (multiprocessing.spawn.spawn_ma
   each worker's file (2 of them, TraceStart.ppid = parent): ["alloc 8 MiB", "free 8 MiB"],
       TraceEnd{UNDERSCORE_EXIT (fork) or EXIT (spawn), events 2}
   no other file (spawn's helper processes never call CUDA); exit status 0; both workers exit code 0.
+Every file's TraceStart.python_frames is the interpreter's sys.hexversion, and `memtrace summary --json` gives
+its trace.python_version as "major.minor.micro" (a final release): a forked worker inherits the parent's Python
+state without detecting it again, and must still name the version its stacks' Python frames come from.
 """
+import subprocess
+
 import e2e_lib
 import faults_lib
+import trace_file
 
 
 def add_arguments(parser):
@@ -26,6 +32,14 @@ parent, workers = [], []
 for path in faults_lib.trace_paths(case):
     trace = faults_lib.trace_file.TraceFile(path)
     (parent if trace.pid() == proc.pid else workers).append(trace)
+python_hex, python_version = subprocess.run(
+    [case.args.python, "-c", "import sys, platform; print(sys.hexversion, platform.python_version())"],
+    capture_output=True, text=True, check=True).stdout.split()
+for trace in parent + workers:
+    label = "parent" if trace.pid() == proc.pid else f"worker {trace.pid()}"
+    case.check(f"{label}: TraceStart.python_frames", int(python_hex), trace_file.first(trace.start() or {}, 9, 0))
+    case.check(f"{label}: --json trace.python_version", python_version,
+               case.analyze("summary", trace.path)["trace"]["python_version"])
 case.check("parent's files", 1, len(parent))
 case.check("workers' files", 2, len(workers))
 for trace in parent:

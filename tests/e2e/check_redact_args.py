@@ -5,7 +5,11 @@ where the two secrets are distinctive strings that appear nowhere else. The whol
 (`zstd -dc`) is searched:
   default:                TraceStart.argv = [program, "--token=..."]; ENV_SECRET nowhere in the bytes
   MEMTRACE_REDACT_ARGS=1: TraceStart.argv = []; neither secret anywhere in the bytes
-Both runs: 5 events.
+  MEMTRACE_REDACT_ARGS=TRUE (any case of 1/true/yes/on): as =1
+  MEMTRACE_REDACT_ARGS=maybe (not a boolean): as =1, and one line says so:
+      memtrace: MEMTRACE_REDACT_ARGS="maybe" is not 1/0, true/false, yes/no or on/off; using 1 (the command line
+      is not recorded)
+Every run: 5 events.
 """
 import os
 import subprocess
@@ -18,15 +22,25 @@ ENV_SECRET = "environment-beef-0815"
 
 case = e2e_lib.Case()
 program = case.program("alloc_basic")
-for redact in (False, True):
-    label = "MEMTRACE_REDACT_ARGS=1" if redact else "default"
-    path = os.path.join(case.args.out_dir, f"{'redacted' if redact else 'default'}.mtrace")
+UNREADABLE = ('memtrace: MEMTRACE_REDACT_ARGS="maybe" is not 1/0, true/false, yes/no or on/off; using 1 '
+              '(the command line is not recorded)')
+runs = [  # (value of MEMTRACE_REDACT_ARGS or None, file name, redacted, warnings on stderr)
+    (None, "default", False, []),
+    ("1", "redacted", True, []),
+    ("TRUE", "redacted-true", True, []),
+    ("maybe", "redacted-unreadable", True, [UNREADABLE]),
+]
+for value, name, redact, warnings in runs:
+    label = f"MEMTRACE_REDACT_ARGS={value}" if value is not None else "default"
+    path = os.path.join(case.args.out_dir, f"{name}.mtrace")
     extra = {"MEMTRACE_OUTPUT": path, "E2E_SECRET_VALUE": ENV_SECRET}
-    if redact:
-        extra["MEMTRACE_REDACT_ARGS"] = "1"
+    if value is not None:
+        extra["MEMTRACE_REDACT_ARGS"] = value
     _, outcome = faults_lib.run([program, f"--token={ARG_SECRET}"], faults_lib.traced_env(case, extra), timeout=30)
     faults_lib.echo(outcome, label)
     case.check(f"{label}: exit status", 0, outcome.exit_status)
+    case.check(f"{label}: warnings", warnings,
+               [line for line in faults_lib.memtrace_lines(outcome.stderr) if "MEMTRACE_REDACT_ARGS" in line])
     if not os.path.exists(path):
         case.check(f"{label}: trace written", True, False)
         continue

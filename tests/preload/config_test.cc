@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <string>
+#include <utility>
 
 #include "intern_table.h"
 
@@ -105,6 +106,114 @@ TEST(ConfigLoad, ABadMaxFramesLeavesBothDepthsAtTheirDefaults) {
   EXPECT_EQ(c.max_native_frames_python, 20u);
   unsetenv("MEMTRACE_MAX_FRAMES");
   unsetenv("MEMTRACE_MAX_FRAMES_PYTHON");
+}
+
+// config_bool's result and what it printed on stderr.
+std::pair<bool, std::string> read_bool(const char* value, bool unset_value, bool unreadable_value,
+                                       const char* because = nullptr) {
+  if (value) setenv("MEMTRACE_TEST_BOOL", value, 1);
+  else unsetenv("MEMTRACE_TEST_BOOL");
+  testing::internal::CaptureStderr();
+  const bool result = config_bool("MEMTRACE_TEST_BOOL", unset_value, unreadable_value, because);
+  std::string printed = testing::internal::GetCapturedStderr();
+  unsetenv("MEMTRACE_TEST_BOOL");
+  return {result, printed};
+}
+
+TEST(ConfigBool, TakesTheUsualSpellingsInAnyCaseSilently) {
+  for (const char* yes : {"1", "true", "TRUE", "True", "yes", "YES", "on", "On"}) {
+    // unset_value and unreadable_value false: only reading the word can give true.
+    EXPECT_EQ(read_bool(yes, false, false), std::make_pair(true, std::string())) << yes;
+  }
+  for (const char* no : {"0", "false", "FALSE", "no", "No", "off", "OFF"}) {
+    EXPECT_EQ(read_bool(no, true, true), std::make_pair(false, std::string())) << no;
+  }
+}
+
+TEST(ConfigBool, UnsetOrEmptyGivesTheDefaultSilently) {
+  EXPECT_EQ(read_bool(nullptr, true, false), std::make_pair(true, std::string()));
+  EXPECT_EQ(read_bool("", true, false), std::make_pair(true, std::string()));
+  EXPECT_EQ(read_bool(nullptr, false, true), std::make_pair(false, std::string()));
+}
+
+TEST(ConfigBool, AnythingElseGivesTheFallbackAndSaysSo) {
+  // Neither a number other than 0/1, a blank around a word, a prefix nor a typo is guessed at.
+  for (const char* bad : {"2", " 1", "1 ", "y", "tru", "enable"}) {
+    EXPECT_EQ(read_bool(bad, false, true),
+              std::make_pair(true, "memtrace: MEMTRACE_TEST_BOOL=\"" + std::string(bad) +
+                                       "\" is not 1/0, true/false, yes/no or on/off; using 1\n"))
+        << bad;
+  }
+  EXPECT_EQ(read_bool("maybe", true, false, "no reason"),
+            std::make_pair(false, std::string("memtrace: MEMTRACE_TEST_BOOL=\"maybe\" is not 1/0, true/false, yes/no "
+                                              "or on/off; using 0 (no reason)\n")));
+}
+
+TEST(ConfigLoad, BooleanSettingsTakeTheUsualSpellings) {
+  setenv("MEMTRACE_QUIET", "yes", 1);
+  setenv("MEMTRACE_REDACT_ARGS", "true", 1);
+  setenv("MEMTRACE_PYTHON_FRAMES", "off", 1);
+  Config c;
+  testing::internal::CaptureStderr();
+  config_load(&c);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  EXPECT_TRUE(c.quiet);
+  EXPECT_TRUE(c.redact_args);
+  EXPECT_FALSE(c.python_frames);
+  setenv("MEMTRACE_QUIET", "OFF", 1);
+  setenv("MEMTRACE_REDACT_ARGS", "No", 1);
+  setenv("MEMTRACE_PYTHON_FRAMES", "On", 1);
+  config_load(&c);
+  EXPECT_FALSE(c.quiet);
+  EXPECT_FALSE(c.redact_args);
+  EXPECT_TRUE(c.python_frames);
+  unsetenv("MEMTRACE_QUIET");
+  unsetenv("MEMTRACE_REDACT_ARGS");
+  unsetenv("MEMTRACE_PYTHON_FRAMES");
+}
+
+TEST(ConfigLoad, AnUnreadableRedactArgsRedacts) {
+  // Unset: the command line is recorded (the default, 0).
+  unsetenv("MEMTRACE_REDACT_ARGS");
+  Config c;
+  config_load(&c);
+  EXPECT_FALSE(c.redact_args);
+  // Set to something unreadable: the user asked for something, and only redacting can be what they asked for.
+  setenv("MEMTRACE_REDACT_ARGS", "please", 1);
+  testing::internal::CaptureStderr();
+  config_load(&c);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "memtrace: MEMTRACE_REDACT_ARGS=\"please\" is not 1/0, true/false, yes/no or on/off; using 1 (the "
+            "command line is not recorded)\n");
+  EXPECT_TRUE(c.redact_args);
+  unsetenv("MEMTRACE_REDACT_ARGS");
+}
+
+TEST(ConfigLoad, UnreadableQuietAndPythonFramesKeepTheirDefaults) {
+  setenv("MEMTRACE_QUIET", "2", 1);
+  setenv("MEMTRACE_PYTHON_FRAMES", "auto", 1);
+  Config c;
+  testing::internal::CaptureStderr();
+  config_load(&c);
+  // config_load reads MEMTRACE_PYTHON_FRAMES before MEMTRACE_QUIET.
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "memtrace: MEMTRACE_PYTHON_FRAMES=\"auto\" is not 1/0, true/false, yes/no or on/off; using 1\n"
+            "memtrace: MEMTRACE_QUIET=\"2\" is not 1/0, true/false, yes/no or on/off; using 0\n");
+  EXPECT_FALSE(c.quiet);
+  EXPECT_TRUE(c.python_frames);
+  unsetenv("MEMTRACE_QUIET");
+  unsetenv("MEMTRACE_PYTHON_FRAMES");
+}
+
+TEST(ConfigLoad, FullBufferWarningQuotesTheValueLikeTheOthers) {
+  setenv("MEMTRACE_FULL_BUFFER", "block", 1);
+  Config c;
+  testing::internal::CaptureStderr();
+  config_load(&c);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "memtrace: MEMTRACE_FULL_BUFFER=\"block\" is neither drop nor wait; using drop\n");
+  EXPECT_FALSE(c.wait_when_full);
+  unsetenv("MEMTRACE_FULL_BUFFER");
 }
 
 TEST(RecentIds, RemembersTheLastKeyOfEachSlotOnly) {
