@@ -140,10 +140,11 @@ std::optional<int64_t> parse_interval(const ParsedArgs& parsed) {
   // Decimal only (stod also reads "0x10" and "inf"), and at most kMaxIntervalSeconds, whose nanoseconds an
   // int64 holds: a larger value used to overflow and silently give one row per event.
   const bool decimal = text->find_first_not_of("0123456789.eE+-") == std::string::npos;
-  if (!decimal || used != text->size() || !(value > 0) || value > kMaxIntervalSeconds)
-    throw UsageError("--interval needs a positive number of seconds up to " + std::to_string(kMaxIntervalSeconds) +
+  // At least a nanosecond, the trace's resolution: a smaller interval would silently be one.
+  if (!decimal || used != text->size() || !(value >= 1e-9) || value > kMaxIntervalSeconds)
+    throw UsageError("--interval needs a number of seconds from 1e-9 to " + std::to_string(kMaxIntervalSeconds) +
                      ", not '" + *text + "'");
-  return std::max<int64_t>(1, int64_t(value * 1e9));
+  return std::max<int64_t>(1, std::llround(value * 1e9));
 }
 
 }  // namespace

@@ -29,6 +29,10 @@ namespace memtrace {
 // The crash signal whose program handler this thread is running (0 = none): an _exit() from inside that
 // handler still ends the trace as killed by the signal.
 MEMTRACE_TLS int t_handling_signal;
+// Any signal whose program handler this thread is running (0 = none): an _exit() from inside it ends the trace
+// with what is safe in a handler only (bounded waits for our locks, no writer thread to join, no device
+// sample), since the handler may have interrupted this thread inside the recorder or inside malloc.
+MEMTRACE_TLS int t_in_program_handler;
 
 namespace {
 
@@ -146,13 +150,15 @@ void chain_to_program(int sig, siginfo_t* info, void* context, struct sigaction 
   }
   errno = saved_errno;
   // An _exit() from a crash handler ends a crash; from a SIGTERM handler it is the program's own clean exit.
-  int outer = t_handling_signal;
+  int outer = t_handling_signal, outer_any = t_in_program_handler;
   if (crash) t_handling_signal = sig;
+  t_in_program_handler = sig;
   if (program.sa_flags & SA_SIGINFO)
     program.sa_sigaction(sig, info, context);
   else
     program.sa_handler(sig);
   t_handling_signal = outer;
+  t_in_program_handler = outer_any;
 }
 
 void ending_signal_handler(int sig, siginfo_t* info, void* context) {
@@ -234,13 +240,44 @@ MEMTRACE_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigac
   return real(sig, act, oldact);
 }
 
+namespace memtrace {
+namespace {
+// Signals named by siginterrupt(sig, 1): glibc's signal() installs their handlers without SA_RESTART (its own
+// _sigintr set), so a blocking call they interrupt fails with EINTR; ours must install them the same way.
+constinit std::atomic<bool> g_interrupts[NSIG];
+}  // namespace
+}  // namespace memtrace
+
+// glibc's siginterrupt() edits the kernel's action through its internal sigaction, which for a signal of ours is
+// our handler's entry, not the program's action in our table: for those it goes through our sigaction() instead.
+MEMTRACE_EXPORT int siginterrupt(int sig, int flag) noexcept {
+  if (sig > 0 && sig < NSIG) memtrace::g_interrupts[sig].store(flag != 0);
+  if (sig > 0 && sig < NSIG && g_chained[sig].managed.load()) {
+    struct sigaction action;
+    if (sigaction(sig, nullptr, &action) != 0) return -1;
+    if (flag)
+      action.sa_flags &= ~SA_RESTART;
+    else
+      action.sa_flags |= SA_RESTART;
+    return sigaction(sig, &action, nullptr);
+  }
+  using SiginterruptFn = int (*)(int, int);
+  auto real = memtrace::next_fn<SiginterruptFn>("siginterrupt");
+  if (!real) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return real(sig, flag);
+}
+
 // glibc's signal() installs through its internal sigaction, which our sigaction() never sees.
 MEMTRACE_EXPORT sighandler_t signal(int sig, sighandler_t handler) noexcept {
   if (sig > 0 && sig < NSIG && g_chained[sig].managed.load()) {
     struct sigaction act;
     memset(&act, 0, sizeof act);
     act.sa_handler = handler;
-    act.sa_flags = SA_RESTART;  // glibc's signal() has BSD semantics
+    // glibc's signal() has BSD semantics (SA_RESTART) but for a signal named by siginterrupt(sig, 1)
+    act.sa_flags = memtrace::g_interrupts[sig].load() ? 0 : SA_RESTART;
     struct sigaction old;
     if (sigaction(sig, &act, &old) != 0) return SIG_ERR;
     if (old.sa_flags & SA_SIGINFO) return reinterpret_cast<sighandler_t>(reinterpret_cast<void*>(old.sa_sigaction));
@@ -269,6 +306,8 @@ MEMTRACE_EXPORT sighandler_t signal(int sig, sighandler_t handler) noexcept {
 void finish_for_exit() {
   if (memtrace::t_handling_signal)
     memtrace::recorder_finish_from_signal(memtrace::t_handling_signal, /*process_dies=*/true);
+  else if (memtrace::t_in_program_handler)  // e.g. a SIGTERM handler's _exit: the program's own exit
+    memtrace::recorder_finish_from_signal(0, /*process_dies=*/true, memtrace::EndHow::kUnderscoreExit);
   else
     memtrace::recorder_finish(memtrace::EndHow::kUnderscoreExit);
 }

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "bench_toggle.h"
@@ -327,6 +329,45 @@ void on_fork_prepare();
 void on_fork_parent();
 void on_fork_child();
 
+// Writes a line of ours to stderr with SIGPIPE blocked: where stderr is a pipe whose reader has gone (a log
+// collector that stopped), the write fails with EPIPE instead of raising SIGPIPE, which would kill a job that
+// untraced would have exited normally (at the end line our SIGPIPE handler would also wait on the flush lock
+// this thread holds).
+// A SIGPIPE the write raised is taken off this thread's pending set before the mask is restored; one pending
+// before is left alone. Async-signal-safe: signal masks and write(2).
+void write_to_stderr(const char* text, size_t size) {
+  sigset_t pipe_only, saved_mask, pending;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  sigpending(&pending);
+  const bool was_pending = sigismember(&pending, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &saved_mask);
+  for (size_t done = 0; done < size;) {
+    ssize_t n = write(STDERR_FILENO, text + done, size - done);
+    if (n > 0)
+      done += static_cast<size_t>(n);
+    else if (n < 0 && errno != EINTR)
+      break;
+  }
+  sigpending(&pending);
+  if (!was_pending && sigismember(&pending, SIGPIPE)) {
+    timespec now{0, 0};
+    sigtimedwait(&pipe_only, nullptr, &now);
+  }
+  pthread_sigmask(SIG_SETMASK, &saved_mask, nullptr);
+}
+
+// The trace's path made absolute at start, so that the end line names the file (and finds its size) after the
+// job changed directory (Hydra does). Left as it is when the working directory is unknown or the result too long.
+void make_absolute(char* path, size_t size) {
+  if (path[0] == '/') return;
+  char cwd[4096];
+  if (!getcwd(cwd, sizeof cwd)) return;
+  char joined[4096 + 1 + 4096];
+  const int n = snprintf(joined, sizeof joined, "%s/%s", cwd, path);
+  if (n > 0 && static_cast<size_t>(n) < size) memcpy(path, joined, static_cast<size_t>(n) + 1);
+}
+
 // Runs once, inside the first hook that records something.
 void start() {
   config_load(&g_config);
@@ -354,6 +395,7 @@ void start() {
             strerror(errno));
     return;
   }
+  make_absolute(g_trace_path, sizeof g_trace_path);
   g_trace_pid = getpid();
   if (!stack_capture_init() && (g_config.max_native_frames > 0 || g_config.max_native_frames_python > 0))
     fprintf(stderr, "memtrace: libunwind.so.8 not found (%s): recording without native stacks\n", dlerror());
@@ -368,7 +410,11 @@ void start() {
   g_python_notice_written = g_python_support == PythonSupport::kUnsupported;
   pthread_mutex_unlock(&g_lock);
 
-  if (!g_config.quiet) fprintf(stderr, "memtrace: tracing to %s\n", g_trace_path);
+  if (!g_config.quiet) {
+    char line[sizeof g_trace_path + 32];
+    const int n = snprintf(line, sizeof line, "memtrace: tracing to %s\n", g_trace_path);
+    if (n > 0) write_to_stderr(line, std::min(static_cast<size_t>(n), sizeof line - 1));
+  }
   static bool registered = false;
   if (!registered) {
     registered = true;
@@ -528,6 +574,7 @@ bool finish_locked(EndHow how, int signal) {
 // (a handler's alternate stack may be small); every caller holds g_flush_lock, which makes the buffer theirs.
 char g_end_line[sizeof g_trace_path + 96];
 
+
 // Appends `text` to g_end_line at `*at`, cut at the buffer's end.
 void end_line_append(size_t* at, const char* text) {
   while (*text && *at < sizeof g_end_line - 1) g_end_line[(*at)++] = *text++;
@@ -562,13 +609,7 @@ void print_end_line() {
     end_line_append(&at, file.st_size == 1 ? " byte" : " bytes");
   }
   end_line_append(&at, ")\n");
-  for (size_t done = 0; done < at;) {
-    ssize_t n = write(STDERR_FILENO, g_end_line + done, at - done);
-    if (n > 0)
-      done += static_cast<size_t>(n);
-    else if (n < 0 && errno != EINTR)
-      break;
-  }
+  write_to_stderr(g_end_line, at);
   errno = saved_errno;
 }
 
@@ -703,7 +744,9 @@ void recorder_finish(EndHow how) {
   g_writer.stop_thread();
   sample_devices(/*always=*/true);
   pthread_mutex_lock(&g_flush_lock);
-  if (finish_locked(how, 0)) print_end_line_if_written();
+  // No line at exec: the new image prints its own, and an exec that fails (execvp trying each directory of
+  // PATH) comes back here once for each try.
+  if (finish_locked(how, 0) && how != EndHow::kExec) print_end_line_if_written();
   pthread_mutex_unlock(&g_flush_lock);
   g_state.store(kOff);
 }
@@ -738,14 +781,17 @@ void recorder_flush_from_signal() {
   pthread_mutex_unlock(&g_flush_lock);
 }
 
-void recorder_finish_from_signal(int signal, bool process_dies) {
+// g_lock is taken only within the bounded wait, never plainly: the interrupted thread may hold it without
+// t_holds_lock saying so (between the lock and the flag, on the exit path), and a plain lock would wait forever.
+// The filling buffer and then the TraceEnd's are written under it.
+void recorder_finish_from_signal(int signal, bool process_dies, EndHow how) {
   if (g_state.load() != kRunning || getpid() != g_trace_pid) return;
   if (!lock_within_bounded_wait(&g_flush_lock)) return;
   if (!g_end_written) {
     bool own_lock = t_holds_lock;
-    if (!own_lock) write_active_buffer();
     if (own_lock || lock_within_bounded_wait(&g_lock)) {
-      append_end_locked(EndHow::kSignal, signal);
+      write_active_buffer(/*g_lock_held=*/true);
+      append_end_locked(how, signal);
       write_active_buffer(/*g_lock_held=*/true);
       if (!own_lock) pthread_mutex_unlock(&g_lock);
       print_end_line_if_written();  // write(2) only: see print_end_line

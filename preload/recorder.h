@@ -63,11 +63,12 @@ enum class EndHow : uint8_t { kExit = 0, kUnderscoreExit = 1, kSignal = 2, kExec
 // our memory but not our trace).
 void recorder_finish(EndHow how);
 
-// The same from a fatal signal's handler: takes the locks only if they come free within a bounded wait,
-// and does nothing when the signal arrived while this thread was inside the recorder. `process_dies`: the
-// handler is about to give the signal its default action (or exit), so nothing may be written after the
-// TraceEnd; false where a program handler runs next and may recover.
-void recorder_finish_from_signal(int signal, bool process_dies);
+// The same from a signal handler: takes the locks only if they come free within a bounded wait (else writes
+// nothing), and writes under the lock this thread already held if the signal came while it was inside the
+// recorder. `process_dies`: the handler is about to give the signal its default action (or exit), so nothing
+// may be written after the TraceEnd; false where a program handler runs next and may recover. `how`: kSignal
+// with `signal`, or kUnderscoreExit for a program's handler that calls _exit().
+void recorder_finish_from_signal(int signal, bool process_dies, EndHow how = EndHow::kSignal);
 
 // True once the process has begun exiting (our atexit handler ran): frees after this are teardown frees.
 bool recorder_exit_begun();

@@ -8,6 +8,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+// ZSTD_initStaticCCtx and ZSTD_estimateCCtxSize_usingCCtxParams: zstd's "static linking only" API, exported by
+// Debian's libzstd.so.1 all the same (zstd >= 1.4).
+#define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
 #include <cstdio>
@@ -131,16 +134,45 @@ Sink* sink_open(const char* path, char* chosen, size_t chosen_size) {
   return sink;
 }
 
+namespace {
+
+// Level 3, measured by bench/trace_size on the same records (docs/performance.md, "Trace size"): on a real
+// training trace levels 6 and 9 save 8% of the bytes for 3.5 and 6 times the writer's CPU, and level 1 saves 10%
+// of the CPU for 4% more bytes. Most of what is left is the event times' entropy, which no compressor setting
+// removes.
+constexpr int kCompressionLevel = 3;
+
+// The compression context lives in memory mapped once, here, sized for any chunk: a context made with
+// ZSTD_createCCtx allocates its workspace with malloc at its first compression and again when a chunk outgrows
+// it, and a chunk is compressed inside a signal handler when a job is killed or crashes. A handler that
+// interrupted malloc and called it again waited forever on the arena's lock (SIGTERM hung 11 of 20 runs of a
+// job that allocates in a loop). A static context never allocates: a chunk it could not compress is an error.
+void* make_static_cctx() {
+  ZSTD_CCtx_params* params = ZSTD_createCCtxParams();
+  if (!params) return nullptr;
+  ZSTD_CCtxParams_setParameter(params, ZSTD_c_compressionLevel, kCompressionLevel);
+  ZSTD_CCtxParams_setParameter(params, ZSTD_c_checksumFlag, 1);
+  // Sized for a source of unknown length, which takes the level's largest parameters: any chunk fits.
+  const size_t workspace_bytes = ZSTD_estimateCCtxSize_usingCCtxParams(params);
+  ZSTD_freeCCtxParams(params);
+  void* workspace = mmap(nullptr, workspace_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (workspace == MAP_FAILED) return nullptr;
+  ZSTD_CCtx* cctx = ZSTD_initStaticCCtx(workspace, workspace_bytes);
+  if (!cctx) {
+    munmap(workspace, workspace_bytes);
+    return nullptr;
+  }
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, kCompressionLevel);
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+  return cctx;
+}
+
+}  // namespace
+
 bool TraceWriter::begin(Sink* sink, size_t max_chunk_bytes) {
   sink_ = sink;
-  cctx_ = ZSTD_createCCtx();
+  cctx_ = make_static_cctx();
   if (!cctx_) return false;
-  // Level 3, measured by bench/trace_size on the same records (docs/performance.md, "Trace size"): on a
-  // real training trace levels 6 and 9 save 8% of the bytes for 3.5 and 6 times the writer's CPU, and
-  // level 1 saves 10% of the CPU for 4% more bytes. Most of what is left is the event times' entropy,
-  // which no compressor setting removes.
-  ZSTD_CCtx_setParameter(static_cast<ZSTD_CCtx*>(cctx_), ZSTD_c_compressionLevel, 3);
-  ZSTD_CCtx_setParameter(static_cast<ZSTD_CCtx*>(cctx_), ZSTD_c_checksumFlag, 1);
   frame_capacity_ = ZSTD_compressBound(max_chunk_bytes);
   void* p = mmap(nullptr, frame_capacity_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return false;

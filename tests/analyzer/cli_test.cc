@@ -111,11 +111,12 @@ TEST(Cli, IntervalOutOfRangeOrNotDecimalIsAUsageError) {
   test::write_file(path, test::small_torch_trace().bytes());
   // 1e10 s is 1e19 ns, past INT64_MAX (9.2e18): it used to overflow and give a row per event. The limit,
   // 1e9 s, is taken; so is the smallest, a nanosecond.
-  for (const char* bad : {"1e10", "1000000001", "0x10", "inf", "nan", "0", "-1", "1s"}) {
+  // Below a nanosecond (the trace's resolution) it would silently be one.
+  for (const char* bad : {"1e10", "1000000001", "0x10", "inf", "nan", "0", "-1", "1s", "1e-12"}) {
     CliResult r = run_memtrace("timeline " + path + " --csv --interval " + bad);
     EXPECT_EQ(r.exit_code, 1) << bad;
     EXPECT_EQ(r.err.substr(0, r.err.find('\n') + 1),
-              std::string("memtrace: --interval needs a positive number of seconds up to 1000000000, not '") + bad +
+              std::string("memtrace: --interval needs a number of seconds from 1e-9 to 1000000000, not '") + bad +
                   "'\n")
         << bad;
   }

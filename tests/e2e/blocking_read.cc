@@ -5,7 +5,9 @@
 //   restart-before:   a SIGHUP handler installed with SA_RESTART before the first CUDA call (before tracing starts);
 //   restart-after:    the same, installed after the first CUDA call (while tracing runs);
 //   norestart-after:  installed after the first CUDA call without SA_RESTART;
-//   ignored-then-handler: started with SIGHUP ignored; a handler without SA_RESTART installed while tracing runs.
+//   ignored-then-handler: started with SIGHUP ignored; a handler without SA_RESTART installed while tracing runs;
+//   siginterrupt-signal-after: while tracing runs, siginterrupt(SIGHUP, 1) then signal(SIGHUP, handler): glibc's
+//                     signal() leaves SA_RESTART off for a signal named by siginterrupt.
 // Every handler appends "handler 1" to MARKER_FILE. A SIGUSR1 handler with SA_RESTART (installed first) creates
 // MARKER_FILE.probe: the probe that tells the child the SIGHUP has been dealt with (see below).
 //
@@ -106,6 +108,12 @@ int main(int argc, char** argv) {
   E2E_OK(cudaMalloc(&p, 4 * kMiB));
   if (mode == "restart-after") install(SIGHUP, hup_handler, true);
   if (mode == "norestart-after" || mode == "ignored-then-handler") install(SIGHUP, hup_handler, false);
+  if (mode == "siginterrupt-signal-after") {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // programs still call it; that is the case tested
+    if (siginterrupt(SIGHUP, 1) != 0 || signal(SIGHUP, hup_handler) == SIG_ERR) return 5;
+#pragma GCC diagnostic pop
+  }
   struct sigaction current {};
   sigaction(SIGHUP, nullptr, &current);
   std::printf("query: %s\n", current.sa_handler == SIG_IGN       ? "ignored"

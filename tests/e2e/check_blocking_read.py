@@ -9,7 +9,9 @@ probe), then writes "x"; free 4 MiB; exit 0. Expected, the same untraced and tra
   restart-before/after: query: own handler, read: x,     "handler 1" once;
   norestart-after:      query: own handler, read: EINTR, "handler 1" once;
   ignored-then-handler: query: own handler, read: EINTR, "handler 1" once (started ignored; the handler, without
-                        SA_RESTART, installed while tracing runs: the tracer's handler goes in front then).
+                        SA_RESTART, installed while tracing runs: the tracer's handler goes in front then);
+  siginterrupt-signal-after: query: own handler, read: EINTR, "handler 1" once (siginterrupt(SIGHUP, 1), then
+                        signal(): no SA_RESTART, as glibc's signal() gives a signal named by siginterrupt).
 Every run: exit status 0, "child exit status 0"; the trace: alloc 4 MiB, free 4 MiB, one TraceEnd{EXIT, 0, 2}.
 """
 import os
@@ -25,6 +27,7 @@ EXPECTED = {
     "restart-after": ("own handler", "x", ["handler 1"]),
     "norestart-after": ("own handler", "EINTR", ["handler 1"]),
     "ignored-then-handler": ("own handler", "EINTR", ["handler 1"]),
+    "siginterrupt-signal-after": ("own handler", "EINTR", ["handler 1"]),
 }
 
 

@@ -11,11 +11,17 @@ with MEMTRACE_QUIET=1.
   5. e2e_crash segv none (the same 3 events, then a null store with no handler): the fatal-signal path, which
      prints with write(2) from the handler; the process still dies by SIGSEGV.
   6. e2e_exec_chain first execv: the first image (alloc 4 MiB: 1 event) ends with TraceEnd{EXEC}, the second
-     (alloc 8, free 8 MiB: 2 events) writes NAME.1.mtrace: in order, tracing to NAME, "wrote NAME (1 event,
-     B1 bytes)", tracing to NAME.1, "wrote NAME.1 (2 events, B2 bytes)".
+     (alloc 8, free 8 MiB: 2 events) writes NAME.1.mtrace: in order, tracing to NAME, tracing to NAME.1, "wrote
+     NAME.1 (2 events, B2 bytes)". No line at the exec: the new image says its own file, and an exec that fails
+     (execvp trying each directory of PATH) would print one for each try.
   7. e2e_fork_child: the parent (4 events) and the child that calls CUDA (3 events) each print both lines for
      their own file; the child that never calls CUDA prints none.
+  8. e2e_end_line_cases chdir, MEMTRACE_OUTPUT=rel.mtrace in WORK (alloc 1 MiB: 1 event), then chdir("/"): both
+     lines name WORK/rel.mtrace, and the end line has its size.
+  9. e2e_end_line_cases stderr_gone: the checker reads the start line and closes stderr's pipe; the job exits 0
+     (as untraced), not killed by SIGPIPE when the end line finds no reader.
 """
+import subprocess
 import os
 import re
 import signal
@@ -88,8 +94,7 @@ case.check("exec: exit status", 0, outcome.exit_status)
 case.check("exec: first image's TraceEnd events", [1], events_in_trace_end(first))
 case.check("exec: second image's TraceEnd events", [2], events_in_trace_end(second))
 case.check("exec: memtrace lines",
-           [f"memtrace: tracing to {first}", wrote(first, 1), f"memtrace: tracing to {second}", wrote(second, 2)],
-           lines)
+           [f"memtrace: tracing to {first}", f"memtrace: tracing to {second}", wrote(second, 2)], lines)
 
 # 7. fork: each process that traces says its own file. The two processes' lines interleave in any order, but
 # each process's "wrote" comes after its "tracing to".
@@ -105,4 +110,21 @@ for label, path, events in (("parent", parent_trace, 4), ("child 1", child_trace
     own = [line for line in lines if line.endswith(path) or f" {path} (" in line]
     case.check(f"fork: {label}'s memtrace lines", [f"memtrace: tracing to {path}", wrote(path, events)], own)
 case.check("fork: memtrace lines in all (2 per tracing process, none from child 2)", 4, len(lines))
+
+# 8. A relative trace path, then the job changes directory.
+relative = os.path.join(work, "rel.mtrace")
+_, outcome, lines = run("chdir", [case.program("end_line_cases"), "chdir"], {"MEMTRACE_OUTPUT": "rel.mtrace"})
+case.check("chdir: exit status", 0, outcome.exit_status)
+case.check("chdir: TraceEnd events", [1], events_in_trace_end(relative))
+case.check("chdir: memtrace lines", [f"memtrace: tracing to {relative}", wrote(relative, 1)], lines)
+
+# 9. stderr's reader goes away while the job runs.
+gone = os.path.join(out, "stderr_gone.mtrace")
+proc = subprocess.Popen([case.program("end_line_cases"), "stderr_gone"],
+                        env=faults_lib.traced_env(case, {"MEMTRACE_OUTPUT": gone}), cwd=work,
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+case.check("stderr gone: start line", f"memtrace: tracing to {gone}\n", proc.stderr.readline().decode())
+proc.stderr.close()
+case.check("stderr gone: exit status (0, as untraced; -13 would be SIGPIPE)", 0, proc.wait(timeout=30))
+case.check("stderr gone: TraceEnd events", [1], events_in_trace_end(gone))
 case.finish()
