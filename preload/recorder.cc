@@ -333,8 +333,9 @@ void on_fork_child();
 // collector that stopped), the write fails with EPIPE instead of raising SIGPIPE, which would kill a job that
 // untraced would have exited normally (at the end line our SIGPIPE handler would also wait on the flush lock
 // this thread holds).
-// A SIGPIPE the write raised is taken off this thread's pending set before the mask is restored; one pending
-// before is left alone. Async-signal-safe: signal masks and write(2).
+// A SIGPIPE our failed write raised (EPIPE) is taken off the pending set before the mask is restored; one that
+// was pending before, or came from elsewhere while the write did not fail, is left for the job. Signal masks,
+// write(2) and rt_sigtimedwait: system calls, safe in a handler.
 void write_to_stderr(const char* text, size_t size) {
   sigset_t pipe_only, saved_mask, pending;
   sigemptyset(&pipe_only);
@@ -342,15 +343,17 @@ void write_to_stderr(const char* text, size_t size) {
   sigpending(&pending);
   const bool was_pending = sigismember(&pending, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &pipe_only, &saved_mask);
+  bool broken_pipe = false;
   for (size_t done = 0; done < size;) {
     ssize_t n = write(STDERR_FILENO, text + done, size - done);
-    if (n > 0)
+    if (n > 0) {
       done += static_cast<size_t>(n);
-    else if (n < 0 && errno != EINTR)
+    } else if (n < 0 && errno != EINTR) {
+      broken_pipe = errno == EPIPE;
       break;
+    }
   }
-  sigpending(&pending);
-  if (!was_pending && sigismember(&pending, SIGPIPE)) {
+  if (broken_pipe && !was_pending) {
     timespec now{0, 0};
     sigtimedwait(&pipe_only, nullptr, &now);
   }
@@ -359,11 +362,12 @@ void write_to_stderr(const char* text, size_t size) {
 
 // The trace's path made absolute at start, so that the end line names the file (and finds its size) after the
 // job changed directory (Hydra does). Left as it is when the working directory is unknown or the result too long.
+// Static buffers: start() runs on the job's thread inside a hook (its stack may be small), one at a time.
 void make_absolute(char* path, size_t size) {
   if (path[0] == '/') return;
-  char cwd[4096];
+  static char cwd[4096];
   if (!getcwd(cwd, sizeof cwd)) return;
-  char joined[4096 + 1 + 4096];
+  static char joined[4096 + 1 + 4096];
   const int n = snprintf(joined, sizeof joined, "%s/%s", cwd, path);
   if (n > 0 && static_cast<size_t>(n) < size) memcpy(path, joined, static_cast<size_t>(n) + 1);
 }
@@ -411,7 +415,7 @@ void start() {
   pthread_mutex_unlock(&g_lock);
 
   if (!g_config.quiet) {
-    char line[sizeof g_trace_path + 32];
+    static char line[sizeof g_trace_path + 32];  // static: see make_absolute
     const int n = snprintf(line, sizeof line, "memtrace: tracing to %s\n", g_trace_path);
     if (n > 0) write_to_stderr(line, std::min(static_cast<size_t>(n), sizeof line - 1));
   }

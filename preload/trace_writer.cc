@@ -9,10 +9,11 @@
 #include <time.h>
 #include <unistd.h>
 // ZSTD_initStaticCCtx and ZSTD_estimateCCtxSize_usingCCtxParams: zstd's "static linking only" API, exported by
-// Debian's libzstd.so.1 all the same (zstd >= 1.4).
+// libzstd.so.1 all the same.
 #define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -147,13 +148,21 @@ constexpr int kCompressionLevel = 3;
 // it, and a chunk is compressed inside a signal handler when a job is killed or crashes. A handler that
 // interrupted malloc and called it again waited forever on the arena's lock (SIGTERM hung 11 of 20 runs of a
 // job that allocates in a loop). A static context never allocates: a chunk it could not compress is an error.
+//
+// Only from zstd 1.4.7 on (ZSTD_versionNumber() >= 10407) does ZSTD_compress2 compress in one pass with no buffers
+// of its own, so that this estimate covers every chunk; before, it buffered its input (more than the estimate:
+// every chunk past ~100 KB failed) and, before 1.4.5, shrank a static context after 128 small chunks and then
+// refused it. With an older libzstd.so.1 (RHEL 8 and Ubuntu 20.04 ship 1.4.4) the context is an ordinary one:
+// tracing works, and a signal landing in malloc can hang the handler as before.
 void* make_static_cctx() {
   ZSTD_CCtx_params* params = ZSTD_createCCtxParams();
   if (!params) return nullptr;
   ZSTD_CCtxParams_setParameter(params, ZSTD_c_compressionLevel, kCompressionLevel);
   ZSTD_CCtxParams_setParameter(params, ZSTD_c_checksumFlag, 1);
-  // Sized for a source of unknown length, which takes the level's largest parameters: any chunk fits.
-  const size_t workspace_bytes = ZSTD_estimateCCtxSize_usingCCtxParams(params);
+  // Sized for a source of unknown length, which takes the level's largest parameters, and at least for the
+  // largest of the level's source-size tiers (ZSTD_estimateCCtxSize checks each): any chunk fits.
+  const size_t workspace_bytes = std::max(ZSTD_estimateCCtxSize_usingCCtxParams(params),
+                                          ZSTD_estimateCCtxSize(kCompressionLevel));
   ZSTD_freeCCtxParams(params);
   void* workspace = mmap(nullptr, workspace_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (workspace == MAP_FAILED) return nullptr;
@@ -167,11 +176,19 @@ void* make_static_cctx() {
   return cctx;
 }
 
+void* make_ordinary_cctx() {
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  if (!cctx) return nullptr;
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, kCompressionLevel);
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+  return cctx;
+}
+
 }  // namespace
 
 bool TraceWriter::begin(Sink* sink, size_t max_chunk_bytes) {
   sink_ = sink;
-  cctx_ = make_static_cctx();
+  cctx_ = ZSTD_versionNumber() >= 10407 ? make_static_cctx() : make_ordinary_cctx();
   if (!cctx_) return false;
   frame_capacity_ = ZSTD_compressBound(max_chunk_bytes);
   void* p = mmap(nullptr, frame_capacity_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
