@@ -83,12 +83,5 @@ if case.args.handler == "after-recover":
     case.check("traced program recovered", True, "recovered" in traced.stdout.splitlines())
     events += ["alloc 16 MiB", "free 16 MiB"]
     end = ("EXIT", 0, 5)
-case.check("file ends on a frame boundary", True, trace.complete)
-case.check("events", events, faults_lib.describe_events(trace))
-case.check("TraceEnd records (how, signal, events)", [end],
-           [(e["how"], e["signal"], e["events"]) for e in trace.ends()])
-case.check("TraceEnd is the last record", faults_lib.trace_file.END, trace.last_record_kind())
-
-summary = case.analyze("summary", trace.path)
-case.check("analyzer trace.end", {"how": end[0], "signal": end[1]}, summary.get("trace", {}).get("end"))
+faults_lib.check_trace_ends_with(case, trace, events, end)
 case.finish()

@@ -35,16 +35,14 @@ for run in range(case.args.runs):
                                          signal.SIGTERM, timeout=15)
     label = f"run {run + 1}"
     trace = faults_lib.only_trace(case)
-    ends = [(e["how"], e["signal"], e["events"]) for e in trace.ends()]
     if case.args.mode == "malloc":
         case.check(f"{label}: killed by", signal.SIGTERM, outcome.signal)
-        case.check(f"{label}: events", ["alloc 1 MiB"] * 4, faults_lib.describe_events(trace))
-        case.check(f"{label}: TraceEnd records (how, signal, events)", [("SIGNAL", 15, 4)], ends)
+        events = ["alloc 1 MiB"] * 4
+        end = ("SIGNAL", 15, 4)
     else:
         case.check(f"{label}: exit status", 3, outcome.exit_status)
-        events = len(faults_lib.describe_events(trace))
-        case.check(f"{label}: TraceEnd records (how, signal, events)", [("UNDERSCORE_EXIT", 0, events)], ends)
-    case.check(f"{label}: TraceEnd is the last record", faults_lib.trace_file.END, trace.last_record_kind())
-    case.check(f"{label}: file ends on a frame boundary", True, trace.complete)
+        events = faults_lib.describe_events(trace)  # as many as the loop made before the signal
+        end = ("UNDERSCORE_EXIT", 0, len(events))
+    faults_lib.check_trace_ends_with(case, trace, events, end, label=f"{label}: ")
     os.remove(trace.path)
 case.finish()

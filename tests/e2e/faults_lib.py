@@ -165,6 +165,20 @@ def describe_events(trace):
     return described
 
 
+def check_trace_ends_with(case, trace, events, end, label=""):
+    """The checks of a trace that must end with one TraceEnd: read to a frame boundary, exactly `events`
+    (describe_events), one TraceEnd `end` = (how, signal, events) as its last record, and the analyzer's
+    trace.end saying the same. `label` prefixes each check's name."""
+    case.check(f"{label}file ends on a frame boundary", True, trace.complete)
+    case.check(f"{label}events", events, describe_events(trace))
+    case.check(f"{label}TraceEnd records (how, signal, events)", [end],
+               [(e["how"], e["signal"], e["events"]) for e in trace.ends()])
+    case.check(f"{label}TraceEnd is the last record", trace_file.END, trace.last_record_kind())
+    summary = case.analyze("summary", trace.path)
+    case.check(f"{label}analyzer trace.end", {"how": end[0], "signal": end[1]},
+               summary.get("trace", {}).get("end"))
+
+
 def mib(size):
     return f"{size >> 20} MiB" if size % (1 << 20) == 0 else f"{size} bytes"
 
