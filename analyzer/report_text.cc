@@ -339,6 +339,13 @@ void print_health(std::ostream& out, const Analysis& a) {
         << " records had text that is not UTF-8 (shown with '?' in its place)\n";
   if (a.info.end && a.info.end->dropped_events())
     out << "  DROPPED EVENTS: " << with_thousands(a.info.end->dropped_events()) << '\n';
+  const RecordCuts& cuts = a.stacks.record_cuts();
+  if (cuts.stacks_cut)
+    out << "  stacks longer than the tracer writes: " << with_thousands(cuts.stacks_cut) << " (cut to "
+        << kMaxNativeFramesPerStack << " native + " << kMaxPythonFramesPerStack << " Python frames)\n";
+  if (cuts.strings_cut)
+    out << "  strings longer than the tracer writes: " << with_thousands(cuts.strings_cut)
+        << " (cut, marked \u2026[truncated])\n";
   for (const proto::Notice& n : a.info.notices) {
     out << "  notice " << proto::Notice_Code_Name(n.code());
     if (!n.message().empty()) out << ": " << n.message();
