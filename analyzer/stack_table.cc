@@ -43,7 +43,8 @@ void StackTable::add(const proto::Record& record) {
       const std::string& path = m.path();
       // Inserted at the end of the modules with this start: a module listed later at one start wins, as in the
       // Symbolizer. A tree, not a sorted vector: modules listed in descending order would be quadratic.
-      module_ranges_.emplace(m.start(), ModuleRange{m.end(), is_python_interpreter_module(path.substr(path.rfind('/') + 1))});
+      const bool interpreter = is_python_interpreter_module(path.substr(path.rfind('/') + 1));
+      module_ranges_.emplace(m.start(), ModuleRange{m.end(), interpreter});
       break;
     }
     case proto::Record::kPythonFrame: {
@@ -104,7 +105,7 @@ void StackTable::bound(proto::TraceStart* start) {
   if (kept == argv->size()) return;
   const int more = argv->size() - kept;
   argv->DeleteSubrange(kept, more);
-  argv->Add("\u2026[" + std::to_string(more) + (more == 1 ? " more argument truncated]" : " more arguments truncated]"));
+  argv->Add("\u2026[" + std::to_string(more) + (more == 1 ? " more argument" : " more arguments") + " truncated]");
   ++record_cuts_.strings_cut;
 }
 

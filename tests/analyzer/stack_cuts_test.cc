@@ -273,7 +273,7 @@ TEST(RecordLimits, ModulesListedInDescendingOrderAreFound) {
   }
   EXPECT_EQ(stacks.modules().size(), kCount);
   EXPECT_TRUE(stacks.in_python_interpreter(0x100000));                    // module 0
-  EXPECT_TRUE(stacks.in_python_interpreter(0x100000 + 50'000 * 0x2000 + 0xfff));  // module 50,000, last byte
+  EXPECT_TRUE(stacks.in_python_interpreter(0x100000 + 50'000 * 0x2000 + 0xfff));    // module 50,000's last byte
   EXPECT_FALSE(stacks.in_python_interpreter(0x100000 + 50'000 * 0x2000 + 0x1000));  // the gap after it
   EXPECT_FALSE(stacks.in_python_interpreter(0x100000 + 50'001 * 0x2000));  // module 50,001: libfoo
   EXPECT_FALSE(stacks.in_python_interpreter(0xfffff));                     // below every module
