@@ -32,6 +32,7 @@ class ReplaySink {
     switch (record.kind_case()) {
       case proto::Record::kStart:
         analysis_.info.start = record.start();
+        analysis_.stacks.bound(&*analysis_.info.start);  // strings past what the tracer writes, cut
         break;
       case proto::Record::kEnd:
         settle_events_since_end();
@@ -40,7 +41,10 @@ class ReplaySink {
         break;
       case proto::Record::kNotice:
         // The tracer writes each notice once; a damaged or hostile file is not allowed to grow the list.
-        if (analysis_.info.notices.size() < kMaxNoticesKept) analysis_.info.notices.push_back(record.notice());
+        if (analysis_.info.notices.size() < kMaxNoticesKept) {
+          analysis_.info.notices.push_back(record.notice());
+          analysis_.stacks.bound(&analysis_.info.notices.back());
+        }
         break;
       default:
         analysis_.stacks.add(record);

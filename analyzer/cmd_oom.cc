@@ -6,6 +6,7 @@
 #include "oom_report.h"
 #include "oom_text.h"
 #include "report_session.h"
+#include "terminal_text.h"
 
 namespace memtrace {
 
@@ -26,7 +27,7 @@ int cmd_oom(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (report.total == 0) {
-    std::cout << "no failed allocation in " << s.args.trace << '\n';
+    std::cout << "no failed allocation in " << terminal_safe(s.args.trace) << '\n';
     return kExitOk;
   }
   print_oom_report(std::cout, *s.analysis, report, *s.resolver, s.options);

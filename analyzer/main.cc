@@ -16,6 +16,7 @@ constexpr const char* kUsage =
     "       memtrace timeline TRACE --csv|--json [--interval SECONDS]\n"
     "       memtrace leaks TRACE [--json] [--top N] [--all-frames]\n"
     "       memtrace oom TRACE [--json] [--top N] [--all-frames]\n"
+    "       (summary, leaks, oom: --debug-paths DIR[:DIR...] finds symbol files there, by build id or file name)\n"
     "       memtrace --version\n"
     "The tracer's settings are MEMTRACE_* environment variables (README.md, Environment variables); by default it\n"
     "writes memtrace-<host>-<pid>.mtrace in the job's working directory (MEMTRACE_OUTPUT, or run's -o PATH).\n";

@@ -1,4 +1,4 @@
-// What the report commands (`summary`, `leaks`) share before they print: their options, the analysis of
+// What the report commands (`summary`, `leaks`, `oom`) share before they print: their options, the analysis of
 // the trace, and the resolver that turns its stacks into frames.
 #pragma once
 
@@ -23,7 +23,11 @@ struct ReportSession {
   bool json() const { return args.has("--json"); }
 };
 
-// Parses `[--json] [--all-frames] [--top N] TRACE` and analyzes TRACE (with what was live at each peak
+// The directories of `--debug-paths DIR[:DIR...]`, in order, trailing slashes dropped (empty entries skipped).
+// Throws UsageError for an entry that is not a directory, or for no directory at all.
+std::vector<std::string> parse_debug_paths(const std::string& value);
+
+// Parses `[--json] [--all-frames] [--top N] [--debug-paths DIR[:DIR...]] TRACE` and analyzes TRACE (with what was live at each peak
 // when `with_live_at_peak`). Returns kExitOk, or kExitBadInput after printing the one error line when the
 // trace cannot be read. Throws UsageError for a bad command line.
 int open_report(const std::vector<std::string>& args, bool with_live_at_peak, ReportSession* session);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "format.h"
+#include "terminal_text.h"
 #include "trace_end.h"
 
 namespace memtrace {
@@ -15,12 +16,13 @@ bool unsymbolized(const Frame& f) { return !f.python && !f.module.empty() && f.f
 void print_frame(std::ostream& out, const Frame& f) {
   out << kIndent;
   if (f.python) {
-    out << f.file << ':' << f.line << ' ' << f.function;
+    out << terminal_safe(f.file) << ':' << f.line << ' ' << terminal_safe(f.function);
   } else {
-    out << f.function;
-    if (!f.module.empty() && !unsymbolized(f)) out << " (" << f.module << '+' << hex(f.module_offset) << ')';
+    out << terminal_safe(f.function);
+    if (!f.module.empty() && !unsymbolized(f))
+      out << " (" << terminal_safe(f.module) << '+' << hex(f.module_offset) << ')';
     if (!f.file.empty()) {
-      out << ' ' << f.file;
+      out << ' ' << terminal_safe(f.file);
       if (f.line) out << ':' << f.line;
     }
   }
@@ -33,7 +35,7 @@ void print_unsymbolized_run(std::ostream& out, const std::vector<const Frame*>& 
   for (const Frame* f : run)
     if (std::find(modules.begin(), modules.end(), f->module) == modules.end()) modules.push_back(f->module);
   out << kIndent << '[' << count_of(run.size(), "frame") << " in ";
-  for (size_t i = 0; i < modules.size(); ++i) out << (i ? ", " : "") << modules[i];
+  for (size_t i = 0; i < modules.size(); ++i) out << (i ? ", " : "") << terminal_safe(modules[i]);
   out << ": not symbolized on this machine, --all-frames shows the offsets]\n";
 }
 
@@ -187,14 +189,14 @@ void print_stack_depths(std::ostream& out, const proto::TraceStart& start) {
 }
 
 void print_trace_overview(std::ostream& out, const Analysis& a) {
-  out << "memtrace: " << a.path << '\n';
+  out << "memtrace: " << terminal_safe(a.path) << '\n';
   if (a.info.start) {
     out << "  process: pid " << a.info.start->pid();
-    if (!a.info.start->hostname().empty()) out << " on " << a.info.start->hostname();
+    if (!a.info.start->hostname().empty()) out << " on " << terminal_safe(a.info.start->hostname());
     // No argv: MEMTRACE_REDACT_ARGS, or /proc/self/cmdline could not be read. Said, so that it does not look cut.
     if (a.info.start->argv().empty()) out << " (command line not recorded)";
     else out << ',';
-    for (const std::string& arg : a.info.start->argv()) out << ' ' << arg;
+    for (const std::string& arg : a.info.start->argv()) out << ' ' << terminal_safe(arg);
     out << '\n';
     // Where a stack may have been cut: a reader comparing stacks needs to know how deep the tracer went.
     if (a.info.start->has_max_native_frames() && a.info.start->has_max_native_frames_python())
@@ -339,9 +341,16 @@ void print_health(std::ostream& out, const Analysis& a) {
         << " records had text that is not UTF-8 (shown with '?' in its place)\n";
   if (a.info.end && a.info.end->dropped_events())
     out << "  DROPPED EVENTS: " << with_thousands(a.info.end->dropped_events()) << '\n';
+  const RecordCuts& cuts = a.stacks.record_cuts();
+  if (cuts.stacks_cut)
+    out << "  stacks longer than the tracer writes: " << with_thousands(cuts.stacks_cut) << " (cut to "
+        << kMaxNativeFramesPerStack << " native + " << kMaxPythonFramesPerStack << " Python frames)\n";
+  if (cuts.strings_cut)
+    out << "  strings longer than the tracer writes: " << with_thousands(cuts.strings_cut)
+        << " (cut, marked \u2026[truncated])\n";
   for (const proto::Notice& n : a.info.notices) {
     out << "  notice " << proto::Notice_Code_Name(n.code());
-    if (!n.message().empty()) out << ": " << n.message();
+    if (!n.message().empty()) out << ": " << terminal_safe(n.message());
     if (n.count()) out << " (" << with_thousands(n.count()) << ")";
     out << '\n';
   }

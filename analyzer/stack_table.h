@@ -2,7 +2,9 @@
 // analysis (their number grows with distinct call sites, not with events).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -27,7 +29,41 @@ struct StackCuts {
 // executable. Its native frames (eval loop, call machinery) stand where the tracer spliced in the Python frames
 // they ran; reports hide them (the Symbolizer sets NativeFrame.in_python_interpreter with it), and call sites
 // are grouped without them (call_sites.h).
+// Plain string code, linear in the name's length: a trace can name a module with a path of any length.
 bool is_python_interpreter_module(const std::string& basename);
+
+// What the tracer writes at most (preload/). A record past these was not written by it, but by a damaged or
+// hostile file; the analyzer keeps what the tracer could have written and marks the rest cut, so that the time and
+// memory a report takes, and the size of its output, stay bounded whatever the file holds.
+// Native frames per stack: MEMTRACE_MAX_FRAMES and MEMTRACE_MAX_FRAMES_PYTHON are at most 256 (preload/config.cc),
+// the size of the capture's buffer (kMaxNativeFrames, preload/stack_capture.h).
+inline constexpr size_t kMaxNativeFramesPerStack = 256;
+// Python frames per stack: the innermost 128 (kMaxPythonFrames, preload/stack_capture.h).
+inline constexpr size_t kMaxPythonFramesPerStack = 128;
+// A Python file or function name: kMaxStringBytes, preload/python_frames.cc.
+inline constexpr size_t kMaxPythonTextBytes = 4096;
+// A module's path: PATH_MAX. dl_iterate_phdr names files the loader opened by path, and the main program's path
+// is read into PATH_MAX bytes (preload/module_map.cc).
+inline constexpr size_t kMaxModulePathBytes = 4096;
+// The host name: gethostname into 256 bytes (preload/recorder.cc).
+inline constexpr size_t kMaxHostnameBytes = 255;
+// The command line: /proc/self/cmdline read into 8192 bytes, NUL-separated (preload/recorder.cc), so the
+// arguments together with one separator between each two fill at most 8191 bytes (and number at most 4096).
+inline constexpr size_t kMaxCommandLineBytes = 8191;
+// TraceStart.tracer_version: the tracer writes "memtrace " and its version; 255 bytes is room to spare.
+inline constexpr size_t kMaxTracerVersionBytes = 255;
+// A notice's message: cut to 512 bytes by the tracer (append_notice_locked, preload/recorder.cc).
+inline constexpr size_t kMaxNoticeMessageBytes = 512;
+
+// Cuts `text` to its first `max_bytes` bytes (fewer where a UTF-8 character would be split) and appends
+// "…[truncated N bytes]", N the bytes removed ("1 byte"). Returns whether it cut; `text` is unchanged when it fits.
+bool cut_text(std::string* text, size_t max_bytes);
+
+// What a trace held past the limits above, and how much of it was cut.
+struct RecordCuts {
+  uint64_t stacks_cut = 0;   // stacks with more frames than the tracer writes
+  uint64_t strings_cut = 0;  // strings longer than the tracer writes (and argument lists longer than its buffer)
+};
 
 struct PythonSource {
   std::string file;
@@ -37,8 +73,18 @@ struct PythonSource {
 
 class StackTable {
  public:
-  // Takes Module, PythonFrame and Stack records; ignores every other kind.
+  // Takes Module, PythonFrame and Stack records; ignores every other kind. A stack with more frames than the
+  // tracer writes keeps its first kMaxNativeFramesPerStack native and kMaxPythonFramesPerStack Python frames (up
+  // to the first frame past either limit) and is marked cut for the kinds it lost; names and paths longer than the
+  // tracer writes are cut (cut_text). Both are counted (record_cuts()).
   void add(const proto::Record& record);
+  // Cuts the strings of a TraceStart or a Notice the analysis keeps to what the tracer writes (hostname,
+  // argv, tracer_version; the message), counting them in record_cuts(). An argument list longer than the tracer's
+  // buffer keeps the arguments that fit, the last of them cut, and ends with one entry
+  // "…[N more arguments truncated]" ("argument" for one).
+  void bound(proto::TraceStart* start);
+  void bound(proto::Notice* notice);
+  const RecordCuts& record_cuts() const { return record_cuts_; }
 
   // Frames innermost first, or nullptr for an unknown id (0 = no stack).
   const std::vector<uint64_t>* frames(uint64_t stack_id) const;
@@ -52,19 +98,21 @@ class StackTable {
   bool in_python_interpreter(uint64_t address) const;
 
  private:
+  void intern(const proto::Stack& stack);
   std::vector<proto::Module> modules_;
   struct ModuleRange {
-    uint64_t start = 0;
     uint64_t end = 0;
     bool python_interpreter = false;
   };
-  std::vector<ModuleRange> module_ranges_;  // sorted by start
+  // By start; among modules with one start, the one added last is found (it comes last in the multimap).
+  std::multimap<uint64_t, ModuleRange> module_ranges_;
   std::unordered_map<uint64_t, PythonSource> python_frames_;
   struct InternedStack {
     std::vector<uint64_t> frames;
     StackCuts cuts;
   };
   std::unordered_map<uint64_t, InternedStack> stacks_;
+  RecordCuts record_cuts_;
 };
 
 }  // namespace memtrace

@@ -1,10 +1,18 @@
 #include "symbolizer.h"
 
 #include <cxxabi.h>
+#include <elf.h>
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
+#include <fcntl.h>
+#include <libelf.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -17,6 +25,77 @@ namespace {
 std::string basename_of(const std::string& path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Kernel interfaces: opening or reading a file there can block, never end, or act on the system.
+bool under_kernel_filesystem(const std::string& path) {
+  for (const char* root : {"/proc", "/sys", "/dev"}) {
+    const size_t n = std::strlen(root);
+    if (path.compare(0, n, root) == 0 && (path.size() == n || path[n] == '/')) return true;
+  }
+  return false;
+}
+
+// An ELF file a trace or the user names, opened: its descriptor, and its real path in `*real_path`; -1 when it
+// is not a regular file of at most kMaxElfFileBytes starting with the ELF magic, or lies in /proc, /sys or /dev
+// (checked on the path as given, on it with symlinks and ".." resolved, and on the opened file's filesystem, since
+// a symlink can change between the two). O_NONBLOCK: opening a FIFO that was put there meanwhile does not wait for a
+// writer. What is checked is the descriptor libdwfl reads, so nothing can swap the file after the checks.
+int open_elf(const std::string& path, std::string* real_path) {
+  if (path.empty() || path.size() >= PATH_MAX) return -1;
+  char resolved[PATH_MAX];
+  if (under_kernel_filesystem(path) || !realpath(path.c_str(), resolved) || under_kernel_filesystem(resolved))
+    return -1;
+  const int fd = open(resolved, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return -1;
+  struct stat st;
+  struct statfs fs;
+  unsigned char magic[SELFMAG];
+  const bool elf = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= SELFMAG &&
+                   uint64_t(st.st_size) <= kMaxElfFileBytes && fstatfs(fd, &fs) == 0 &&
+                   fs.f_type != PROC_SUPER_MAGIC && fs.f_type != SYSFS_MAGIC &&
+                   pread(fd, magic, SELFMAG, 0) == SELFMAG && std::memcmp(magic, ELFMAG, SELFMAG) == 0;
+  if (!elf) {
+    close(fd);
+    return -1;
+  }
+  *real_path = resolved;
+  return fd;
+}
+
+// The GNU build id of the ELF file open at `fd`; empty when it has none or cannot be read.
+std::string build_id_of(int fd) {
+  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+  if (!elf) return {};
+  const void* bits = nullptr;
+  const ssize_t length = dwelf_elf_gnu_build_id(elf, &bits);
+  std::string id = length > 0 ? std::string(static_cast<const char*>(bits), size_t(length)) : std::string();
+  elf_end(elf);
+  return id;
+}
+
+std::string hex_digits(const std::string& bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) out += {kDigits[b >> 4], kDigits[b & 0xF]};
+  return out;
+}
+
+// The files that may hold a module's code and symbols, best first (the order Symbolizer's comment gives).
+std::vector<std::string> candidate_files(const proto::Module& module, const std::string& basename,
+                                         const std::vector<std::string>& debug_dirs) {
+  std::vector<std::string> files;
+  const std::string id = hex_digits(module.build_id());
+  // A build id is 20 bytes (SHA-1) as ld writes it; one too long for a file name is no file's.
+  if (id.size() > 2 && id.size() + 6 <= NAME_MAX) {
+    const std::string relative = "/.build-id/" + id.substr(0, 2) + "/" + id.substr(2) + ".debug";
+    for (const std::string& dir : debug_dirs) files.push_back(dir + relative);
+    files.push_back("/usr/lib/debug" + relative);
+  }
+  if (!basename.empty())
+    for (const std::string& dir : debug_dirs) files.push_back(dir + "/" + basename);
+  files.push_back(module.path());
+  return files;
 }
 
 const Dwfl_Callbacks kOfflineCallbacks = {
@@ -59,7 +138,10 @@ struct Symbolizer::Impl {
   std::vector<LoadedModule> modules;  // sorted by start
   std::unordered_map<uint64_t, NativeFrame> cache;
 
-  explicit Impl(std::vector<proto::Module> trace_modules) {
+  std::vector<std::string> debug_dirs;
+
+  Impl(std::vector<proto::Module> trace_modules, std::vector<std::string> dirs) : debug_dirs(std::move(dirs)) {
+    elf_version(EV_CURRENT);
     dwfl = dwfl_begin(&kOfflineCallbacks);
     if (dwfl) dwfl_report_begin(dwfl);
     for (auto& m : trace_modules) {
@@ -69,7 +151,8 @@ struct Symbolizer::Impl {
       modules.push_back(std::move(loaded));
     }
     if (dwfl) dwfl_report_end(dwfl, nullptr, nullptr);
-    std::sort(modules.begin(), modules.end(), [](const LoadedModule& a, const LoadedModule& b) {
+    // Stable: among modules with one start, the one listed last is found, as in StackTable.
+    std::stable_sort(modules.begin(), modules.end(), [](const LoadedModule& a, const LoadedModule& b) {
       return a.module.start() < b.module.start();
     });
   }
@@ -78,27 +161,30 @@ struct Symbolizer::Impl {
     if (dwfl) dwfl_end(dwfl);
   }
 
-  // Reports the module's file at its load bias (dlpi_addr, hence add_p_vaddr) and checks that it is
-  // the build that ran.
+  // Reports the first candidate file that is the build that ran (candidate_files) at the module's load bias
+  // (dlpi_addr, hence add_p_vaddr). Files that open but carry another build id make a mismatch when none fits.
   void report(LoadedModule& loaded) {
-    const std::string& path = loaded.module.path();
-    // The path comes from the trace: open only a regular file (a FIFO or a device there would block).
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
-    Dwfl_Module* mod = dwfl_report_elf(dwfl, loaded.name.c_str(), path.c_str(), -1,
-                                       loaded.module.load_address(), true);
-    if (!mod) return;
     const std::string& expected = loaded.module.build_id();
-    if (!expected.empty()) {
-      const unsigned char* bits = nullptr;
-      GElf_Addr vaddr = 0;
-      int length = dwfl_module_build_id(mod, &bits, &vaddr);
-      if (length <= 0 || size_t(length) != expected.size() || std::memcmp(bits, expected.data(), length) != 0) {
+    for (const std::string& file : candidate_files(loaded.module, loaded.name, debug_dirs)) {
+      std::string real_path;
+      const int fd = open_elf(file, &real_path);
+      if (fd < 0) continue;
+      if (!expected.empty() && build_id_of(fd) != expected) {
         loaded.build_id_mismatch = true;
-        return;
+        close(fd);
+        continue;
       }
+      // libdwfl keeps the descriptor of a module it reports, and leaves it to us when it fails.
+      Dwfl_Module* mod = dwfl_report_elf(dwfl, loaded.name.c_str(), real_path.c_str(), fd,
+                                         loaded.module.load_address(), true);
+      if (!mod) {
+        close(fd);
+        return;  // not an ELF file libdwfl can lay out, or an address range another module of the trace holds
+      }
+      loaded.dwfl_module = mod;
+      loaded.build_id_mismatch = false;
+      return;
     }
-    loaded.dwfl_module = mod;
   }
 
   static void load_functions(LoadedModule& loaded) {
@@ -180,7 +266,8 @@ struct Symbolizer::Impl {
   }
 };
 
-Symbolizer::Symbolizer(std::vector<proto::Module> modules) : impl_(std::make_unique<Impl>(std::move(modules))) {}
+Symbolizer::Symbolizer(std::vector<proto::Module> modules, std::vector<std::string> debug_dirs)
+    : impl_(std::make_unique<Impl>(std::move(modules), std::move(debug_dirs))) {}
 Symbolizer::~Symbolizer() = default;
 
 const NativeFrame& Symbolizer::symbolize(uint64_t return_address) {

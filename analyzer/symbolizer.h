@@ -12,6 +12,11 @@
 
 namespace memtrace {
 
+// Files past this size are not opened: libelf maps the whole file, and the trace names it. 4 GiB is well above
+// the largest shared objects CUDA jobs load (libtorch_cuda.so, libcublasLt.so: hundreds of MiB to about 2 GiB),
+// debug info included, and bounds what a hostile path can make the analyzer map.
+inline constexpr uint64_t kMaxElfFileBytes = 4ull << 30;
+
 struct NativeFrame {
   uint64_t address = 0;          // the absolute return address from the trace
   std::string module_path;       // empty when no module of the trace contains the address
@@ -26,9 +31,18 @@ struct NativeFrame {
   bool in_python_interpreter = false;  // libpython* or the python executable itself
 };
 
+// Which files it reads: the module paths come from the trace, which anyone can write, so a module's file is
+// opened only when it is a regular file of at most kMaxElfFileBytes that starts with the ELF magic and lies
+// outside /proc, /sys and /dev (a path naming a FIFO, a device, a directory or a kernel file gives a module
+// missing, without blocking or reading it). For a module with a build id, the files tried are, in order:
+//   <dir>/.build-id/<first 2 hex digits>/<the other digits>.debug for each of `debug_dirs`, then /usr/lib/debug;
+//   <dir>/<the module's basename> for each of `debug_dirs` (symbol files copied from the machine that recorded);
+//   the recorded path;
+// and the first whose build id matches is used. A module without a build id takes the first of the last two kinds
+// that opens. A module whose files all carry another build id is a build id mismatch.
 class Symbolizer {
  public:
-  explicit Symbolizer(std::vector<proto::Module> modules);
+  explicit Symbolizer(std::vector<proto::Module> modules, std::vector<std::string> debug_dirs = {});
   ~Symbolizer();
   Symbolizer(const Symbolizer&) = delete;
   Symbolizer& operator=(const Symbolizer&) = delete;

@@ -233,5 +233,209 @@ TEST(StackCuts, LeaksTextMarksTheCutStacksOnly) {
   EXPECT_NE(text.find(expected), std::string::npos) << text;
 }
 
+// ---- Records past what the tracer writes (stack_table.h): kept to its limits, counted ----
+
+const std::string kEllipsis = "\u2026";
+
+proto::Record stack_record(uint64_t id, const std::vector<uint64_t>& frames) {
+  proto::Record r;
+  r.mutable_stack()->set_id(id);
+  for (uint64_t f : frames) r.mutable_stack()->add_frames(f);
+  return r;
+}
+
+TEST(RecordLimits, InterpreterModulesAreNamedAsTheRegexNamedThem) {
+  for (const char* name : {"libpython3.12.so.1.0", "libpython3.so", "libpython.so", "libpython3.12d.so",
+                           "libpython3.12-pgo.so.1", "python", "python3", "python3.12", "python3.12.3"})
+    EXPECT_TRUE(is_python_interpreter_module(name)) << name;
+  for (const char* name : {"", "libpython3.12.a", "libpython", "python3.12d", "python3-config", "ipython",
+                           "xlibpython3.so", "libtorch_python.so", "pythonw", "libpython3.so\n", "libpython\r.so"})
+    EXPECT_FALSE(is_python_interpreter_module(name)) << name;
+  // A name of 100 KB took std::regex's recursion past the stack (SIGSEGV); now a scan.
+  const std::string long_name(100'000, 'a');
+  EXPECT_FALSE(is_python_interpreter_module(long_name));
+  EXPECT_TRUE(is_python_interpreter_module("libpython" + long_name + ".so"));
+  EXPECT_TRUE(is_python_interpreter_module("python" + std::string(100'000, '3')));
+  EXPECT_FALSE(is_python_interpreter_module("python" + std::string(100'000, '3') + "x"));
+}
+
+TEST(RecordLimits, ModulesListedInDescendingOrderAreFound) {
+  // 100,000 modules of 0x1000 bytes each, highest first (each was a shift of the whole sorted vector); every
+  // tenth is the interpreter.
+  StackTable stacks;
+  constexpr uint64_t kCount = 100'000;
+  for (uint64_t i = kCount; i-- > 0;) {
+    proto::Record r;
+    r.mutable_module()->set_path(i % 10 == 0 ? "/usr/lib/libpython3.12.so.1.0" : "/usr/lib/libfoo.so");
+    r.mutable_module()->set_start(0x100000 + i * 0x2000);
+    r.mutable_module()->set_end(0x100000 + i * 0x2000 + 0x1000);
+    stacks.add(r);
+  }
+  EXPECT_EQ(stacks.modules().size(), kCount);
+  EXPECT_TRUE(stacks.in_python_interpreter(0x100000));                    // module 0
+  EXPECT_TRUE(stacks.in_python_interpreter(0x100000 + 50'000 * 0x2000 + 0xfff));    // module 50,000's last byte
+  EXPECT_FALSE(stacks.in_python_interpreter(0x100000 + 50'000 * 0x2000 + 0x1000));  // the gap after it
+  EXPECT_FALSE(stacks.in_python_interpreter(0x100000 + 50'001 * 0x2000));  // module 50,001: libfoo
+  EXPECT_FALSE(stacks.in_python_interpreter(0xfffff));                     // below every module
+  // Two modules at one start: the one listed last is found.
+  proto::Record later;
+  later.mutable_module()->set_path("/usr/lib/libpython3.12.so.1.0");
+  later.mutable_module()->set_start(0x100000 + 1 * 0x2000);
+  later.mutable_module()->set_end(0x100000 + 1 * 0x2000 + 0x1000);
+  stacks.add(later);
+  EXPECT_TRUE(stacks.in_python_interpreter(0x100000 + 1 * 0x2000));
+}
+
+TEST(RecordLimits, AStackLongerThanTheTracerWritesKeepsItsFirstFrames) {
+  StackTable stacks;
+  // A million native frames: the first 256 kept, marked cut where the native frames stop.
+  std::vector<uint64_t> native(1'000'000);
+  for (size_t i = 0; i < native.size(); ++i) native[i] = 0x1000 + i;
+  stacks.add(stack_record(1, native));
+  ASSERT_NE(stacks.frames(1), nullptr);
+  EXPECT_EQ(*stacks.frames(1), std::vector<uint64_t>(native.begin(), native.begin() + 256));
+  EXPECT_EQ(stacks.cuts(1), (StackCuts{true, false}));
+  EXPECT_EQ(stacks.record_cuts().stacks_cut, 1u);
+  // 10 Python frames, 300 native, 5 Python: kept up to the 257th native frame (10 + 256), both kinds lost frames.
+  std::vector<uint64_t> mixed;
+  for (uint64_t i = 0; i < 10; ++i) mixed.push_back(kPy | i);
+  for (uint64_t i = 0; i < 300; ++i) mixed.push_back(0x5000 + i);
+  for (uint64_t i = 10; i < 15; ++i) mixed.push_back(kPy | i);
+  stacks.add(stack_record(2, mixed));
+  EXPECT_EQ(*stacks.frames(2), std::vector<uint64_t>(mixed.begin(), mixed.begin() + 266));
+  EXPECT_EQ(stacks.cuts(2), (StackCuts{true, true}));
+  // 200 Python frames: the first 128.
+  std::vector<uint64_t> python;
+  for (uint64_t i = 0; i < 200; ++i) python.push_back(kPy | i);
+  stacks.add(stack_record(3, python));
+  EXPECT_EQ(*stacks.frames(3), std::vector<uint64_t>(python.begin(), python.begin() + 128));
+  EXPECT_EQ(stacks.cuts(3), (StackCuts{false, true}));
+  EXPECT_EQ(stacks.record_cuts().stacks_cut, 3u);
+  // As deep as the tracer goes, 128 Python frames then 256 native: kept whole, not counted.
+  std::vector<uint64_t> deepest(python.begin(), python.begin() + 128);
+  deepest.insert(deepest.end(), native.begin(), native.begin() + 256);
+  stacks.add(stack_record(4, deepest));
+  EXPECT_EQ(*stacks.frames(4), deepest);
+  EXPECT_EQ(stacks.cuts(4), (StackCuts{false, false}));
+  EXPECT_EQ(stacks.record_cuts().stacks_cut, 3u);
+}
+
+TEST(RecordLimits, CutTextKeepsWholeCharactersAndSaysWhatWasCut) {
+  std::string text = "abcdef";
+  EXPECT_TRUE(cut_text(&text, 3));
+  EXPECT_EQ(text, "abc" + kEllipsis + "[truncated 3 bytes]");
+  text = "abcd";
+  EXPECT_TRUE(cut_text(&text, 3));
+  EXPECT_EQ(text, "abc" + kEllipsis + "[truncated 1 byte]");
+  text = "a\xc3\xa9z";  // "aéz": cutting at 2 bytes would split the é
+  EXPECT_TRUE(cut_text(&text, 2));
+  EXPECT_EQ(text, "a" + kEllipsis + "[truncated 3 bytes]");
+  text = "a\xf0\x9f\x99\x82";  // "a🙂": 3 continuation bytes backed over
+  EXPECT_TRUE(cut_text(&text, 4));
+  EXPECT_EQ(text, "a" + kEllipsis + "[truncated 4 bytes]");
+  text = "abc";
+  EXPECT_FALSE(cut_text(&text, 3));
+  EXPECT_EQ(text, "abc");
+}
+
+TEST(RecordLimits, NamesAndPathsLongerThanTheTracerWritesAreCut) {
+  StackTable stacks;
+  proto::Record frame;
+  frame.mutable_python_frame()->set_id(7);
+  frame.mutable_python_frame()->set_file(std::string(5000, 'f'));
+  frame.mutable_python_frame()->set_function(std::string(4096, 'g'));  // exactly the tracer's limit: kept
+  frame.mutable_python_frame()->set_line(3);
+  stacks.add(frame);
+  ASSERT_NE(stacks.python_frame(7), nullptr);
+  EXPECT_EQ(stacks.python_frame(7)->file, std::string(4096, 'f') + kEllipsis + "[truncated 904 bytes]");
+  EXPECT_EQ(stacks.python_frame(7)->function, std::string(4096, 'g'));
+  proto::Record module;
+  module.mutable_module()->set_path("/" + std::string(10'000, 'm'));
+  stacks.add(module);
+  EXPECT_EQ(stacks.modules().at(0).path(), "/" + std::string(4095, 'm') + kEllipsis + "[truncated 5905 bytes]");
+  EXPECT_EQ(stacks.record_cuts().strings_cut, 2u);
+  EXPECT_EQ(stacks.record_cuts().stacks_cut, 0u);
+}
+
+TEST(RecordLimits, TheStartRecordKeepsWhatTheTracerCouldWrite) {
+  StackTable stacks;
+  proto::TraceStart start;
+  start.set_hostname(std::string(300, 'h'));
+  start.set_tracer_version("memtrace 0.1.0");
+  for (int i = 0; i < 5000; ++i) start.add_argv("x");
+  stacks.bound(&start);
+  EXPECT_EQ(start.hostname(), std::string(255, 'h') + kEllipsis + "[truncated 45 bytes]");
+  EXPECT_EQ(start.tracer_version(), "memtrace 0.1.0");
+  // 4096 one-byte arguments and their 4095 separators fill the 8191 bytes.
+  ASSERT_EQ(start.argv_size(), 4097);
+  EXPECT_EQ(start.argv(4095), "x");
+  EXPECT_EQ(start.argv(4096), kEllipsis + "[904 more arguments truncated]");
+  EXPECT_EQ(stacks.record_cuts().strings_cut, 2u);
+
+  // One argument longer than the buffer: cut, and the one after it dropped.
+  proto::TraceStart one_long;
+  one_long.add_argv(std::string(10'000, 'a'));
+  one_long.add_argv("b");
+  stacks.bound(&one_long);
+  ASSERT_EQ(one_long.argv_size(), 2);
+  EXPECT_EQ(one_long.argv(0), std::string(8191, 'a') + kEllipsis + "[truncated 1809 bytes]");
+  EXPECT_EQ(one_long.argv(1), kEllipsis + "[1 more argument truncated]");
+  EXPECT_EQ(stacks.record_cuts().strings_cut, 4u);
+
+  // Exactly the buffer: 4095 + 1 + 4095 bytes, kept whole; one byte more is cut from the last.
+  proto::TraceStart full;
+  full.add_argv(std::string(4095, 'a'));
+  full.add_argv(std::string(4095, 'b'));
+  stacks.bound(&full);
+  EXPECT_EQ(full.argv(1), std::string(4095, 'b'));
+  full.set_argv(1, std::string(4096, 'b'));
+  stacks.bound(&full);
+  EXPECT_EQ(full.argv(1), std::string(4095, 'b') + kEllipsis + "[truncated 1 byte]");
+  EXPECT_EQ(stacks.record_cuts().strings_cut, 5u);
+
+  proto::Notice notice;
+  notice.set_message(std::string(600, 'n'));
+  stacks.bound(&notice);
+  EXPECT_EQ(notice.message(), std::string(512, 'n') + kEllipsis + "[truncated 88 bytes]");
+  EXPECT_EQ(stacks.record_cuts().strings_cut, 6u);
+}
+
+// A trace with a stack of a million native frames (1 MiB live on it at the end) and a Python frame whose file name
+// is 5000 bytes on a second stack (2 MiB live).
+std::string oversized_records_file() {
+  test::TraceBuilder b;
+  b.start().python_frame(1, std::string(5000, 'f'), "step", 7);
+  std::vector<uint64_t> frames(1'000'000);
+  for (size_t i = 0; i < frames.size(); ++i) frames[i] = 0x1000 + i;
+  b.stack(10, frames).stack(11, {kPy | 1});
+  b.event(test::driver_alloc(0, 0x100000, kMiB, 1'000'000, 10));
+  b.event(test::driver_alloc(0, 0x200000, 2 * kMiB, 1'000'000, 11));
+  b.end(2, 0).end_chunk();
+  std::string path = test::temp_path("oversized-records.mtrace");
+  test::write_file(path, b.bytes());
+  return path;
+}
+
+TEST(RecordLimits, ReportsSayWhatWasCutAndStayBounded) {
+  const std::string path = oversized_records_file();
+  const std::string text = test::memtrace_stdout("summary " + path);
+  EXPECT_NE(text.find("  stacks longer than the tracer writes: 1 (cut to 256 native + 128 Python frames)\n"
+                      "  strings longer than the tracer writes: 1 (cut, marked " + kEllipsis + "[truncated])\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("      " + std::string(4096, 'f') + kEllipsis + "[truncated 904 bytes]:7 step\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("      0x10ff\n      ... native frames stop here"), std::string::npos);  // the 256th frame
+  const nlohmann::json leaks = nlohmann::json::parse(test::memtrace_stdout("leaks --json " + path))["leaks"];
+  ASSERT_EQ(leaks.size(), 2u);
+  EXPECT_EQ(leaks[1]["frames"].size(), 256u);  // 1 MiB: the million-frame stack
+  EXPECT_EQ(leaks[1]["frames"][255]["function"], "0x10ff");
+  EXPECT_EQ(leaks[1]["native_frames_cut"], true);
+  EXPECT_EQ(leaks[0]["frames"][0]["file"], std::string(4096, 'f') + kEllipsis + "[truncated 904 bytes]");
+  // A trace within the limits has neither line.
+  const std::string plain = test::memtrace_stdout("summary " + cut_stacks_trace_file());
+  EXPECT_EQ(plain.find("longer than the tracer writes"), std::string::npos) << plain;
+}
+
 }  // namespace
 }  // namespace memtrace

@@ -4,10 +4,16 @@
 #include <gtest/gtest.h>
 #include <link.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <filesystem>
 
+#include "commands.h"
+#include "report_session.h"
 #include "symbolizer.h"
+#include "trace_builder.h"
 
 namespace memtrace_test_symbols {
 // The line below is the function's first line; its entry address maps to it.
@@ -108,6 +114,130 @@ TEST(Symbolizer, MissingFileGivesModuleAndOffset) {
 TEST(Symbolizer, Demangles) {
   EXPECT_EQ(demangle("_Z3fooi"), "foo(int)");
   EXPECT_EQ(demangle("cudaMalloc"), "cudaMalloc");
+}
+
+// ---- Which files the symbolizer opens ----
+
+namespace fs = std::filesystem;
+
+// A module at the test binary's addresses whose recorded file is `path`, without a build id (so that any ELF file
+// there would be used).
+proto::Module module_at(const std::string& path) {
+  proto::Module module = main_module();
+  module.set_path(path);
+  module.clear_build_id();
+  return module;
+}
+
+// A fresh directory under the tests' temporary one.
+fs::path fresh_dir(const std::string& name) {
+  fs::path dir = test::temp_path(name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(Symbolizer, OpensOnlyRegularElfFilesOutsideKernelFilesystems) {
+  const fs::path dir = fresh_dir("symbolizer-not-elf");
+  const std::string fifo = (dir / "libfifo.so").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);  // opened without O_NONBLOCK, this would wait for a writer forever
+  const std::string text_file = (dir / "libtext.so").string();
+  test::write_file(text_file, "not an ELF file\n");
+  const std::string magic_only = (dir / "libmagic.so").string();
+  test::write_file(magic_only, std::string("\x7f" "ELF", 4) + std::string(60, '\0'));  // the magic, no ELF
+  // The first 14 bytes of a bzip2 file: libdw decompresses what is not ELF, and spun forever on this.
+  const std::string bzip2_start = (dir / "libbzip2.so").string();
+  test::write_file(bzip2_start, std::string("BZh91AY&SY\x06\xc1\xf4\x82", 14));
+  const std::string to_proc = (dir / "libproc.so").string();
+  fs::create_symlink("/proc/self/status", to_proc);
+  const std::vector<std::string> paths = {fifo,    text_file,          magic_only,        bzip2_start,
+                                          to_proc, dir.string(),       "/proc/self/status", "/proc/self/exe",
+                                          "/dev/zero", "/sys/kernel/notes"};
+  for (const std::string& path : paths) {
+    SCOPED_TRACE(path);
+    Symbolizer symbolizer({module_at(path)});
+    const NativeFrame& f = symbolizer.symbolize(known_function_return_address());
+    EXPECT_TRUE(f.module_missing);
+    EXPECT_FALSE(f.build_id_mismatch);
+    EXPECT_EQ(f.function, "");
+    EXPECT_EQ(f.module_path, path);
+  }
+  // The same binary through an ordinary path is read (so the cases above are missing for what they are).
+  const std::string copy = (dir / "analyzer_tests_copy").string();
+  fs::copy_file("/proc/self/exe", copy);
+  Symbolizer symbolizer({module_at(copy)});
+  EXPECT_EQ(symbolizer.symbolize(known_function_return_address()).function,
+            "memtrace_test_symbols::known_function_for_symbolizer(int)");
+}
+
+TEST(Symbolizer, DebugPathsFindTheBinaryByFileName) {
+  const fs::path dir = fresh_dir("symbolizer-by-name");
+  fs::copy_file("/proc/self/exe", dir / "libcopied.so");
+  proto::Module module = main_module();  // with the test binary's build id
+  module.set_path("/machine/that/recorded/libcopied.so");
+  Symbolizer without({module});
+  EXPECT_TRUE(without.symbolize(known_function_return_address()).module_missing);
+  Symbolizer with({module}, {"/nonexistent-first", dir.string()});
+  const NativeFrame& f = with.symbolize(known_function_return_address());
+  EXPECT_EQ(f.function, "memtrace_test_symbols::known_function_for_symbolizer(int)");
+  EXPECT_EQ(f.line, memtrace_test_symbols::kKnownFunctionLine);
+  EXPECT_FALSE(f.module_missing);
+  EXPECT_FALSE(f.build_id_mismatch);
+  EXPECT_EQ(f.module_path, "/machine/that/recorded/libcopied.so");  // the recorded path is what reports name
+}
+
+TEST(Symbolizer, DebugPathsFindTheBinaryByBuildId) {
+  const fs::path dir = fresh_dir("symbolizer-by-build-id");
+  proto::Module module = main_module();
+  module.set_path("/machine/that/recorded/libother-name.so");
+  std::string id;
+  for (unsigned char b : module.build_id()) {
+    static const char kDigits[] = "0123456789abcdef";
+    id += kDigits[b >> 4];
+    id += kDigits[b & 0xF];
+  }
+  fs::create_directories(dir / ".build-id" / id.substr(0, 2));
+  fs::copy_file("/proc/self/exe", dir / ".build-id" / id.substr(0, 2) / (id.substr(2) + ".debug"));
+  Symbolizer symbolizer({module}, {dir.string() + "/"});  // a trailing slash as a user may type it
+  const NativeFrame& f = symbolizer.symbolize(known_function_return_address());
+  EXPECT_EQ(f.function, "memtrace_test_symbols::known_function_for_symbolizer(int)");
+  EXPECT_FALSE(f.build_id_mismatch);
+}
+
+TEST(Symbolizer, AFileOfAnotherBuildIsPassedOverForOneThatMatches) {
+  // A debug directory holding another build under the module's name: the recorded path, the build that ran, is
+  // used; without it, the module is a build id mismatch.
+  const fs::path dir = fresh_dir("symbolizer-other-build");
+  const std::string copy = (dir / "analyzer_tests_copy").string();
+  fs::copy_file("/proc/self/exe", copy);
+  const fs::path debug = fresh_dir("symbolizer-other-build-debug");
+  fs::copy_file("/bin/true", debug / "analyzer_tests_copy");
+  proto::Module module = main_module();
+  module.set_path(copy);
+  Symbolizer found({module}, {debug.string()});
+  EXPECT_EQ(found.symbolize(known_function_return_address()).function,
+            "memtrace_test_symbols::known_function_for_symbolizer(int)");
+  module.set_path("/machine/that/recorded/analyzer_tests_copy");
+  Symbolizer mismatched({module}, {debug.string()});
+  const NativeFrame& f = mismatched.symbolize(known_function_return_address());
+  EXPECT_TRUE(f.build_id_mismatch);
+  EXPECT_FALSE(f.module_missing);
+  EXPECT_EQ(f.function, "");
+}
+
+TEST(DebugPaths, ParsesDirectoriesAndRefusesOthers) {
+  const fs::path a = fresh_dir("debug-paths-a"), b = fresh_dir("debug-paths-b");
+  EXPECT_EQ(parse_debug_paths(a.string() + "::" + b.string() + "/:"),
+            (std::vector<std::string>{a.string(), b.string()}));
+  EXPECT_EQ(parse_debug_paths("/"), (std::vector<std::string>{"/"}));
+  try {
+    parse_debug_paths(a.string() + ":/nonexistent-dir");
+    ADD_FAILURE() << "no UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), "--debug-paths: '/nonexistent-dir' is not a directory");
+  }
+  EXPECT_THROW(parse_debug_paths(":"), UsageError);
+  EXPECT_THROW(parse_debug_paths("/proc/self/status"), UsageError);
 }
 
 }  // namespace
