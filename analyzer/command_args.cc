@@ -5,12 +5,21 @@
 
 namespace memtrace {
 
+namespace {
+std::string& named_trace_storage() {
+  static std::string path;
+  return path;
+}
+}  // namespace
+
 int report_trace_error(const std::string& path, const TraceError& error) {
   std::cerr << "memtrace: " << path << ": " << error.what();
-  if (error.has_byte_offset()) std::cerr << " (at byte " << error.byte_offset() << ")";
+  if (error.has_byte_offset() && !error.offset_in_what()) std::cerr << " (at byte " << error.byte_offset() << ")";
   std::cerr << "\n";
   return kExitBadInput;
 }
+
+const std::string& named_trace() { return named_trace_storage(); }
 
 bool ParsedArgs::has(const std::string& flag) const {
   return std::find(flags.begin(), flags.end(), flag) != flags.end();
@@ -45,6 +54,7 @@ ParsedArgs parse_report_args(const std::vector<std::string>& args, const std::ve
     }
   }
   if (!have_trace) throw UsageError("no TRACE file given");
+  named_trace_storage() = parsed.trace;
   return parsed;
 }
 

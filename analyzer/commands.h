@@ -28,6 +28,10 @@ int cmd_run(const std::vector<std::string>& args);
 // Prints `memtrace: <file>: <what is wrong> (at byte N)` and returns kExitBadInput.
 int report_trace_error(const std::string& path, const TraceError& error);
 
+// The TRACE that the last parse_report_args call found (empty before one): main's last-resort error line
+// names the file with it, for an exception that is not a TraceError (out of memory, say).
+const std::string& named_trace();
+
 // Shared option parsing for the report commands: exactly one TRACE plus the flags in `flags`
 // (which take no value) and `valued` (which take one). Unknown options are usage errors.
 struct ParsedArgs {

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,12 @@ bool asks_for_help(const std::string& command, const std::vector<std::string>& a
   return false;
 }
 
+// What main's last-resort error line names: the trace being read, or the command where there is none (run).
+std::string input_name(const std::string& command) {
+  const std::string& trace = memtrace::named_trace();
+  return trace.empty() ? command : trace;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,9 +71,12 @@ int main(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << "memtrace: " << e.what() << '\n' << kUsage;
     return kExitUsage;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "memtrace: " << input_name(command) << ": out of memory while analyzing it\n";
+    return kExitBadInput;
   } catch (const std::exception& e) {
-    // Anything a damaged input gets past the checks: one line, not a crash.
-    std::cerr << "memtrace: " << command << ": " << e.what() << '\n';
+    // Anything a damaged input gets past the checks: one line naming the file, not a crash.
+    std::cerr << "memtrace: " << input_name(command) << ": cannot be analyzed: " << e.what() << '\n';
     return kExitBadInput;
   }
 }

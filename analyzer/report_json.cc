@@ -44,6 +44,7 @@ json trace_json(const Analysis& a) {
       {"chunks", a.read.chunks},
       {"truncated", a.read.truncated},
       {"complete_bytes", a.read.complete_bytes},
+      {"truncated_tail", a.read.tail},
       {"records_with_invalid_text", a.read.records_with_invalid_text},
       {"ended_normally", a.info.end && a.info.end->how() == proto::TraceEnd::EXIT},
       {"last_event_time_s", seconds(a.last_event_time_ns)},

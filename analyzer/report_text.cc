@@ -212,6 +212,8 @@ void print_trace_overview(std::ostream& out, const Analysis& a) {
     out << "  TRUNCATED: the writer was cut off; read up to byte " << with_thousands(a.read.complete_bytes) << " of "
         << with_thousands(a.read.file_bytes) << ", last complete event at "
         << last_complete_event(a) << '\n';
+  if (a.read.truncated && !a.read.tail.empty())
+    out << "  after byte " << with_thousands(a.read.complete_bytes) << ": " << a.read.tail << '\n';
 }
 
 void print_devices(std::ostream& out, const Analysis& a, FrameResolver& resolver, const TextOptions& options) {

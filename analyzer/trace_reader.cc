@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace memtrace {
@@ -60,6 +61,8 @@ class Input {
  public:
   Input(int fd, uint64_t size) : fd_(fd), size_(size) {}
   uint64_t size() const { return size_; }
+  // The same file as if it ended at `size` (a frame read without the zeros that end the file).
+  Input prefix(uint64_t size) const { return Input(fd_, std::min(size, size_)); }
 
   // Reads up to `n` bytes at `offset`; fewer only at the end of the file.
   size_t read_at(uint64_t offset, void* dst, size_t n) {
@@ -134,20 +137,24 @@ struct FrameExtent {
   throw TraceError("corrupt chunk: " + what, offset);
 }
 
-// The few bytes left at the end of the file are the beginning of a frame magic (a cut), or garbage.
-FrameExtent short_tail(const unsigned char* tail, size_t n, uint64_t offset) {
+// Whether the bytes at `offset` begin with a zstd or skippable frame magic, or with the beginning of
+// one where the file ends within 4 bytes (a cut).
+bool starts_like_a_frame(Input& in, uint64_t offset) {
   const unsigned char zstd[4] = {0x28, 0xB5, 0x2F, 0xFD};
   const unsigned char skippable[4] = {0x50, 0x2A, 0x4D, 0x18};
-  bool zstd_prefix = std::memcmp(tail, zstd, n) == 0;
-  bool skippable_prefix = (tail[0] & 0xF0) == skippable[0] && std::memcmp(tail + 1, skippable + 1, n - 1) == 0;
-  if (!zstd_prefix && !skippable_prefix) corrupt("not a zstd frame", offset);
-  return FrameExtent{};
+  unsigned char head[4];
+  size_t n = in.read_at(offset, head, sizeof head);
+  if (n == 0) return false;
+  bool zstd_prefix = std::memcmp(head, zstd, n) == 0;
+  bool skippable_prefix = (head[0] & 0xF0) == skippable[0] && std::memcmp(head + 1, skippable + 1, n - 1) == 0;
+  return zstd_prefix || skippable_prefix;
 }
 
+// The frame at `offset` must start like one (starts_like_a_frame).
 FrameExtent measure_frame(Input& in, uint64_t offset) {
   unsigned char head[18];  // the longest frame header: magic 4, descriptor 1, window 1, dictionary 4, size 8
   size_t got = in.read_at(offset, head, sizeof head);
-  if (got < 4) return short_tail(head, got, offset);
+  if (got < 4) return FrameExtent{};  // the beginning of a magic, cut
   uint32_t magic = load_le32(head);
   if ((magic & kSkippableMagicMask) == kHeaderFrameMagic) {
     if (got < 8) return FrameExtent{};
@@ -240,10 +247,37 @@ void make_room_for_whole_frame(Input& in, uint64_t offset, uint64_t bytes, ByteB
   if (out_block.size() < content_bytes) out_block.resize_discarding(size_t(content_bytes));
 }
 
+// The decompression context and the blocks it reads from and writes to, reused from frame to frame.
+// The blocks are allocated at the first frame (a file of only a header needs none).
+class Decoder {
+ public:
+  Decoder() : dctx_(ZSTD_createDCtx()) {
+    if (!dctx_) throw std::bad_alloc();
+    ZSTD_DCtx_setParameter(dctx_.get(), ZSTD_d_windowLogMax, kMaxWindowLog);
+  }
+  ZSTD_DCtx* dctx() { return dctx_.get(); }
+  ByteBuffer& in_block() { return ready().in_block_; }
+  ByteBuffer& out_block() { return ready().out_block_; }
+
+ private:
+  Decoder& ready() {
+    if (in_block_.empty()) {
+      in_block_.resize_discarding(kReadBlockBytes);
+      out_block_.resize_discarding(ZSTD_DStreamOutSize());
+    }
+    return *this;
+  }
+  std::unique_ptr<ZSTD_DCtx, DCtxFree> dctx_;
+  ByteBuffer in_block_, out_block_;
+};
+
 // Decompresses the complete frame [offset, offset + bytes) into `splitter` (or nowhere, to check the
 // frame), checking its checksum.
-void decode_frame(Input& in, uint64_t offset, uint64_t bytes, ZSTD_DCtx* dctx, trace_reader_detail::ChunkSink* splitter,
-                  ByteBuffer& in_block, ByteBuffer& out_block) {
+void decode_frame(Input& in, uint64_t offset, uint64_t bytes, Decoder& decoder,
+                  trace_reader_detail::ChunkSink* splitter) {
+  ZSTD_DCtx* dctx = decoder.dctx();
+  ByteBuffer& in_block = decoder.in_block();
+  ByteBuffer& out_block = decoder.out_block();
   ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
   if (splitter) splitter->begin_chunk(offset);
   make_room_for_whole_frame(in, offset, bytes, in_block, out_block);
@@ -275,8 +309,10 @@ void decode_frame(Input& in, uint64_t offset, uint64_t bytes, ZSTD_DCtx* dctx, t
 // The frame at `offset` runs past the end of the file. A writer that was cut off leaves a prefix of a
 // valid frame, which decodes without error as far as it goes; damage in its headers (a block size
 // that sends the frame past the end) does not, and is reported as damage rather than as a cut.
-void check_cut_frame(Input& in, uint64_t offset, ZSTD_DCtx* dctx, ByteBuffer& in_block,
-                     ByteBuffer& out_block) {
+void check_cut_frame(Input& in, uint64_t offset, Decoder& decoder) {
+  ZSTD_DCtx* dctx = decoder.dctx();
+  ByteBuffer& in_block = decoder.in_block();
+  ByteBuffer& out_block = decoder.out_block();
   ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
   uint64_t decoded_bytes = 0;
   for (uint64_t pos = offset; pos < in.size();) {
@@ -295,30 +331,207 @@ void check_cut_frame(Input& in, uint64_t offset, ZSTD_DCtx* dctx, ByteBuffer& in
   }
 }
 
-// A cut leaves nothing after the beginning of the last frame but that frame. A complete, valid chunk
-// further on means that this frame's block headers are damaged and send its end past the chunks that
-// follow: damage to report, not a cut that would silently drop those chunks.
-void check_no_later_chunk(Input& in, uint64_t offset, ZSTD_DCtx* dctx, ByteBuffer& in_block,
-                          ByteBuffer& out_block) {
-  const unsigned char magic[4] = {0x28, 0xB5, 0x2F, 0xFD};  // kZstdFrameMagic, little-endian
+[[noreturn]] void second_trace(uint64_t offset) {
+  throw TraceError("a second trace begins at byte " + std::to_string(offset) +
+                       " (two traces joined, e.g. with cat); split the file there",
+                   offset, /*offset_in_what=*/true);
+}
+
+// Whether the bytes at `offset` are a trace's header frame ("MEMTRACE" after the skippable frame magic).
+bool is_header_frame(Input& in, uint64_t offset) {
+  unsigned char head[16];
+  return in.read_at(offset, head, sizeof head) == sizeof head && load_le32(head) == kHeaderFrameMagic &&
+         std::memcmp(head + 8, kHeaderTag, sizeof kHeaderTag) == 0;
+}
+
+// A header frame or a complete, valid chunk found after a frame that is not one.
+struct LaterFrame {
+  enum Kind { kNone, kHeader, kChunk } kind = kNone;
+  uint64_t offset = 0;
+};
+
+// The first header frame after `offset`, or (when `chunks`) the first complete chunk that decodes
+// without error, whichever comes first.
+LaterFrame find_later_frame(Input& in, uint64_t offset, Decoder& decoder, bool chunks) {
+  const unsigned char zstd[4] = {0x28, 0xB5, 0x2F, 0xFD};    // kZstdFrameMagic, little-endian
+  const unsigned char header[4] = {0x50, 0x2A, 0x4D, 0x18};  // kHeaderFrameMagic, little-endian
   std::vector<unsigned char> scan(64 << 10);
-  for (uint64_t pos = offset + 1; pos + sizeof magic <= in.size();) {
+  for (uint64_t pos = offset + 1; pos + sizeof zstd <= in.size();) {
     size_t got = in.read_at(pos, scan.data(), scan.size());
-    if (got < sizeof magic) break;
-    for (size_t i = 0; i + sizeof magic <= got; ++i) {
-      if (std::memcmp(scan.data() + i, magic, sizeof magic) != 0) continue;
+    if (got < sizeof zstd) break;
+    for (size_t i = 0; i + sizeof zstd <= got; ++i) {
       uint64_t candidate = pos + i;
+      if (std::memcmp(scan.data() + i, header, sizeof header) == 0 && is_header_frame(in, candidate))
+        return {LaterFrame::kHeader, candidate};
+      if (!chunks || std::memcmp(scan.data() + i, zstd, sizeof zstd) != 0) continue;
       try {
         FrameExtent frame = measure_frame(in, candidate);
         if (!frame.complete) continue;
-        decode_frame(in, candidate, frame.bytes, dctx, nullptr, in_block, out_block);
+        decode_frame(in, candidate, frame.bytes, decoder, nullptr);
       } catch (const TraceError&) {
         continue;  // compressed bytes that happen to look like a frame start
       }
-      corrupt("its block headers run past the complete chunk at byte " + std::to_string(candidate), offset);
+      return {LaterFrame::kChunk, candidate};
     }
-    pos += got - (sizeof magic - 1);  // overlap: a magic split across two reads is still found
+    pos += got - (sizeof zstd - 1);  // overlap: a magic split across two reads is still found
   }
+  return {};
+}
+
+// The frame at `offset` is where the trace's data ends, unless something follows it: a second trace's
+// header (refused as such) or a complete chunk, whose offset is returned (the frame is damage, then:
+// read as a cut, it would silently drop that chunk and those after it).
+std::optional<uint64_t> later_chunk(Input& in, uint64_t offset, Decoder& decoder) {
+  LaterFrame later = find_later_frame(in, offset, decoder, /*chunks=*/true);
+  if (later.kind == LaterFrame::kHeader) second_trace(later.offset);
+  if (later.kind == LaterFrame::kChunk) return later.offset;
+  return std::nullopt;
+}
+
+// Where the run of zero bytes that ends the file begins, looking no further back than `floor`.
+uint64_t zero_run_begin(Input& in, uint64_t floor) {
+  uint64_t begin = in.size();
+  std::vector<char> piece(64 << 10);
+  while (begin > floor) {
+    size_t n = size_t(std::min<uint64_t>(piece.size(), begin - floor));
+    if (in.read_at(begin - n, piece.data(), n) != n) return in.size();  // the file shrank
+    size_t nonzero = n;
+    while (nonzero > 0 && piece[nonzero - 1] == 0) --nonzero;
+    begin -= n - nonzero;
+    if (nonzero > 0) break;
+  }
+  return begin;
+}
+
+// A machine that stops after a file's size was extended but before its data was written leaves zeros
+// at its end (ext4, XFS). A run this long cannot end a chunk, which ends in a 4-byte checksum after
+// compressed bytes that hold no such run, so it is read as such a tail, not as part of the chunk.
+constexpr uint64_t kMinZeroTailBytes = 64;
+
+// Where the file's zero tail begins (a run of at least kMinZeroTailBytes zeros that ends the file, not
+// before `floor`), or the file's size where it has none.
+uint64_t zero_tail_begin(Input& in, uint64_t floor) {
+  uint64_t begin = zero_run_begin(in, floor);
+  return in.size() - begin >= kMinZeroTailBytes ? begin : in.size();
+}
+
+std::string zeros_text(uint64_t bytes) {
+  return std::to_string(bytes) +
+         " bytes of zeros (the file's size was extended but its data never written, as when the machine stops)";
+}
+
+// Measures the frame at `offset`. A frame cut off where the zero tail begins is measured without the
+// zeros (`*data_end` is then where they begin): one cut inside its header (a descriptor of 0 has no
+// checksum), or inside its last block (the zeros complete it, checksum included).
+FrameExtent measure_before_zero_tail(Input& in, uint64_t offset, uint64_t zero_begin, uint64_t* data_end) {
+  FrameExtent frame;
+  try {
+    frame = measure_frame(in, offset);
+  } catch (const TraceError&) {
+    if (zero_begin == in.size()) throw;
+    Input data = in.prefix(zero_begin);
+    frame = measure_frame(data, offset);
+    if (frame.complete) throw;
+    *data_end = zero_begin;
+    return frame;
+  }
+  // A valid chunk's checksum is 4 zero bytes once in 2^32 chunks: one whose checksum is in the zero tail
+  // was cut off before it.
+  if (frame.complete && !frame.skippable && zero_begin + kChecksumBytes <= offset + frame.bytes) {
+    frame.complete = false;
+    *data_end = zero_begin;
+  }
+  return frame;
+}
+
+// check_cut_frame, for a frame whose bytes end at `*data_end`, or where the file's zero tail begins (a
+// cut inside a block whose bytes the zeros replace): `*data_end` is then where they begin.
+void check_cut_before_zero_tail(Input& in, uint64_t offset, uint64_t zero_begin, Decoder& decoder,
+                                uint64_t* data_end) {
+  if (*data_end == in.size()) {
+    try {
+      check_cut_frame(in, offset, decoder);
+      return;
+    } catch (const TraceError&) {
+      if (zero_begin == in.size()) throw;
+    }
+    *data_end = zero_begin;
+  }
+  Input data = in.prefix(*data_end);
+  check_cut_frame(data, offset, decoder);
+}
+
+// What TraceReadSummary::tail says of a frame cut off at the end of the file.
+std::string describe_cut(Input& in, uint64_t offset, bool skippable, uint64_t zero_begin) {
+  std::string what = std::string(skippable ? "a skippable frame" : "a chunk") + " cut off after " +
+                     std::to_string(zero_begin - offset) + " bytes";
+  if (zero_begin != in.size()) what += ", then " + zeros_text(in.size() - zero_begin);
+  return what;
+}
+
+// Measures the frame at `offset`, or finds that the trace's data ends there: then returns nullopt and
+// says in `*tail` what the rest of the file is. A cut is a frame that runs past the end of the file or
+// into its zero tail (which begins at `zero_begin`, zero_tail_begin), or bytes that are not a frame
+// (zeros, garbage), with no complete chunk after them. Throws TraceError for damage: a bad frame that a
+// complete chunk follows, a frame that is not a valid prefix of one, a second trace's header frame.
+std::optional<FrameExtent> next_frame(Input& in, uint64_t offset, uint64_t zero_begin, Decoder& decoder,
+                                      std::string* tail) {
+  // Only the bytes before the zero tail: a frame's magic cut off there starts a frame.
+  Input data = in.prefix(std::max(zero_begin, offset + 1));
+  if (!starts_like_a_frame(data, offset)) {
+    if (auto chunk = later_chunk(in, offset, decoder))
+      corrupt("not a zstd frame (a complete chunk follows at byte " + std::to_string(*chunk) + ")", offset);
+    uint64_t bytes = in.size() - offset;
+    *tail = zero_run_begin(in, offset) == offset
+                ? zeros_text(bytes)
+                : std::to_string(bytes) + " bytes that are not a chunk (no zstd frame starts there)";
+    return std::nullopt;
+  }
+  uint64_t data_end = in.size();
+  FrameExtent frame = measure_before_zero_tail(in, offset, zero_begin, &data_end);
+  if (frame.skippable && is_header_frame(in, offset)) second_trace(offset);
+  if (frame.complete) return frame;
+  if (!frame.skippable) check_cut_before_zero_tail(in, offset, zero_begin, decoder, &data_end);
+  if (auto chunk = later_chunk(in, offset, decoder))
+    corrupt(std::string(frame.skippable ? "its size runs" : "its block headers run") +
+                " past the complete chunk at byte " + std::to_string(*chunk),
+            offset);
+  *tail = describe_cut(in, offset, frame.skippable, std::max(zero_begin, offset));
+  return std::nullopt;
+}
+
+// Opens `path` for reading, only if it is a regular file: the analysis reads a trace twice and measures
+// each chunk before decoding it. Its type is checked before the open, as opening a FIFO waits for a
+// writer (and a device may do anything), and again after it, on what was opened.
+int open_trace_file(const std::string& path, struct stat* st) {
+  auto require_regular = [](const struct stat& s) {
+    if (S_ISREG(s.st_mode)) return;
+    if (S_ISDIR(s.st_mode)) throw TraceError("is a directory, not a memtrace trace", TraceError::kWholeFile);
+    const char* kind = S_ISFIFO(s.st_mode)   ? "a FIFO (named pipe)"
+                       : S_ISCHR(s.st_mode)  ? "a character device"
+                       : S_ISBLK(s.st_mode)  ? "a block device"
+                       : S_ISSOCK(s.st_mode) ? "a socket"
+                                             : "a special file";
+    throw TraceError(std::string("is ") + kind + ", not a regular file (a trace is read from a file, twice)",
+                     TraceError::kWholeFile);
+  };
+  if (::stat(path.c_str(), st) != 0)
+    throw TraceError(std::string("cannot open: ") + std::strerror(errno), TraceError::kWholeFile);
+  require_regular(*st);
+  // O_NONBLOCK: a FIFO put at the path after the stat does not block the open either (fstat refuses it).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) throw TraceError(std::string("cannot open: ") + std::strerror(errno), TraceError::kWholeFile);
+  int saved_errno = 0;
+  if (::fstat(fd, st) != 0) saved_errno = errno;
+  if (saved_errno == 0 && S_ISREG(st->st_mode)) {
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // reads of a regular file wait as usual
+    return fd;
+  }
+  ::close(fd);
+  if (saved_errno != 0)
+    throw TraceError(std::string("cannot stat: ") + std::strerror(saved_errno), TraceError::kWholeFile);
+  require_regular(*st);
+  return -1;  // not reached: require_regular threw
 }
 
 // Hands every record on as a proto::Record, events rebuilt as messages.
@@ -396,17 +609,9 @@ bool RecordSplitterBase::parse_generic(const char* data, size_t length) {
 }
 
 TraceReadSummary read_chunks(const std::string& path, ChunkSink& chunks) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw TraceError(std::string("cannot open: ") + std::strerror(errno), TraceError::kWholeFile);
-  std::unique_ptr<int, FdCloser> closer(new int(fd));
   struct stat st;
-  if (::fstat(fd, &st) != 0)
-    throw TraceError(std::string("cannot stat: ") + std::strerror(errno), TraceError::kWholeFile);
-  if (S_ISDIR(st.st_mode)) throw TraceError("is a directory, not a memtrace trace", TraceError::kWholeFile);
-  // The analysis reads a trace twice and measures each chunk before decoding it: it needs a file.
-  if (!S_ISREG(st.st_mode))
-    throw TraceError("not a regular file (a pipe or device cannot be read as a trace)", TraceError::kWholeFile);
-  Input in(fd, uint64_t(st.st_size));
+  std::unique_ptr<int, FdCloser> closer(new int(open_trace_file(path, &st)));
+  Input in(*closer, uint64_t(st.st_size));
 
   TraceReadSummary summary;
   uint64_t offset = 0;  // file offset of the next frame
@@ -414,34 +619,40 @@ TraceReadSummary read_chunks(const std::string& path, ChunkSink& chunks) {
   summary.complete_bytes = offset;
   summary.file_bytes = in.size();
 
-  std::unique_ptr<ZSTD_DCtx, DCtxFree> dctx(ZSTD_createDCtx());
-  if (!dctx) throw std::bad_alloc();
-  ZSTD_DCtx_setParameter(dctx.get(), ZSTD_d_windowLogMax, kMaxWindowLog);
-  ByteBuffer in_block, out_block;
+  Decoder decoder;
+  const uint64_t zero_begin = zero_tail_begin(in, offset);
   chunks.begin_trace(summary.format_version);
-
   while (offset < in.size()) {
-    FrameExtent frame = measure_frame(in, offset);
-    if (in_block.empty()) {
-      in_block.resize_discarding(kReadBlockBytes);
-      out_block.resize_discarding(ZSTD_DStreamOutSize());
-    }
-    if (!frame.complete) {  // the writer was cut off inside this chunk
-      if (!frame.skippable) {
-        check_cut_frame(in, offset, dctx.get(), in_block, out_block);
-        check_no_later_chunk(in, offset, dctx.get(), in_block, out_block);
+    std::optional<FrameExtent> frame;
+    try {
+      frame = next_frame(in, offset, zero_begin, decoder, &summary.tail);
+      if (frame && !frame->skippable) decode_frame(in, offset, frame->bytes, decoder, &chunks);
+    } catch (const TraceError& e) {
+      // A damaged frame with a second trace after it: two traces joined (the first one cut off), which is
+      // what to say.
+      if (!e.offset_in_what()) {
+        LaterFrame later = find_later_frame(in, offset, decoder, /*chunks=*/false);
+        if (later.kind == LaterFrame::kHeader) second_trace(later.offset);
       }
-      break;
+      throw;
     }
-    if (!frame.skippable) {
-      decode_frame(in, offset, frame.bytes, dctx.get(), &chunks, in_block, out_block);
-      ++summary.chunks;
-    }
-    offset += frame.bytes;
+    if (!frame) break;  // the trace's data ends here
+    if (!frame->skippable) ++summary.chunks;
+    offset += frame->bytes;
     summary.complete_bytes = offset;
   }
   summary.truncated = summary.complete_bytes != summary.file_bytes;
   return summary;
+}
+
+void RecordSplitterBase::note_start() {
+  if (!seen_start_) {
+    seen_start_ = true;
+    return;
+  }
+  // A chunk that begins with a TraceStart begins the second trace; one further in was joined some other way.
+  if (index_ == 0) second_trace(chunk_offset_);
+  fail("record " + std::to_string(index_) + " of a chunk is a second TraceStart (two traces in one file)");
 }
 
 }  // namespace trace_reader_detail

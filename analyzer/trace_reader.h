@@ -23,20 +23,26 @@ namespace memtrace {
 // A file that is not a trace or is damaged before its last chunk. `byte_offset` is the file offset the
 // problem was found at (the header field, or the start of the bad chunk), kWholeFile for what concerns the
 // file as such (it cannot be opened, is a directory, is empty).
+// `offset_in_what`: the message already says where (e.g. "a second trace begins at byte N"), so a report
+// need not repeat it.
 class TraceError : public std::runtime_error {
  public:
   static constexpr uint64_t kWholeFile = UINT64_MAX;
-  TraceError(const std::string& what, uint64_t byte_offset)
-      : std::runtime_error(what), byte_offset_(byte_offset) {}
+  TraceError(const std::string& what, uint64_t byte_offset, bool offset_in_what = false)
+      : std::runtime_error(what), byte_offset_(byte_offset), offset_in_what_(offset_in_what) {}
   uint64_t byte_offset() const { return byte_offset_; }
   bool has_byte_offset() const { return byte_offset_ != kWholeFile; }
+  bool offset_in_what() const { return offset_in_what_; }
 
  private:
   uint64_t byte_offset_;
+  bool offset_in_what_;
 };
 
 // What a complete read found. A trace whose last chunk is cut off (the writer was killed) is not an
-// error: the complete chunks are delivered and `truncated` is set.
+// error: the complete chunks are delivered and `truncated` is set. So is one whose end is zeros (the
+// file's size was extended but its data never written: the machine stopped) or bytes that are not a
+// chunk, when no complete chunk follows them.
 struct TraceReadSummary {
   uint32_t format_version = 0;
   uint64_t records = 0;
@@ -45,6 +51,9 @@ struct TraceReadSummary {
   bool truncated = false;
   uint64_t complete_bytes = 0;  // file offset one past the last complete chunk
   uint64_t file_bytes = 0;
+  // When truncated, what the bytes from complete_bytes to the end of the file are, said for a person
+  // ("a chunk cut off after 1200 bytes", "4096 bytes of zeros (...)"); empty otherwise.
+  std::string tail;
 };
 
 // The header skippable frame: magic 0x184D2A50, payload "MEMTRACE" + u32 version + u32 reserved.
@@ -94,6 +103,9 @@ constexpr bool sink_reads_allocator_allocated_bytes() {
 // Records are handed on as a version-1 trace would give them (derived_fields.h fills in what version 2
 // leaves out; the decoder, version 3's sticky fields, before that, as the totals' derivation keys on an
 // Event's api and device).
+// A file that holds two traces one after the other (joined with cat: a second header frame, or a second
+// TraceStart record) is refused at the second one's chunk, as it would read as one process.
+// Only a regular file is opened (a FIFO, device or socket is refused before anything blocks on it).
 // Throws TraceError for: unreadable file, empty file, bad magic, unknown version, a corrupt chunk,
 // a record that does not parse, is empty or is longer than kMaxRecordBytes, a version-2 or -3 event that
 // leaves out an allocator total with nothing to derive it from. Records of a complete but corrupt chunk
@@ -146,6 +158,7 @@ class RecordSplitterBase : public ChunkSink {
     derived_ = DerivedFields(format_version);
     carry_sticky_ = format_version >= kFirstStickyFieldsVersion;
     event_ = EventFields();  // before the file's first Event, every sticky field is 0
+    seen_start_ = false;
   }
   void begin_chunk(uint64_t chunk_offset) final;
   void end_chunk() final;
@@ -161,6 +174,8 @@ class RecordSplitterBase : public ChunkSink {
   // record refused only for invalid UTF-8 in a text field is repaired and kept.
   bool parse_generic(const char* data, size_t length);
   [[noreturn]] void fail_derived(const std::string& error) const;
+  // A TraceStart record: refused when it is not the file's first (two traces joined).
+  void note_start();
 
   DerivedFields derived_{kTraceFormatVersion};  // what version 2 leaves out, carried from record to record
   bool carry_sticky_ = false;  // version 3: sticky fields carried from Event to Event, in `event_`
@@ -177,6 +192,7 @@ class RecordSplitterBase : public ChunkSink {
   bool in_body_ = false;
   uint64_t records_ = 0;  // of the chunks ended
   uint64_t records_with_invalid_text_ = 0;
+  bool seen_start_ = false;
 };
 
 template <TraceSink Sink>
@@ -269,6 +285,7 @@ class RecordSplitter final : public RecordSplitterBase {
       }
       sink_.on_event(event_);
     } else {
+      if (record_.kind_case() == proto::Record::kStart) note_start();
       derived_.fill(record_);
       sink_.on_record(record_);
     }

@@ -1,6 +1,7 @@
 // The memtrace executable itself: exit codes, the one-line error, and the JSON/CSV outputs scripts use.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -385,6 +386,98 @@ TEST(Cli, TeardownFreesAreFreedAndUnderTraceHealth) {
   EXPECT_EQ(j["devices"][0]["final_driver_bytes"], 0);
   EXPECT_EQ(j["devices"][0]["driver_frees"], 2);
 }
+
+// `shell_prefix` MEMTRACE_BIN `args` through the shell, e.g. with a `timeout 10` or a `ulimit` in front.
+CliResult run_memtrace_with(const std::string& shell_prefix, const std::string& args) {
+  std::string out = test::temp_path("cli.out"), err = test::temp_path("cli.err");
+  int status = std::system((shell_prefix + " " + std::string(MEMTRACE_BIN) + " " + args + " >" + out + " 2>" + err).c_str());
+  CliResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+TEST(Cli, AFifoOrADeviceIsRefusedAtOnce) {
+  // Opening a FIFO for reading waits for a writer: the analyzer blocked forever. `timeout 10` turns a
+  // regression into a failure (its 124) rather than a hang.
+  std::string fifo = test::temp_path("trace.fifo");
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const char* command : {"summary", "timeline --csv", "leaks", "oom"}) {
+    SCOPED_TRACE(command);
+    CliResult r = run_memtrace_with("timeout 10", std::string(command) + " " + fifo);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.err, "memtrace: " + fifo + ": is a FIFO (named pipe), not a regular file (a trace is read from a file, twice)\n");
+    EXPECT_EQ(r.out, "");
+  }
+  CliResult r = run_memtrace_with("timeout 10", "summary /dev/zero");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "memtrace: /dev/zero: is a character device, not a regular file (a trace is read from a file, twice)\n");
+  // /dev/stdin is a FIFO here: `echo | memtrace summary /dev/stdin`.
+  r = run_memtrace_with("echo |", "summary /dev/stdin");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "memtrace: /dev/stdin: is a FIFO (named pipe), not a regular file (a trace is read from a file, twice)\n");
+}
+
+TEST(Cli, TwoTracesJoinedAreOneLineNamingTheSecondsByte) {
+  std::string one = test::small_torch_trace().bytes();
+  std::string path = test::temp_path("joined.mtrace");
+  test::write_file(path, one + one);
+  for (const char* command : {"summary", "summary --json", "timeline --csv", "leaks", "oom"}) {
+    SCOPED_TRACE(command);
+    CliResult r = run_memtrace(std::string(command) + " " + path);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.err, "memtrace: " + path + ": a second trace begins at byte " + std::to_string(one.size()) +
+                         " (two traces joined, e.g. with cat); split the file there\n");
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+TEST(Cli, ZerosAfterTheLastChunkAreATruncatedTraceThatSaysSo) {
+  test::TraceBuilder b = test::small_torch_trace();
+  std::string path = test::temp_path("zero-tail.mtrace");
+  test::write_file(path, b.bytes() + std::string(512, '\0'));
+  CliResult r = run_memtrace("summary " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("  TRUNCATED: the writer was cut off; read up to byte " + std::to_string(b.bytes().size()) +
+                       " of " + std::to_string(b.bytes().size() + 512)),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("  after byte " + std::to_string(b.bytes().size()) +
+                       ": 512 bytes of zeros (the file's size was extended but its data never written, as when "
+                       "the machine stops)\n"),
+            std::string::npos)
+      << r.out;
+  r = run_memtrace("summary --json " + path);
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["trace"]["truncated"], true);
+  EXPECT_EQ(j["trace"]["complete_bytes"], b.bytes().size());
+  EXPECT_EQ(j["trace"]["truncated_tail"],
+            "512 bytes of zeros (the file's size was extended but its data never written, as when the machine stops)");
+  // Every chunk read: the same numbers as the trace without the zeros.
+  std::string clean = test::temp_path("zero-tail-clean.mtrace");
+  test::write_file(clean, b.bytes());
+  EXPECT_EQ(j["devices"], nlohmann::json::parse(test::memtrace_stdout("summary --json " + clean))["devices"]);
+  EXPECT_EQ(j["trace"]["events"], 8);  // 3 in the second chunk, 5 in the third
+}
+
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+TEST(Cli, OutOfMemoryIsOneLineNamingTheFile) {
+  // A chunk that declares 64 MiB of content is decoded into one 64 MiB block; with 50 MB of address
+  // space the allocation fails. The line names the trace (it used to name the command). Sanitizer builds
+  // reserve terabytes of address space, hence not there.
+  std::string record = test::varint(2) + std::string("\x42\x00", 2);  // Record{end: {}}, 3 bytes
+  std::string content;
+  content.reserve(64 << 20);
+  while (content.size() + record.size() <= (64u << 20)) content += record;
+  std::string path = test::temp_path("big-chunk.mtrace");
+  test::write_file(path, test::header_frame() + test::compress_frame(content));
+  CliResult r = run_memtrace_with("ulimit -v 50000;", "summary " + path);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "memtrace: " + path + ": out of memory while analyzing it\n");
+}
+#endif
 
 TEST(Cli, RunPrependsTheTracerToLdPreloadAndReturnsTheCommandsStatus) {
   namespace fs = std::filesystem;

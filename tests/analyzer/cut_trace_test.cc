@@ -193,6 +193,16 @@ TEST_F(CutRealTrace, DamagedByteAnywhereInAChunkIsAnErrorAtThatChunk) {
       std::string damaged = *bytes_;
       damaged[p] = char(damaged[p] ^ 0xff);
       test::write_file(path, damaged);
+      if (p == c.begin && c.end == bytes_->size()) {
+        // The last chunk's magic damaged: bytes that are not a frame, nothing after them, read as garbage
+        // after the last complete chunk (a cut), which the report says.
+        std::unique_ptr<Analysis> a = analyze_trace(path, false);
+        EXPECT_TRUE(a->read.truncated);
+        EXPECT_EQ(a->read.complete_bytes, c.begin);
+        EXPECT_EQ(a->read.chunks, trace_->chunks.size() - 1);
+        EXPECT_EQ(a->read.tail, std::to_string(c.end - c.begin) + " bytes that are not a chunk (no zstd frame starts there)");
+        continue;
+      }
       try {
         analyze_trace(path, false);
         ADD_FAILURE() << "read without error";
@@ -201,6 +211,48 @@ TEST_F(CutRealTrace, DamagedByteAnywhereInAChunkIsAnErrorAtThatChunk) {
       }
     }
   }
+}
+
+TEST_F(CutRealTrace, ACutFollowedByZerosReadsTheCompleteChunksBeforeIt) {
+  // What a machine that stops while the tracer writes leaves: the file's size extended by the write, the
+  // data of the last chunk partly or never written, zeros in its place. Cuts in the last three chunks,
+  // then 4 KiB of zeros: every complete chunk is read, and the tail is said as it is.
+  std::string path = test::temp_path("cut-zeros-real.mtrace");
+  const std::string why = " bytes of zeros (the file's size was extended but its data never written, as when the machine stops)";
+  size_t tried = 0;
+  for (size_t i = trace_->chunks.size() - 3; i < trace_->chunks.size(); ++i) {
+    const Chunk& c = trace_->chunks[i];
+    std::vector<size_t> cuts = {c.begin, c.begin + 1, c.begin + 4, c.begin + 6, c.begin + 9, c.end - 5, c.end - 4};
+    for (size_t cut = c.begin + 10; cut < c.end - 4; cut += 211) cuts.push_back(cut);
+    for (size_t cut : cuts) {
+      SCOPED_TRACE("cut at byte " + std::to_string(cut));
+      test::write_file(path, bytes_->substr(0, cut) + std::string(4096, '\0'));
+      std::unique_ptr<Analysis> a;
+      ASSERT_NO_THROW(a = analyze_trace(path, false));
+      EXPECT_TRUE(a->read.truncated);
+      EXPECT_EQ(a->read.complete_bytes, c.begin);
+      EXPECT_EQ(a->read.chunks, i);
+      uint64_t events = 0;
+      expect_same_numbers(replay_chunks(*trace_, i, &events), *a);
+      // Zeros the chunk itself ends in, before the cut, are zeros of the tail.
+      size_t kept = cut;
+      while (kept > c.begin && (*bytes_)[kept - 1] == '\0') --kept;
+      size_t zeros = (cut - kept) + 4096;
+      EXPECT_EQ(a->read.tail, kept == c.begin ? std::to_string(zeros) + why
+                                              : "a chunk cut off after " + std::to_string(kept - c.begin) +
+                                                    " bytes, then " + std::to_string(zeros) + why);
+      ++tried;
+    }
+  }
+  EXPECT_GT(tried, 40u);
+  // The whole trace, then zeros: every chunk.
+  test::write_file(path, *bytes_ + std::string(4096, '\0'));
+  std::unique_ptr<Analysis> a = analyze_trace(path, false);
+  EXPECT_EQ(a->read.chunks, 21u);
+  EXPECT_EQ(a->model.health().events, 16417u);
+  EXPECT_TRUE(a->read.truncated);
+  EXPECT_EQ(a->read.complete_bytes, bytes_->size());
+  EXPECT_EQ(a->read.tail, "4096" + why);
 }
 
 // The size of a zstd frame header (RFC 8878, 3.1.1.1): magic 4, descriptor 1, window descriptor 1

@@ -343,6 +343,146 @@ TEST(TraceReader, SinkGetsTheSameRecordsWhetherAChunkIsDecodedWholeOrInPieces) {
   }
 }
 
+// What a machine that stops leaves: the file's size was extended, its data never written.
+const char kZerosWhy[] = " bytes of zeros (the file's size was extended but its data never written, as when the machine stops)";
+
+TEST(TraceReader, ZerosAfterTheLastChunkReadAsACut) {
+  TraceBuilder b = three_chunks();
+  for (size_t zeros : {4096u, 10u, 1u}) {
+    SCOPED_TRACE(std::to_string(zeros) + " zeros");
+    ReadResult r = read_bytes("zero-tail.mtrace", b.bytes() + std::string(zeros, '\0'));
+    EXPECT_EQ(r.records, 8u);  // every record of the 3 chunks
+    EXPECT_EQ(r.summary.chunks, 3u);
+    EXPECT_EQ(r.sizes, (std::vector<uint64_t>{100, 200, 0, 300, 400, 0, 0}));
+    EXPECT_TRUE(r.summary.truncated);
+    EXPECT_EQ(r.summary.complete_bytes, b.bytes().size());
+    EXPECT_EQ(r.summary.file_bytes, b.bytes().size() + zeros);
+    EXPECT_EQ(r.summary.tail, std::to_string(zeros) + kZerosWhy);
+  }
+}
+
+TEST(TraceReader, GarbageAfterTheLastChunkReadsAsACut) {
+  TraceBuilder b = three_chunks();
+  for (std::string garbage : {std::string("garbage, not zstd"), std::string("ab"), std::string(100, '\0') + "x"}) {
+    SCOPED_TRACE(garbage);
+    ReadResult r = read_bytes("garbage-tail.mtrace", b.bytes() + garbage);
+    EXPECT_EQ(r.records, 8u);
+    EXPECT_TRUE(r.summary.truncated);
+    EXPECT_EQ(r.summary.complete_bytes, b.bytes().size());
+    EXPECT_EQ(r.summary.tail, std::to_string(garbage.size()) + " bytes that are not a chunk (no zstd frame starts there)");
+  }
+}
+
+TEST(TraceReader, ChunkCutOffThenZerosReadsAsACut) {
+  // The last chunk's first 4 bytes (its magic: the zeros then say "no checksum", which a frame must
+  // have), its first half (a block cut off inside: the zeros are not compressed data), then zeros.
+  TraceBuilder b = three_chunks();
+  size_t last = b.chunk_offsets()[2];
+  size_t half = (b.bytes().size() - last) / 2;
+  ASSERT_NE(b.bytes()[last + half - 1], '\0');  // else the zeros would begin before the cut
+  for (size_t kept : {size_t(4), half}) {
+    SCOPED_TRACE(std::to_string(kept) + " bytes of the last chunk");
+    ReadResult r = read_bytes("cut-zeros.mtrace", b.bytes().substr(0, last + kept) + std::string(4096, '\0'));
+    EXPECT_EQ(r.records, 6u);
+    EXPECT_TRUE(r.summary.truncated);
+    EXPECT_EQ(r.summary.complete_bytes, last);
+    EXPECT_EQ(r.summary.tail, "a chunk cut off after " + std::to_string(kept) + " bytes, then 4096" + kZerosWhy);
+  }
+  // Cut without zeros: said as such.
+  ReadResult r = read_bytes("cut-plain.mtrace", b.bytes().substr(0, last + half));
+  EXPECT_EQ(r.summary.tail, "a chunk cut off after " + std::to_string(half) + " bytes");
+}
+
+TEST(TraceReader, DamageBeforeAZeroTailIsStillAnError) {
+  // A checksum byte of the middle chunk flipped, and zeros after the last one: the damage is reported.
+  TraceBuilder b = three_chunks();
+  std::string bytes = b.bytes() + std::string(4096, '\0');
+  bytes[b.chunk_offsets()[2] - 1] = char(bytes[b.chunk_offsets()[2] - 1] ^ 0x01);
+  TraceError e = read_error("damage-zeros.mtrace", bytes);
+  EXPECT_STREQ(e.what(), "corrupt chunk: Restored data doesn't match checksum");
+  EXPECT_EQ(e.byte_offset(), b.chunk_offsets()[1]);
+  // A complete last chunk whose checksum is wrong, then zeros: damage, not a cut.
+  bytes = b.bytes();
+  bytes.back() = char(bytes.back() ^ 0x01);
+  e = read_error("damage-last-zeros.mtrace", bytes + std::string(4096, '\0'));
+  EXPECT_STREQ(e.what(), "corrupt chunk: Restored data doesn't match checksum");
+  EXPECT_EQ(e.byte_offset(), b.chunk_offsets()[2]);
+}
+
+TEST(TraceReader, ZerosInPlaceOfAMiddleChunkAreAnError) {
+  // The middle chunk's bytes zeroed, the last chunk intact after them: damage, not a cut.
+  TraceBuilder b = three_chunks();
+  std::string bytes = b.bytes();
+  std::fill(bytes.begin() + long(b.chunk_offsets()[1]), bytes.begin() + long(b.chunk_offsets()[2]), '\0');
+  TraceError e = read_error("zeroed-middle.mtrace", bytes);
+  EXPECT_EQ(std::string(e.what()),
+            "corrupt chunk: not a zstd frame (a complete chunk follows at byte " + std::to_string(b.chunk_offsets()[2]) + ")");
+  EXPECT_EQ(e.byte_offset(), b.chunk_offsets()[1]);
+}
+
+TEST(TraceReader, SkippableFrameRunningPastLaterChunksIsAnError) {
+  // A skippable frame (not a header) whose size sends it past the last chunk: read as a cut, the chunk
+  // after it would be dropped. At the end of the file, the same frame is a cut.
+  TraceBuilder b = three_chunks();
+  std::string skippable("\x5e\x2a\x4d\x18\xff\xff\x00\x00", 8);  // magic 0x184D2A5E, 65,535 bytes of payload
+  size_t at = b.chunk_offsets()[2];
+  TraceError e = read_error("long-skippable.mtrace", b.bytes().substr(0, at) + skippable + b.bytes().substr(at));
+  EXPECT_EQ(std::string(e.what()), "corrupt chunk: its size runs past the complete chunk at byte " + std::to_string(at + 8));
+  EXPECT_EQ(e.byte_offset(), at);
+  ReadResult r = read_bytes("skippable-tail.mtrace", b.bytes() + skippable);
+  EXPECT_EQ(r.records, 8u);
+  EXPECT_EQ(r.summary.tail, "a skippable frame cut off after 8 bytes");
+}
+
+TEST(TraceReader, TwoTracesJoinedAreRefusedAtTheSecond) {
+  TraceBuilder b = three_chunks();
+  std::string first = b.bytes();
+  TraceError e = read_error("joined.mtrace", first + first);
+  EXPECT_EQ(std::string(e.what()), "a second trace begins at byte " + std::to_string(first.size()) +
+                                       " (two traces joined, e.g. with cat); split the file there");
+  EXPECT_EQ(e.byte_offset(), first.size());
+  EXPECT_TRUE(e.offset_in_what());
+  // The first one cut off inside its last chunk: the second header is still what is reported.
+  std::string cut = first.substr(0, b.chunk_offsets()[2] + 7);
+  e = read_error("joined-cut.mtrace", cut + first);
+  EXPECT_EQ(std::string(e.what()), "a second trace begins at byte " + std::to_string(cut.size()) +
+                                       " (two traces joined, e.g. with cat); split the file there");
+  // The second one cut off at its header's 16th byte: its tag is there.
+  e = read_error("joined-short.mtrace", first + first.substr(0, 16));
+  EXPECT_EQ(e.byte_offset(), first.size());
+}
+
+TEST(TraceReader, ASecondTraceStartRecordIsRefusedAtItsChunk) {
+  // Chunks joined without the second header: its TraceStart begins a chunk.
+  TraceBuilder b;
+  b.start().event(test::driver_alloc(0, 0xA000, 100)).end_chunk();
+  b.start().event(test::driver_alloc(0, 0xB000, 100)).end_chunk();
+  TraceError e = read_error("two-starts.mtrace", b.bytes());
+  EXPECT_EQ(std::string(e.what()), "a second trace begins at byte " + std::to_string(b.chunk_offsets()[1]) +
+                                       " (two traces joined, e.g. with cat); split the file there");
+  EXPECT_EQ(e.byte_offset(), b.chunk_offsets()[1]);
+  // One inside a chunk, as its second record.
+  TraceBuilder inside;
+  inside.start().end_chunk();
+  inside.event(test::driver_alloc(0, 0xA000, 100)).start().end_chunk();
+  e = read_error("start-inside.mtrace", inside.bytes());
+  EXPECT_STREQ(e.what(), "record 1 of a chunk is a second TraceStart (two traces in one file)");
+  EXPECT_EQ(e.byte_offset(), inside.chunk_offsets()[1]);
+  EXPECT_FALSE(e.offset_in_what());
+}
+
+TEST(TraceReader, EventsAfterTraceEndAreOneTrace) {
+  // A program handler recovered from the signal that wrote the TraceEnd: its events follow, then a
+  // second TraceEnd. One trace, read whole.
+  TraceBuilder b;
+  b.start().event(test::driver_alloc(0, 0xA000, 100)).end(1, 10, proto::TraceEnd::SIGNAL, 15).end_chunk();
+  b.event(test::driver_alloc(0, 0xB000, 200)).end(2, 10).end_chunk();
+  ReadResult r = read_bytes("recovered.mtrace", b.bytes());
+  EXPECT_EQ(r.records, 5u);  // start, alloc, end, alloc, end
+  EXPECT_EQ(r.sizes, (std::vector<uint64_t>{100, 200}));
+  EXPECT_FALSE(r.summary.truncated);
+}
+
 TEST(TraceReader, DirectoryAndDeviceAreErrorsNotEmptyTraces) {
   try {
     read_trace(std::filesystem::temp_directory_path().string(), [](const proto::Record&) {});
@@ -354,7 +494,8 @@ TEST(TraceReader, DirectoryAndDeviceAreErrorsNotEmptyTraces) {
     read_trace("/dev/null", [](const proto::Record&) {});
     ADD_FAILURE() << "/dev/null was read";
   } catch (const TraceError& e) {
-    EXPECT_STREQ(e.what(), "not a regular file (a pipe or device cannot be read as a trace)");
+    EXPECT_STREQ(e.what(), "is a character device, not a regular file (a trace is read from a file, twice)");
+    EXPECT_FALSE(e.has_byte_offset());
   }
 }
 
