@@ -150,8 +150,10 @@ bool starts_like_a_frame(Input& in, uint64_t offset) {
   return zstd_prefix || skippable_prefix;
 }
 
-// The frame at `offset` must start like one (starts_like_a_frame).
-FrameExtent measure_frame(Input& in, uint64_t offset) {
+// The frame at `offset` must start like one (starts_like_a_frame). With `blocks_left`, each block header
+// read takes one from it, and the frame is refused once none is left: the scan for a later chunk bounds
+// its work with it (find_later_frame).
+FrameExtent measure_frame(Input& in, uint64_t offset, uint64_t* blocks_left = nullptr) {
   unsigned char head[18];  // the longest frame header: magic 4, descriptor 1, window 1, dictionary 4, size 8
   size_t got = in.read_at(offset, head, sizeof head);
   if (got < 4) return FrameExtent{};  // the beginning of a magic, cut
@@ -191,6 +193,10 @@ FrameExtent measure_frame(Input& in, uint64_t offset) {
   uint64_t pos = offset + header_bytes;
   while (true) {
     unsigned char block[kBlockHeaderBytes];
+    if (blocks_left) {
+      if (*blocks_left == 0) corrupt("too many blocks", offset);
+      --*blocks_left;
+    }
     if (in.read_at(pos, block, sizeof block) < sizeof block) return FrameExtent{};
     uint32_t value = uint32_t(load_le(block, sizeof block));
     bool last = value & 1;
@@ -350,12 +356,27 @@ struct LaterFrame {
   uint64_t offset = 0;
 };
 
+// What the scan for a later chunk may spend on candidates, the 4 bytes of a zstd frame magic found
+// after the frame at `offset`: block headers read while measuring them, and complete ones decoded.
+// Compressed data holds a stray magic once in 2^32 bytes, and a real chunk of kMaxChunkBytes has about
+// 2^15 blocks, so no trace comes near these; a hostile tail of overlapping frame-like bytes would make
+// the scan quadratic in its size without them. Past them the file is refused: a cut cannot be told
+// from damage there.
+constexpr uint64_t kMaxLaterBlockHeaders = 1 << 22;
+constexpr uint64_t kMaxLaterChunksDecoded = 16;
+
+[[noreturn]] void undecidable_tail(uint64_t offset) {
+  corrupt("the bytes after it hold too many frame-like bytes to tell a cut from damage", offset);
+}
+
 // The first header frame after `offset`, or (when `chunks`) the first complete chunk that decodes
-// without error, whichever comes first.
+// without error, whichever comes first. Throws TraceError past the scan's budget (kMaxLaterBlockHeaders).
 LaterFrame find_later_frame(Input& in, uint64_t offset, Decoder& decoder, bool chunks) {
   const unsigned char zstd[4] = {0x28, 0xB5, 0x2F, 0xFD};    // kZstdFrameMagic, little-endian
   const unsigned char header[4] = {0x50, 0x2A, 0x4D, 0x18};  // kHeaderFrameMagic, little-endian
   std::vector<unsigned char> scan(64 << 10);
+  uint64_t blocks_left = kMaxLaterBlockHeaders;
+  uint64_t decodes_left = kMaxLaterChunksDecoded;
   for (uint64_t pos = offset + 1; pos + sizeof zstd <= in.size();) {
     size_t got = in.read_at(pos, scan.data(), scan.size());
     if (got < sizeof zstd) break;
@@ -365,10 +386,13 @@ LaterFrame find_later_frame(Input& in, uint64_t offset, Decoder& decoder, bool c
         return {LaterFrame::kHeader, candidate};
       if (!chunks || std::memcmp(scan.data() + i, zstd, sizeof zstd) != 0) continue;
       try {
-        FrameExtent frame = measure_frame(in, candidate);
+        FrameExtent frame = measure_frame(in, candidate, &blocks_left);
         if (!frame.complete) continue;
+        if (decodes_left == 0) undecidable_tail(offset);
+        --decodes_left;
         decode_frame(in, candidate, frame.bytes, decoder, nullptr);
       } catch (const TraceError&) {
+        if (blocks_left == 0 || decodes_left == 0) undecidable_tail(offset);
         continue;  // compressed bytes that happen to look like a frame start
       }
       return {LaterFrame::kChunk, candidate};

@@ -373,6 +373,20 @@ TEST(TraceReader, GarbageAfterTheLastChunkReadsAsACut) {
   }
 }
 
+// A tail made of frame-like bytes that overlap: every 9 bytes a zstd magic, a frame header and a raw block
+// header whose 6 bytes hold the next unit's magic and frame header, so that the block headers measured from
+// each magic run through every later unit. Measuring each candidate to the end would be quadratic in the tail
+// (2 * 10^10 block headers for these 200,000 units); the scan's budget refuses the file instead.
+TEST(TraceReader, ATailOfOverlappingFrameLikeBytesIsRefusedNotScannedForever) {
+  TraceBuilder b = three_chunks();
+  const std::string unit = {'\x28', '\xB5', '\x2F', '\xFD', '\x04', '\x00', '\x30', '\x00', '\x00'};
+  std::string tail = "x";  // not a frame: the reader looks for a later chunk
+  for (int i = 0; i < 200000; ++i) tail += unit;
+  TraceError e = read_error("frame-like-tail.mtrace", b.bytes() + tail);
+  EXPECT_STREQ(e.what(), "corrupt chunk: the bytes after it hold too many frame-like bytes to tell a cut from damage");
+  EXPECT_EQ(e.byte_offset(), b.bytes().size());
+}
+
 TEST(TraceReader, ChunkCutOffThenZerosReadsAsACut) {
   // The last chunk's first 4 bytes (its magic: the zeros then say "no checksum", which a frame must
   // have), its first half (a block cut off inside: the zeros are not compressed data), then zeros.
