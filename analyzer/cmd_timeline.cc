@@ -163,6 +163,9 @@ int cmd_timeline(const std::vector<std::string>& args) {
   } catch (const TraceError& e) {
     return report_trace_error(parsed.trace, e);
   }
+  // A row per change reads the fragmentation after nearly every event: kept up to date, each reading
+  // is O(log segments) instead of a walk over the live blocks.
+  model.set_incremental_fragmentation(true);
   RowWriter writer(parsed.has("--json"));
   IntervalSampler sampler(writer, model, interval_ns);
   model.set_totals_callback([&](int32_t device, int64_t time_ns, const DeviceTotals& totals) {
