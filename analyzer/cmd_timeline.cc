@@ -3,8 +3,10 @@
 // allocated, segment count, largest free block), streamed as the trace is read.
 // With --interval, at most one row per device per interval, at the time of its last change, holding the
 // highest value each total reached within the interval (a sampled timeline must not hide a peak) and
-// the fragmentation at that last change. Fragmentation walks the live blocks (O(live allocations)), so
-// with --interval it is taken once per row written, not at every event.
+// the fragmentation at that last change. The fragmentation is either walked for each row written
+// (O(live allocations) a row) or kept up to date at every event (O(log^2 live blocks) an event:
+// MemoryModel::set_incremental_fragmentation), whichever the first pass says costs less: rows x live
+// bounds the one, events the other, so that no trace makes a row cost O(live).
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -124,6 +126,44 @@ class IntervalSampler {
   std::map<int32_t, Row> pending_;
 };
 
+// Whether to keep the fragmentation up to date at every event rather than walk it for every row:
+// where the walks would visit more than kWalkedPerKeptEvent live allocations per event (a kept
+// event costs about as much as a walk over that many, bench/analyzer_speed). `rows` is at most the
+// rows the trace gives, `max_live` the most allocations live at once.
+bool keep_fragmentation(uint64_t events, double rows, uint64_t max_live) {
+  constexpr double kWalkedPerKeptEvent = 256;
+  return rows * double(max_live) > kWalkedPerKeptEvent * double(events);
+}
+
+// Counts how often the interval (time_ns / interval_ns, as IntervalSampler groups rows) changes from
+// one event to the next: a device's rows are at most one more than that, whatever order the times
+// come in. One comparison an event; a division only when the interval changes.
+class IntervalChanges {
+ public:
+  explicit IntervalChanges(int64_t interval_ns) : interval_ns_(interval_ns) { enter(0); }
+  void note(int64_t time_ns) {
+    if (time_ns >= low_ns_ && time_ns <= high_ns_) return;
+    ++changes_;
+    enter(time_ns);
+  }
+  uint64_t changes() const { return changes_; }
+
+ private:
+  // The times that share `time_ns`'s interval (division truncates towards zero: index 0 spans both signs).
+  void enter(int64_t time_ns) {
+    int64_t index = time_ns / interval_ns_;
+    int64_t edge = index * interval_ns_;  // |edge| <= |time_ns|
+    int64_t span = interval_ns_ - 1;
+    if (index >= 0 && __builtin_add_overflow(edge, span, &high_ns_)) high_ns_ = INT64_MAX;
+    if (index <= 0 && __builtin_sub_overflow(edge, span, &low_ns_)) low_ns_ = INT64_MIN;
+    if (index > 0) low_ns_ = edge;
+    if (index < 0) high_ns_ = edge;
+  }
+  int64_t interval_ns_;
+  int64_t low_ns_ = 0, high_ns_ = 0;
+  uint64_t changes_ = 0;
+};
+
 // About 31.7 years: far beyond any trace, and 1e18 ns stays inside int64_t (9.2e18).
 constexpr int64_t kMaxIntervalSeconds = 1000000000;
 
@@ -158,8 +198,20 @@ int cmd_timeline(const std::vector<std::string>& args) {
     // First pass: which devices have a block / allocator layer, so that every row means the same
     // thing. A damaged file fails here, before any row is printed.
     MemoryModel layers;
-    read_trace(parsed.trace, SinkOf{[&](const EventFields& event) { layers.apply(event); }, ignore_record});
+    size_t max_live = 0;
+    IntervalChanges intervals(interval_ns.value_or(1));
+    read_trace(parsed.trace, SinkOf{[&](const EventFields& event) {
+                                      layers.apply(event);
+                                      max_live = std::max(max_live, layers.live_allocations());
+                                      if (interval_ns) intervals.note(layers.now_ns());
+                                    },
+                                    ignore_record});
     model.set_layer_hints(layers.layer_hints());
+    // Per device at most a row per event, and with --interval one more than the interval changes.
+    uint64_t events = layers.health().events;
+    double per_device = interval_ns ? std::min(double(events), double(intervals.changes()) + 1) : double(events);
+    double rows = double(layers.devices().size()) * per_device;
+    model.set_incremental_fragmentation(keep_fragmentation(events, rows, max_live));
   } catch (const TraceError& e) {
     return report_trace_error(parsed.trace, e);
   }

@@ -316,6 +316,7 @@ void MemoryModel::add_live(const LiveAllocation& a) {
     case AddressSpace::kTorchBlock:
       if (!segment_index_active_) activate_segment_index();
       torch_blocks_.add(a.address, a.size_bytes);
+      if (incremental_fragmentation_) free_space_.add_block(a.address, a.size_bytes);
       mark_segment_of_block(a.address);
       break;
     case AddressSpace::kDriverPointer:
@@ -326,6 +327,7 @@ void MemoryModel::add_live(const LiveAllocation& a) {
       break;
     case AddressSpace::kDriverHandle:
       handles_[a.address] = HandleState{};
+      mapped_segments_stale_ = true;  // mappings of it may now count
       break;
     case AddressSpace::kPoolBlock:
       break;
@@ -335,11 +337,18 @@ void MemoryModel::add_live(const LiveAllocation& a) {
 void MemoryModel::release(const LiveAllocation& a) {
   charge(a, -1);
   switch (a.space) {
-    case AddressSpace::kTorchBlock: torch_blocks_.remove(a.address); break;
+    case AddressSpace::kTorchBlock:
+      torch_blocks_.remove(a.address);
+      if (incremental_fragmentation_) free_space_.remove_block(a.address);
+      break;
     case AddressSpace::kDriverPointer:
       if (driver_pointers_.erase(a.address)) last_segment_bytes_ = 0;
+      if (a.held_blocks && incremental_fragmentation_) free_space_.remove_segment({a.address, kDriverSegment});
       break;
-    case AddressSpace::kDriverHandle: handles_.erase(a.address); break;
+    case AddressSpace::kDriverHandle:
+      handles_.erase(a.address);
+      mapped_segments_stale_ = true;
+      break;
     case AddressSpace::kPoolBlock: break;
   }
   live_.erase(a);  // last: `a` is the table's own entry
@@ -381,6 +390,7 @@ void MemoryModel::on_free(const EventFields& event, AddressSpace space) {
 void MemoryModel::on_map(const EventFields& event) {
   ++health_.maps;
   if (event.result() != 0) return;
+  mapped_segments_stale_ = true;
   if (auto old = mappings_.find(event.address()); old != mappings_.end()) {
     // A second map of a still-mapped address: the unmap was not seen; the old mapping is gone.
     if (auto h = handles_.find(old->second.handle); h != handles_.end() && h->second.mappings) --h->second.mappings;
@@ -400,6 +410,7 @@ void MemoryModel::on_map(const EventFields& event) {
 void MemoryModel::on_unmap(const EventFields& event) {
   ++health_.unmaps;
   if (event.result() != 0) return;
+  mapped_segments_stale_ = true;
   // cuMemUnmap(ptr, size) unmaps every mapping in the range.
   uint64_t end = event.address() + std::max<uint64_t>(event.size(), 1);
   if (end < event.address()) end = UINT64_MAX;
@@ -423,6 +434,7 @@ void MemoryModel::on_unmap(const EventFields& event) {
 void MemoryModel::on_address_reserve(const EventFields& event, int64_t sign) {
   ++(sign > 0 ? health_.address_reserves : health_.address_frees);
   if (event.result() != 0) return;
+  mapped_segments_stale_ = true;  // expandable segments split where reservations do
   uint64_t& total = process_.address_space_reserved_bytes;
   process_touched_ = true;
   if (sign > 0) {
@@ -592,7 +604,10 @@ void MemoryModel::find_segment_of_block(uint64_t address) {
   if (auto it = driver_pointers_.upper_bound(address); it != driver_pointers_.begin()) {
     --it;
     if (address - it->first < it->second) {
-      live_.find(AddressSpace::kDriverPointer, it->first)->held_blocks = true;
+      LiveAllocation& segment = *live_.find(AddressSpace::kDriverPointer, it->first);
+      if (!segment.held_blocks && incremental_fragmentation_)
+        free_space_.add_segment({it->first, kDriverSegment}, {it->first, it->first + it->second}, segment.device);
+      segment.held_blocks = true;
       // Up to the next allocation's start (overlapping ones come only from damaged traces) this lookup
       // finds the same allocation again.
       auto next = std::next(it);
@@ -604,6 +619,7 @@ void MemoryModel::find_segment_of_block(uint64_t address) {
   if (auto it = mappings_.upper_bound(address); it != mappings_.begin()) {
     --it;
     if (address - it->first < it->second.size_bytes) {
+      if (!it->second.held_blocks) mapped_segments_stale_ = true;
       it->second.held_blocks = true;
       if (uint64_t reservation = reservation_of(address)) reservations_with_blocks_.insert(reservation);
     }
@@ -755,32 +771,16 @@ Fragmentation MemoryModel::fragmentation(int32_t device, LayerHint layers) const
   // Segments are PyTorch's: elsewhere (stream-ordered pools) the layout inside reserved memory is the
   // driver's and no event shows it.
   if (!layers.allocator_layer) return f;
+  if (incremental_fragmentation_) return incremental_fragmentation(device, f, state->second.torch_block_bytes);
   f.segments_known = true;
   std::vector<AddressRange> segments;
   for (const auto& [address, size] : driver_pointers_) {
     const LiveAllocation& a = *live_.find(AddressSpace::kDriverPointer, address);
     if (a.device == device && a.held_blocks) segments.push_back({address, address + size});
   }
-  // Expandable segments: pages (cuMemCreate handles of this device) mapped one after another.
-  std::vector<AddressRange> mapped;
-  bool run_held_blocks = false;
-  auto flush_run = [&](std::vector<AddressRange>& run) {
-    if (run_held_blocks) {
-      auto runs = contiguous_runs(run, [this](uint64_t start) { return reservation_of(start); });
-      segments.insert(segments.end(), runs.begin(), runs.end());
-    }
-    run.clear();
-    run_held_blocks = false;
-  };
-  for (const auto& [address, m] : mappings_) {
-    const LiveAllocation* handle = live_.find(AddressSpace::kDriverHandle, m.handle);
-    if (!handle || handle->device != device || handle->memory != proto::MEMORY_DEVICE) continue;
-    // A run that held a block anywhere is a segment; runs are split where the addresses leave a hole.
-    if (!mapped.empty() && mapped.back().end != address) flush_run(mapped);
-    mapped.push_back({address, address + m.size_bytes});
-    run_held_blocks = run_held_blocks || m.held_blocks;
-  }
-  flush_run(mapped);
+  for_each_mapped_segment([&](AddressRange segment, int32_t segment_device) {
+    if (segment_device == device) segments.push_back(segment);
+  });
   // Live blocks in no segment we can see (PyTorch's cudaMallocAsync backend keeps them in a pool):
   // the layout is the pool's, unknown.
   if (segments.empty() && state->second.torch_block_bytes > 0) {
@@ -794,6 +794,73 @@ Fragmentation MemoryModel::fragmentation(int32_t device, LayerHint layers) const
     });
   });
   f.largest_free_block_bytes = largest_free_block_bytes(segments, blocks);
+  return f;
+}
+
+template <typename Visit>
+void MemoryModel::for_each_mapped_segment(Visit&& visit) const {
+  // Expandable segments: pages (cuMemCreate handles of one device) mapped one after another. Each
+  // device's mappings, in address order, form runs split where the addresses leave a hole.
+  struct Run {
+    std::vector<AddressRange> mapped;
+    bool held_blocks = false;  // a run that held a block anywhere is a segment
+  };
+  std::map<int32_t, Run> runs;
+  auto flush = [&](int32_t device, Run& run) {
+    if (run.held_blocks) {
+      for (const AddressRange& r : contiguous_runs(run.mapped, [this](uint64_t start) { return reservation_of(start); }))
+        visit(r, device);
+    }
+    run.mapped.clear();
+    run.held_blocks = false;
+  };
+  for (const auto& [address, m] : mappings_) {
+    const LiveAllocation* handle = live_.find(AddressSpace::kDriverHandle, m.handle);
+    if (!handle || handle->memory != proto::MEMORY_DEVICE) continue;
+    Run& run = runs[handle->device];
+    if (!run.mapped.empty() && run.mapped.back().end != address) flush(handle->device, run);
+    run.mapped.push_back({address, address + m.size_bytes});
+    run.held_blocks = run.held_blocks || m.held_blocks;
+  }
+  for (auto& [device, run] : runs) flush(device, run);
+}
+
+void MemoryModel::refresh_mapped_segments() const {
+  mapped_segments_stale_ = false;
+  std::vector<SegmentFreeSpace::Segment> now;
+  for_each_mapped_segment([&](AddressRange r, int32_t device) {
+    now.push_back(SegmentFreeSpace::Segment{{r.start, kMappedSegment}, r, device});
+  });
+  std::sort(now.begin(), now.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
+  std::vector<SegmentFreeSpace::Segment> before = free_space_.segments_of_kind(kMappedSegment);
+  // Only what changed: the segments are by key in both.
+  auto by_key = [](const auto& a, const auto& b) { return a.key < b.key; };
+  size_t i = 0, j = 0;
+  while (i < before.size() || j < now.size()) {
+    if (j == now.size() || (i < before.size() && by_key(before[i], now[j]))) {
+      free_space_.remove_segment(before[i++].key);
+    } else if (i == before.size() || by_key(now[j], before[i])) {
+      free_space_.add_segment(now[j].key, now[j].range, now[j].device);
+      ++j;
+    } else {
+      if (!(before[i] == now[j])) {
+        free_space_.remove_segment(before[i].key);
+        free_space_.add_segment(now[j].key, now[j].range, now[j].device);
+      }
+      ++i;
+      ++j;
+    }
+  }
+}
+
+Fragmentation MemoryModel::incremental_fragmentation(int32_t device, Fragmentation f, uint64_t torch_block_bytes) const {
+  if (mapped_segments_stale_) refresh_mapped_segments();
+  uint64_t segments = free_space_.segment_count(device);
+  // As in the walk: blocks in no segment we can see leave the layout unknown.
+  if (segments == 0 && torch_block_bytes > 0) return f;
+  f.segments_known = true;
+  f.segment_count = segments;
+  f.largest_free_block_bytes = free_space_.largest_free_block_bytes(device);
   return f;
 }
 

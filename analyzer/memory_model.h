@@ -19,6 +19,7 @@
 #include "live_allocation.h"
 #include "live_table.h"
 #include "memtrace.pb.h"
+#include "segment_map.h"
 
 namespace memtrace {
 
@@ -264,9 +265,19 @@ class MemoryModel {
   // Host memory and address space, process-wide, with their peaks.
   const ProcessTotals& process_totals() const { return process_; }
   // Free space inside `device`'s reserved memory now. Walks the device's live PyTorch blocks and
-  // segments: O(live allocations), so callers take it at moments (peaks, OOMs, timeline rows), not
-  // after every event.
+  // segments: O(live allocations), so callers take it at moments (peaks, OOMs), not after every
+  // event; with set_incremental_fragmentation(true), O(log segments) (see there).
   Fragmentation fragmentation(int32_t device) const;
+  // With true, the model keeps every device's segments and the largest free block in them up to date
+  // as blocks and segments come and go (SegmentFreeSpace), for callers that read the fragmentation
+  // after every event (timeline rows): each PyTorch block event costs O(log^2 live blocks) more and
+  // takes the general path, and after a VMM change (map, unmap, handle, reservation) the next read
+  // rebuilds the expandable segments from the mappings (O(mappings)). The numbers are the walk's.
+  // Set it before the first apply().
+  void set_incremental_fragmentation(bool enabled) {
+    incremental_fragmentation_ = enabled;
+    update_torch_fast_path_ready();
+  }
   // The same as it would be with `layers` seen on the device instead of its own (the layers a later
   // pass would be given as hints).
   Fragmentation fragmentation(int32_t device, LayerHint layers) const;
@@ -385,6 +396,19 @@ class MemoryModel {
   // allocations (address -> size). The second is kept only from the first PyTorch block on (built then
   // from live_), so that traces without PyTorch do not pay for it.
   mutable BlockIndex torch_blocks_;  // brought up to date by fragmentation(), a const query
+  // With incremental_fragmentation_: the same blocks and the segments, kept up to date at every
+  // change, but for the expandable segments, rebuilt by the next fragmentation() read after a VMM
+  // change (mapped_segments_stale_): both const queries.
+  bool incremental_fragmentation_ = false;
+  mutable SegmentFreeSpace free_space_;
+  mutable bool mapped_segments_stale_ = false;
+  static constexpr uint8_t kDriverSegment = 0, kMappedSegment = 1;  // SegmentFreeSpace::Key kinds
+  void refresh_mapped_segments() const;
+  // The expandable segments of every device (runs of mappings of its device memory handles that held
+  // a block, split by reservation), for `visit(AddressRange, device)`.
+  template <typename Visit>
+  void for_each_mapped_segment(Visit&& visit) const;
+  Fragmentation incremental_fragmentation(int32_t device, Fragmentation f, uint64_t torch_block_bytes) const;
   std::map<uint64_t, uint64_t> driver_pointers_;
   bool segment_index_active_ = false;
   void activate_segment_index();
@@ -435,7 +459,7 @@ class MemoryModel {
   static constexpr int64_t kNoTorchFastPathDevice = INT64_MIN;
   int64_t torch_fast_path_device_ = kNoTorchFastPathDevice;
   void update_torch_fast_path_ready() {
-    bool ready = fast_paths_ && cached_state_ && segment_index_active_ && pending_driver_ooms_.empty() &&
+    bool ready = fast_paths_ && !incremental_fragmentation_ && cached_state_ && segment_index_active_ && pending_driver_ooms_.empty() &&
                  touched_.size() == 1 && touched_[0] == cached_state_ && cached_state_->block_layer_seen &&
                  cached_state_->allocator_layer_seen;
     torch_fast_path_device_ = ready ? int64_t(cached_device_) : kNoTorchFastPathDevice;

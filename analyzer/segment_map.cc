@@ -44,3 +44,255 @@ uint64_t largest_free_block_bytes(const std::vector<AddressRange>& segments, con
 }
 
 }  // namespace memtrace
+
+namespace memtrace {
+
+uint32_t BlockGapTree::next_priority() {
+  // xorshift64: the priorities only have to be independent of the addresses.
+  random_ ^= random_ << 13;
+  random_ ^= random_ >> 7;
+  random_ ^= random_ << 17;
+  return uint32_t(random_ >> 32);
+}
+
+uint64_t BlockGapTree::gap_from(uint32_t n, uint64_t cursor) const {
+  uint64_t largest = 0;
+  while (n) {
+    const Node& node = nodes_[n];
+    if (cursor >= max_end(node.left)) {
+      // The left subtree's blocks all end at or before the cursor: no gap before any of them, and the
+      // cursor stays.
+      if (node.address > cursor) largest = std::max(largest, node.address - cursor);
+      cursor = std::max(cursor, node.end);
+      n = node.right;
+    } else {
+      // After the left subtree the cursor is its max_end whatever it was: right_gap covers the rest.
+      largest = std::max(largest, node.right_gap);
+      n = node.left;
+    }
+  }
+  return largest;
+}
+
+void BlockGapTree::pull(uint32_t n) {
+  Node& node = nodes_[n];
+  node.max_end = std::max({node.end, max_end(node.left), max_end(node.right)});
+  node.right_gap = 0;
+  if (!node.left) return;
+  uint64_t cursor = nodes_[node.left].max_end;
+  uint64_t own = node.address > cursor ? node.address - cursor : 0;
+  node.right_gap = std::max(own, gap_from(node.right, std::max(cursor, node.end)));
+}
+
+void BlockGapTree::pull_up(uint32_t n) {
+  for (; n; n = nodes_[n].parent) pull(n);
+}
+
+void BlockGapTree::replace_child(uint32_t parent, uint32_t old_child, uint32_t new_child) {
+  if (new_child) nodes_[new_child].parent = parent;
+  if (!parent) root_ = new_child;
+  else if (nodes_[parent].left == old_child) nodes_[parent].left = new_child;
+  else nodes_[parent].right = new_child;
+}
+
+// Moves `n` above its parent, keeping the order; recomputes both.
+void BlockGapTree::rotate_up(uint32_t n) {
+  uint32_t p = nodes_[n].parent;
+  uint32_t g = nodes_[p].parent;
+  if (nodes_[p].left == n) {
+    nodes_[p].left = nodes_[n].right;
+    if (nodes_[n].right) nodes_[nodes_[n].right].parent = p;
+    nodes_[n].right = p;
+  } else {
+    nodes_[p].right = nodes_[n].left;
+    if (nodes_[n].left) nodes_[nodes_[n].left].parent = p;
+    nodes_[n].left = p;
+  }
+  nodes_[p].parent = n;
+  replace_child(g, p, n);
+  pull(p);
+  pull(n);
+}
+
+void BlockGapTree::insert(uint64_t address, uint64_t size_bytes) {
+  uint32_t n;
+  if (!free_.empty()) {
+    n = free_.back();
+    free_.pop_back();
+  } else {
+    n = uint32_t(nodes_.size());
+    nodes_.emplace_back();
+  }
+  uint64_t end = address + std::min(size_bytes, UINT64_MAX - address);
+  nodes_[n] = Node{.address = address, .end = end, .max_end = end, .priority = next_priority()};
+  uint32_t parent = 0;
+  for (uint32_t at = root_; at;) {
+    parent = at;
+    at = address < nodes_[at].address ? nodes_[at].left : nodes_[at].right;
+  }
+  nodes_[n].parent = parent;
+  if (!parent) root_ = n;
+  else if (address < nodes_[parent].address) nodes_[parent].left = n;
+  else nodes_[parent].right = n;
+  while (nodes_[n].parent && nodes_[nodes_[n].parent].priority < nodes_[n].priority) rotate_up(n);
+  pull_up(n);
+}
+
+void BlockGapTree::erase(uint64_t address) {
+  uint32_t n = root_;
+  while (n && nodes_[n].address != address) n = address < nodes_[n].address ? nodes_[n].left : nodes_[n].right;
+  if (!n) return;
+  // Down until it has at most one child, by raising the child of higher priority.
+  while (nodes_[n].left && nodes_[n].right) {
+    uint32_t l = nodes_[n].left, r = nodes_[n].right;
+    rotate_up(nodes_[l].priority > nodes_[r].priority ? l : r);
+  }
+  uint32_t parent = nodes_[n].parent;
+  replace_child(parent, n, nodes_[n].left ? nodes_[n].left : nodes_[n].right);
+  pull_up(parent);
+  free_.push_back(n);
+}
+
+uint64_t BlockGapTree::largest_gap(AddressRange segment) const {
+  uint64_t largest = 0;
+  uint64_t cursor = segment.start;
+  auto block = [&](const Node& b) {
+    if (b.address > cursor) largest = std::max(largest, b.address - cursor);
+    cursor = std::max(cursor, b.end);
+  };
+  auto subtree = [&](uint32_t s) {
+    largest = std::max(largest, gap_from(s, cursor));
+    cursor = std::max(cursor, max_end(s));
+  };
+  auto inside = [&](uint32_t s) { return nodes_[s].address >= segment.start && nodes_[s].address < segment.end; };
+  // The highest node inside the segment: every other block inside is in its subtrees.
+  uint32_t top = root_;
+  while (top && !inside(top)) top = nodes_[top].address >= segment.end ? nodes_[top].left : nodes_[top].right;
+  if (top) {
+    // Its left subtree: the nodes inside along the path to the segment's start, each followed by its
+    // right subtree, deepest first.
+    path_.clear();
+    for (uint32_t s = nodes_[top].left; s;) {
+      if (nodes_[s].address >= segment.start) {
+        path_.push_back(s);
+        s = nodes_[s].left;
+      } else {
+        s = nodes_[s].right;
+      }
+    }
+    for (size_t i = path_.size(); i-- > 0;) {
+      block(nodes_[path_[i]]);
+      subtree(nodes_[path_[i]].right);
+    }
+    block(nodes_[top]);
+    // Its right subtree: along the path to the segment's end, each node inside after its left subtree.
+    for (uint32_t s = nodes_[top].right; s;) {
+      if (nodes_[s].address < segment.end) {
+        subtree(nodes_[s].left);
+        block(nodes_[s]);
+        s = nodes_[s].right;
+      } else {
+        s = nodes_[s].left;
+      }
+    }
+  }
+  if (segment.end > cursor) largest = std::max(largest, segment.end - cursor);
+  return largest;
+}
+
+void SegmentFreeSpace::update_gap(Entry& e, uint64_t start) {
+  uint64_t gap = blocks_.largest_gap(AddressRange{start, e.end});
+  if (gap == e.gap_bytes) return;
+  auto& counts = devices_[e.device].gap_counts;
+  if (auto it = counts.find(e.gap_bytes); it != counts.end() && --it->second == 0) counts.erase(it);
+  ++counts[gap];
+  e.gap_bytes = gap;
+}
+
+void SegmentFreeSpace::add_block(uint64_t address, uint64_t size_bytes) {
+  blocks_.insert(address, size_bytes);
+  auto after = segments_.upper_bound(Key{address, UINT8_MAX});
+  // Without overlaps only the last segment starting at or before the address can hold it.
+  for (auto it = after; it != segments_.begin();) {
+    --it;
+    if (address < it->second.end) update_gap(it->second, it->first.first);
+    if (overlapping_neighbours_ == 0) break;
+  }
+}
+
+void SegmentFreeSpace::remove_block(uint64_t address) {
+  blocks_.erase(address);
+  auto after = segments_.upper_bound(Key{address, UINT8_MAX});
+  for (auto it = after; it != segments_.begin();) {
+    --it;
+    if (address < it->second.end) update_gap(it->second, it->first.first);
+    if (overlapping_neighbours_ == 0) break;
+  }
+}
+
+void SegmentFreeSpace::count_overlap(std::map<Key, Entry>::const_iterator first,
+                                     std::map<Key, Entry>::const_iterator second, int sign) {
+  if (first == segments_.end() || second == segments_.end()) return;
+  if (first->second.end > second->first.first) overlapping_neighbours_ += uint64_t(int64_t(sign));
+}
+
+void SegmentFreeSpace::add_segment(Key key, AddressRange range, int32_t device) {
+  DeviceSegments& d = devices_[device];
+  ++d.count;
+  if (range.end <= range.start) {
+    empty_segments_[key] = Entry{range.end, device, 0};
+    ++d.gap_counts[0];
+    return;
+  }
+  auto [it, inserted] = segments_.emplace(key, Entry{range.end, device, 0});
+  ++d.gap_counts[0];
+  auto next = std::next(it);
+  auto prev = it == segments_.begin() ? segments_.end() : std::prev(it);
+  count_overlap(prev, next, -1);
+  count_overlap(prev, it, +1);
+  count_overlap(it, next, +1);
+  update_gap(it->second, key.first);
+}
+
+void SegmentFreeSpace::remove_segment(Key key) {
+  auto erase_entry = [this](const Entry& e) {
+    DeviceSegments& d = devices_[e.device];
+    --d.count;
+    if (auto it = d.gap_counts.find(e.gap_bytes); it != d.gap_counts.end() && --it->second == 0) d.gap_counts.erase(it);
+  };
+  if (auto it = empty_segments_.find(key); it != empty_segments_.end()) {
+    erase_entry(it->second);
+    empty_segments_.erase(it);
+    return;
+  }
+  auto it = segments_.find(key);
+  if (it == segments_.end()) return;
+  erase_entry(it->second);
+  auto next = std::next(it);
+  auto prev = it == segments_.begin() ? segments_.end() : std::prev(it);
+  count_overlap(prev, it, -1);
+  count_overlap(it, next, -1);
+  count_overlap(prev, next, +1);
+  segments_.erase(it);
+}
+
+uint64_t SegmentFreeSpace::segment_count(int32_t device) const {
+  auto it = devices_.find(device);
+  return it == devices_.end() ? 0 : it->second.count;
+}
+
+uint64_t SegmentFreeSpace::largest_free_block_bytes(int32_t device) const {
+  auto it = devices_.find(device);
+  return it == devices_.end() || it->second.gap_counts.empty() ? 0 : it->second.gap_counts.rbegin()->first;
+}
+
+std::vector<SegmentFreeSpace::Segment> SegmentFreeSpace::segments_of_kind(uint8_t kind) const {
+  std::vector<Segment> out;
+  for (const auto* map : {&segments_, &empty_segments_})
+    for (const auto& [key, e] : *map)
+      if (key.second == kind) out.push_back(Segment{key, AddressRange{key.first, e.end}, e.device});
+  std::sort(out.begin(), out.end(), [](const Segment& a, const Segment& b) { return a.key < b.key; });
+  return out;
+}
+
+}  // namespace memtrace

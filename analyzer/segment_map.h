@@ -1,11 +1,16 @@
 // Free space inside an allocator's segments, rebuilt from addresses alone: PyTorch reports its blocks
 // (address, size) and memtrace sees the driver allocations (or VMM mappings) they are carved from, so
 // the gaps between live blocks are the allocator's free blocks. This is the layout that
-// torch.cuda.memory_snapshot() shows, without asking PyTorch.
+// torch.cuda.memory_snapshot() shows, without asking PyTorch. Two ways: a walk over sorted blocks and
+// segments (largest_free_block_bytes: O(blocks), for a few moments of a trace), and an index kept up
+// to date block by block (BlockGapTree, SegmentFreeSpace: O(log^2 blocks) per change, for a reading
+// after every event).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "block_index.h"
@@ -45,5 +50,102 @@ std::vector<AddressRange> contiguous_runs(const std::vector<AddressRange>& mappe
   }
   return runs;
 }
+
+// The live PyTorch blocks by address, answering largest_free_block_bytes for one segment in
+// O(log^2 blocks), with the walk's exact numbers also where blocks overlap (a damaged trace): a treap
+// (random priorities: expected depth O(log blocks), whatever the addresses) where each node keeps the
+// largest end of its subtree and the largest gap of its own block and right subtree given that its left
+// subtree came first, so that the largest gap of a subtree for any cursor coming in is one descent.
+// Insert and erase are O(log^2 blocks): each node on the path recomputes its gap with a descent.
+// Memory: 48 bytes a block. No recursion.
+class BlockGapTree {
+ public:
+  // A block [address, address + size_bytes) is now live; no live block is at `address` already.
+  void insert(uint64_t address, uint64_t size_bytes);
+  // The block at `address` ended; nothing happens if there is none.
+  void erase(uint64_t address);
+  // The largest gap between the blocks whose start lies in `segment` (start < end), as
+  // largest_free_block_bytes gives for that segment alone (head and tail included).
+  uint64_t largest_gap(AddressRange segment) const;
+  size_t size() const { return nodes_.size() - 1 - free_.size(); }
+
+ private:
+  struct Node {
+    uint64_t address = 0;
+    uint64_t end = 0;      // address + size, saturated at UINT64_MAX
+    uint64_t max_end = 0;  // of the subtree
+    // With a left subtree: the largest gap of this block and the right subtree with the cursor at the
+    // left subtree's max_end (it passes them all). 0 without one.
+    uint64_t right_gap = 0;
+    uint32_t left = 0, right = 0, parent = 0;  // 0: none
+    uint32_t priority = 0;
+  };
+  uint64_t max_end(uint32_t n) const { return n ? nodes_[n].max_end : 0; }
+  // The largest gap of subtree `n`'s blocks, in order, with the cursor (end of the used space) at `cursor`.
+  uint64_t gap_from(uint32_t n, uint64_t cursor) const;
+  void pull(uint32_t n);     // recomputes max_end and right_gap of `n` from its children
+  void pull_up(uint32_t n);  // pull() on `n` and every ancestor
+  void rotate_up(uint32_t n);
+  void replace_child(uint32_t parent, uint32_t old_child, uint32_t new_child);
+  uint32_t next_priority();
+
+  std::vector<Node> nodes_ = std::vector<Node>(1);  // nodes_[0]: "none"
+  std::vector<uint32_t> free_;                      // slots of erased nodes
+  uint32_t root_ = 0;
+  uint64_t random_ = 0x9E3779B97F4A7C15ull;
+  mutable std::vector<uint32_t> path_;  // scratch for largest_gap
+};
+
+// Per device, the count of segments and the largest free block in them, kept up to date as blocks and
+// segments come and go: what the walk (largest_free_block_bytes over a device's segments and every live
+// block) gives, read in O(log segments). A block change recomputes the segments that hold its address:
+// O(log^2 blocks) where segments do not overlap; where some do (only a damaged trace), every segment
+// starting at or before the address is looked at.
+class SegmentFreeSpace {
+ public:
+  // A segment's identity: its start and which kind of segment it is (a driver allocation, a run of
+  // mappings), so that two kinds of segment at one address stay apart.
+  using Key = std::pair<uint64_t, uint8_t>;
+
+  void add_block(uint64_t address, uint64_t size_bytes);
+  void remove_block(uint64_t address);
+  // `key` is not a segment already. A segment whose end is not after its start (an address range that
+  // wraps) is counted and holds no free block, as in the walk.
+  void add_segment(Key key, AddressRange range, int32_t device);
+  void remove_segment(Key key);  // nothing happens if `key` is no segment
+
+  uint64_t segment_count(int32_t device) const;
+  uint64_t largest_free_block_bytes(int32_t device) const;
+  // Every segment of one kind, (key, range, device), by key.
+  struct Segment {
+    Key key;
+    AddressRange range;
+    int32_t device = -1;
+    bool operator==(const Segment& o) const {
+      return key == o.key && range.start == o.range.start && range.end == o.range.end && device == o.device;
+    }
+  };
+  std::vector<Segment> segments_of_kind(uint8_t kind) const;
+
+ private:
+  struct Entry {
+    uint64_t end = 0;
+    int32_t device = -1;
+    uint64_t gap_bytes = 0;  // its largest free block
+  };
+  struct DeviceSegments {
+    uint64_t count = 0;
+    std::map<uint64_t, uint64_t> gap_counts;  // largest free block of a segment -> how many segments
+  };
+  void update_gap(Entry& e, uint64_t start);
+  void count_overlap(std::map<Key, Entry>::const_iterator first, std::map<Key, Entry>::const_iterator second, int sign);
+
+  BlockGapTree blocks_;
+  std::map<Key, Entry> segments_;          // end > start
+  std::map<Key, Entry> empty_segments_;    // end <= start: no block can lie in them
+  std::map<int32_t, DeviceSegments> devices_;
+  // Neighbours in segments_ (by key) that overlap. Segments overlap somewhere iff some neighbours do.
+  uint64_t overlapping_neighbours_ = 0;
+};
 
 }  // namespace memtrace
