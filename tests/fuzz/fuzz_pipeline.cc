@@ -1,0 +1,1074 @@
+// libFuzzer target for the whole analyzer: every report command's analysis and output, in process, on a
+// trace built from records (input format: pipeline_input.h). What `memtrace summary` (text, --json),
+// `leaks` (text, --json), `oom` (text, --json) and `timeline` (--csv, --json, each with and without
+// --interval) do with a file, this does with the input's trace; then it checks the outputs:
+//   - an input the analysis refuses throws memtrace::TraceError, nothing else (any other exception
+//     escapes: a finding); once accepted, every command must accept it too;
+//   - every JSON output parses (nlohmann::json::parse);
+//   - no text output has a byte below 0x20 other than '\n', nor 0x7f: a trace must not write to the
+//     user's terminal (off with MEMTRACE_FUZZ_CHECK_TERMINAL=0);
+//   - no figure a JSON output computes exceeds 2^63 (a negative total wrapped to uint64) and no *_bytes
+//     figure is negative; identifiers and values the trace states itself (addresses, requests, cuMemGetInfo
+//     samples) are left out, and so is every figure when the byte counts the trace states could add up
+//     to 2^63 (stated_bytes_bound) (off with MEMTRACE_FUZZ_CHECK_WRAP=0);
+//   - every device's peak allocated >= its final allocated, peak reserved >= final reserved.
+// A failed check prints what failed and __builtin_trap()s, so libFuzzer keeps the input.
+//
+// The mutator (LLVMFuzzerCustomMutator, LLVMFuzzerCustomCrossOver) works on records: it parses the input
+// into chunks of memtrace.proto Records (the generated lite classes) and changes one field to an
+// interesting value or one copied from another record (so that stack ids, addresses, graphs line up),
+// duplicates / deletes / swaps / moves records, inserts new ones of every kind, blows up a string or a
+// stack, splits or merges chunks, changes the header version or flags, turns the input into a raw file,
+// or falls back to libFuzzer's byte mutations (of one record, or of the whole input). Deterministic from
+// the seed libFuzzer gives. MEMTRACE_FUZZ_MUTATOR_STATS=1 prints how often each mutation was made (at exit
+// and every 1000); MEMTRACE_FUZZ_MAX_STACK_FRAMES=N caps the depth of blown-up stacks.
+//
+// The Symbolizer gets no modules (it would open the files a trace names; a fuzzer must not open arbitrary
+// paths of this machine); Module records still reach the StackTable.
+#include <google/protobuf/stubs/logging.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis.h"
+#include "commands.h"
+#include "frames.h"
+#include "memtrace.pb.h"
+#include "oom_json.h"
+#include "oom_report.h"
+#include "oom_text.h"
+#include "pipeline_input.h"
+#include "report_json.h"
+#include "report_text.h"
+#include "symbolizer.h"
+
+extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
+
+namespace {
+
+using memtrace::fuzz::Chunk;
+using memtrace::fuzz::PipelineInput;
+namespace proto = memtrace::proto;
+
+// ---------------------------------------------------------------------------------------------------
+// The harness
+// ---------------------------------------------------------------------------------------------------
+
+bool env_switch(const char* name, bool default_on) {
+  const char* value = std::getenv(name);
+  if (!value || !*value) return default_on;
+  return std::strcmp(value, "0") != 0;
+}
+
+[[noreturn]] void finding(const std::string& what) {
+  std::fprintf(stderr, "fuzz_pipeline: FINDING: %s\n", what.c_str());
+  std::fflush(stderr);
+  __builtin_trap();
+}
+
+// The reader takes a path; an in-memory file keeps every run off the disk.
+int input_fd() {
+  static const int fd = [] {
+    int fd = memfd_create("memtrace-fuzz-pipeline", 0);
+    if (fd < 0) std::abort();
+    return fd;
+  }();
+  return fd;
+}
+const std::string& input_path() {
+  static const std::string path = "/proc/self/fd/" + std::to_string(input_fd());
+  return path;
+}
+void write_input(const std::string& file) {
+  if (ftruncate(input_fd(), 0) != 0) std::abort();
+  for (size_t done = 0; done < file.size();) {
+    ssize_t n = pwrite(input_fd(), file.data() + done, file.size() - done, off_t(done));
+    if (n <= 0) std::abort();
+    done += size_t(n);
+  }
+}
+
+void check_text(const std::string& text, const char* what) {
+  static const bool enabled = env_switch("MEMTRACE_FUZZ_CHECK_TERMINAL", true);
+  if (!enabled) return;
+  for (size_t i = 0; i < text.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\n') || c == 0x7f) {
+      size_t from = i < 60 ? 0 : i - 60;
+      nlohmann::json context = text.substr(from, 120);
+      finding(std::string(what) + ": control byte 0x" + (c < 16 ? "0" : "") +
+              [&] { char b[4]; std::snprintf(b, sizeof b, "%x", c); return std::string(b); }() + " at offset " +
+              std::to_string(i) + " of the text output, near " +
+              context.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace));
+    }
+  }
+}
+
+// Keys whose numbers are identifiers or values the trace states itself (not totals the analyzer computes).
+bool stated_by_trace(const std::string& key) {
+  static const char* const kKeys[] = {"address", "stack_id", "tid", "pid", "ppid", "start_monotonic_ns",
+                                      "start_unix_ns", "last_event_unix_ns", "line", "id", "handle", "signal",
+                                      "result", "graph", "stream", "context", "requested_bytes",
+                                      "device_free_bytes", "device_total_bytes", "process_used_bytes",
+                                      "other_processes_used_bytes", "python", "max_native_frames",
+                                      "max_native_frames_python", "code", "flush_interval_ms"};
+  for (const char* k : kKeys)
+    if (key == k) return true;
+  return false;
+}
+
+bool ends_with(const std::string& s, const char* suffix) {
+  size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// Walks `j` (no recursion: the depth of a JSON document the analyzer writes is small, but the rule holds).
+// An upper bound of every byte figure the analyzer can compute honestly from the trace: the sum of every
+// byte count the events state (sizes, allocator totals, samples), times (1 + graph launches), as a launch
+// makes its graph's allocation nodes live again. Saturates at UINT64_MAX.
+uint64_t stated_bytes_bound() {
+  uint64_t sum = 0, launches = 0;
+  auto add = [&](uint64_t v) { sum = __builtin_add_overflow(sum, v, &sum) ? UINT64_MAX : sum; };
+  memtrace::read_trace(input_path(), memtrace::SinkOf{[&](const memtrace::EventFields& e) {
+                                                        add(e.size());
+                                                        add(e.allocator_allocated_bytes());
+                                                        add(e.allocator_reserved_bytes());
+                                                        add(e.device_free_bytes());
+                                                        add(e.device_total_bytes());
+                                                        add(e.process_used_bytes());
+                                                        add(e.other_processes_used_bytes());
+                                                        if (e.kind() == proto::GRAPH_LAUNCH) ++launches;
+                                                      },
+                                                      memtrace::ignore_record});
+  uint64_t bound;
+  return __builtin_mul_overflow(sum, launches + 1, &bound) ? UINT64_MAX : bound;
+}
+
+// Whether a figure above 2^63 in the output is a wrap: only when the trace states no such amount itself
+// (an allocation of 2^63 bytes is accepted today, and shows as such).
+bool wrap_check_applies = true;
+
+void check_numbers(const nlohmann::json& root, const char* what) {
+  static const bool enabled = env_switch("MEMTRACE_FUZZ_CHECK_WRAP", true);
+  if (!enabled || !wrap_check_applies) return;
+  std::vector<std::pair<const nlohmann::json*, std::string>> todo = {{&root, ""}};
+  while (!todo.empty()) {
+    auto [j, key] = todo.back();
+    todo.pop_back();
+    if (j->is_object()) {
+      for (auto it = j->begin(); it != j->end(); ++it) todo.emplace_back(&it.value(), it.key());
+    } else if (j->is_array()) {
+      for (const auto& element : *j) todo.emplace_back(&element, key);
+    } else if (j->is_number_unsigned()) {
+      if (j->get<uint64_t>() > (uint64_t(1) << 63) && !stated_by_trace(key))
+        finding(std::string(what) + ": \"" + key + "\": " + std::to_string(j->get<uint64_t>()) +
+                " exceeds 2^63 (a negative figure wrapped to uint64?)");
+    } else if (j->is_number_integer()) {
+      if (j->get<int64_t>() < 0 && ends_with(key, "_bytes"))
+        finding(std::string(what) + ": \"" + key + "\" is negative: " + std::to_string(j->get<int64_t>()));
+    }
+  }
+}
+
+void check_json(const std::string& text, const char* what) {
+  nlohmann::json parsed;
+  try {
+    parsed = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    finding(std::string(what) + ": the JSON output does not parse: " + e.what());
+  }
+  check_numbers(parsed, what);
+}
+
+std::string dump(const nlohmann::json& json) {
+  return json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + '\n';
+}
+
+void check_peaks(const memtrace::Analysis& a, const char* what) {
+  for (const auto& [device, state] : a.model.devices()) {
+    memtrace::DeviceTotals totals = state.totals();
+    if (state.peak_allocated().bytes < totals.allocated_bytes)
+      finding(std::string(what) + ": device " + std::to_string(device) + " peak allocated " +
+              std::to_string(state.peak_allocated().bytes) + " < final allocated " + std::to_string(totals.allocated_bytes));
+    if (state.peak_reserved().bytes < totals.reserved_bytes)
+      finding(std::string(what) + ": device " + std::to_string(device) + " peak reserved " +
+              std::to_string(state.peak_reserved().bytes) + " < final reserved " + std::to_string(totals.reserved_bytes));
+  }
+}
+
+// As open_report (report_session.cc): --top, --all-frames, and the tracer's native depths.
+memtrace::TextOptions text_options(const memtrace::Analysis& a, uint8_t flags) {
+  memtrace::TextOptions options;
+  if (unsigned top = flags >> memtrace::fuzz::kTopShift) options.top = top;
+  options.all_frames = flags & memtrace::fuzz::kAllFrames;
+  if (const auto& start = a.info.start; start && start->has_max_native_frames() && start->has_max_native_frames_python()) {
+    options.max_native_frames = start->max_native_frames();
+    options.max_native_frames_python = start->max_native_frames_python();
+  }
+  return options;
+}
+
+// A stage after the first analysis accepted the file: refusing it now is a finding too.
+template <typename F>
+auto accepted_stage(const char* what, F&& f) {
+  try {
+    return f();
+  } catch (const memtrace::TraceError& e) {
+    finding(std::string(what) + " refused a trace the analysis accepted: " + e.what());
+  }
+}
+
+// cmd_summary, in process (the Symbolizer without modules).
+void run_summary(const memtrace::Analysis& a, uint8_t flags) {
+  memtrace::Symbolizer symbolizer(std::vector<proto::Module>{});
+  memtrace::FrameResolver resolver(a.stacks, symbolizer);
+  check_json(dump({{"trace", memtrace::trace_json(a)},
+                   {"devices", memtrace::devices_json(a, resolver)},
+                   {"process", memtrace::process_json(a)},
+                   {"leaks", memtrace::leaks_json(a, resolver)},
+                   {"ooms", memtrace::ooms_json(a, resolver)}}),
+             "summary --json");
+  std::ostringstream out;
+  memtrace::TextOptions options = text_options(a, flags);
+  memtrace::print_trace_overview(out, a);
+  memtrace::print_devices(out, a, resolver, options);
+  memtrace::print_process(out, a);
+  memtrace::print_leaks(out, a, resolver, options);
+  memtrace::print_ooms(out, a, resolver, options);
+  memtrace::print_health(out, a);
+  check_text(out.str(), "summary");
+}
+
+// cmd_leaks and cmd_oom, which share an analysis without live-at-peak.
+void run_leaks_and_oom(const memtrace::Analysis& a, uint8_t flags) {
+  memtrace::Symbolizer symbolizer(std::vector<proto::Module>{});
+  memtrace::FrameResolver resolver(a.stacks, symbolizer);
+  memtrace::TextOptions options = text_options(a, flags);
+  check_json(dump({{"trace", memtrace::trace_json(a)}, {"leaks", memtrace::leaks_json(a, resolver)}}), "leaks --json");
+  std::ostringstream leaks;
+  memtrace::print_trace_overview(leaks, a);
+  memtrace::print_leaks(leaks, a, resolver, options);
+  check_text(leaks.str(), "leaks");
+
+  size_t sites_per_oom = (flags >> memtrace::fuzz::kTopShift) ? options.top : memtrace::kSitesPerOom;
+  memtrace::OomReport report =
+      accepted_stage("build_oom_report", [&] { return memtrace::build_oom_report(a, sites_per_oom); });
+  check_json(dump(memtrace::oom_report_json(a, report, resolver)), "oom --json");
+  std::ostringstream oom;
+  if (report.total == 0) oom << "no failed allocation in " << a.path << '\n';
+  else memtrace::print_oom_report(oom, a, report, resolver, options);
+  check_text(oom.str(), "oom");
+}
+
+// Points std::cout and std::cerr elsewhere for its lifetime (cmd_timeline writes to them).
+class RedirectStdStreams {
+ public:
+  RedirectStdStreams(std::ostream& out, std::ostream& err)
+      : cout_(std::cout.rdbuf(out.rdbuf())), cerr_(std::cerr.rdbuf(err.rdbuf())) {}
+  ~RedirectStdStreams() {
+    std::cout.rdbuf(cout_);
+    std::cerr.rdbuf(cerr_);
+  }
+
+ private:
+  std::streambuf* cout_;
+  std::streambuf* cerr_;
+};
+
+void run_timeline(bool json, const char* interval) {
+  std::vector<std::string> args = {input_path(), json ? "--json" : "--csv"};
+  if (interval) args.insert(args.end(), {"--interval", interval});
+  std::ostringstream out, err;
+  int status;
+  {
+    RedirectStdStreams redirect(out, err);
+    status = memtrace::cmd_timeline(args);
+  }
+  std::string what = std::string("timeline ") + args[1] + (interval ? std::string(" --interval ") + interval : "");
+  if (status != memtrace::kExitOk) finding(what + " refused a trace the analysis accepted: " + err.str());
+  if (json) check_json(out.str(), what.c_str());
+  check_text(out.str(), what.c_str());
+}
+
+// MEMTRACE_FUZZ_TIMING=1: each stage's time on stderr (to tell which command a slow input is slow in).
+class StageTimer {
+ public:
+  void stage(const char* name) {
+    static const bool enabled = env_switch("MEMTRACE_FUZZ_TIMING", false);
+    auto now = std::chrono::steady_clock::now();
+    if (enabled && name_)
+      std::fprintf(stderr, "fuzz_pipeline: %-28s %8.1f ms\n", name_,
+                   std::chrono::duration<double, std::milli>(now - start_).count());
+    name_ = name;
+    start_ = now;
+  }
+  ~StageTimer() { stage(nullptr); }
+
+ private:
+  const char* name_ = nullptr;
+  std::chrono::steady_clock::time_point start_;
+};
+
+void run_pipeline(uint8_t flags) {
+  StageTimer timer;
+  timer.stage("analysis (live at peak)");
+  std::unique_ptr<memtrace::Analysis> with_peak;
+  try {
+    with_peak = memtrace::analyze_trace(input_path(), /*with_live_at_peak=*/true);
+  } catch (const memtrace::TraceError&) {
+    return;  // the expected outcome for a damaged file (one error line, exit 2)
+  }
+  check_peaks(*with_peak, "analysis (with live at peak)");
+  wrap_check_applies = accepted_stage("read_trace", stated_bytes_bound) <= (uint64_t(1) << 63);
+  timer.stage("summary, summary --json");
+  run_summary(*with_peak, flags);
+  with_peak.reset();
+  timer.stage("analysis");
+  auto without_peak =
+      accepted_stage("analysis without live at peak", [] { return memtrace::analyze_trace(input_path(), false); });
+  check_peaks(*without_peak, "analysis");
+  timer.stage("leaks, oom (text, --json)");
+  run_leaks_and_oom(*without_peak, flags);
+  without_peak.reset();
+  static const char* const kIntervals[] = {"0.000001", "0.001", "0.5", "1000000000"};
+  const char* interval = kIntervals[(flags >> memtrace::fuzz::kIntervalShift) & 3];
+  for (bool json : {false, true}) {
+    timer.stage(json ? "timeline --json" : "timeline --csv");
+    run_timeline(json, nullptr);
+    timer.stage(json ? "timeline --json --interval" : "timeline --csv --interval");
+    run_timeline(json, interval);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The mutator
+// ---------------------------------------------------------------------------------------------------
+
+enum Mutation {
+  kFieldInteresting,
+  kFieldCopied,
+  kFieldCleared,
+  kDuplicateRecord,
+  kDeleteRecord,
+  kSwapRecords,
+  kMoveRecord,
+  kInsertRecord,
+  kBlowUpString,
+  kBlowUpStack,
+  kSplitChunk,
+  kMergeChunks,
+  kChangeVersion,
+  kFlipFlag,
+  kToRawFile,
+  kBytesOfRecord,
+  kBytesOfInput,
+  kCrossOver,
+  kMutationCount
+};
+const char* const kMutationNames[kMutationCount] = {
+    "field_interesting", "field_copied",  "field_cleared",  "duplicate_record", "delete_record",
+    "swap_records",      "move_record",   "insert_record",  "blow_up_string",   "blow_up_stack",
+    "split_chunk",       "merge_chunks",  "change_version", "flip_flag",        "to_raw_file",
+    "bytes_of_record",   "bytes_of_input", "cross_over"};
+
+// Kinds of inserted records: Event of each EventKind (0..14, 15 = an unknown kind), then the others.
+enum InsertKind { kInsertEventFirst = 0, kInsertEventLast = 15, kInsertStack, kInsertModule, kInsertPythonFrame,
+                  kInsertNotice, kInsertEnd, kInsertStart, kInsertThread, kInsertKindCount };
+
+struct Stats {
+  std::array<uint64_t, kMutationCount> mutations{};
+  std::array<uint64_t, kInsertKindCount> inserts{};
+  uint64_t fallbacks = 0;  // a structured mutation did not fit max_size: bytes of the input instead
+};
+Stats& stats() {
+  static Stats s;
+  return s;
+}
+void print_stats() {
+  std::fprintf(stderr, "fuzz_pipeline mutator stats:\n");
+  for (int i = 0; i < kMutationCount; ++i)
+    std::fprintf(stderr, "  %-18s %llu\n", kMutationNames[i], (unsigned long long)stats().mutations[i]);
+  static const char* const kOthers[] = {"stack", "module", "python_frame", "notice", "end", "start", "thread"};
+  for (int i = 0; i < kInsertKindCount; ++i) {
+    std::string kind = i <= kInsertEventLast ? "event kind " + std::to_string(i) : kOthers[i - kInsertStack];
+    std::fprintf(stderr, "  insert %-16s %llu\n", kind.c_str(), (unsigned long long)stats().inserts[i]);
+  }
+  std::fprintf(stderr, "  fallbacks          %llu\n", (unsigned long long)stats().fallbacks);
+}
+// At exit, and every 1000 mutations (a finding ends the process without running atexit handlers).
+void count(Mutation m) {
+  static const bool enabled = [] {
+    bool on = env_switch("MEMTRACE_FUZZ_MUTATOR_STATS", false);
+    if (on) std::atexit(print_stats);
+    return on;
+  }();
+  ++stats().mutations[m];
+  static uint64_t total = 0;
+  if (enabled && ++total % 1000 == 0) print_stats();
+}
+
+// Classes of values, so that a copied value lands where it means something (a stack id in stack_id).
+enum ValueClass { kAddress, kStackId, kPythonId, kSize, kDevice, kTid, kTime, kOther, kClassCount };
+
+const uint64_t kInteresting[] = {0, 1, 2, 3, 4, 7, 8, 16, 64, 127, 128, 255, 256, 512, 1000, 1024, 4096, 65535, 65536,
+                                 1u << 20, 2u << 20, 1u << 30, 0x7fffffff, 0x80000000, 0xffffffff, 1ull << 32,
+                                 (1ull << 32) + 1, 1000000000, 1ull << 40, 141ull << 30, 1000000000000000000ull,
+                                 (1ull << 62), (1ull << 63) - 1, 1ull << 63, (1ull << 63) + 1, UINT64_MAX - 1,
+                                 UINT64_MAX, uint64_t(int64_t(INT32_MIN)), uint64_t(int64_t(-2)),
+                                 0x7f0000000000ull, 0x7f0000001000ull};
+
+const int32_t kApis[] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+                         22, 23, 24, 25, 26, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46,
+                         47, 48, 49, 50, 60, 61, 62, 63, 64, 65, 66, 67, 68, 69, 70, 71, 72, 73, 80, 81, 82, 83,
+                         84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94, 100, 101, 255};
+
+class Mutator {
+ public:
+  Mutator(unsigned seed, size_t max_size) : rng_(seed), max_size_(max_size) {}
+
+  uint64_t below(uint64_t n) { return n ? rng_() % n : 0; }
+  bool chance(unsigned percent) { return below(100) < percent; }
+
+  // Parses `in`'s records for the value pools.
+  void learn(const PipelineInput& in) {
+    for (const Chunk& chunk : in.chunks)
+      for (const std::string& bytes : chunk.records) {
+        proto::Record r;
+        if (r.ParseFromString(bytes)) learn(r);
+      }
+  }
+
+  uint64_t interesting() {
+    uint64_t v = kInteresting[below(std::size(kInteresting))];
+    if (chance(20)) {  // a power of two, or one off it
+      v = uint64_t(1) << below(64);
+      v += below(3) - 1;
+    }
+    return v;
+  }
+
+  uint64_t value(ValueClass cls) {
+    unsigned roll = unsigned(below(100));
+    if (roll < 45 && !pools_[cls].empty()) return pools_[cls][below(pools_[cls].size())];
+    if (roll < 55) {
+      ValueClass other = ValueClass(below(kClassCount));
+      if (!pools_[other].empty()) return pools_[other][below(pools_[other].size())];
+    }
+    if (roll < 65) {
+      switch (cls) {
+        case kDevice: return uint64_t(int64_t(below(10)) - 1);
+        case kTime: return below(2000000);
+        case kSize: return (below(1 << 16) + 1) * 512;
+        case kAddress: return 0x7f0000000000ull + below(1 << 24) * 512;
+        default: return below(1000);
+      }
+    }
+    return interesting();
+  }
+
+  // Mutates one record of `bytes` (false: nothing this mutation applies to in it).
+  bool mutate_field(std::string* bytes, Mutation how) {
+    proto::Record r;
+    if (!r.ParseFromString(*bytes)) return false;
+    bool changed = false;
+    switch (r.kind_case()) {
+      case proto::Record::kEvent: changed = mutate_event(r.mutable_event(), how); break;
+      case proto::Record::kStack: changed = mutate_stack(r.mutable_stack(), how); break;
+      case proto::Record::kModule: changed = mutate_module(r.mutable_module(), how); break;
+      case proto::Record::kPythonFrame: changed = mutate_python_frame(r.mutable_python_frame(), how); break;
+      case proto::Record::kStart: changed = mutate_start(r.mutable_start(), how); break;
+      case proto::Record::kEnd: changed = mutate_end(r.mutable_end(), how); break;
+      case proto::Record::kNotice: changed = mutate_notice(r.mutable_notice(), how); break;
+      case proto::Record::kThread: changed = mutate_thread(r.mutable_thread(), how); break;
+      default: return false;
+    }
+    if (changed) *bytes = r.SerializeAsString();
+    return changed;
+  }
+
+  // A record of `kind` (InsertKind) with plausible fields, values drawn from the pools.
+  std::string new_record(int kind) {
+    proto::Record r;
+    if (kind <= kInsertEventLast) {
+      proto::Event* e = r.mutable_event();
+      e->set_kind(proto::EventKind(kind));
+      e->set_api(proto::Api(kApis[below(std::size(kApis))]));
+      e->set_layer(proto::Layer(below(3)));
+      e->set_device(int32_t(chance(85) ? value(kDevice) : interesting()));
+      if (chance(70)) e->set_tid(uint32_t(value(kTid)));
+      if (chance(50)) e->set_stream(value(kAddress));
+      if (chance(50)) e->set_time_delta_us(int64_t(below(100000)));
+      else e->set_time_delta_ns(int64_t(value(kTime)));
+      e->set_address(value(kAddress));
+      e->set_size(value(kSize));
+      if (chance(60)) e->set_stack_id(value(kStackId));
+      if (chance(10)) e->set_result(int32_t(chance(50) ? 4 : interesting()));
+      if (chance(30)) e->set_memory(proto::Memory(below(7)));
+      if (chance(30) || kind >= proto::GRAPH_CAPTURED) e->set_graph(value(kAddress));
+      if (chance(20)) e->set_capture_id(value(kAddress));
+      if (chance(20) || kind == proto::MAP) e->set_handle(value(kAddress));
+      if (chance(20) || kind == proto::CONTEXT_DESTROY) e->set_context(value(kAddress));
+      if (e->api() == proto::TORCH_ALLOCATOR || chance(10)) {
+        e->set_allocator_allocated_bytes(value(kSize));
+        e->set_allocator_reserved_bytes(value(kSize));
+      }
+      if (kind == proto::OOM || kind == proto::DEVICE_USAGE || chance(10)) {
+        e->set_device_total_bytes(chance(70) ? 150754820096ull : value(kSize));
+        e->set_device_free_bytes(value(kSize));
+        if (chance(60)) e->set_process_used_bytes(value(kSize));
+        if (chance(60)) e->set_other_processes_used_bytes(value(kSize));
+      }
+    } else if (kind == kInsertStack) {
+      proto::Stack* s = r.mutable_stack();
+      s->set_id(chance(70) ? next_id() : value(kStackId));
+      for (uint64_t n = below(12) + 1; n > 0; --n) s->add_frames(frame());
+      if (chance(15)) s->set_native_frames_cut(true);
+      if (chance(15)) s->set_python_frames_cut(true);
+    } else if (kind == kInsertModule) {
+      proto::Module* m = r.mutable_module();
+      uint64_t base = value(kAddress) & ~uint64_t(0xfff);
+      m->set_path(chance(50) ? "/usr/lib/libtorch_cuda.so" : "/opt/" + std::to_string(below(100)) + ".so");
+      m->set_load_address(base);
+      m->set_start(base + (chance(80) ? 0x1000 : value(kSize)));
+      m->set_end(m->start() + (chance(80) ? below(1 << 24) : value(kSize)));
+      if (chance(50)) m->set_build_id(std::string(20, char(below(256))));
+    } else if (kind == kInsertPythonFrame) {
+      proto::PythonFrame* f = r.mutable_python_frame();
+      f->set_id(chance(70) ? next_id() : value(kPythonId));
+      f->set_file(chance(50) ? "train.py" : "/usr/lib/python3/torch/nn/" + std::to_string(below(50)) + ".py");
+      f->set_function(chance(50) ? "forward" : "<module>");
+      f->set_line(uint32_t(below(5000)));
+    } else if (kind == kInsertNotice) {
+      proto::Notice* n = r.mutable_notice();
+      n->set_code(proto::Notice_Code(below(7)));
+      n->set_message("notice " + std::to_string(below(100)));
+      n->set_count(value(kOther));
+    } else if (kind == kInsertEnd) {
+      proto::TraceEnd* end = r.mutable_end();
+      end->set_events(value(kOther));
+      if (chance(30)) end->set_dropped_events(value(kOther));
+      end->set_time_delta_us(int64_t(below(1000000)));
+      end->set_how(proto::TraceEnd_How(below(5)));
+      if (end->how() == proto::TraceEnd::SIGNAL || chance(10)) end->set_signal(int32_t(below(70)));
+    } else if (kind == kInsertStart) {
+      proto::TraceStart* s = r.mutable_start();
+      s->set_pid(uint32_t(value(kTid)));
+      s->set_ppid(1);
+      s->set_hostname("host");
+      s->add_argv("python3");
+      s->add_argv("train.py");
+      s->set_start_monotonic_ns(value(kTime));
+      s->set_start_unix_ns(1700000000000000000ull + below(1ull << 40));
+      s->set_tracer_version("0.1");
+      s->set_flush_interval_ms(1000);
+      if (chance(50)) s->set_python_frames(0x30b00f0);
+      if (chance(50)) {
+        s->set_max_native_frames(uint32_t(below(400)));
+        s->set_max_native_frames_python(uint32_t(below(400)));
+      }
+    } else {
+      proto::ThreadInfo* t = r.mutable_thread();
+      t->set_tid(uint32_t(value(kTid)));
+      t->set_name(chance(50) ? "pt_autograd_0" : "worker");
+    }
+    learn(r);
+    return r.SerializeAsString();
+  }
+
+  // A long string of `n` bytes (mostly printable) with control characters, escape sequences, invalid UTF-8.
+  std::string hostile_string(size_t n) {
+    static const char* const kPieces[] = {"\x1b]0;title\x07", "\x1b[2J", "\x1b[31m", "\r", "\n", "\t", "\x7f",
+                                          "\x08", "" /* a NUL byte */, "\xff", "\xc3", "\xc0\x80",
+                                          "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe2\x80\xae", "%s%n", "\\", "\"",
+                                          "(", "[", ".*", "+0x", "::", "/"};
+    std::string s;
+    char filler = char('a' + below(26));
+    while (s.size() < n) {
+      if (chance(3)) {
+        const char* piece = kPieces[below(std::size(kPieces))];
+        s += *piece ? std::string(piece) : std::string(1, '\0');
+      } else {
+        s.append(std::min<size_t>(n - s.size(), below(64) + 1), chance(90) ? filler : char(below(256)));
+      }
+    }
+    s.resize(n);
+    return s;
+  }
+
+  // A length for a blown-up string or stack: mostly tens of KiB, bounded by what the input has room for.
+  // Half of them at most 4 KiB, a tenth 200 KB or more: each blown-up input costs seconds per run.
+  size_t big_length(size_t room) {
+    static const size_t kLengths[] = {1, 100, 1000, 4096, 4096, 20000, 20000, 65536, 200000, 1000000};
+    size_t n = kLengths[below(std::size(kLengths))];
+    if (n >= 200000 && chance(50)) n = 65536;
+    return std::min(n, room);
+  }
+
+  // Sets one string of `r` to a hostile one. False: `r` has no string.
+  bool blow_up_string(proto::Record* r, size_t room) {
+    size_t n = chance(30) ? below(40) + 1 : big_length(room);
+    std::string s = hostile_string(n);
+    if (chance(30)) s = hostile_string(below(16) + 1);  // short: one escape in an ordinary name
+    switch (r->kind_case()) {
+      case proto::Record::kModule: r->mutable_module()->set_path(chance(50) ? "/lib/" + s + ".so" : s); return true;
+      case proto::Record::kPythonFrame:
+        if (chance(50)) r->mutable_python_frame()->set_file(s);
+        else r->mutable_python_frame()->set_function(s);
+        return true;
+      case proto::Record::kStart:
+        switch (below(3)) {
+          case 0: r->mutable_start()->set_hostname(s); break;
+          case 1: r->mutable_start()->set_tracer_version(s); break;
+          default: r->mutable_start()->add_argv(s); break;
+        }
+        return true;
+      case proto::Record::kNotice: r->mutable_notice()->set_message(s); return true;
+      case proto::Record::kThread: r->mutable_thread()->set_name(s); return true;
+      default: return false;
+    }
+  }
+
+  // Sets a Stack's frames to a deep list (some Python frames). `room`: bytes the record may take.
+  // MEMTRACE_FUZZ_MAX_STACK_FRAMES=N caps the depth (to fuzz on past a known slowness with deep stacks).
+  void blow_up_stack(proto::Stack* s, size_t room) {
+    static const size_t max_frames = [] {
+      const char* v = std::getenv("MEMTRACE_FUZZ_MAX_STACK_FRAMES");
+      return v && *v ? size_t(std::strtoull(v, nullptr, 10)) : SIZE_MAX;
+    }();
+    size_t n = std::min<size_t>(big_length(room), room / 2);
+    static const size_t kDepths[] = {129, 385, 1000, 10000, 100000, 1000000};
+    n = std::min({n, kDepths[below(std::size(kDepths))], max_frames});
+    s->clear_frames();
+    bool python = chance(50) && !pools_[kPythonId].empty();
+    size_t budget = room;
+    for (size_t i = 0; i < n; ++i) {
+      uint64_t f;
+      if (python && chance(20) && budget > 20) {
+        f = (uint64_t(1) << 63) | pools_[kPythonId][below(pools_[kPythonId].size())];
+        budget -= 10;
+      } else if (budget > 20 && chance(50) && !pools_[kAddress].empty()) {
+        f = pools_[kAddress][below(pools_[kAddress].size())];
+        budget -= 10;
+      } else {
+        f = below(127) + 1;  // one byte: deep stacks stay small
+        budget -= 1;
+      }
+      s->add_frames(f);
+      if (budget < 2) break;
+    }
+  }
+
+  std::mt19937_64& rng() { return rng_; }
+  size_t max_size() const { return max_size_; }
+
+ private:
+  void add(ValueClass cls, uint64_t v) {
+    if (v != 0 && pools_[cls].size() < 256) pools_[cls].push_back(v);
+  }
+  void learn(const proto::Record& r) {
+    switch (r.kind_case()) {
+      case proto::Record::kEvent: {
+        const proto::Event& e = r.event();
+        add(kAddress, e.address());
+        add(kAddress, e.handle());
+        add(kAddress, e.graph());
+        add(kAddress, e.capture_id());
+        add(kAddress, e.context());
+        add(kAddress, e.stream());
+        add(kStackId, e.stack_id());
+        add(kSize, e.size());
+        add(kDevice, uint64_t(int64_t(e.device())));
+        add(kTid, e.tid());
+        add(kTime, uint64_t(e.time_delta_ns()));
+        break;
+      }
+      case proto::Record::kStack:
+        add(kStackId, r.stack().id());
+        max_id_ = std::max(max_id_, r.stack().id());
+        for (int i = 0; i < std::min(r.stack().frames_size(), 4); ++i) add(kAddress, r.stack().frames(i) & ~(uint64_t(1) << 63));
+        break;
+      case proto::Record::kModule:
+        add(kAddress, r.module().load_address());
+        add(kAddress, r.module().start() + 0x10);
+        add(kAddress, r.module().end() - 1);
+        break;
+      case proto::Record::kPythonFrame:
+        add(kPythonId, r.python_frame().id());
+        max_id_ = std::max(max_id_, r.python_frame().id());
+        break;
+      case proto::Record::kThread: add(kTid, r.thread().tid()); break;
+      case proto::Record::kStart: add(kTime, r.start().start_monotonic_ns()); break;
+      default: break;
+    }
+  }
+  uint64_t next_id() { return ++max_id_; }
+  uint64_t frame() {
+    if (!pools_[kPythonId].empty() && chance(30)) return (uint64_t(1) << 63) | pools_[kPythonId][below(pools_[kPythonId].size())];
+    return value(kAddress);
+  }
+
+  // The value a field mutation sets: interesting, copied from the pool of `cls`, or (kFieldCleared) none.
+  uint64_t pick(Mutation how, ValueClass cls) { return how == kFieldCopied ? value(cls) : interesting(); }
+
+  bool mutate_event(proto::Event* e, Mutation how) {
+    int field = int(below(23)) + 1;
+    bool clear = how == kFieldCleared;
+    auto enum_value = [&](int64_t known) { return int(chance(80) ? below(uint64_t(known)) : interesting()); };
+    switch (field) {
+      case 1: e->set_kind(proto::EventKind(clear ? 0 : enum_value(16))); return true;
+      case 2: if (clear) e->clear_layer(); else e->set_layer(proto::Layer(enum_value(4))); return true;
+      case 3:
+        if (clear) e->clear_api();
+        else e->set_api(proto::Api(chance(80) ? kApis[below(std::size(kApis))] : int(interesting())));
+        return true;
+      case 4: e->set_time_delta_ns(clear ? 0 : int64_t(pick(how, kTime))); return true;
+      case 5: if (clear) e->clear_tid(); else e->set_tid(uint32_t(pick(how, kTid))); return true;
+      case 6: if (clear) e->clear_device(); else e->set_device(int32_t(pick(how, kDevice))); return true;
+      case 7: if (clear) e->clear_stream(); else e->set_stream(pick(how, kAddress)); return true;
+      case 8: e->set_address(clear ? 0 : pick(how, kAddress)); return true;
+      case 9: e->set_size(clear ? 0 : pick(how, kSize)); return true;
+      case 10: e->set_result(clear ? 0 : int32_t(pick(how, kOther))); return true;
+      case 11: e->set_stack_id(clear ? 0 : pick(how, kStackId)); return true;
+      case 12: if (clear) e->clear_allocator_allocated_bytes(); else e->set_allocator_allocated_bytes(pick(how, kSize)); return true;
+      case 13: if (clear) e->clear_allocator_reserved_bytes(); else e->set_allocator_reserved_bytes(pick(how, kSize)); return true;
+      case 14: e->set_device_free_bytes(clear ? 0 : pick(how, kSize)); return true;
+      case 15: e->set_device_total_bytes(clear ? 0 : pick(how, kSize)); return true;
+      case 16: e->set_handle(clear ? 0 : pick(how, kAddress)); return true;
+      case 17: e->set_memory(proto::Memory(clear ? 0 : enum_value(7))); return true;
+      case 18: e->set_graph(clear ? 0 : pick(how, kAddress)); return true;
+      case 19: e->set_capture_id(clear ? 0 : pick(how, kAddress)); return true;
+      case 20: if (clear) e->clear_process_used_bytes(); else e->set_process_used_bytes(pick(how, kSize)); return true;
+      case 21:
+        if (clear) e->clear_other_processes_used_bytes();
+        else e->set_other_processes_used_bytes(pick(how, kSize));
+        return true;
+      case 22: e->set_context(clear ? 0 : pick(how, kAddress)); return true;
+      default: e->set_time_delta_us(clear ? 0 : int64_t(pick(how, kTime))); return true;
+    }
+  }
+  bool mutate_stack(proto::Stack* s, Mutation how) {
+    bool clear = how == kFieldCleared;
+    switch (below(5)) {
+      case 0: s->set_id(clear ? 0 : pick(how, kStackId)); return true;
+      case 1: s->set_native_frames_cut(!s->native_frames_cut()); return true;
+      case 2: s->set_python_frames_cut(!s->python_frames_cut()); return true;
+      case 3:
+        if (clear) s->clear_frames();
+        else s->add_frames(frame());
+        return true;
+      default:
+        if (s->frames_size() == 0) return false;
+        s->set_frames(int(below(uint64_t(s->frames_size()))),
+                      clear ? 0 : (chance(30) ? pick(how, kPythonId) | (uint64_t(1) << 63) : pick(how, kAddress)));
+        return true;
+    }
+  }
+  bool mutate_module(proto::Module* m, Mutation how) {
+    bool clear = how == kFieldCleared;
+    switch (below(5)) {
+      case 0: m->set_load_address(clear ? 0 : pick(how, kAddress)); return true;
+      case 1: m->set_start(clear ? 0 : pick(how, kAddress)); return true;
+      case 2: m->set_end(clear ? 0 : pick(how, kAddress)); return true;
+      case 3: m->set_build_id(clear ? "" : std::string(below(64), char(below(256)))); return true;
+      default: m->set_path(clear ? "" : chance(50) ? "/proc/self/mem" : "python3.11"); return true;
+    }
+  }
+  bool mutate_python_frame(proto::PythonFrame* f, Mutation how) {
+    bool clear = how == kFieldCleared;
+    switch (below(4)) {
+      case 0: f->set_id(clear ? 0 : pick(how, kPythonId)); return true;
+      case 1: f->set_line(clear ? 0 : uint32_t(pick(how, kOther))); return true;
+      case 2: f->set_file(clear ? "" : "<frozen importlib._bootstrap>"); return true;
+      default: f->set_function(clear ? "" : "Module._call_impl"); return true;
+    }
+  }
+  bool mutate_start(proto::TraceStart* s, Mutation how) {
+    bool clear = how == kFieldCleared;
+    switch (below(8)) {
+      case 0: s->set_pid(clear ? 0 : uint32_t(pick(how, kTid))); return true;
+      case 1: s->set_start_monotonic_ns(clear ? 0 : pick(how, kTime)); return true;
+      case 2: s->set_start_unix_ns(clear ? 0 : pick(how, kTime)); return true;
+      case 3: s->set_flush_interval_ms(clear ? 0 : uint32_t(pick(how, kOther))); return true;
+      case 4: s->set_python_frames(clear ? 0 : uint32_t(pick(how, kOther))); return true;
+      case 5: if (clear) s->clear_max_native_frames(); else s->set_max_native_frames(uint32_t(pick(how, kOther))); return true;
+      case 6:
+        if (clear) s->clear_max_native_frames_python();
+        else s->set_max_native_frames_python(uint32_t(pick(how, kOther)));
+        return true;
+      default: if (clear) s->clear_argv(); else s->add_argv("--arg"); return true;
+    }
+  }
+  bool mutate_end(proto::TraceEnd* end, Mutation how) {
+    bool clear = how == kFieldCleared;
+    switch (below(6)) {
+      case 0: end->set_events(clear ? 0 : pick(how, kOther)); return true;
+      case 1: end->set_dropped_events(clear ? 0 : pick(how, kOther)); return true;
+      case 2: end->set_time_delta_ns(clear ? 0 : int64_t(pick(how, kTime))); return true;
+      case 3: end->set_time_delta_us(clear ? 0 : int64_t(pick(how, kTime))); return true;
+      case 4: end->set_how(proto::TraceEnd_How(clear ? 0 : int(below(6)))); return true;
+      default: end->set_signal(clear ? 0 : int32_t(pick(how, kOther))); return true;
+    }
+  }
+  bool mutate_notice(proto::Notice* n, Mutation how) {
+    bool clear = how == kFieldCleared;
+    switch (below(3)) {
+      case 0: n->set_code(proto::Notice_Code(clear ? 0 : int(below(8)))); return true;
+      case 1: n->set_count(clear ? 0 : pick(how, kOther)); return true;
+      default: n->set_message(clear ? "" : "the writer fell behind"); return true;
+    }
+  }
+  bool mutate_thread(proto::ThreadInfo* t, Mutation how) {
+    bool clear = how == kFieldCleared;
+    if (chance(50)) t->set_tid(clear ? 0 : uint32_t(pick(how, kTid)));
+    else t->set_name(clear ? "" : "pt_main_thread");
+    return true;
+  }
+
+  std::mt19937_64 rng_;
+  size_t max_size_;
+  std::vector<uint64_t> pools_[kClassCount];
+  uint64_t max_id_ = 0;
+};
+
+// Where a record is: chunk index and record index within it.
+struct RecordRef {
+  size_t chunk;
+  size_t index;
+};
+
+size_t record_count(const PipelineInput& in) {
+  size_t n = 0;
+  for (const Chunk& c : in.chunks) n += c.records.size();
+  return n;
+}
+
+// A record chosen uniformly over the whole input (false: there is none).
+bool pick_record(Mutator& m, const PipelineInput& in, RecordRef* ref) {
+  size_t n = record_count(in);
+  if (n == 0) return false;
+  size_t k = m.below(n);
+  for (size_t c = 0; c < in.chunks.size(); ++c) {
+    if (k < in.chunks[c].records.size()) {
+      *ref = {c, k};
+      return true;
+    }
+    k -= in.chunks[c].records.size();
+  }
+  return false;
+}
+
+std::string& record_at(PipelineInput& in, RecordRef ref) { return in.chunks[ref.chunk].records[ref.index]; }
+
+// A position to insert a record at (a new chunk when the input has none).
+RecordRef insert_position(Mutator& m, PipelineInput& in) {
+  if (in.chunks.empty()) in.chunks.emplace_back();
+  size_t c = m.below(in.chunks.size());
+  return {c, m.below(in.chunks[c].records.size() + 1)};
+}
+
+// Applies mutation `how` to `in`. False when it does not apply (nothing was changed).
+bool apply(Mutator& m, PipelineInput& in, Mutation how, size_t size_now) {
+  size_t room = m.max_size() > size_now + 64 ? m.max_size() - size_now - 64 : 0;
+  RecordRef a{}, b{};
+  switch (how) {
+    case kFieldInteresting:
+    case kFieldCopied:
+    case kFieldCleared:
+      for (int attempt = 0; attempt < 4; ++attempt)
+        if (pick_record(m, in, &a) && m.mutate_field(&record_at(in, a), how)) return true;
+      return false;
+    case kDuplicateRecord: {
+      if (!pick_record(m, in, &a) || record_at(in, a).size() > room) return false;
+      std::string copy = record_at(in, a);
+      b = insert_position(m, in);
+      in.chunks[b.chunk].records.insert(in.chunks[b.chunk].records.begin() + long(b.index), copy);
+      return true;
+    }
+    case kDeleteRecord: {
+      if (!pick_record(m, in, &a)) return false;
+      // Sometimes a run of records: traces are long, one at a time would take forever to shrink them.
+      auto& records = in.chunks[a.chunk].records;
+      size_t n = m.chance(20) ? std::min<size_t>(records.size() - a.index, m.below(64) + 1) : 1;
+      records.erase(records.begin() + long(a.index), records.begin() + long(a.index + n));
+      return true;
+    }
+    case kSwapRecords:
+      if (!pick_record(m, in, &a) || !pick_record(m, in, &b)) return false;
+      std::swap(record_at(in, a), record_at(in, b));
+      return true;
+    case kMoveRecord: {
+      if (!pick_record(m, in, &a)) return false;
+      std::string moved = std::move(record_at(in, a));
+      in.chunks[a.chunk].records.erase(in.chunks[a.chunk].records.begin() + long(a.index));
+      b = insert_position(m, in);
+      in.chunks[b.chunk].records.insert(in.chunks[b.chunk].records.begin() + long(b.index), std::move(moved));
+      return true;
+    }
+    case kInsertRecord: {
+      int kind = int(m.below(kInsertKindCount));
+      std::string record = m.new_record(kind);
+      if (record.size() > room) return false;
+      ++stats().inserts[kind];
+      b = insert_position(m, in);
+      in.chunks[b.chunk].records.insert(in.chunks[b.chunk].records.begin() + long(b.index), std::move(record));
+      return true;
+    }
+    case kBlowUpString: {
+      for (int attempt = 0; attempt < 8; ++attempt) {
+        if (!pick_record(m, in, &a)) return false;
+        proto::Record r;
+        if (!r.ParseFromString(record_at(in, a)) || !m.blow_up_string(&r, room)) continue;
+        record_at(in, a) = r.SerializeAsString();
+        return true;
+      }
+      return false;
+    }
+    case kBlowUpStack: {
+      // A Stack of the input, else a new one (an event of the input then refers to it).
+      proto::Record r;
+      for (int attempt = 0; attempt < 8 && pick_record(m, in, &a); ++attempt)
+        if (r.ParseFromString(record_at(in, a)) && r.has_stack()) {
+          m.blow_up_stack(r.mutable_stack(), room + record_at(in, a).size());
+          record_at(in, a) = r.SerializeAsString();
+          return true;
+        }
+      if (!r.ParseFromString(m.new_record(kInsertStack))) return false;
+      m.blow_up_stack(r.mutable_stack(), room);
+      b = insert_position(m, in);
+      in.chunks[b.chunk].records.insert(in.chunks[b.chunk].records.begin() + long(b.index), r.SerializeAsString());
+      return true;
+    }
+    case kSplitChunk: {
+      if (in.chunks.empty()) return false;
+      size_t c = m.below(in.chunks.size());
+      auto& records = in.chunks[c].records;
+      Chunk second;
+      size_t at = m.below(records.size() + 1);
+      second.records.assign(records.begin() + long(at), records.end());
+      second.tail = std::move(in.chunks[c].tail);
+      records.resize(at);
+      in.chunks[c].tail.clear();
+      in.chunks.insert(in.chunks.begin() + long(c) + 1, std::move(second));
+      return true;
+    }
+    case kMergeChunks: {
+      if (in.chunks.size() < 2) return false;
+      size_t c = m.below(in.chunks.size() - 1);
+      Chunk& first = in.chunks[c];
+      Chunk& second = in.chunks[c + 1];
+      first.records.insert(first.records.end(), second.records.begin(), second.records.end());
+      first.tail += second.tail;
+      in.chunks.erase(in.chunks.begin() + long(c) + 1);
+      return true;
+    }
+    case kChangeVersion: {
+      static const uint8_t kVersions[] = {1, 2, 3, 1, 2, 3, 0, 4, 0xFE};
+      uint8_t v = kVersions[m.below(std::size(kVersions))];
+      if (v == in.version) return false;
+      in.version = v;
+      return true;
+    }
+    case kFlipFlag:
+      in.flags ^= uint8_t(1u << m.below(8));
+      return true;
+    case kToRawFile: {
+      std::string file = memtrace::fuzz::trace_file(in);
+      if (file.size() + 1 > m.max_size()) return false;
+      in = PipelineInput{};
+      in.raw = true;
+      in.raw_file = std::move(file);
+      return true;
+    }
+    case kBytesOfRecord: {
+      if (!pick_record(m, in, &a)) return false;
+      std::string& bytes = record_at(in, a);
+      size_t cap = std::min(bytes.size() * 2 + 64, bytes.size() + room);
+      std::string buffer = bytes;
+      buffer.resize(std::max(cap, buffer.size()));
+      buffer.resize(LLVMFuzzerMutate(reinterpret_cast<uint8_t*>(buffer.data()), bytes.size(), buffer.size()));
+      bytes = std::move(buffer);
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  // Strings with invalid UTF-8 make the lite runtime log an error at every parse and serialization: quiet.
+  google::protobuf::SetLogHandler(nullptr);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  PipelineInput in = memtrace::fuzz::parse_input(data, size);
+  write_input(memtrace::fuzz::trace_file(in));
+  run_pipeline(in.raw ? 0 : in.flags);
+  return 0;
+}
+
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned int seed) {
+  Mutator m(seed, max_size);
+  PipelineInput in = memtrace::fuzz::parse_input(data, size);
+  // A raw file mutates as bytes, mostly: its frames are compressed, no record is visible.
+  if (!in.raw && !m.chance(3)) {
+    m.learn(in);
+    for (int attempt = 0; attempt < 6; ++attempt) {
+      PipelineInput mutated = in;
+      Mutation how = Mutation(m.below(kBytesOfInput));  // every structured mutation, equally often
+      // Field mutations are the bread and butter, inserts what reaches new event kinds: more often.
+      if (m.chance(25)) how = Mutation(m.below(3));
+      else if (m.chance(8)) how = kInsertRecord;
+      if (!apply(m, mutated, how, size)) continue;
+      std::string out = memtrace::fuzz::serialize_input(mutated);
+      if (out.size() > max_size) continue;
+      count(how);
+      std::memcpy(data, out.data(), out.size());
+      return out.size();
+    }
+    ++stats().fallbacks;
+  }
+  count(kBytesOfInput);
+  return LLVMFuzzerMutate(data, size, max_size);
+}
+
+// Splices a run of records of the second input into the first (the header of the first).
+extern "C" size_t LLVMFuzzerCustomCrossOver(const uint8_t* data1, size_t size1, const uint8_t* data2, size_t size2,
+                                            uint8_t* out, size_t max_out_size, unsigned int seed) {
+  Mutator m(seed, max_out_size);
+  // libFuzzer picks this as often as LLVMFuzzerCustomMutator; half the time it declines (0), so that two
+  // thirds of the mutations are the structured ones.
+  if (m.chance(50)) return 0;
+  PipelineInput first = memtrace::fuzz::parse_input(data1, size1);
+  PipelineInput second = memtrace::fuzz::parse_input(data2, size2);
+  if (first.raw || second.raw || second.chunks.empty()) return 0;
+  const Chunk& from = second.chunks[m.below(second.chunks.size())];
+  size_t begin = m.below(from.records.size() + 1);
+  size_t end = begin + m.below(from.records.size() - begin + 1);
+  RecordRef at = insert_position(m, first);
+  auto& records = first.chunks[at.chunk].records;
+  records.insert(records.begin() + long(at.index), from.records.begin() + long(begin), from.records.begin() + long(end));
+  std::string result = memtrace::fuzz::serialize_input(first);
+  if (result.size() > max_out_size) return 0;
+  count(kCrossOver);
+  std::memcpy(out, result.data(), result.size());
+  return result.size();
+}
