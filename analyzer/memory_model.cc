@@ -232,6 +232,7 @@ void MemoryModel::apply(const EventFields& event) {
 
 void MemoryModel::apply_general(const EventFields& event) {
   ++general_path_events_;
+  if (incremental_fragmentation_) check_fragmentation_work();
   touched_.clear();
   // A sample is not the thread going on: the hook records a DEVICE_USAGE right after each failure, so one
   // comes between PyTorch's failed segment request and its own OOM report.
@@ -792,6 +793,7 @@ Fragmentation MemoryModel::fragmentation(int32_t device, LayerHint layers) const
   // Segments are PyTorch's: elsewhere (stream-ordered pools) the layout inside reserved memory is the
   // driver's and no event shows it.
   if (!layers.allocator_layer) return f;
+  if (fragmentation_given_up_) return f;  // segments not known (see check_fragmentation_work)
   if (incremental_fragmentation_) return incremental_fragmentation(device, f, state->second.torch_block_bytes);
   f.segments_known = true;
   std::vector<AddressRange> segments;
@@ -848,6 +850,7 @@ void MemoryModel::for_each_mapped_segment(Visit&& visit) const {
 
 void MemoryModel::refresh_mapped_segments() const {
   mapped_segments_stale_ = false;
+  mapped_refresh_work_ += mappings_.size();
   std::vector<SegmentFreeSpace::Segment> now;
   for_each_mapped_segment([&](AddressRange r, int32_t device) {
     now.push_back(SegmentFreeSpace::Segment{{r.start, kMappedSegment}, r, device});
@@ -872,6 +875,17 @@ void MemoryModel::refresh_mapped_segments() const {
       ++j;
     }
   }
+}
+
+void MemoryModel::check_fragmentation_work() {
+  uint64_t work = free_space_.work() + mapped_runs_.work() + mapped_refresh_work_;
+  if (work <= kFragmentationWorkSlack + kFragmentationWorkPerEvent * event_index_) return;
+  incremental_fragmentation_ = false;
+  fragmentation_given_up_ = true;
+  free_space_ = SegmentFreeSpace{};
+  mapped_runs_ = MappedRuns{kMappedSegment};
+  mappings_of_handle_.clear();
+  update_torch_fast_path_ready();
 }
 
 void MemoryModel::track_mapping(uint64_t address) {

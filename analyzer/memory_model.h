@@ -411,6 +411,15 @@ class MemoryModel {
   void untrack_mapping(uint64_t address, uint64_t handle);  // before mappings_[address] goes
   void retrack_handle(uint64_t handle, bool live);
   void change_reservation(const EventFields& event, int64_t sign);
+  // Keeping the fragmentation costs O(log n) an event but where segments or pages overlap (a damaged
+  // trace): there a block event looks at every segment that starts before it, and a VMM change
+  // rebuilds the expandable segments from every mapping. Past kFragmentationWorkPerEvent steps an
+  // event on average (after the first kFragmentationWorkSlack), the model stops keeping it and
+  // fragmentation() says the segments are not known from then on: a timeline stays O(n log n).
+  static constexpr uint64_t kFragmentationWorkPerEvent = 64, kFragmentationWorkSlack = 1 << 20;
+  mutable uint64_t mapped_refresh_work_ = 0;  // mappings looked at by refresh_mapped_segments
+  bool fragmentation_given_up_ = false;
+  void check_fragmentation_work();
   void refresh_mapped_segments() const;
   // The expandable segments of every device (runs of mappings of its device memory handles that held
   // a block, split by reservation), for `visit(AddressRange, device)`.

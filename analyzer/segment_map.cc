@@ -215,6 +215,7 @@ void SegmentFreeSpace::add_block(uint64_t address, uint64_t size_bytes) {
   // Without overlaps only the last segment starting at or before the address can hold it.
   for (auto it = after; it != segments_.begin();) {
     --it;
+    ++work_;
     if (address < it->second.end) update_gap(it->second, it->first.first);
     if (overlapping_neighbours_ == 0) break;
   }
@@ -225,6 +226,7 @@ void SegmentFreeSpace::remove_block(uint64_t address) {
   auto after = segments_.upper_bound(Key{address, UINT8_MAX});
   for (auto it = after; it != segments_.begin();) {
     --it;
+    ++work_;
     if (address < it->second.end) update_gap(it->second, it->first.first);
     if (overlapping_neighbours_ == 0) break;
   }
@@ -237,6 +239,7 @@ void SegmentFreeSpace::count_overlap(std::map<Key, Entry>::const_iterator first,
 }
 
 void SegmentFreeSpace::add_segment(Key key, AddressRange range, int32_t device) {
+  ++work_;
   DeviceSegments& d = devices_[device];
   ++d.count;
   if (range.end <= range.start) {

@@ -101,7 +101,7 @@ class BlockGapTree {
 // segments come and go: what the walk (largest_free_block_bytes over a device's segments and every live
 // block) gives, read in O(log segments). A block change recomputes the segments that hold its address:
 // O(log^2 blocks) where segments do not overlap; where some do (only a damaged trace), every segment
-// starting at or before the address is looked at.
+// starting at or before the address is looked at (counted in work(), for the caller's budget).
 class SegmentFreeSpace {
  public:
   // A segment's identity: its start and which kind of segment it is (a driver allocation, a run of
@@ -127,6 +127,8 @@ class SegmentFreeSpace {
     }
   };
   std::vector<Segment> segments_of_kind(uint8_t kind) const;
+  // Segments looked at so far.
+  uint64_t work() const { return work_; }
 
  private:
   struct Entry {
@@ -147,6 +149,7 @@ class SegmentFreeSpace {
   std::map<int32_t, DeviceSegments> devices_;
   // Neighbours in segments_ (by key) that overlap. Segments overlap somewhere iff some neighbours do.
   uint64_t overlapping_neighbours_ = 0;
+  uint64_t work_ = 0;
 };
 
 // The expandable segments (PyTorch's: pages mapped one after another into one address reservation)

@@ -219,6 +219,37 @@ TEST(IncrementalFragmentation, EqualsTheWalkAfterEveryMapAndUnmapOfRandomPages) 
   EXPECT_GT(rows_with_gaps, 10000u);
 }
 
+TEST(IncrementalFragmentation, ManyOverlappingSegmentsStopBeingKeptAndSayUnknown) {
+  // Segment i: [base + i * 4 KiB, + 256 MiB), all overlapping; a 256-byte block at each start marks it.
+  // Block event i looks at the i segments before it: keeping n of them costs n^2 / 2 steps, past the
+  // budget of 2^20 + 64 per event for n = 2,000 (2,000,000 > 1,048,576 + 64 * 4,000), not for n = 20.
+  constexpr uint64_t kBase = 0x10000000;
+  for (uint64_t n : {20, 2000}) {
+    MemoryModel kept, walked;
+    kept.set_incremental_fragmentation(true);
+    for (uint64_t i = 0; i < n; ++i) {
+      for (const proto::Event& e : {driver_alloc(0, kBase + i * 0x1000, 0x10000000),
+                                    torch_event(proto::ALLOC, 0, kBase + i * 0x1000, 0x100, (i + 1) * 0x100, n * 0x10000000)}) {
+        kept.apply(e);
+        walked.apply(e);
+      }
+    }
+    Fragmentation want = walked.fragmentation(0);
+    // The last segment: [base + (n - 1) * 4 KiB, + 256 MiB) with a block of 256 at its start.
+    EXPECT_EQ(want.largest_free_block_bytes, 0x10000000u - 0x100u);
+    EXPECT_EQ(want.segment_count, n);
+    if (n == 20) {
+      EXPECT_EQ(describe(kept.fragmentation(0)), describe(want));
+    } else {
+      Fragmentation unknown = want;
+      unknown.segments_known = false;
+      unknown.segment_count = 0;
+      unknown.largest_free_block_bytes = 0;
+      EXPECT_EQ(describe(kept.fragmentation(0)), describe(unknown));
+    }
+  }
+}
+
 TEST(IncrementalFragmentation, ExpandableSegmentsFollowMapsUnmapsAndReservations) {
   // One reservation at 0x40000000 (64 MiB); pages of 2 MiB at +0, +2, +4 MiB, a block [+0, +1 MiB):
   // one 6 MiB segment, largest free block 5 MiB. Unmapping +2 MiB splits it: [+0,+2) holds the block
