@@ -272,7 +272,8 @@ class MemoryModel {
   // as blocks and segments come and go (SegmentFreeSpace), for callers that read the fragmentation
   // after every event (timeline rows): each PyTorch block event costs O(log^2 live blocks) more and
   // takes the general path, and each VMM change (map, unmap, handle, reservation) O(log mappings) on
-  // pages that do not overlap (see MappedRuns). The numbers are the walk's.
+  // pages that do not overlap (see MappedRuns). The numbers are the walk's, but where overlapping
+  // segments or pages would cost more than kFragmentationWorkPerEvent: then unknown from there on.
   // Set it before the first apply().
   void set_incremental_fragmentation(bool enabled) {
     incremental_fragmentation_ = enabled;
