@@ -232,6 +232,7 @@ void MemoryModel::apply(const EventFields& event) {
 
 void MemoryModel::apply_general(const EventFields& event) {
   ++general_path_events_;
+  if (incremental_fragmentation_) check_fragmentation_work();
   touched_.clear();
   // A sample is not the thread going on: the hook records a DEVICE_USAGE right after each failure, so one
   // comes between PyTorch's failed segment request and its own OOM report.
@@ -328,6 +329,7 @@ void MemoryModel::add_live(const LiveAllocation& a) {
     case AddressSpace::kDriverHandle:
       handles_[a.address] = HandleState{};
       mapped_segments_stale_ = true;  // mappings of it may now count
+      if (incremental_fragmentation_) retrack_handle(a.address, true);
       break;
     case AddressSpace::kPoolBlock:
       break;
@@ -348,6 +350,7 @@ void MemoryModel::release(const LiveAllocation& a) {
     case AddressSpace::kDriverHandle:
       handles_.erase(a.address);
       mapped_segments_stale_ = true;
+      if (incremental_fragmentation_) retrack_handle(a.address, false);
       break;
     case AddressSpace::kPoolBlock: break;
   }
@@ -394,8 +397,10 @@ void MemoryModel::on_map(const EventFields& event) {
   if (auto old = mappings_.find(event.address()); old != mappings_.end()) {
     // A second map of a still-mapped address: the unmap was not seen; the old mapping is gone.
     if (auto h = handles_.find(old->second.handle); h != handles_.end() && h->second.mappings) --h->second.mappings;
+    if (incremental_fragmentation_) untrack_mapping(old->first, old->second.handle);
   }
   mappings_[event.address()] = Mapping{event.handle(), event.size()};
+  if (incremental_fragmentation_) track_mapping(event.address());
   auto handle = handles_.find(event.handle());
   if (handle == handles_.end()) return;
   ++handle->second.mappings;
@@ -418,6 +423,7 @@ void MemoryModel::on_unmap(const EventFields& event) {
     uint64_t handle_value = m->second.handle;
     bool expandable_segment_page = reservations_with_blocks_.count(reservation_of(m->first)) > 0;
     uint64_t page_bytes = m->second.size_bytes;
+    if (incremental_fragmentation_) untrack_mapping(m->first, handle_value);
     m = mappings_.erase(m);
     auto handle = handles_.find(handle_value);
     if (expandable_segment_page) {
@@ -435,6 +441,21 @@ void MemoryModel::on_address_reserve(const EventFields& event, int64_t sign) {
   ++(sign > 0 ? health_.address_reserves : health_.address_frees);
   if (event.result() != 0) return;
   mapped_segments_stale_ = true;  // expandable segments split where reservations do
+  if (!incremental_fragmentation_) return change_reservation(event, sign);
+  // The pages from the reservation's start to the next reservation's start may change reservation:
+  // they leave their expandable segments and come back in the ones they are in now.
+  std::vector<uint64_t> moved;
+  auto next = reservations_.upper_bound(event.address());
+  for (auto m = mappings_.lower_bound(event.address());
+       m != mappings_.end() && (next == reservations_.end() || m->first < next->first); ++m) {
+    moved.push_back(m->first);
+    mapped_runs_.remove(free_space_, m->first);
+  }
+  change_reservation(event, sign);
+  for (uint64_t address : moved) track_mapping(address);
+}
+
+void MemoryModel::change_reservation(const EventFields& event, int64_t sign) {
   uint64_t& total = process_.address_space_reserved_bytes;
   process_touched_ = true;
   if (sign > 0) {
@@ -621,6 +642,7 @@ void MemoryModel::find_segment_of_block(uint64_t address) {
     if (address - it->first < it->second.size_bytes) {
       if (!it->second.held_blocks) mapped_segments_stale_ = true;
       it->second.held_blocks = true;
+      if (incremental_fragmentation_) mapped_runs_.mark_held(free_space_, it->first);
       if (uint64_t reservation = reservation_of(address)) reservations_with_blocks_.insert(reservation);
     }
   }
@@ -771,6 +793,7 @@ Fragmentation MemoryModel::fragmentation(int32_t device, LayerHint layers) const
   // Segments are PyTorch's: elsewhere (stream-ordered pools) the layout inside reserved memory is the
   // driver's and no event shows it.
   if (!layers.allocator_layer) return f;
+  if (fragmentation_given_up_) return f;  // segments not known (see check_fragmentation_work)
   if (incremental_fragmentation_) return incremental_fragmentation(device, f, state->second.torch_block_bytes);
   f.segments_known = true;
   std::vector<AddressRange> segments;
@@ -827,6 +850,7 @@ void MemoryModel::for_each_mapped_segment(Visit&& visit) const {
 
 void MemoryModel::refresh_mapped_segments() const {
   mapped_segments_stale_ = false;
+  mapped_refresh_work_ += mappings_.size();
   std::vector<SegmentFreeSpace::Segment> now;
   for_each_mapped_segment([&](AddressRange r, int32_t device) {
     now.push_back(SegmentFreeSpace::Segment{{r.start, kMappedSegment}, r, device});
@@ -853,8 +877,48 @@ void MemoryModel::refresh_mapped_segments() const {
   }
 }
 
+void MemoryModel::check_fragmentation_work() {
+  uint64_t work = free_space_.work() + mapped_runs_.work() + mapped_refresh_work_;
+  if (work <= kFragmentationWorkSlack + kFragmentationWorkPerEvent * event_index_) return;
+  incremental_fragmentation_ = false;
+  fragmentation_given_up_ = true;
+  free_space_ = SegmentFreeSpace{};
+  mapped_runs_ = MappedRuns{kMappedSegment};
+  mappings_of_handle_.clear();
+  update_torch_fast_path_ready();
+}
+
+void MemoryModel::track_mapping(uint64_t address) {
+  const Mapping& m = mappings_.at(address);
+  mappings_of_handle_[m.handle].insert(address);
+  const LiveAllocation* handle = live_.find(AddressSpace::kDriverHandle, m.handle);
+  if (handle && handle->memory == proto::MEMORY_DEVICE)
+    mapped_runs_.add(free_space_, address, m.size_bytes, handle->device, reservation_of(address), m.held_blocks);
+}
+
+void MemoryModel::untrack_mapping(uint64_t address, uint64_t handle) {
+  mapped_runs_.remove(free_space_, address);
+  if (auto it = mappings_of_handle_.find(handle); it != mappings_of_handle_.end()) {
+    it->second.erase(address);
+    if (it->second.empty()) mappings_of_handle_.erase(it);
+  }
+}
+
+void MemoryModel::retrack_handle(uint64_t handle, bool live) {
+  // Only in a damaged trace is a handle mapped while it comes (a map before its cuMemCreate) or goes.
+  auto it = mappings_of_handle_.find(handle);
+  if (it == mappings_of_handle_.end()) return;
+  std::vector<uint64_t> addresses(it->second.begin(), it->second.end());
+  for (uint64_t address : addresses) {
+    mapped_runs_.remove(free_space_, address);
+    if (live) track_mapping(address);
+  }
+}
+
 Fragmentation MemoryModel::incremental_fragmentation(int32_t device, Fragmentation f, uint64_t torch_block_bytes) const {
-  if (mapped_segments_stale_) refresh_mapped_segments();
+  // The runs are the segments but where pages overlap: then the walk's rebuild after a VMM change.
+  if (mapped_runs_.exact(free_space_)) mapped_segments_stale_ = false;
+  else if (mapped_segments_stale_) refresh_mapped_segments();
   uint64_t segments = free_space_.segment_count(device);
   // As in the walk: blocks in no segment we can see leave the layout unknown.
   if (segments == 0 && torch_block_bytes > 0) return f;

@@ -271,8 +271,9 @@ class MemoryModel {
   // With true, the model keeps every device's segments and the largest free block in them up to date
   // as blocks and segments come and go (SegmentFreeSpace), for callers that read the fragmentation
   // after every event (timeline rows): each PyTorch block event costs O(log^2 live blocks) more and
-  // takes the general path, and after a VMM change (map, unmap, handle, reservation) the next read
-  // rebuilds the expandable segments from the mappings (O(mappings)). The numbers are the walk's.
+  // takes the general path, and each VMM change (map, unmap, handle, reservation) O(log mappings) on
+  // pages that do not overlap (see MappedRuns). The numbers are the walk's, but where overlapping
+  // segments or pages would cost more than kFragmentationWorkPerEvent: then unknown from there on.
   // Set it before the first apply().
   void set_incremental_fragmentation(bool enabled) {
     incremental_fragmentation_ = enabled;
@@ -397,12 +398,29 @@ class MemoryModel {
   // from live_), so that traces without PyTorch do not pay for it.
   mutable BlockIndex torch_blocks_;  // brought up to date by fragmentation(), a const query
   // With incremental_fragmentation_: the same blocks and the segments, kept up to date at every
-  // change, but for the expandable segments, rebuilt by the next fragmentation() read after a VMM
-  // change (mapped_segments_stale_): both const queries.
+  // change; the expandable segments by mapped_runs_ from the pages of device memory mapped now
+  // (mappings_ whose handle is live), but where those overlap (a damaged trace): then they are rebuilt
+  // from every mapping by the next fragmentation() read after a VMM change (mapped_segments_stale_).
   bool incremental_fragmentation_ = false;
   mutable SegmentFreeSpace free_space_;
   mutable bool mapped_segments_stale_ = false;
   static constexpr uint8_t kDriverSegment = 0, kMappedSegment = 1;  // SegmentFreeSpace::Key kinds
+  mutable MappedRuns mapped_runs_{kMappedSegment};
+  // Handle -> the addresses mapped to it: the pages that count or stop counting when it comes or goes.
+  std::unordered_map<uint64_t, std::set<uint64_t>> mappings_of_handle_;
+  void track_mapping(uint64_t address);                   // mappings_[address] is new or may count anew
+  void untrack_mapping(uint64_t address, uint64_t handle);  // before mappings_[address] goes
+  void retrack_handle(uint64_t handle, bool live);
+  void change_reservation(const EventFields& event, int64_t sign);
+  // Keeping the fragmentation costs O(log n) an event but where segments or pages overlap (a damaged
+  // trace): there a block event looks at every segment that starts before it, and a VMM change
+  // rebuilds the expandable segments from every mapping. Past kFragmentationWorkPerEvent steps an
+  // event on average (after the first kFragmentationWorkSlack), the model stops keeping it and
+  // fragmentation() says the segments are not known from then on: a timeline stays O(n log n).
+  static constexpr uint64_t kFragmentationWorkPerEvent = 64, kFragmentationWorkSlack = 1 << 20;
+  mutable uint64_t mapped_refresh_work_ = 0;  // mappings looked at by refresh_mapped_segments
+  bool fragmentation_given_up_ = false;
+  void check_fragmentation_work();
   void refresh_mapped_segments() const;
   // The expandable segments of every device (runs of mappings of its device memory handles that held
   // a block, split by reservation), for `visit(AddressRange, device)`.

@@ -215,6 +215,7 @@ void SegmentFreeSpace::add_block(uint64_t address, uint64_t size_bytes) {
   // Without overlaps only the last segment starting at or before the address can hold it.
   for (auto it = after; it != segments_.begin();) {
     --it;
+    ++work_;
     if (address < it->second.end) update_gap(it->second, it->first.first);
     if (overlapping_neighbours_ == 0) break;
   }
@@ -225,6 +226,7 @@ void SegmentFreeSpace::remove_block(uint64_t address) {
   auto after = segments_.upper_bound(Key{address, UINT8_MAX});
   for (auto it = after; it != segments_.begin();) {
     --it;
+    ++work_;
     if (address < it->second.end) update_gap(it->second, it->first.first);
     if (overlapping_neighbours_ == 0) break;
   }
@@ -237,6 +239,7 @@ void SegmentFreeSpace::count_overlap(std::map<Key, Entry>::const_iterator first,
 }
 
 void SegmentFreeSpace::add_segment(Key key, AddressRange range, int32_t device) {
+  ++work_;
   DeviceSegments& d = devices_[device];
   ++d.count;
   if (range.end <= range.start) {
@@ -293,6 +296,194 @@ std::vector<SegmentFreeSpace::Segment> SegmentFreeSpace::segments_of_kind(uint8_
       if (key.second == kind) out.push_back(Segment{key, AddressRange{key.first, e.end}, e.device});
   std::sort(out.begin(), out.end(), [](const Segment& a, const Segment& b) { return a.key < b.key; });
   return out;
+}
+
+void MappedRuns::count_anomalies(PageIt first, PageIt second, int sign) {
+  if (first == pages_.end() || second == pages_.end()) return;
+  if (bounded_end(first->first, first->second) > second->first) anomalies_ += uint64_t(int64_t(sign));
+}
+
+bool MappedRuns::any_held(uint64_t start, uint64_t end) const {
+  auto h = held_.lower_bound(start);
+  return h != held_.end() && *h < end;
+}
+
+void MappedRuns::set_segment(uint64_t start, Stretch& s, bool segment) {
+  ++work_;
+  if (s.segment == segment) return;
+  s.segment = segment;
+  if (segment) space_->add_segment({start, kind_}, {start, s.end}, s.device);
+  else space_->remove_segment({start, kind_});
+}
+
+void MappedRuns::put_stretch(uint64_t start, Stretch s) {
+  ++work_;
+  stretches_[start] = s;
+  if (s.segment) space_->add_segment({start, kind_}, {start, s.end}, s.device);
+}
+
+void MappedRuns::erase_stretch(std::map<uint64_t, Stretch>::iterator it) {
+  ++work_;
+  if (it->second.segment) space_->remove_segment({it->first, kind_});
+  stretches_.erase(it);
+}
+
+void MappedRuns::set_segments(uint64_t start, uint64_t end, bool segment) {
+  for (auto s = stretches_.lower_bound(start); s != stretches_.end() && s->first < end; ++s)
+    set_segment(s->first, s->second, segment);
+}
+
+void MappedRuns::add(SegmentFreeSpace& space, uint64_t start, uint64_t size_bytes, int32_t device, uint64_t reservation, bool held) {
+  space_ = &space;
+  auto [it, inserted] = pages_.emplace(start, Page{start + size_bytes, device, reservation, held});
+  if (!inserted) return;
+  ++work_;
+  if (held) held_.insert(start);
+  auto next = std::next(it);
+  auto prev = it == pages_.begin() ? pages_.end() : std::prev(it);
+  count_anomalies(prev, next, -1);
+  count_anomalies(prev, it, +1);
+  count_anomalies(it, next, +1);
+  if (bad(start, it->second)) ++anomalies_;
+  if (anomalies_ > 0) exact_ = false;
+  if (exact_) link(it);
+}
+
+void MappedRuns::remove(SegmentFreeSpace& space, uint64_t start) {
+  space_ = &space;
+  auto it = pages_.find(start);
+  if (it == pages_.end()) return;
+  ++work_;
+  if (exact_) unlink(it);  // exact_: no anomaly, so the runs hold this page
+  auto next = std::next(it);
+  auto prev = it == pages_.begin() ? pages_.end() : std::prev(it);
+  count_anomalies(prev, it, -1);
+  count_anomalies(it, next, -1);
+  count_anomalies(prev, next, +1);
+  if (bad(start, it->second)) --anomalies_;
+  held_.erase(start);
+  pages_.erase(it);
+}
+
+void MappedRuns::mark_held(SegmentFreeSpace& space, uint64_t start) {
+  space_ = &space;
+  auto it = pages_.find(start);
+  if (it == pages_.end() || it->second.held) return;
+  it->second.held = true;
+  if (exact_) {
+    auto run = run_at(start);
+    if (!any_held(run->first, run->second)) set_segments(run->first, run->second, true);
+  }
+  held_.insert(start);
+}
+
+void MappedRuns::link(PageIt page) {
+  uint64_t start = page->first;
+  const Page& p = page->second;
+  auto next = std::next(page);
+  auto prev = page == pages_.begin() ? pages_.end() : std::prev(page);
+  bool left = prev != pages_.end() && joined(prev, page);
+  bool right = next != pages_.end() && joined(page, next);
+  // The run: the neighbours' runs joined through this page.
+  uint64_t run_start = start, run_end = p.end;
+  bool left_held = false, right_held = false;
+  if (left) {
+    auto run = run_at(prev->first);
+    run_start = run->first;
+    left_held = any_held(run->first, run->second);
+    runs_.erase(run);
+  }
+  if (right) {
+    auto run = runs_.find(next->first);
+    run_end = run->second;
+    right_held = any_held(run->first, run->second);
+    runs_.erase(run);
+  }
+  runs_[run_start] = run_end;
+  bool held = left_held || right_held || p.held;
+  if (left && held && !left_held) set_segments(run_start, start, true);
+  if (right && held && !right_held) set_segments(p.end, run_end, true);
+  // The stretch: the neighbours' stretches joined through this page where they are in its reservation.
+  uint64_t stretch_start = start, stretch_end = p.end;
+  if (left && prev->second.reservation == p.reservation) {
+    auto s = stretch_at(prev->first);
+    stretch_start = s->first;
+    erase_stretch(s);
+  }
+  if (right && next->second.reservation == p.reservation) {
+    auto s = stretches_.find(next->first);
+    stretch_end = s->second.end;
+    erase_stretch(s);
+  }
+  put_stretch(stretch_start, Stretch{stretch_end, p.device, p.reservation, held});
+}
+
+void MappedRuns::unlink(PageIt page) {
+  uint64_t start = page->first;
+  const Page& p = page->second;
+  auto next = std::next(page);
+  auto prev = page == pages_.begin() ? pages_.end() : std::prev(page);
+  bool left = prev != pages_.end() && joined(prev, page);
+  bool right = next != pages_.end() && joined(page, next);
+  auto run = run_at(start);
+  uint64_t run_start = run->first, run_end = run->second;
+  runs_.erase(run);
+  bool held = any_held(run_start, run_end);
+  bool left_held = left && any_held(run_start, start);
+  bool right_held = right && any_held(p.end, run_end);
+  if (left) runs_[run_start] = start;
+  if (right) runs_[p.end] = run_end;
+  auto s = stretch_at(start);
+  uint64_t stretch_start = s->first;
+  Stretch stretch = s->second;
+  erase_stretch(s);
+  if (stretch_start < start) put_stretch(stretch_start, Stretch{start, stretch.device, stretch.reservation, left_held});
+  if (p.end < stretch.end) put_stretch(p.end, Stretch{stretch.end, stretch.device, stretch.reservation, right_held});
+  if (left && held && !left_held) set_segments(run_start, start, false);
+  if (right && held && !right_held) set_segments(p.end, run_end, false);
+}
+
+void MappedRuns::rebuild() {
+  for (const SegmentFreeSpace::Segment& s : space_->segments_of_kind(kind_)) {
+    ++work_;
+    space_->remove_segment(s.key);
+  }
+  stretches_.clear();
+  runs_.clear();
+  // Runs first (whether each held a block), then the stretches, each a segment where its run held one.
+  std::set<uint64_t> held_runs;
+  auto prev = pages_.end();
+  for (auto page = pages_.begin(); page != pages_.end(); prev = page++) {
+    ++work_;
+    if (prev != pages_.end() && joined(prev, page)) {
+      runs_.rbegin()->second = page->second.end;
+    } else {
+      runs_[page->first] = page->second.end;
+    }
+    if (page->second.held) held_runs.insert(runs_.rbegin()->first);
+  }
+  prev = pages_.end();
+  uint64_t stretch_start = 0;
+  for (auto page = pages_.begin(); page != pages_.end(); prev = page++) {
+    const Page& p = page->second;
+    if (prev != pages_.end() && joined(prev, page) && prev->second.reservation == p.reservation) {
+      stretches_[stretch_start].end = p.end;
+      continue;
+    }
+    stretch_start = page->first;
+    stretches_[stretch_start] = Stretch{p.end, p.device, p.reservation, held_runs.count(run_at(stretch_start)->first) > 0};
+  }
+  for (const auto& [start, s] : stretches_)
+    if (s.segment) space_->add_segment({start, kind_}, {start, s.end}, s.device);
+}
+
+bool MappedRuns::exact(SegmentFreeSpace& space) {
+  space_ = &space;
+  if (exact_) return true;
+  if (anomalies_ > 0) return false;
+  rebuild();
+  exact_ = true;
+  return true;
 }
 
 }  // namespace memtrace

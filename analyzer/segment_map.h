@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -100,7 +101,7 @@ class BlockGapTree {
 // segments come and go: what the walk (largest_free_block_bytes over a device's segments and every live
 // block) gives, read in O(log segments). A block change recomputes the segments that hold its address:
 // O(log^2 blocks) where segments do not overlap; where some do (only a damaged trace), every segment
-// starting at or before the address is looked at.
+// starting at or before the address is looked at (counted in work(), for the caller's budget).
 class SegmentFreeSpace {
  public:
   // A segment's identity: its start and which kind of segment it is (a driver allocation, a run of
@@ -126,6 +127,8 @@ class SegmentFreeSpace {
     }
   };
   std::vector<Segment> segments_of_kind(uint8_t kind) const;
+  // Segments looked at so far.
+  uint64_t work() const { return work_; }
 
  private:
   struct Entry {
@@ -146,6 +149,75 @@ class SegmentFreeSpace {
   std::map<int32_t, DeviceSegments> devices_;
   // Neighbours in segments_ (by key) that overlap. Segments overlap somewhere iff some neighbours do.
   uint64_t overlapping_neighbours_ = 0;
+  uint64_t work_ = 0;
+};
+
+// The expandable segments (PyTorch's: pages mapped one after another into one address reservation)
+// kept up to date page by page in a SegmentFreeSpace, as MemoryModel's walk rebuilds them from every
+// mapping: the mapped pages of device memory of one device that follow one another without a hole form
+// a run; a run that held a PyTorch block anywhere gives one segment per stretch of it whose pages start
+// in the same reservation. A map joins a page to its neighbours' runs and an unmap splits its run:
+// O(log pages), and O(stretches) more where a run that spans reservations starts or stops holding
+// blocks. Pages that overlap, are empty or wrap past 2^64 (only in a damaged trace) make the runs
+// ambiguous: while any does, exact() is false, the segments in the SegmentFreeSpace are left to the
+// caller (the walk), and the first exact() after the last one goes rebuilds them from every page.
+class MappedRuns {
+ public:
+  // Segments go into the `space` each call is given (always the same one) with keys {start, kind}.
+  explicit MappedRuns(uint8_t kind) : kind_(kind) {}
+  // A page [start, start + size_bytes) of `device`'s memory whose start lies in `reservation` (any value
+  // naming it, 0 for none), `held`: a block has been placed in it. No page is at `start` already.
+  void add(SegmentFreeSpace& space, uint64_t start, uint64_t size_bytes, int32_t device, uint64_t reservation, bool held);
+  void remove(SegmentFreeSpace& space, uint64_t start);     // nothing happens if no page is at `start`
+  void mark_held(SegmentFreeSpace& space, uint64_t start);  // a block has been placed in the page at `start`
+  bool contains(uint64_t start) const { return pages_.count(start) > 0; }
+  // Whether the segments in the space are the runs' (no overlapping, empty or wrapping page); rebuilds
+  // them first where the last such page has gone since.
+  bool exact(SegmentFreeSpace& space);
+  // Runs and pages looked at so far (for a caller's work budget).
+  uint64_t work() const { return work_; }
+
+ private:
+  struct Page {
+    uint64_t end = 0;  // start + size, wrapped as the walk does
+    int32_t device = -1;
+    uint64_t reservation = 0;
+    bool held = false;
+  };
+  // A run of pages joined in one reservation: [start, end).
+  struct Stretch {
+    uint64_t end = 0;
+    int32_t device = -1;
+    uint64_t reservation = 0;
+    bool segment = false;  // its run held a block: it is in space_
+  };
+  using PageIt = std::map<uint64_t, Page>::iterator;
+  static bool bad(uint64_t start, const Page& p) { return p.end <= start; }
+  static uint64_t bounded_end(uint64_t start, const Page& p) { return p.end < start ? UINT64_MAX : p.end; }
+  void count_anomalies(PageIt first, PageIt second, int sign);
+  static bool joined(PageIt a, PageIt b) { return a->second.end == b->first && a->second.device == b->second.device; }
+  bool any_held(uint64_t start, uint64_t end) const;
+  // The stretch holding address `at` (its start at or before it).
+  std::map<uint64_t, Stretch>::iterator stretch_at(uint64_t at) { return std::prev(stretches_.upper_bound(at)); }
+  std::map<uint64_t, uint64_t>::iterator run_at(uint64_t at) { return std::prev(runs_.upper_bound(at)); }
+  void set_segment(uint64_t start, Stretch& s, bool segment);
+  void put_stretch(uint64_t start, Stretch s);
+  void erase_stretch(std::map<uint64_t, Stretch>::iterator it);
+  // Every stretch in [start, end) but `except` becomes a segment or stops being one.
+  void set_segments(uint64_t start, uint64_t end, bool segment);
+  void link(PageIt page);
+  void unlink(PageIt page);
+  void rebuild();
+
+  SegmentFreeSpace* space_ = nullptr;  // the space of the current call
+  uint8_t kind_;
+  std::map<uint64_t, Page> pages_;
+  std::set<uint64_t> held_;                   // starts of the pages that held a block
+  std::map<uint64_t, Stretch> stretches_;     // by start; valid while exact_
+  std::map<uint64_t, uint64_t> runs_;         // start -> end; valid while exact_
+  uint64_t anomalies_ = 0;  // bad pages, and neighbours in pages_ that overlap
+  bool exact_ = true;
+  uint64_t work_ = 0;
 };
 
 }  // namespace memtrace

@@ -21,6 +21,9 @@
 //   long_python_names Python frames whose function name is 60 KiB long, each the one frame of a stack with
 //                     an allocation that is never freed.
 //   many_notices      Notice records with distinct 40-character messages.
+//   remap_pages       One address reservation with 2,000 VMM pages (cuMemCreate + cuMemMap, 2 MiB each) mapped
+//                     one after another and a PyTorch block in the first (one expandable segment), then
+//                     rounds of: unmap the middle page, a block alloc, map it back, the block's free.
 // Prints "SHAPE: N units, BYTES bytes" (the unit: a stack, a module, an event, a launch, a frame, a notice).
 #include <zstd.h>
 
@@ -297,6 +300,38 @@ uint64_t many_notices(Generator& g) {
   return notices;
 }
 
+uint64_t remap_pages(Generator& g) {
+  constexpr uint64_t kPages = 2'000, kPageBytes = 2 << 20, kBlockBytes = 4096;
+  constexpr uint64_t kBase = 0x700000000000, kHandles = 0x10000;
+  auto torch = [&](proto::EventKind kind, uint64_t address, uint64_t size, uint64_t allocated) {
+    proto::Event e = g.event(kind, proto::LAYER_BLOCK, proto::TORCH_ALLOCATOR, 0, address, size);
+    e.set_allocator_allocated_bytes(allocated);
+    e.set_allocator_reserved_bytes(kPages * kPageBytes);
+    g.emit(e);
+  };
+  auto map = [&](proto::EventKind kind, uint64_t page) {
+    proto::Event e = g.event(kind, proto::LAYER_DRIVER, kind == proto::MAP ? proto::CU_MEM_MAP : proto::CU_MEM_UNMAP, 0,
+                             kBase + page * kPageBytes, kPageBytes);
+    if (kind == proto::MAP) e.set_handle(kHandles + page);
+    g.emit(e);
+  };
+  g.emit(g.event(proto::ADDRESS_RESERVE, proto::LAYER_DRIVER, proto::CU_MEM_ADDRESS_RESERVE, -1, kBase, 2 * kPages * kPageBytes));
+  for (uint64_t page = 0; page < kPages; ++page) {
+    g.emit(g.event(proto::ALLOC, proto::LAYER_DRIVER, proto::CU_MEM_CREATE, 0, kHandles + page, kPageBytes));
+    map(proto::MAP, page);
+  }
+  torch(proto::ALLOC, kBase, kBlockBytes, kBlockBytes);
+  uint64_t events = 2 * kPages + 2;
+  do {
+    map(proto::UNMAP, kPages / 2);
+    torch(proto::ALLOC, kBase + kBlockBytes, kBlockBytes, 2 * kBlockBytes);
+    map(proto::MAP, kPages / 2);
+    torch(proto::FREE, kBase + kBlockBytes, 0, kBlockBytes);
+    events += 4;
+  } while (!g.full());
+  return events;
+}
+
 struct NamedShape {
   const char* name;
   Shape make;
@@ -306,6 +341,7 @@ constexpr NamedShape kShapes[] = {
     {"many_devices", many_devices},     {"graph_launches", graph_launches},
     {"timeline_blocks", timeline_blocks}, {"modules_descending", modules_descending},
     {"long_python_names", long_python_names}, {"many_notices", many_notices},
+    {"remap_pages", remap_pages},
 };
 
 }  // namespace

@@ -160,6 +160,96 @@ TEST(IncrementalFragmentation, EqualsTheWalkAfterEveryEventOfRandomTraces) {
   EXPECT_GT(rows_with_two_segments, 1000u);
 }
 
+// Expandable segments at work: pages of 0x100 bytes mapped and unmapped at 48 slots (now and then a
+// page of two slots, which overlaps its neighbour until one of them goes), VMM handles of two devices
+// that come and go (now and then mapped before they exist), reservations of a few slots made and freed,
+// and PyTorch blocks in the pages.
+class RandomPages {
+ public:
+  explicit RandomPages(uint64_t seed) : random_(seed) {}
+
+  proto::Event next() {
+    switch (pick(16)) {
+      case 0: case 1: case 2: case 3: {
+        proto::Event e = make_event(proto::MAP, proto::LAYER_DRIVER, proto::CU_MEM_MAP, 0, slot(), pick(12) ? 0x100 : 0x200);
+        e.set_handle(handle());
+        return e;
+      }
+      case 4: case 5: case 6:
+        return make_event(proto::UNMAP, proto::LAYER_DRIVER, proto::CU_MEM_UNMAP, 0, slot(), 0x100 * (1 + pick(2)));
+      case 7:
+        return driver_alloc(int32_t(pick(2)), handle(), 0x100, 0, 0, proto::CU_MEM_CREATE);
+      case 8:
+        if (pick(2)) return make_event(proto::FREE, proto::LAYER_DRIVER, proto::CU_MEM_RELEASE, 0, handle(), 0);
+        return make_event(pick(2) ? proto::ADDRESS_RESERVE : proto::ADDRESS_FREE, proto::LAYER_DRIVER,
+                          proto::CU_MEM_ADDRESS_RESERVE, -1, 0x100000 + pick(12) * 0x400, 0x100 * (1 + pick(16)));
+      case 9: case 10: case 11:
+        return torch_event(proto::FREE, int32_t(pick(2)), slot() + 0x40 * pick(4), 0, 0, 0x1000);
+      default:
+        return torch_event(proto::ALLOC, int32_t(pick(2)), slot() + 0x40 * pick(4), 0x40 * pick(3), 0, 0x1000);
+    }
+  }
+
+ private:
+  uint64_t pick(uint64_t n) { return std::uniform_int_distribution<uint64_t>(0, n - 1)(random_); }
+  uint64_t slot() { return 0x100000 + pick(48) * 0x100; }
+  uint64_t handle() { return 0x10000 + pick(12); }
+  std::mt19937_64 random_;
+};
+
+TEST(IncrementalFragmentation, EqualsTheWalkAfterEveryMapAndUnmapOfRandomPages) {
+  uint64_t rows_with_two_segments = 0, rows_with_gaps = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    MemoryModel kept, walked;
+    kept.set_incremental_fragmentation(true);
+    RandomPages events(seed);
+    for (int i = 0; i < 1500; ++i) {
+      proto::Event e = events.next();
+      kept.apply(e);
+      walked.apply(e);
+      for (int32_t device : {0, 1}) {
+        Fragmentation f = walked.fragmentation(device);
+        rows_with_two_segments += f.segment_count >= 2;
+        rows_with_gaps += f.largest_free_block_bytes > 0;
+        ASSERT_EQ(describe(kept.fragmentation(device)), describe(f)) << "seed " << seed << " event " << i;
+      }
+    }
+  }
+  EXPECT_GT(rows_with_two_segments, 10000u);
+  EXPECT_GT(rows_with_gaps, 10000u);
+}
+
+TEST(IncrementalFragmentation, ManyOverlappingSegmentsStopBeingKeptAndSayUnknown) {
+  // Segment i: [base + i * 4 KiB, + 256 MiB), all overlapping; a 256-byte block at each start marks it.
+  // Block event i looks at the i segments before it: keeping n of them costs n^2 / 2 steps, past the
+  // budget of 2^20 + 64 per event for n = 2,000 (2,000,000 > 1,048,576 + 64 * 4,000), not for n = 20.
+  constexpr uint64_t kBase = 0x10000000;
+  for (uint64_t n : {20, 2000}) {
+    MemoryModel kept, walked;
+    kept.set_incremental_fragmentation(true);
+    for (uint64_t i = 0; i < n; ++i) {
+      for (const proto::Event& e : {driver_alloc(0, kBase + i * 0x1000, 0x10000000),
+                                    torch_event(proto::ALLOC, 0, kBase + i * 0x1000, 0x100, (i + 1) * 0x100, n * 0x10000000)}) {
+        kept.apply(e);
+        walked.apply(e);
+      }
+    }
+    Fragmentation want = walked.fragmentation(0);
+    // The last segment: [base + (n - 1) * 4 KiB, + 256 MiB) with a block of 256 at its start.
+    EXPECT_EQ(want.largest_free_block_bytes, 0x10000000u - 0x100u);
+    EXPECT_EQ(want.segment_count, n);
+    if (n == 20) {
+      EXPECT_EQ(describe(kept.fragmentation(0)), describe(want));
+    } else {
+      Fragmentation unknown = want;
+      unknown.segments_known = false;
+      unknown.segment_count = 0;
+      unknown.largest_free_block_bytes = 0;
+      EXPECT_EQ(describe(kept.fragmentation(0)), describe(unknown));
+    }
+  }
+}
+
 TEST(IncrementalFragmentation, ExpandableSegmentsFollowMapsUnmapsAndReservations) {
   // One reservation at 0x40000000 (64 MiB); pages of 2 MiB at +0, +2, +4 MiB, a block [+0, +1 MiB):
   // one 6 MiB segment, largest free block 5 MiB. Unmapping +2 MiB splits it: [+0,+2) holds the block
