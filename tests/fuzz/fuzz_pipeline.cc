@@ -127,7 +127,9 @@ bool stated_by_trace(const std::string& key) {
                                       "result", "graph", "stream", "context", "requested_bytes",
                                       "device_free_bytes", "device_total_bytes", "process_used_bytes",
                                       "other_processes_used_bytes", "python", "max_native_frames",
-                                      "max_native_frames_python", "code", "flush_interval_ms"};
+                                      "max_native_frames_python", "code", "flush_interval_ms",
+                                      // Counts the tracer states (TraceEnd.dropped_events, Notice.count).
+                                      "dropped_events", "count"};
   for (const char* k : kKeys)
     if (key == k) return true;
   return false;
