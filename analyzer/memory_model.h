@@ -337,8 +337,8 @@ class MemoryModel {
   // The budget of graph memory-node replays: `slack` plus `per_event` per event read. A GRAPH_LAUNCH
   // replays every memory node of its graph: a few bytes of input, O(nodes) work, so launches x nodes could
   // make the work quadratic in the file. A launch that would take the replays so far past the budget is
-  // counted (TraceHealth::graph_launches_not_replayed) and not replayed. One replay costs about what one
-  // event does, so the whole replay costs at most 65 times one pass plus a constant. A CUDA-graphs job
+  // counted (TraceHealth::graph_launches_not_replayed) and not replayed. One replay does what applying one
+  // ALLOC or FREE does, less the decoding, so the replays cost at most 64 passes' worth plus a constant. A CUDA-graphs job
   // (torch.compile mode="reduce-overhead": tens to hundreds of memory nodes launched thousands of times)
   // stays well within the defaults: a graph of 64 nodes or fewer is never limited, and 16 M replays allow
   // a 300-node graph 50,000 launches even were the launches all the trace held.
