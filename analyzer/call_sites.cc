@@ -4,6 +4,8 @@
 #include <map>
 #include <utility>
 
+#include "checked_math.h"
+
 namespace memtrace {
 namespace {
 
@@ -39,7 +41,7 @@ struct SiteBuilder {
       shown_stack_bytes = bytes;
     }
     site.stack_count = empty ? 1 : site.stack_count + 1;
-    site.bytes += bytes;
+    site.bytes = saturating_add(site.bytes, bytes);
     site.count += count;
     empty = false;
   }
@@ -69,7 +71,7 @@ std::vector<CallSite> group_by_call_site(const std::vector<LiveAllocation>& live
   std::vector<CallSite> per_stack;
   for (const auto& [key, allocations] : by_stack(live)) {
     CallSite site{key.first, key.second, 0, allocations.size()};
-    for (const LiveAllocation* a : allocations) site.bytes += a->size_bytes;
+    for (const LiveAllocation* a : allocations) site.bytes = saturating_add(site.bytes, a->size_bytes);
     per_stack.push_back(site);
   }
   merge_call_sites(per_stack, grouping);
@@ -101,7 +103,7 @@ std::vector<LeakSite> find_leak_sites(const std::vector<LiveAllocation>& live_at
   for (const auto& [key, allocations] : by_stack(live_at_exit)) {
     SiteAllocations& site = sites[{key.first, grouping.site_of(key.second)}];
     uint64_t bytes = 0;
-    for (const LiveAllocation* a : allocations) bytes += a->size_bytes;
+    for (const LiveAllocation* a : allocations) bytes = saturating_add(bytes, a->size_bytes);
     auto first = first_allocation_ns.find(key);
     int64_t stack_first_ns = first == first_allocation_ns.end() ? 0 : first->second;
     site.first_ns = site.builder.empty ? stack_first_ns : std::min(site.first_ns, stack_first_ns);
@@ -120,14 +122,16 @@ std::vector<LeakSite> find_leak_sites(const std::vector<LiveAllocation>& live_at
       times.push_back(a->time_ns);
     }
     std::sort(times.begin(), times.end());
-    int64_t span_ns = times.back() - times.front();
-    int64_t window_ns = exit_ns - std::min(times.front(), site.first_ns);
-    leak.growing = times.size() >= kMinGrowthAllocations && window_ns > 0 && 2 * span_ns >= window_ns;
+    // Times from the file may lie anywhere in int64_t: differences saturate (a span of more than 292
+    // years is not told from one of 292).
+    int64_t span_ns = saturating_sub(times.back(), times.front());
+    int64_t window_ns = saturating_sub(exit_ns, std::min(times.front(), site.first_ns));
+    leak.growing = times.size() >= kMinGrowthAllocations && window_ns > 0 && saturating_mul(span_ns, int64_t{2}) >= window_ns;
     if (leak.growing) {
       leak.growth_count = times.size();
       leak.growth_bytes_per_step = lower_median(sizes);
       std::vector<int64_t> intervals;
-      for (size_t i = 1; i < times.size(); ++i) intervals.push_back(times[i] - times[i - 1]);
+      for (size_t i = 1; i < times.size(); ++i) intervals.push_back(saturating_sub(times[i], times[i - 1]));
       leak.median_interval_s = double(lower_median(intervals)) / 1e9;
     }
     result.push_back(leak);

@@ -3,14 +3,10 @@
 namespace memtrace {
 
 bool DerivedFields::switch_device(const EventFields& e, std::string* error) {
-  for (DeviceTotals& d : devices_) {
-    if (d.device == current_.device) d = current_;
-  }
-  for (const DeviceTotals& d : devices_) {
-    if (d.device == e.device()) {
-      current_ = d;
-      return true;
-    }
+  if (current_.device != kNoDevice) devices_[current_.device] = current_;
+  if (auto d = devices_.find(e.device()); d != devices_.end()) {
+    current_ = d->second;
+    return true;
   }
   if (!(e.has_allocator_allocated_bytes() && e.has_allocator_reserved_bytes())) {
     *error = "TORCH_ALLOCATOR event of device " + std::to_string(e.device()) +
@@ -19,7 +15,7 @@ bool DerivedFields::switch_device(const EventFields& e, std::string* error) {
     return false;
   }
   current_ = DeviceTotals{e.device(), e.allocator_allocated_bytes(), e.allocator_reserved_bytes()};
-  devices_.push_back(current_);
+  devices_.emplace(current_.device, current_);
   return true;
 }
 

@@ -7,8 +7,9 @@
 #include <climits>
 #include <cstdint>
 #include <string>
-#include <vector>
+#include <unordered_map>
 
+#include "checked_math.h"
 #include "event_fields.h"
 #include "memtrace.pb.h"
 
@@ -48,8 +49,9 @@ class DerivedFields {
   // No device: outside int32, so no event's device equals it.
   static constexpr int64_t kNoDevice = INT64_MIN;
 
-  // Wrapping, not undefined, on a damaged file's absurd values.
-  static int64_t sum_ns(int64_t ns, int64_t us) { return int64_t(uint64_t(ns) + uint64_t(us) * 1000u); }
+  // Saturating, not undefined, on a damaged file's absurd values (the memory model counts a delta beyond
+  // 100 years as implausible: a wrapped one could look plausible).
+  static int64_t sum_ns(int64_t ns, int64_t us) { return saturating_add(ns, saturating_mul(us, int64_t{1000})); }
   static void add_microseconds(int64_t us, EventFields& e) {
     e.values[EventFields::kTimeDeltaNs] = uint64_t(sum_ns(e.time_delta_ns(), us));
   }
@@ -85,7 +87,9 @@ class DerivedFields {
   // The totals after the last TORCH_ALLOCATOR event, of its device; that device's entry in devices_ is
   // brought up to date only when another device's event comes.
   DeviceTotals current_{kNoDevice, 0, 0};
-  std::vector<DeviceTotals> devices_;  // one per device seen: a handful, searched in order
+  // One per device seen (a handful in a real trace, but as many as the events in a hostile one: hence a
+  // hash table, not a list searched in order). Looked up only when the device changes.
+  std::unordered_map<int64_t, DeviceTotals> devices_;
 };
 
 }  // namespace memtrace

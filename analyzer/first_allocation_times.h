@@ -6,7 +6,8 @@
 // reused), so a device's times are an array indexed by stack id: one bounds test and one load per ALLOC
 // instead of a hash probe. Stack ids come from the file, though: ids at or past kMaxDenseStackId (only a
 // damaged or hostile trace has a million distinct stacks) go to a hash table instead, so that one huge id
-// cannot make the array huge. The array grows to the largest id below that limit seen on the device:
+// cannot make the array huge (and a budget shared by the devices' arrays, past which an array stops growing,
+// bounds them together). The array grows to the largest id below that limit seen on the device:
 // at most 16 MiB per device, at least kMinArraySize ids (16 KiB) once it has one: the memory model's
 // fast path leaves an id past the array to its general path, which grows it, so few ids should be.
 #pragma once
@@ -27,13 +28,20 @@ class SiteFirstTimes {
   static constexpr uint64_t kMaxDenseStackId = 1 << 20;
   static constexpr uint64_t kMinArraySize = 1024;
 
-  // Keeps `time_ns` as the first time of `stack_id` unless it has one already.
-  void note(uint64_t stack_id, int64_t time_ns) {
+  // Keeps `time_ns` as the first time of `stack_id` unless it has one already. The array grows by at
+  // most `array_entries_left` entries (taken from it): one shared by several devices' tables bounds
+  // their arrays together. A growth past it leaves this array as it is for good, ids past it going to
+  // the hash table.
+  void note(uint64_t stack_id, int64_t time_ns, uint64_t& array_entries_left) {
     if (in_array(stack_id)) [[likely]] {
       note_in_array(stack_id, time_ns);
       return;
     }
-    note_beyond_array(stack_id, time_ns);
+    note_beyond_array(stack_id, time_ns, array_entries_left);
+  }
+  void note(uint64_t stack_id, int64_t time_ns) {
+    uint64_t unlimited = UINT64_MAX;
+    note(stack_id, time_ns, unlimited);
   }
   // Whether `stack_id` has an entry in the array as it is now: note_in_array() may be called.
   bool in_array(uint64_t stack_id) const { return stack_id < dense_size_; }
@@ -70,20 +78,29 @@ class SiteFirstTimes {
     uint64_t operator()(uint64_t stack_id) const { return stack_id; }
   };
 
-  [[gnu::noinline]] void note_beyond_array(uint64_t stack_id, int64_t time_ns) {
-    if (stack_id >= kMaxDenseStackId) {
+  [[gnu::noinline]] void note_beyond_array(uint64_t stack_id, int64_t time_ns, uint64_t& array_entries_left) {
+    // Doubling keeps the growth of a trace whose ids rise one by one amortized O(1) per id.
+    uint64_t size = std::min<uint64_t>(kMaxDenseStackId, std::max({stack_id + 1, 2 * uint64_t(dense_.size()), kMinArraySize}));
+    if (stack_id < dense_limit_ && size - dense_.size() > array_entries_left) {
+      // No room: the array stays as it is, so that every id in sparse_ stays at or past its end (find()
+      // looks for an id in one place only).
+      dense_limit_ = dense_.size();
+    }
+    if (stack_id >= dense_limit_) {
       sparse_.try_emplace(stack_id, time_ns);
       return;
     }
-    // Doubling keeps the growth of a trace whose ids rise one by one amortized O(1) per id.
-    dense_.resize(std::min<uint64_t>(kMaxDenseStackId, std::max({stack_id + 1, 2 * uint64_t(dense_.size()), kMinArraySize})));
+    array_entries_left -= size - dense_.size();
+    dense_.resize(size);
     dense_size_ = dense_.size();
     dense_[stack_id] = Time{time_ns, true};
   }
 
   std::vector<Time> dense_;
   size_t dense_size_ = 0;  // dense_.size(), kept: note() tests it without two loads, a subtraction and a shift
-  FlatHashMap<uint64_t, int64_t, IdHash> sparse_;  // ids at or past kMaxDenseStackId
+  // The array grows to hold ids below this: kMaxDenseStackId, or its size once a growth was refused.
+  uint64_t dense_limit_ = kMaxDenseStackId;
+  FlatHashMap<uint64_t, int64_t, IdHash> sparse_;  // ids at or past dense_limit_
 };
 
 }  // namespace memtrace

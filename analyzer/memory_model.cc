@@ -99,11 +99,11 @@ bool result_memory_graph_and_capture_all_0(const EventFields& e) {
   return (v[EventFields::kResult] | v[EventFields::kMemory] | v[EventFields::kGraph] | v[EventFields::kCaptureId]) == 0;
 }
 
-// Times come from untrusted deltas: saturate instead of overflowing (which would be undefined).
-int64_t add_delta(int64_t now_ns, int64_t delta_ns) {
-  int64_t sum;
-  if (!__builtin_add_overflow(now_ns, delta_ns, &sum)) return sum;
-  return delta_ns > 0 ? INT64_MAX : INT64_MIN;
+// Whether an event's size or an allocator total is kMaxPlausibleBytes (2^50) or more: one test of the
+// three values' high bits together.
+bool implausible_size(const EventFields& e) {
+  static_assert(kMaxPlausibleBytes == uint64_t{1} << 50);
+  return ((e.size() | e.allocator_allocated_bytes() | e.allocator_reserved_bytes()) >> 50) != 0;
 }
 
 }  // namespace
@@ -165,6 +165,7 @@ void MemoryModel::on_oom(const EventFields& event) {
 //   devices_touched() already {that device}, as the general path would leave it, and the device's
 //   block and allocator layers already seen, as the event would make them: the conditions on the
 //   model's state and the cached device are torch_fast_path_device_;
+// - no size or allocator total of kMaxPlausibleBytes or more (the general path counts those);
 // - ALLOC: no allocation live at the address (LiveTable::emplace changes nothing when there is one, and
 //   the event goes to the general path, which drops the old allocation first);
 // - FREE: a live block at the address, of device memory of this same device.
@@ -175,14 +176,15 @@ void MemoryModel::on_oom(const EventFields& event) {
 // tested before anything changes (the growth of the live table or of the call-site array, a free the
 // live table forgets: all rare), or done by finish_torch_block after everything else (the lookup of a
 // block's segment outside the last one, which a device whose blocks lie in no driver allocation needs
-// for every block; the totals callback), which changes nothing the other steps read. With calls in its
+// for every block; the totals callback; a check of PyTorch's totals that fails), which changes nothing
+// the other steps read. With calls in its
 // body, apply() saved and restored six registers for every event (callgrind); without, four.
 // Returns false, having changed nothing, where the general path has to apply the event.
 inline bool MemoryModel::apply_torch_block(const EventFields& event) {
   bool alloc = event.kind() == proto::ALLOC;
   if (!(alloc || event.kind() == proto::FREE) || event.layer() != proto::LAYER_BLOCK ||
       event.api() != proto::TORCH_ALLOCATOR || !result_memory_graph_and_capture_all_0(event) || event.address() == 0 ||
-      int64_t(event.device()) != torch_fast_path_device_)
+      int64_t(event.device()) != torch_fast_path_device_ || implausible_size(event))
     return false;
   DeviceState& state = *cached_state_;
   if (alloc) {
@@ -193,7 +195,7 @@ inline bool MemoryModel::apply_torch_block(const EventFields& event) {
                         .size_bytes = event.size(), .stack_id = event.stack_id(), .time_ns = now_ns_,
                         .event_index = event_index_, .address = event.address(), .context = event.context()};
     cached_first_times_->note_in_array(event.stack_id(), now_ns_);
-    state.torch_block_bytes += event.size();
+    state.torch_block_bytes = saturating_add(state.torch_block_bytes, event.size());
     ++state.block_allocations;
     torch_blocks_.add(event.address(), event.size());
   } else {
@@ -206,25 +208,45 @@ inline bool MemoryModel::apply_torch_block(const EventFields& event) {
     live_.erase_remembered(it);
   }
   state.torch_reserved_bytes = event.allocator_reserved_bytes();
-  if (alloc) allocated_peak_raised_ = raise(state.peak_blocks, state.torch_block_bytes + state.pool_block_bytes, now_ns_, event_index_);
+  if (alloc) allocated_peak_raised_ = raise(state.peak_blocks, state.blocks_bytes(), now_ns_, event_index_);
   raise(state.peak_torch_reserved, state.torch_reserved_bytes, now_ns_, event_index_);
   end_event();
-  if ((alloc && !in_last_segment(event.address())) || on_totals_changed_) finish_torch_block(event);  // a tail call
+  if ((alloc && !in_last_segment(event.address())) || on_totals_changed_ || torch_totals_disagree(event, state))
+    finish_torch_block(event);  // a tail call
   return true;
 }
 
 void MemoryModel::finish_torch_block(const EventFields& event) {
   // The kind read again, not passed: one register fewer kept through the fast path.
   if (event.kind() == proto::ALLOC) mark_segment_of_block(event.address());
+  // The event's index: end_event() has counted it.
+  if (torch_totals_disagree(event, *cached_state_)) check_torch_totals(event, *cached_state_, event_index_ - 1);
   // Before the callback, as on the general path: a callback may ask for the fragmentation, which reads
   // the segments' marks. That end_event() came first changes nothing a callback is given or reads
   // (timeline's reads the totals, the time and the fragmentation).
   if (on_totals_changed_) notify_if_changed(*cached_state_, *cached_last_totals_);
 }
 
+void MemoryModel::check_torch_totals(const EventFields& event, const DeviceState& state, uint64_t event_index) {
+  if (event.has_allocator_allocated_bytes() && event.allocator_allocated_bytes() != state.torch_block_bytes)
+    note_mismatch(health_.allocated_vs_pytorch, state, event_index, state.torch_block_bytes, event.allocator_allocated_bytes());
+  if (state.torch_block_bytes > state.torch_reserved_bytes)
+    note_mismatch(health_.allocated_above_reserved, state, event_index, state.torch_block_bytes, state.torch_reserved_bytes);
+}
+
+void MemoryModel::note_mismatch(FigureMismatch& m, const DeviceState& state, uint64_t event_index,
+                                uint64_t replay_bytes, uint64_t trace_bytes) {
+  if (m.events++ == 0) m = FigureMismatch{1, event_index, now_ns_, state.device, replay_bytes, trace_bytes};
+}
+
 void MemoryModel::apply(const EventFields& event) {
-  if (event.time_delta_ns() < 0) ++health_.backward_timestamps;
-  now_ns_ = add_delta(now_ns_, event.time_delta_ns());
+  // One test for both checks in the common case, a delta from 0 to 100 years (a negative one is a huge
+  // unsigned one).
+  if (uint64_t(event.time_delta_ns()) > uint64_t(kMaxPlausibleDeltaNs)) [[unlikely]] {
+    if (event.time_delta_ns() < 0) ++health_.backward_timestamps;
+    if (!plausible_delta_ns(event.time_delta_ns())) ++health_.implausible_time_deltas;
+  }
+  now_ns_ = saturating_add(now_ns_, event.time_delta_ns());
   allocated_peak_raised_ = false;
   if (apply_torch_block(event)) return;
   apply_general(event);  // a tail call: apply() saves no more registers than the fast path needs
@@ -234,6 +256,14 @@ void MemoryModel::apply_general(const EventFields& event) {
   ++general_path_events_;
   if (incremental_fragmentation_) check_fragmentation_work();
   touched_.clear();
+  if (!valid_device_ordinal(event.device())) {
+    // No state is made for it (valid_device_ordinal): the event is counted, and its time kept.
+    ++health_.events_with_bad_device;
+    update_torch_fast_path_ready();
+    end_event();
+    return;
+  }
+  if (implausible_size(event)) ++health_.implausible_sizes;
   // A sample is not the thread going on: the hook records a DEVICE_USAGE right after each failure, so one
   // comes between PyTorch's failed segment request and its own OOM report.
   bool sample = event.kind() == proto::DEVICE_USAGE || event.kind() == proto::POOL_RESERVED;
@@ -283,7 +313,8 @@ void MemoryModel::apply_general(const EventFields& event) {
 
 void MemoryModel::apply_end(const proto::TraceEnd& end) {
   if (end.time_delta_ns() < 0) ++health_.backward_timestamps;
-  now_ns_ = add_delta(now_ns_, end.time_delta_ns());
+  if (!plausible_delta_ns(end.time_delta_ns())) ++health_.implausible_time_deltas;
+  now_ns_ = saturating_add(now_ns_, end.time_delta_ns());
 }
 
 void MemoryModel::finish() {
@@ -311,7 +342,7 @@ void MemoryModel::add_live(const LiveAllocation& a) {
     release(*old);
     live_.insert(a);
   }
-  site_first_times(a.device).note(a.stack_id, now_ns_);
+  site_first_times(a.device).note(a.stack_id, now_ns_, site_array_entries_left_);
   charge(a, +1);
   switch (a.space) {
     case AddressSpace::kTorchBlock:
@@ -461,7 +492,7 @@ void MemoryModel::change_reservation(const EventFields& event, int64_t sign) {
   if (sign > 0) {
     if (auto old = reservations_.find(event.address()); old != reservations_.end()) total -= std::min(total, old->second);
     reservations_[event.address()] = event.size();
-    total += event.size();
+    total = saturating_add(total, event.size());
     return;
   }
   auto it = reservations_.find(event.address());
@@ -480,8 +511,8 @@ void MemoryModel::on_pool_sample(const EventFields& event) {
   if (event.address() == 0) {
     state.graph_reserved_bytes = event.size();
   } else {
-    state.pool_reserved_sampled_bytes -= std::min(state.pool_reserved_sampled_bytes, previous);
-    state.pool_reserved_sampled_bytes += event.size();
+    state.pool_reserved_sampled_bytes =
+        saturating_add(saturating_sub(state.pool_reserved_sampled_bytes, previous), event.size());
   }
   // A pool at 0 (destroyed, or trimmed to nothing) adds nothing: forgetting it keeps the table as
   // small as the set of pools holding memory, however many pools a long job creates.
@@ -534,6 +565,10 @@ void MemoryModel::on_graph_launch(const EventFields& event) {
     return;
   }
   if (event.kind() == proto::GRAPH_INSTANTIATE) {
+    if (exec_graphs_.size() >= kMaxGraphExecs && !exec_graphs_.count(event.address())) {
+      ++health_.graph_instantiations_not_kept;
+      return;
+    }
     exec_graphs_[event.address()] = event.graph();
     return;
   }
@@ -544,6 +579,12 @@ void MemoryModel::on_graph_launch(const EventFields& event) {
   }
   auto graph = graph_nodes_.find(exec->second);
   if (graph == graph_nodes_.end()) return;
+  uint64_t replays = saturating_add(graph_node_replays_, graph->second.size());
+  if (replays > saturating_add(graph_replay_slack_, saturating_mul(graph_replays_per_event_, event_index_ + 1))) {
+    ++health_.graph_launches_not_replayed;
+    return;
+  }
+  graph_node_replays_ = replays;
   // Nodes are in the order they were added, which respects their dependencies: a free node comes
   // after the allocation node it frees.
   for (const GraphNode& node : graph->second) {
@@ -577,7 +618,7 @@ void MemoryModel::on_context_destroy(const EventFields& event) {
   });
   for (const auto& [space, address] : freed) {
     const LiveAllocation* it = live_.find(space, address);
-    state.context_freed_bytes += it->size_bytes;
+    state.context_freed_bytes = saturating_add(state.context_freed_bytes, it->size_bytes);
     release(*it);
   }
   if (!primary) return;
@@ -602,13 +643,13 @@ bool MemoryModel::raises_peak_allocated(const EventFields& event, int32_t device
   uint64_t now_bytes;
   if (state.block_layer_seen) {
     if (!is_block_space(space) || memory != proto::MEMORY_DEVICE) return false;
-    now_bytes = state.torch_block_bytes + state.pool_block_bytes;
+    now_bytes = state.blocks_bytes();
   } else {
     // A PyTorch block would make the device's allocated total the blocks from now on, whatever its memory.
     if (is_block_space(space) || (memory != proto::MEMORY_DEVICE && memory != proto::MEMORY_ARRAY)) return false;
     now_bytes = state.totals().driver_bytes;
   }
-  uint64_t after_bytes = now_bytes + event.size();
+  uint64_t after_bytes = saturating_add(now_bytes, event.size());
   return now_bytes == state.peak_allocated().bytes && after_bytes > now_bytes && !live_.find(space, event.address());
 }
 
@@ -668,7 +709,7 @@ void MemoryModel::release_torch_segment(int32_t device, uint64_t bytes) {
 void MemoryModel::charge(const LiveAllocation& a, int64_t sign) {
   bool allocating = sign > 0;
   auto add = [allocating, &a](uint64_t& bytes) {
-    if (allocating) bytes += a.size_bytes;
+    if (allocating) bytes = saturating_add(bytes, a.size_bytes);
     else bytes -= std::min(bytes, a.size_bytes);  // never below zero
   };
   switch (a.memory) {
@@ -713,7 +754,7 @@ void MemoryModel::update_peaks_and_notify(DeviceState& state) {
   DeviceTotals t = state.totals();
   auto raise = [this](Peak& peak, uint64_t bytes) { return memtrace::raise(peak, bytes, now_ns_, event_index_); };
   if (raise(state.peak_driver, t.driver_bytes)) allocated_peak_raised_ = true;
-  if (raise(state.peak_blocks, state.torch_block_bytes + state.pool_block_bytes)) allocated_peak_raised_ = true;
+  if (raise(state.peak_blocks, state.blocks_bytes())) allocated_peak_raised_ = true;
   raise(state.peak_torch_reserved, state.torch_reserved_bytes);
   raise(state.peak_array, state.array_bytes);
   raise(state.peak_managed, state.managed_bytes);

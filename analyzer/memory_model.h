@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "block_index.h"
+#include "checked_math.h"
 #include "event_fields.h"
 #include "first_allocation_times.h"
 #include "flat_hash_map.h"
@@ -123,7 +124,7 @@ struct DeviceState {
   // of their latest POOL_RESERVED samples, or the live pool blocks where they are more (a pool's blocks
   // live inside its reserved memory, so before a pool's first sample its blocks stand in for it).
   uint64_t pools_reserved_bytes() const {
-    uint64_t sampled = pool_reserved_sampled_bytes + graph_reserved_bytes;
+    uint64_t sampled = saturating_add(pool_reserved_sampled_bytes, graph_reserved_bytes);
     return std::max(sampled, pool_block_bytes);
   }
   // Graph memory: the graph pool's latest sample, or its live blocks where they are more.
@@ -137,12 +138,14 @@ struct DeviceState {
   // The totals as they would be with `layers` seen instead of this device's own.
   DeviceTotals totals(LayerHint layers) const {
     DeviceTotals t;
-    t.driver_bytes = driver_layer_bytes + array_bytes + pools_reserved_bytes();
-    t.allocated_bytes = layers.block_layer ? torch_block_bytes + pool_block_bytes : t.driver_bytes;
+    t.driver_bytes = saturating_add(saturating_add(driver_layer_bytes, array_bytes), pools_reserved_bytes());
+    t.allocated_bytes = layers.block_layer ? blocks_bytes() : t.driver_bytes;
     t.reserved_bytes = layers.allocator_layer ? torch_reserved_bytes : t.driver_bytes;
     return t;
   }
   LayerHint layers() const { return LayerHint{block_layer_seen, allocator_layer_seen}; }
+  // Live blocks of both kinds: PyTorch's and stream-ordered pools' (saturating: sizes come from the file).
+  uint64_t blocks_bytes() const { return saturating_add(torch_block_bytes, pool_block_bytes); }
   // Whether `a` counts towards this device's allocated total (the "allocated kind").
   bool counts_as_allocated(const LiveAllocation& a) const {
     if (!a.charged_to_device() || a.device != device) return false;
@@ -186,6 +189,26 @@ struct OomEvent {
 // result of a free made while the process tears CUDA down (cuda.h, driver_types.h).
 inline constexpr int32_t kTeardownFreeResult = 4;
 
+// Where one of the replay's figures contradicts a figure the trace reports (TraceHealth): how many
+// events showed it, and the first of them.
+struct FigureMismatch {
+  uint64_t events = 0;        // events after which the two figures disagreed
+  uint64_t event_index = 0;   // the first of them (MemoryModel::next_event_index() when it was applied)
+  int64_t time_ns = 0;
+  int32_t device = -1;
+  uint64_t replay_bytes = 0;  // the replay's figure there
+  uint64_t trace_bytes = 0;   // the figure it is checked against there
+};
+
+// The device ordinals the replay keeps state for: -1 (unknown) and 0..kMaxDeviceOrdinal. The tracer
+// writes a CUDA device ordinal, 0..cudaGetDeviceCount() - 1, and a host holds at most a few dozen GPUs,
+// so 1,024 ordinals leave a wide margin while bounding the per-device state (DeviceState, its call-site
+// times, its last totals: a few KiB each) that a file naming a new ordinal in every event would otherwise
+// make grow with every event. Events of other ordinals are counted (TraceHealth::events_with_bad_device)
+// and not replayed.
+inline constexpr int32_t kMaxDeviceOrdinal = 1023;
+inline bool valid_device_ordinal(int32_t device) { return uint32_t(device) + 1u <= uint32_t(kMaxDeviceOrdinal) + 1u; }
+
 struct TraceHealth {
   uint64_t events = 0;                 // events applied (MemoryModel::next_event_index())
   uint64_t unknown_frees = 0;          // free of an address never seen allocated
@@ -203,6 +226,23 @@ struct TraceHealth {
   uint64_t unknown_graph_launches = 0;  // GRAPH_LAUNCH of an executable graph never seen instantiated
   uint64_t graph_nodes_not_kept = 0;    // graph memory nodes beyond kMaxGraphNodes (not replayed at launch)
   uint64_t pool_samples = 0, device_usage_samples = 0;
+  // Events whose device is not an ordinal the tracer writes (valid_device_ordinal): not replayed.
+  uint64_t events_with_bad_device = 0;
+  // GRAPH_LAUNCH events whose memory nodes were not replayed: past MemoryModel's budget of node replays.
+  uint64_t graph_launches_not_replayed = 0;
+  uint64_t graph_instantiations_not_kept = 0;  // GRAPH_INSTANTIATE beyond kMaxGraphExecs (their launches: unknown)
+  // Values no tracer writes (checked_math.h): events with a size or allocator total of kMaxPlausibleBytes or
+  // more, and records (events, TraceEnd) whose time delta is beyond kMaxPlausibleDeltaNs either way.
+  // They are applied, with saturating arithmetic.
+  uint64_t implausible_sizes = 0;
+  uint64_t implausible_time_deltas = 0;
+  // At TORCH_ALLOCATOR events that carry PyTorch's allocated total (Event.allocator_allocated_bytes: where
+  // the file writes it, or every one where the reader derives it), the replay's live PyTorch blocks of
+  // the device against it: a lost or misread event makes them disagree.
+  FigureMismatch allocated_vs_pytorch;
+  // After TORCH_ALLOCATOR events: the replay's live PyTorch blocks above PyTorch's reserved total, which
+  // its allocator never lets happen (replay_bytes: allocated, trace_bytes: reserved).
+  FigureMismatch allocated_above_reserved;
 };
 
 class MemoryModel {
@@ -306,6 +346,24 @@ class MemoryModel {
   // Events applied by the fast path for PyTorch blocks (for tests that it is taken).
   uint64_t fast_path_events() const { return event_index_ - general_path_events_; }
 
+  // The budget of graph memory-node replays: `slack` plus `per_event` per event read. A GRAPH_LAUNCH
+  // replays every memory node of its graph: a few bytes of input, O(nodes) work, so launches x nodes could
+  // make the work quadratic in the file. A launch that would take the replays so far past the budget is
+  // counted (TraceHealth::graph_launches_not_replayed) and not replayed. One replay does what applying one
+  // ALLOC or FREE does, less the decoding, so the replays cost at most 64 passes' worth plus a constant. A CUDA-graphs job
+  // (torch.compile mode="reduce-overhead": tens to hundreds of memory nodes launched thousands of times)
+  // stays well within the defaults: a graph of 64 nodes or fewer is never limited, and 16 M replays allow
+  // a 300-node graph 50,000 launches even were the launches all the trace held.
+  static constexpr uint64_t kGraphReplaySlack = 1 << 24;
+  static constexpr uint64_t kGraphReplaysPerEvent = 64;
+  // Other figures, for tests of the budget (set before the first apply()).
+  void set_graph_replay_budget(uint64_t slack, uint64_t per_event) {
+    graph_replay_slack_ = slack;
+    graph_replays_per_event_ = per_event;
+  }
+  // What the devices' call-site arrays may still grow by, together (for tests of that budget).
+  uint64_t site_array_entries_left() const { return site_array_entries_left_; }
+
  private:
   // A VMM physical allocation (cuMemCreate / an imported handle): how many mappings back it, and
   // whether cuMemRelease has been called (its memory stays until the last unmap).
@@ -349,12 +407,24 @@ class MemoryModel {
   void find_segment_of_block(uint64_t address);
   void update_process_peaks();
   void charge(const LiveAllocation& a, int64_t sign);
+  // Called after the event's blocks are applied.
   void note_torch_totals(const EventFields& event, int32_t device) {
     DeviceState& state = device_state(device);
     state.allocator_layer_seen = true;
     state.block_layer_seen = true;
     state.torch_reserved_bytes = event.allocator_reserved_bytes();
+    if (torch_totals_disagree(event, state)) check_torch_totals(event, state, event_index_);
   }
+  // Whether the state's PyTorch blocks, after a TORCH_ALLOCATOR event, contradict PyTorch's totals
+  // (TraceHealth::allocated_vs_pytorch, allocated_above_reserved).
+  static bool torch_totals_disagree(const EventFields& event, const DeviceState& state) {
+    return (event.has_allocator_allocated_bytes() && event.allocator_allocated_bytes() != state.torch_block_bytes) ||
+           state.torch_block_bytes > state.torch_reserved_bytes;
+  }
+  // Counts what torch_totals_disagree found, at the event of index `event_index`.
+  [[gnu::noinline]] void check_torch_totals(const EventFields& event, const DeviceState& state, uint64_t event_index);
+  void note_mismatch(FigureMismatch& m, const DeviceState& state, uint64_t event_index, uint64_t replay_bytes,
+                     uint64_t trace_bytes);
   void update_peaks_and_notify(DeviceState& state);
   // Calls on_totals_changed_ (set) if `state`'s totals differ from `last`, its entry in last_totals_.
   void notify_if_changed(const DeviceState& state, std::optional<DeviceTotals>& last);
@@ -445,8 +515,16 @@ class MemoryModel {
   std::unordered_map<uint64_t, std::vector<GraphNode>> graph_nodes_;    // CUgraph -> its memory nodes
   std::unordered_map<uint64_t, std::vector<GraphNode>> capture_nodes_;  // capture id -> nodes so far
   std::unordered_map<uint64_t, uint64_t> exec_graphs_;                  // CUgraphExec -> CUgraph
+  // Memory nodes kept, of graphs and of captures under way: at most kMaxGraphNodes (40 bytes each), beyond
+  // which nodes are counted and dropped. Executable graphs: at most kMaxGraphExecs, beyond which new
+  // instantiations are counted and not kept (their launches count as unknown ones).
   uint64_t graph_nodes_kept_ = 0;
   static constexpr uint64_t kMaxGraphNodes = 1 << 20;
+  static constexpr size_t kMaxGraphExecs = 1 << 20;
+  // The budget of node replays (set_graph_replay_budget) and the replays so far.
+  uint64_t graph_replay_slack_ = kGraphReplaySlack;
+  uint64_t graph_replays_per_event_ = kGraphReplaysPerEvent;
+  uint64_t graph_node_replays_ = 0;
   ProcessTotals process_;
   bool process_touched_ = false;  // the current event may have changed process_
   std::vector<DeviceState*> touched_;  // devices whose totals the current event may have changed
@@ -461,6 +539,10 @@ class MemoryModel {
   bool exit_snapshot_taken_ = false;
   std::optional<int64_t> finalizing_time_ns_;
   std::map<int32_t, SiteFirstTimes> first_allocation_ns_;  // by device
+  // Entries the devices' call-site arrays may still grow by, together (SiteFirstTimes::note): each array
+  // may reach 1 M ids (16 MiB), and 1,024 devices of them would be 16 GiB; past this budget (32 MiB in
+  // all) new ids go to the hash tables, whose size follows the input.
+  uint64_t site_array_entries_left_ = 2 * SiteFirstTimes::kMaxDenseStackId;
   SiteFirstTimes& site_first_times(int32_t device) {
     return cached_state_ && cached_device_ == device ? *cached_first_times_ : first_allocation_ns_[device];
   }

@@ -1,5 +1,6 @@
 #include "oom_text.h"
 
+#include "checked_math.h"
 #include "format.h"
 #include "oom_diagnosis.h"
 
@@ -16,7 +17,7 @@ void print_usage(std::ostream& out, const OomDetail& d) {
   }
   const DeviceUsage& u = *d.usage;
   if (d.usage_after_oom) out << "right after the failure";
-  else out << "latest before the failure (" << format_seconds(seconds(d.oom.time_ns - u.time_ns)) << " earlier)";
+  else out << "latest before the failure (" << format_seconds(seconds(saturating_sub(d.oom.time_ns, u.time_ns))) << " earlier)";
   out << ": free " << format_bytes(u.device_free_bytes) << " of " << format_bytes(u.device_total_bytes);
   if (u.process_used_bytes && u.other_processes_used_bytes)
     out << "; NVML: this process " << format_bytes(*u.process_used_bytes) << ", other processes "

@@ -64,7 +64,7 @@ void PeakCapture::capture(const Pending& pending) {
   by_stack_.clear();
   model_.visit_allocated(pending.device, [&](const LiveAllocation& a) {
     SiteTotals& site = *by_stack_.try_emplace(a.stack_id, SiteTotals{}).first;
-    site.bytes += a.size_bytes;
+    site.bytes = saturating_add(site.bytes, a.size_bytes);
     ++site.count;
   });
   s.sites.clear();

@@ -32,6 +32,29 @@ json with_site_stack(json fields, const CallSite& site, FrameResolver& resolver)
   return with_stack(std::move(fields), resolver.resolve(site.stack_id));
 }
 
+namespace {
+json mismatch_json(const FigureMismatch& m, const char* replay_key, const char* trace_key) {
+  return {{"events", m.events},           {"first_event", m.event_index},  {"first_time_s", seconds(m.time_ns)},
+          {"device", m.device},           {replay_key, m.replay_bytes},   {trace_key, m.trace_bytes}};
+}
+
+// The health figures of values no tracer writes, each only where non-zero (a clean trace's report has none).
+void add_hostile_values(json& trace, const TraceHealth& h) {
+  auto add_count = [&](const char* key, uint64_t count) {
+    if (count) trace[key] = count;
+  };
+  add_count("events_with_bad_device", h.events_with_bad_device);
+  add_count("implausible_sizes", h.implausible_sizes);
+  add_count("implausible_time_deltas", h.implausible_time_deltas);
+  add_count("graph_launches_not_replayed", h.graph_launches_not_replayed);
+  add_count("graph_instantiations_not_kept", h.graph_instantiations_not_kept);
+  if (h.allocated_vs_pytorch.events)
+    trace["allocated_vs_pytorch"] = mismatch_json(h.allocated_vs_pytorch, "memtrace_bytes", "pytorch_bytes");
+  if (h.allocated_above_reserved.events)
+    trace["allocated_above_reserved"] = mismatch_json(h.allocated_above_reserved, "allocated_bytes", "reserved_bytes");
+}
+}  // namespace
+
 json trace_json(const Analysis& a) {
   const TraceHealth& h = a.model.health();
   json notices = json::array();
@@ -69,6 +92,7 @@ json trace_json(const Analysis& a) {
       {"device_usage_samples", h.device_usage_samples},
       {"notices", notices},
   };
+  add_hostile_values(trace, h);
   trace["python_finalizing_time_s"] =
       a.model.finalizing_time_ns() ? json(seconds(*a.model.finalizing_time_ns())) : json(nullptr);
   if (a.info.start) {

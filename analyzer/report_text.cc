@@ -316,6 +316,40 @@ std::string last_complete_event(const Analysis& a) {
 }
 }  // namespace
 
+namespace {
+// ": first after event 1,234 (5.678 s), device 0: <replay_name> 1.00 MiB, <trace_name> 2.00 MiB"
+void print_first_mismatch(std::ostream& out, const FigureMismatch& m, const char* replay_name, const char* trace_name) {
+  out << ": first after event " << with_thousands(m.event_index) << " (" << format_seconds(seconds(m.time_ns))
+      << "), device " << m.device << ": " << replay_name << ' ' << format_bytes(m.replay_bytes) << ", " << trace_name
+      << ' ' << format_bytes(m.trace_bytes) << '\n';
+}
+
+// The lines of values no tracer writes and of work not done on a hostile trace: each only where non-zero.
+void print_hostile_values(std::ostream& out, const TraceHealth& h) {
+  if (h.events_with_bad_device)
+    out << "  events of a device ordinal outside -1.." << kMaxDeviceOrdinal << " (not replayed) "
+        << with_thousands(h.events_with_bad_device) << '\n';
+  if (h.implausible_sizes)
+    out << "  events with a size or allocator total of 1 PiB or more (beyond any device) "
+        << with_thousands(h.implausible_sizes) << '\n';
+  if (h.implausible_time_deltas)
+    out << "  time steps of more than 100 years " << with_thousands(h.implausible_time_deltas) << '\n';
+  if (h.graph_launches_not_replayed)
+    out << "  graph launches not replayed (too many graph memory nodes to replay for the trace's size) "
+        << with_thousands(h.graph_launches_not_replayed) << '\n';
+  if (h.graph_instantiations_not_kept)
+    out << "  graph instantiations not kept (too many) " << with_thousands(h.graph_instantiations_not_kept) << '\n';
+  if (h.allocated_vs_pytorch.events) {
+    out << "  ALLOCATED DIFFERS FROM PYTORCH'S OWN TOTAL at " << count_of(h.allocated_vs_pytorch.events, "event");
+    print_first_mismatch(out, h.allocated_vs_pytorch, "memtrace", "PyTorch");
+  }
+  if (h.allocated_above_reserved.events) {
+    out << "  ALLOCATED ABOVE RESERVED at " << count_of(h.allocated_above_reserved.events, "PyTorch event");
+    print_first_mismatch(out, h.allocated_above_reserved, "allocated", "reserved");
+  }
+}
+}  // namespace
+
 void print_health(std::ostream& out, const Analysis& a) {
   const TraceHealth& h = a.model.health();
   out << "\nTrace health\n";
@@ -338,6 +372,7 @@ void print_health(std::ostream& out, const Analysis& a) {
     out << "  graph memory nodes not kept (too many) " << with_thousands(h.graph_nodes_not_kept) << '\n';
   if (h.backward_timestamps)
     out << "  timestamps going backwards " << with_thousands(h.backward_timestamps) << '\n';
+  print_hostile_values(out, h);
   if (a.read.records_with_invalid_text)
     out << "  " << with_thousands(a.read.records_with_invalid_text)
         << " records had text that is not UTF-8 (shown with '?' in its place)\n";
