@@ -39,7 +39,7 @@ json mismatch_json(const FigureMismatch& m, const char* replay_key, const char* 
 }
 
 // The health figures of values no tracer writes, each only where non-zero (a clean trace's report has none).
-void add_hostile_values(json& trace, const TraceHealth& h) {
+void add_hostile_values(json& trace, const TraceHealth& h, const RecordCuts& cuts) {
   auto add_count = [&](const char* key, uint64_t count) {
     if (count) trace[key] = count;
   };
@@ -48,6 +48,8 @@ void add_hostile_values(json& trace, const TraceHealth& h) {
   add_count("implausible_time_deltas", h.implausible_time_deltas);
   add_count("graph_launches_not_replayed", h.graph_launches_not_replayed);
   add_count("graph_instantiations_not_kept", h.graph_instantiations_not_kept);
+  add_count("stacks_cut", cuts.stacks_cut);
+  add_count("strings_cut", cuts.strings_cut);
   if (h.allocated_vs_pytorch.events)
     trace["allocated_vs_pytorch"] = mismatch_json(h.allocated_vs_pytorch, "memtrace_bytes", "pytorch_bytes");
   if (h.allocated_above_reserved.events)
@@ -92,7 +94,7 @@ json trace_json(const Analysis& a) {
       {"device_usage_samples", h.device_usage_samples},
       {"notices", notices},
   };
-  add_hostile_values(trace, h);
+  add_hostile_values(trace, h, a.stacks.record_cuts());
   trace["python_finalizing_time_s"] =
       a.model.finalizing_time_ns() ? json(seconds(*a.model.finalizing_time_ns())) : json(nullptr);
   if (a.info.start) {

@@ -432,7 +432,14 @@ TEST(RecordLimits, ReportsSayWhatWasCutAndStayBounded) {
   EXPECT_EQ(leaks[1]["frames"][255]["function"], "0x10ff");
   EXPECT_EQ(leaks[1]["native_frames_cut"], true);
   EXPECT_EQ(leaks[0]["frames"][0]["file"], std::string(4096, 'f') + kEllipsis + "[truncated 904 bytes]");
-  // A trace within the limits has neither line.
+  const nlohmann::json trace = nlohmann::json::parse(test::memtrace_stdout("summary --json " + path))["trace"];
+  EXPECT_EQ(trace["stacks_cut"], 1);
+  EXPECT_EQ(trace["strings_cut"], 1);
+  // A trace within the limits has neither line, nor either key.
+  const nlohmann::json plain_trace =
+      nlohmann::json::parse(test::memtrace_stdout("summary --json " + cut_stacks_trace_file()))["trace"];
+  EXPECT_FALSE(plain_trace.contains("stacks_cut"));
+  EXPECT_FALSE(plain_trace.contains("strings_cut"));
   const std::string plain = test::memtrace_stdout("summary " + cut_stacks_trace_file());
   EXPECT_EQ(plain.find("longer than the tracer writes"), std::string::npos) << plain;
 }
