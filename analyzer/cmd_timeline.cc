@@ -60,11 +60,13 @@ class RowWriter {
     }
     ++rows_;
   }
-  void finish(const TraceReadSummary& read, uint64_t events, std::optional<uint64_t> start_monotonic_ns) {
+  void finish(const TraceReadSummary& read, const MemoryModel& model, std::optional<uint64_t> start_monotonic_ns) {
     if (!json_) return;
-    nlohmann::json trace = {{"events", events}, {"truncated", read.truncated}};
+    nlohmann::json trace = {{"events", model.health().events}, {"truncated", read.truncated}};
     // CLOCK_MONOTONIC at time zero, to line up time_s with a script's own monotonic clock.
     if (start_monotonic_ns) trace["start_monotonic_ns"] = *start_monotonic_ns;
+    if (read.truncated) trace["truncated_tail"] = read.tail;
+    if (auto from = model.fragmentation_unknown_from_event()) trace["fragmentation_unknown_from_event"] = *from;
     std::cout << "\n], \"trace\": " << trace.dump() << "}\n";
   }
 
@@ -239,9 +241,13 @@ int cmd_timeline(const std::vector<std::string>& args) {
     return report_trace_error(parsed.trace, e);
   }
   sampler.flush();
-  writer.finish(read, model.health().events, start_monotonic_ns);
+  writer.finish(read, model, start_monotonic_ns);
   if (read.truncated)
-    std::cerr << "memtrace: " << parsed.trace << ": truncated trace, rows up to the last complete chunk\n";
+    std::cerr << "memtrace: " << parsed.trace << ": truncated trace, rows up to the last complete chunk (after byte "
+              << read.complete_bytes << ": " << read.tail << ")\n";
+  if (auto from = model.fragmentation_unknown_from_event())
+    std::cerr << "memtrace: " << parsed.trace << ": segments overlap (a damaged trace): segment_count and "
+              << "largest_free_block_bytes are left empty from event " << *from << " on\n";
   return kExitOk;
 }
 

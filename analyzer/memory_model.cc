@@ -923,6 +923,7 @@ void MemoryModel::check_fragmentation_work() {
   if (work <= kFragmentationWorkSlack + kFragmentationWorkPerEvent * event_index_) return;
   incremental_fragmentation_ = false;
   fragmentation_given_up_ = true;
+  fragmentation_unknown_from_event_ = event_index_;
   free_space_ = SegmentFreeSpace{};
   mapped_runs_ = MappedRuns{kMappedSegment};
   mappings_of_handle_.clear();

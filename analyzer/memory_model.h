@@ -319,6 +319,9 @@ class MemoryModel {
     incremental_fragmentation_ = enabled;
     update_torch_fast_path_ready();
   }
+  // The index of the event from which the fragmentation is unknown because keeping it would have cost
+  // too much (above), if that happened.
+  std::optional<uint64_t> fragmentation_unknown_from_event() const { return fragmentation_unknown_from_event_; }
   // The same as it would be with `layers` seen on the device instead of its own (the layers a later
   // pass would be given as hints).
   Fragmentation fragmentation(int32_t device, LayerHint layers) const;
@@ -490,6 +493,7 @@ class MemoryModel {
   static constexpr uint64_t kFragmentationWorkPerEvent = 64, kFragmentationWorkSlack = 1 << 20;
   mutable uint64_t mapped_refresh_work_ = 0;  // mappings looked at by refresh_mapped_segments
   bool fragmentation_given_up_ = false;
+  std::optional<uint64_t> fragmentation_unknown_from_event_;
   void check_fragmentation_work();
   void refresh_mapped_segments() const;
   // The expandable segments of every device (runs of mappings of its device memory handles that held

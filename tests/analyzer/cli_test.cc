@@ -460,6 +460,15 @@ TEST(Cli, ZerosAfterTheLastChunkAreATruncatedTraceThatSaysSo) {
   test::write_file(clean, b.bytes());
   EXPECT_EQ(j["devices"], nlohmann::json::parse(test::memtrace_stdout("summary --json " + clean))["devices"]);
   EXPECT_EQ(j["trace"]["events"], 8);  // 3 in the second chunk, 5 in the third
+  // timeline says it on stderr, and in its JSON.
+  r = run_memtrace("timeline --csv " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "memtrace: " + path + ": truncated trace, rows up to the last complete chunk (after byte " +
+                       std::to_string(b.bytes().size()) +
+                       ": 512 bytes of zeros (the file's size was extended but its data never written, as when "
+                       "the machine stops))\n");
+  r = run_memtrace("timeline --json " + path);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["trace"]["truncated_tail"], j["trace"]["truncated_tail"]);
 }
 
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)

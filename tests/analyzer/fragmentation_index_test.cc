@@ -240,7 +240,13 @@ TEST(IncrementalFragmentation, ManyOverlappingSegmentsStopBeingKeptAndSayUnknown
     EXPECT_EQ(want.segment_count, n);
     if (n == 20) {
       EXPECT_EQ(describe(kept.fragmentation(0)), describe(want));
+      EXPECT_EQ(kept.fragmentation_unknown_from_event(), std::nullopt);
     } else {
+      // Given up once i^2 / 2 steps pass 2^20 + 64 * 2i events: not before block i = 1,448 (event 2,897), and by
+      // the last event (3,999) at the latest.
+      ASSERT_TRUE(kept.fragmentation_unknown_from_event().has_value());
+      EXPECT_GE(*kept.fragmentation_unknown_from_event(), 2897u);
+      EXPECT_LE(*kept.fragmentation_unknown_from_event(), 3999u);
       Fragmentation unknown = want;
       unknown.segments_known = false;
       unknown.segment_count = 0;
