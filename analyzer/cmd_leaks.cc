@@ -4,6 +4,7 @@
 
 #include "report_json.h"
 #include "report_session.h"
+#include "terminal_text.h"
 
 namespace memtrace {
 
@@ -12,7 +13,7 @@ int cmd_leaks(const std::vector<std::string>& args) {
   if (int status = open_report(args, /*with_live_at_peak=*/false, &s); status != kExitOk) return status;
   if (s.json()) {
     nlohmann::json report = {{"trace", trace_json(*s.analysis)}, {"leaks", leaks_json(*s.analysis, *s.resolver)}};
-    std::cout << report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    std::cout << json_terminal_safe(report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) << '\n';
     return kExitOk;
   }
   print_trace_overview(std::cout, *s.analysis);

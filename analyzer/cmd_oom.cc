@@ -21,8 +21,8 @@ int cmd_oom(const std::vector<std::string>& args) {
     return report_trace_error(s.args.trace, e);
   }
   if (s.json()) {
-    std::cout << oom_report_json(*s.analysis, report, *s.resolver).dump(2, ' ', false,
-                                                                        nlohmann::json::error_handler_t::replace)
+    std::cout << json_terminal_safe(oom_report_json(*s.analysis, report, *s.resolver)
+                                        .dump(2, ' ', false, nlohmann::json::error_handler_t::replace))
               << '\n';
     return kExitOk;
   }

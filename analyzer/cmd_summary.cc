@@ -4,6 +4,7 @@
 
 #include "report_json.h"
 #include "report_session.h"
+#include "terminal_text.h"
 
 namespace memtrace {
 
@@ -17,7 +18,7 @@ int cmd_summary(const std::vector<std::string>& args) {
                              {"process", process_json(a)},
                              {"leaks", leaks_json(a, *s.resolver)},
                              {"ooms", ooms_json(a, *s.resolver)}};
-    std::cout << report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    std::cout << json_terminal_safe(report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) << '\n';
     return kExitOk;
   }
   print_trace_overview(std::cout, a);

@@ -17,6 +17,7 @@
 
 #include "analysis.h"
 #include "commands.h"
+#include "terminal_text.h"
 
 namespace memtrace {
 namespace {
@@ -243,10 +244,10 @@ int cmd_timeline(const std::vector<std::string>& args) {
   sampler.flush();
   writer.finish(read, model, start_monotonic_ns);
   if (read.truncated)
-    std::cerr << "memtrace: " << parsed.trace << ": truncated trace, rows up to the last complete chunk (after byte "
+    std::cerr << "memtrace: " << terminal_safe(parsed.trace) << ": truncated trace, rows up to the last complete chunk (after byte "
               << read.complete_bytes << ": " << read.tail << ")\n";
   if (auto from = model.fragmentation_unknown_from_event())
-    std::cerr << "memtrace: " << parsed.trace << ": segments overlap (a damaged trace): segment_count and "
+    std::cerr << "memtrace: " << terminal_safe(parsed.trace) << ": segments overlap (a damaged trace): segment_count and "
               << "largest_free_block_bytes are left empty from event " << *from << " on\n";
   return kExitOk;
 }

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "terminal_text.h"
 
 namespace memtrace {
 
@@ -13,7 +14,8 @@ std::string& named_trace_storage() {
 }  // namespace
 
 int report_trace_error(const std::string& path, const TraceError& error) {
-  std::cerr << "memtrace: " << path << ": " << error.what();
+  // The file name is shown terminal-safe: a trace that travels can arrive under any name.
+  std::cerr << "memtrace: " << terminal_safe(path) << ": " << error.what();
   if (error.has_byte_offset() && !error.offset_in_what()) std::cerr << " (at byte " << error.byte_offset() << ")";
   std::cerr << "\n";
   return kExitBadInput;

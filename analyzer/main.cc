@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "terminal_text.h"
 
 namespace {
 
@@ -40,7 +41,7 @@ bool asks_for_help(const std::string& command, const std::vector<std::string>& a
 // What main's last-resort error line names: the trace being read, or the command where there is none (run).
 std::string input_name(const std::string& command) {
   const std::string& trace = memtrace::named_trace();
-  return trace.empty() ? command : trace;
+  return memtrace::terminal_safe(trace.empty() ? command : trace);
 }
 
 }  // namespace
@@ -69,14 +70,14 @@ int main(int argc, char** argv) {
     if (command == "run") return cmd_run(args);
     throw UsageError("unknown command '" + command + "'");
   } catch (const UsageError& e) {
-    std::cerr << "memtrace: " << e.what() << '\n' << kUsage;
+    std::cerr << "memtrace: " << terminal_safe(e.what()) << '\n' << kUsage;
     return kExitUsage;
   } catch (const std::bad_alloc&) {
     std::cerr << "memtrace: " << input_name(command) << ": out of memory while analyzing it\n";
     return kExitBadInput;
   } catch (const std::exception& e) {
     // Anything a damaged input gets past the checks: one line naming the file, not a crash.
-    std::cerr << "memtrace: " << input_name(command) << ": cannot be analyzed: " << e.what() << '\n';
+    std::cerr << "memtrace: " << input_name(command) << ": cannot be analyzed: " << terminal_safe(e.what()) << '\n';
     return kExitBadInput;
   }
 }

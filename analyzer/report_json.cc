@@ -50,6 +50,7 @@ void add_hostile_values(json& trace, const TraceHealth& h, const RecordCuts& cut
   add_count("graph_instantiations_not_kept", h.graph_instantiations_not_kept);
   add_count("stacks_cut", cuts.stacks_cut);
   add_count("strings_cut", cuts.strings_cut);
+  add_count("ids_redefined", cuts.ids_redefined);
   if (h.allocated_vs_pytorch.events)
     trace["allocated_vs_pytorch"] = mismatch_json(h.allocated_vs_pytorch, "memtrace_bytes", "pytorch_bytes");
   if (h.allocated_above_reserved.events)
@@ -57,11 +58,16 @@ void add_hostile_values(json& trace, const TraceHealth& h, const RecordCuts& cut
 }
 }  // namespace
 
+std::string notice_code_name(int code) {
+  const std::string& name = proto::Notice_Code_Name(code);
+  return name.empty() ? std::to_string(code) : name;  // a code this analyzer does not know, by its number
+}
+
 json trace_json(const Analysis& a) {
   const TraceHealth& h = a.model.health();
   json notices = json::array();
   for (const proto::Notice& n : a.info.notices)
-    notices.push_back({{"code", proto::Notice_Code_Name(n.code())}, {"message", n.message()}, {"count", n.count()}});
+    notices.push_back({{"code", notice_code_name(n.code())}, {"message", n.message()}, {"count", n.count()}});
   json trace = {
       {"file", a.path},
       {"events", h.events},

@@ -1,5 +1,7 @@
 #include "report_text.h"
 
+#include "report_json.h"
+
 #include <algorithm>
 
 #include "format.h"
@@ -385,8 +387,11 @@ void print_health(std::ostream& out, const Analysis& a) {
   if (cuts.strings_cut)
     out << "  strings longer than the tracer writes: " << with_thousands(cuts.strings_cut)
         << " (cut, marked \u2026[truncated])\n";
+  if (cuts.ids_redefined)
+    out << "  stack or Python frame ids defined again: " << with_thousands(cuts.ids_redefined)
+        << " (the first definition kept)\n";
   for (const proto::Notice& n : a.info.notices) {
-    out << "  notice " << proto::Notice_Code_Name(n.code());
+    out << "  notice " << (proto::Notice_Code_Name(n.code()).empty() ? "code " : "") << notice_code_name(n.code());
     if (!n.message().empty()) out << ": " << terminal_safe(n.message());
     if (n.count()) out << " (" << with_thousands(n.count()) << ")";
     out << '\n';

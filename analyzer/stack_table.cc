@@ -32,6 +32,9 @@ bool cut_text(std::string* text, size_t max_bytes) {
   const size_t removed = text->size() - keep;
   text->resize(keep);
   *text += "\u2026[truncated " + std::to_string(removed) + (removed == 1 ? " byte]" : " bytes]");
+  // Give the rest back: the string was copied from a record of up to 16 MiB, and what the analysis keeps
+  // (modules, Python frames, notices) must hold only what is shown.
+  text->shrink_to_fit();
   return true;
 }
 
@@ -49,7 +52,12 @@ void StackTable::add(const proto::Record& record) {
     }
     case proto::Record::kPythonFrame: {
       const auto& f = record.python_frame();
-      PythonSource& source = python_frames_[f.id()] = PythonSource{f.file(), f.function(), f.line()};
+      auto [it, added] = python_frames_.try_emplace(f.id(), PythonSource{f.file(), f.function(), f.line()});
+      if (!added) {
+        ++record_cuts_.ids_redefined;
+        break;
+      }
+      PythonSource& source = it->second;
       record_cuts_.strings_cut += cut_text(&source.file, kMaxPythonTextBytes);
       record_cuts_.strings_cut += cut_text(&source.function, kMaxPythonTextBytes);
       break;
@@ -63,7 +71,12 @@ void StackTable::add(const proto::Record& record) {
 }
 
 void StackTable::intern(const proto::Stack& s) {
-  InternedStack& stack = stacks_[s.id()];
+  auto [it, added] = s.id() == 0 ? std::pair{stacks_.end(), false} : stacks_.try_emplace(s.id());
+  if (!added) {
+    ++record_cuts_.ids_redefined;
+    return;
+  }
+  InternedStack& stack = it->second;
   stack.cuts = StackCuts{s.native_frames_cut(), s.python_frames_cut()};
   const auto& frames = s.frames();
   size_t kept = 0, native = 0, python = 0;

@@ -63,6 +63,9 @@ bool cut_text(std::string* text, size_t max_bytes);
 struct RecordCuts {
   uint64_t stacks_cut = 0;   // stacks with more frames than the tracer writes
   uint64_t strings_cut = 0;  // strings longer than the tracer writes (and argument lists longer than its buffer)
+  // Stack and PythonFrame records whose id an earlier record of the kind already defined (the tracer never reuses
+  // an id), or Stacks with id 0 (which events use for "no stack"): ignored, the first definition kept.
+  uint64_t ids_redefined = 0;
 };
 
 struct PythonSource {

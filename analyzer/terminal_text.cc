@@ -78,4 +78,25 @@ std::string terminal_safe(std::string_view text) {
   return out;
 }
 
+std::string json_terminal_safe(std::string_view json_text) {
+  std::string out;
+  out.reserve(json_text.size());
+  size_t i = 0;
+  while (i < json_text.size()) {
+    const unsigned char c = static_cast<unsigned char>(json_text[i]);
+    uint32_t code_point = c;
+    size_t length = 1;
+    if (c >= 0x80) {
+      length = decode_utf8(json_text.substr(i), &code_point);
+      if (length == 0) code_point = c, length = 1;  // not UTF-8: left as it is (dump's replace never writes it)
+    }
+    if (code_point == 0x7F || (code_point >= 0x80 && code_point <= 0x9F) || reorders_text(code_point))
+      append_code_point(out, code_point);
+    else
+      out.append(json_text.substr(i, length));
+    i += length;
+  }
+  return out;
+}
+
 }  // namespace memtrace

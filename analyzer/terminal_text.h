@@ -22,4 +22,10 @@ namespace memtrace {
 // The result is at most 4 bytes per input byte ("\x1b" stands for 1 byte, "\u009b" for 2).
 std::string terminal_safe(std::string_view text);
 
+// JSON text (valid UTF-8, as nlohmann::json::dump writes it with error_handler_t::replace) with the characters a
+// terminal acts on that JSON leaves raw written as \u escapes too: DEL, the C1 controls and the bidirectional
+// overrides and isolates (JSON escapes only U+0000..U+001F itself). They occur only inside JSON strings, so the
+// result decodes to the same document: `memtrace summary --json` shown with `cat` cannot drive the terminal.
+std::string json_terminal_safe(std::string_view json_text);
+
 }  // namespace memtrace

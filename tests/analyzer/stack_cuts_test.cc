@@ -336,6 +336,36 @@ TEST(RecordLimits, CutTextKeepsWholeCharactersAndSaysWhatWasCut) {
   text = "abc";
   EXPECT_FALSE(cut_text(&text, 3));
   EXPECT_EQ(text, "abc");
+  // What was cut is given back: a 16 MiB name kept as 4 KiB holds no more than that.
+  text = std::string(16 << 20, 'x');
+  EXPECT_TRUE(cut_text(&text, 4096));
+  EXPECT_EQ(text.size(), 4096 + kEllipsis.size() + std::string("[truncated 16773120 bytes]").size());
+  EXPECT_LT(text.capacity(), 8192u);
+}
+
+TEST(RecordLimits, AnIdDefinedAgainKeepsItsFirstDefinitionAndIsCounted) {
+  StackTable stacks;
+  auto stack = [](uint64_t id, uint64_t frame) {
+    proto::Record r;
+    r.mutable_stack()->set_id(id);
+    r.mutable_stack()->add_frames(frame);
+    return r;
+  };
+  auto python_frame = [](uint64_t id, const std::string& file) {
+    proto::Record r;
+    r.mutable_python_frame()->set_id(id);
+    r.mutable_python_frame()->set_file(file);
+    return r;
+  };
+  stacks.add(stack(5, 0x1000));
+  stacks.add(stack(5, 0x2000));  // the tracer never reuses an id
+  stacks.add(stack(0, 0x3000));  // 0 is "no stack" in every event
+  stacks.add(python_frame(9, "first.py"));
+  stacks.add(python_frame(9, "second.py"));
+  EXPECT_EQ(*stacks.frames(5), std::vector<uint64_t>{0x1000});
+  EXPECT_EQ(stacks.frames(0), nullptr);
+  EXPECT_EQ(stacks.python_frame(9)->file, "first.py");
+  EXPECT_EQ(stacks.record_cuts().ids_redefined, 3u);
 }
 
 TEST(RecordLimits, NamesAndPathsLongerThanTheTracerWritesAreCut) {
@@ -414,6 +444,27 @@ std::string oversized_records_file() {
   std::string path = test::temp_path("oversized-records.mtrace");
   test::write_file(path, b.bytes());
   return path;
+}
+
+TEST(RecordLimits, ReportsNameRedefinedIdsAndNoticeCodesTheyDoNotKnow) {
+  test::TraceBuilder b;
+  b.start().stack(10, {0x1000}).stack(10, {0x2000});
+  proto::Record notice;
+  notice.mutable_notice()->set_code(static_cast<proto::Notice::Code>(99));
+  notice.mutable_notice()->set_message("from a newer tracer");
+  b.record(notice);
+  b.event(test::driver_alloc(0, 0x100000, kMiB, 1'000'000, 10));
+  b.end(1, 0).end_chunk();
+  const std::string path = test::temp_path("redefined-ids.mtrace");
+  test::write_file(path, b.bytes());
+  const std::string text = test::memtrace_stdout("summary " + path);
+  EXPECT_NE(text.find("  stack or Python frame ids defined again: 1 (the first definition kept)\n"
+                      "  notice code 99: from a newer tracer\n"),
+            std::string::npos)
+      << text;
+  const nlohmann::json trace = nlohmann::json::parse(test::memtrace_stdout("summary --json " + path))["trace"];
+  EXPECT_EQ(trace["ids_redefined"], 1);
+  EXPECT_EQ(trace["notices"][0]["code"], "99");
 }
 
 TEST(RecordLimits, ReportsSayWhatWasCutAndStayBounded) {

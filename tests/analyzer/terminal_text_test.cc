@@ -2,6 +2,7 @@
 // escape sequences and line breaks (nothing of them reaches the terminal raw) next to its --json (which keeps them
 // exactly).
 #include <gtest/gtest.h>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "analysis_trace.h"
@@ -133,6 +134,39 @@ TEST(TerminalSafe, JsonKeepsTheTracesStringsExactly) {
   EXPECT_EQ(frames[1]["function"], "step" + kForged + kCsi);
   const nlohmann::json oom = nlohmann::json::parse(test::memtrace_stdout("oom --json " + path));
   EXPECT_EQ(oom["trace"]["hostname"], "host" + kTitle);
+}
+
+TEST(TerminalSafe, JsonTextWritesDelC1AndBidiAsUnicodeEscapes) {
+  // JSON escapes U+0000..U+001F itself; the rest a terminal acts on is escaped here, inside strings only.
+  EXPECT_EQ(json_terminal_safe("{\"a\": \"x\x7f\xc2\x9b\xe2\x80\xae\xe2\x81\xa9y\"}"),
+            "{\"a\": \"x\\u007f\\u009b\\u202e\\u2069y\"}");
+  const std::string printable = "{\"f\": \"caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x99\x82 \xc2\xa0\"}";
+  EXPECT_EQ(json_terminal_safe(printable), printable);
+  // The same document once parsed.
+  const std::string text = nlohmann::json({{"s", "a\x7f\xc2\x85\xe2\x80\xaa"}}).dump();
+  EXPECT_EQ(nlohmann::json::parse(json_terminal_safe(text)), nlohmann::json::parse(text));
+}
+
+TEST(TerminalSafe, JsonReportsHoldNoRawControlCharacters) {
+  const std::string path = hostile_trace_file();
+  for (const char* command : {"summary --json", "leaks --json", "oom --json"}) {
+    SCOPED_TRACE(command);
+    const std::string text = test::memtrace_stdout(std::string(command) + " " + path);
+    EXPECT_FALSE(has_raw_control(text)) << text;
+    EXPECT_NE(text.find("\\u009b"), std::string::npos);  // the CSI of argv and of the Python function
+  }
+}
+
+TEST(TerminalSafe, ErrorLinesShowTheFileNameEscaped) {
+  // A file that arrives under a name holding an escape sequence and a line break: one line, written out.
+  const std::string path = test::temp_path("bad\x1b[31m\n.mtrace");
+  test::write_file(path, "MEM");
+  const std::string err = test::temp_path("bad-name.err");
+  ASSERT_NE(std::system(("'" + std::string(MEMTRACE_BIN) + "' summary '" + path + "' 2>'" + err + "'").c_str()), 0);
+  std::ifstream in(err);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "memtrace: " + terminal_safe(path) + ": not a memtrace trace: no memtrace header frame (at byte 0)\n");
+  EXPECT_NE(text.find("bad\\x1b[31m\\n.mtrace"), std::string::npos) << text;
 }
 
 }  // namespace
