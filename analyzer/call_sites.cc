@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <span>
 #include <utility>
 
 #include "checked_math.h"
@@ -11,10 +12,26 @@ namespace {
 
 using SiteKey = std::pair<int32_t, uint64_t>;  // (device, stack id) or (device, site)
 
-std::map<SiteKey, std::vector<const LiveAllocation*>> by_stack(const std::vector<LiveAllocation>& live) {
-  std::map<SiteKey, std::vector<const LiveAllocation*>> stacks;
-  for (const LiveAllocation& a : live) stacks[{a.device, a.stack_id}].push_back(&a);
-  return stacks;
+// `live`'s allocations ordered by (device, stack id), for for_each_stack. A sort of pointers rather than a map
+// of vectors: these walks run at every OOM over the whole live set, and a sort allocates once.
+std::vector<const LiveAllocation*> by_stack(const std::vector<LiveAllocation>& live) {
+  std::vector<const LiveAllocation*> sorted;
+  sorted.reserve(live.size());
+  for (const LiveAllocation& a : live) sorted.push_back(&a);
+  std::sort(sorted.begin(), sorted.end(), [](const LiveAllocation* a, const LiveAllocation* b) {
+    return std::pair(a->device, a->stack_id) < std::pair(b->device, b->stack_id);
+  });
+  return sorted;
+}
+
+// Calls visit(key, allocations) for each (device, stack id) of `sorted` (by_stack's), in key order.
+template <typename Visit>
+void for_each_stack(const std::vector<const LiveAllocation*>& sorted, Visit&& visit) {
+  for (size_t begin = 0, end = 0; begin < sorted.size(); begin = end) {
+    SiteKey key{sorted[begin]->device, sorted[begin]->stack_id};
+    while (end < sorted.size() && sorted[end]->device == key.first && sorted[end]->stack_id == key.second) ++end;
+    visit(key, std::span(sorted.data() + begin, end - begin));
+  }
 }
 
 template <typename T>
@@ -69,11 +86,11 @@ uint64_t SiteGrouping::site_of(uint64_t stack_id) const {
 
 std::vector<CallSite> group_by_call_site(const std::vector<LiveAllocation>& live, const SiteGrouping& grouping) {
   std::vector<CallSite> per_stack;
-  for (const auto& [key, allocations] : by_stack(live)) {
+  for_each_stack(by_stack(live), [&](SiteKey key, std::span<const LiveAllocation* const> allocations) {
     CallSite site{key.first, key.second, 0, allocations.size()};
     for (const LiveAllocation* a : allocations) site.bytes = saturating_add(site.bytes, a->size_bytes);
     per_stack.push_back(site);
-  }
+  });
   merge_call_sites(per_stack, grouping);
   return per_stack;
 }
@@ -100,7 +117,7 @@ std::vector<LeakSite> find_leak_sites(const std::vector<LiveAllocation>& live_at
     int64_t first_ns = 0;  // the earliest first allocation of its stacks
   };
   std::map<SiteKey, SiteAllocations> sites;
-  for (const auto& [key, allocations] : by_stack(live_at_exit)) {
+  for_each_stack(by_stack(live_at_exit), [&](SiteKey key, std::span<const LiveAllocation* const> allocations) {
     SiteAllocations& site = sites[{key.first, grouping.site_of(key.second)}];
     uint64_t bytes = 0;
     for (const LiveAllocation* a : allocations) bytes = saturating_add(bytes, a->size_bytes);
@@ -110,7 +127,7 @@ std::vector<LeakSite> find_leak_sites(const std::vector<LiveAllocation>& live_at
     site.builder.add_stack(key.second, bytes, allocations.size());
     site.builder.site.device = key.first;
     site.allocations.insert(site.allocations.end(), allocations.begin(), allocations.end());
-  }
+  });
   std::vector<LeakSite> result;
   for (auto& [key, site] : sites) {
     LeakSite leak;

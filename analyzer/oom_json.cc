@@ -52,6 +52,11 @@ json detail_json(size_t number, const OomDetail& d, FrameResolver& resolver) {
                  {"growing_call_site_count", d.growing_site_count},
                  {"growing_call_sites", growing},
                  {"diagnoses", diagnoses}};
+  if (!d.call_sites_listed) {
+    for (const char* key : {"live_call_site_count", "live_call_sites", "growing_call_site_count", "growing_call_sites"})
+      detail[key] = nullptr;
+    detail["call_sites_not_listed_reason"] = kSitesNotListedReason;
+  }
   return with_stack(std::move(detail), resolver.resolve(o.stack_id));
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <memory>
 
+#include "checked_math.h"
+
 namespace memtrace {
 namespace {
 
@@ -19,8 +21,9 @@ bool same_oom(const OomEvent& a, const OomEvent& b) {
 // its list entry for entry so that their snapshots go with them.
 class OomReplay {
  public:
-  OomReplay(const Analysis& analysis, size_t sites_per_oom)
+  OomReplay(const Analysis& analysis, size_t sites_per_oom, OomSiteBudget budget)
       : first_pass_(analysis.model.ooms()), sites_per_oom_(sites_per_oom), grouping_(analysis.stacks) {
+    visits_left_ = saturating_add(budget.slack, saturating_mul(budget.per_event, analysis.model.next_event_index()));
     model_.set_layer_hints(analysis.model.layer_hints());
     wanted_ = std::min(first_pass_.size(), kMaxOomsDetailed);
   }
@@ -88,7 +91,7 @@ class OomReplay {
     tracked_.push_back(std::move(t));
   }
 
-  OomDetail snapshot(const OomEvent& oom) const {
+  OomDetail snapshot(const OomEvent& oom) {
     OomDetail d;
     d.oom = oom;
     if (auto it = model_.devices().find(oom.device); it != model_.devices().end()) {
@@ -97,6 +100,15 @@ class OomReplay {
     }
     d.usage = model_.last_device_usage(oom.device);
     d.fragmentation = model_.fragmentation(oom.device);
+    // The walk visits every live allocation, of any kind and device. Once one walk is refused, every
+    // later OOM goes without, so that the OOMs with call sites are the first ones.
+    uint64_t visits = model_.live_allocations();
+    if (!sites_listed_ || visits > visits_left_) {
+      sites_listed_ = false;
+      d.call_sites_listed = false;
+      return d;
+    }
+    visits_left_ -= visits;
     std::vector<LiveAllocation> live;
     model_.for_each_allocated(oom.device, [&](const LiveAllocation& a) { live.push_back(a); });
     std::vector<CallSite> sites = group_by_call_site(live, grouping_);
@@ -130,6 +142,8 @@ class OomReplay {
   SiteGrouping grouping_;  // of the first pass's stacks: the sites of every snapshot, each stack grouped once
   size_t wanted_ = 0;
   bool found_all_ = false;
+  uint64_t visits_left_ = 0;  // of the OomSiteBudget
+  bool sites_listed_ = true;  // no walk refused yet
   MemoryModel model_;
   std::vector<Tracked> tracked_;  // one per entry of model_.ooms()
   std::vector<AwaitingUsage> awaiting_usage_;
@@ -142,11 +156,17 @@ uint64_t OomDetail::device_total_bytes() const {
   return usage ? usage->device_total_bytes : 0;
 }
 
-OomReport build_oom_report(const Analysis& analysis, size_t sites_per_oom) {
+size_t OomReport::first_without_call_sites() const {
+  size_t i = 0;
+  while (i < detailed.size() && detailed[i].call_sites_listed) ++i;
+  return i;
+}
+
+OomReport build_oom_report(const Analysis& analysis, size_t sites_per_oom, OomSiteBudget budget) {
   OomReport report;
   report.total = analysis.model.ooms().size() + analysis.model.health().ooms_not_listed;
   if (analysis.model.ooms().empty()) return report;
-  OomReplay replay(analysis, sites_per_oom);
+  OomReplay replay(analysis, sites_per_oom, budget);
   try {
     read_trace(analysis.path, SinkOf{[&](const EventFields& event) {
                                        replay.apply(event);

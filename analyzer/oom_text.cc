@@ -37,6 +37,10 @@ void print_fragmentation(std::ostream& out, const Fragmentation& f) {
 }
 
 void print_live_sites(std::ostream& out, const OomDetail& d, FrameResolver& resolver, const TextOptions& options) {
+  if (!d.call_sites_listed) {
+    out << "  live at the failure: call sites not listed (" << kSitesNotListedReason << ")\n";
+    return;
+  }
   out << "  live at the failure: " << count_of(d.live_site_count, "call site");
   if (d.live_site_count > d.top_live_sites.size()) out << " (top " << d.top_live_sites.size() << " shown)";
   out << '\n';
@@ -98,6 +102,8 @@ void print_oom_report(std::ostream& out, const Analysis& analysis, const OomRepo
     out << " (the first " << report.detailed.size() << " in detail, " << with_thousands(report.total - report.detailed.size())
         << " more only counted)";
   out << '\n';
+  if (size_t n = report.first_without_call_sites(); n < report.detailed.size())
+    out << "live call sites not listed for OOMs #" << n + 1 << " and later: " << kSitesNotListedReason << '\n';
   for (size_t i = 0; i < report.detailed.size(); ++i) print_detail(out, i + 1, report.detailed[i], resolver, options);
 }
 

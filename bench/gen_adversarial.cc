@@ -24,6 +24,8 @@
 //   remap_pages       One address reservation with 2,000 VMM pages (cuMemCreate + cuMemMap, 2 MiB each) mapped
 //                     one after another and a PyTorch block in the first (one expandable segment), then
 //                     rounds of: unmap the middle page, a block alloc, map it back, the block's free.
+//   oom_live          Allocations never freed, on 50,000 stacks of 2 frames taken in turn, up to the size, then
+//                     150 failed cudaMalloc calls (each OOM's call sites walk the whole live set).
 // Prints "SHAPE: N units, BYTES bytes" (the unit: a stack, a module, an event, a launch, a frame, a notice).
 #include <zstd.h>
 
@@ -332,6 +334,31 @@ uint64_t remap_pages(Generator& g) {
   return events;
 }
 
+uint64_t oom_live(Generator& g) {
+  constexpr uint64_t kStacks = 50'000, kOoms = 150;
+  uint64_t events = 0;
+  while (!g.full()) {
+    uint64_t stack = 1 + events % kStacks;
+    if (events < kStacks) {
+      proto::Record r;
+      r.mutable_stack()->set_id(stack);
+      r.mutable_stack()->add_frames(0x1000 + stack);
+      r.mutable_stack()->add_frames(0x2000 + stack);
+      g.emit(r);
+    }
+    g.emit(g.event(proto::ALLOC, proto::LAYER_DRIVER, proto::CUDA_MALLOC, 0, 0x10000000 + events * 0x1000, 16, stack));
+    ++events;
+  }
+  for (uint64_t i = 0; i < kOoms; ++i, ++events) {
+    proto::Event e = g.event(proto::OOM, proto::LAYER_DRIVER, proto::CUDA_MALLOC, 0, 0, 1 << 30, 1);
+    e.set_result(2);
+    e.set_device_free_bytes(1);
+    e.set_device_total_bytes(2ull << 30);
+    g.emit(e);
+  }
+  return events;
+}
+
 struct NamedShape {
   const char* name;
   Shape make;
@@ -341,7 +368,7 @@ constexpr NamedShape kShapes[] = {
     {"many_devices", many_devices},     {"graph_launches", graph_launches},
     {"timeline_blocks", timeline_blocks}, {"modules_descending", modules_descending},
     {"long_python_names", long_python_names}, {"many_notices", many_notices},
-    {"remap_pages", remap_pages},
+    {"remap_pages", remap_pages},       {"oom_live", oom_live},
 };
 
 }  // namespace

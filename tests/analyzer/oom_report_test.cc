@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include "analysis.h"
+#include "frames.h"
 #include "oom_diagnosis.h"
+#include "oom_json.h"
 #include "oom_report.h"
 #include "oom_test_events.h"
+#include "oom_text.h"
 
 namespace memtrace {
 namespace {
@@ -289,6 +292,75 @@ TEST(OomReport, OnlyTheFirstHundredOomsGetDetail) {
   EXPECT_EQ(r.oom.detailed[0].oom.requested_bytes, 1u);
   EXPECT_EQ(r.oom.detailed[99].oom.requested_bytes, 100u);
   EXPECT_EQ(r.oom.detailed[99].totals.driver_bytes, kMiB);
+}
+
+// Call-site walks within the work budget. 7 events: 1 MiB and 2 MiB live on stack 11, 4 MiB on stack 12, OOM #1
+// (3 live allocations), 8 MiB on stack 10, OOMs #2 and #3 (4 live each). With 1 visit per event and no
+// slack, 7 visits: #1 takes 3, #2 the last 4, #3 finds none left. With 6 visits (slack alone): #1 takes 3,
+// and #2 would need 4 of the 3 left, so #2 and #3 go without. The other figures are there either way.
+TEST(OomReport, CallSiteWalksStopAtTheWorkBudgetAndLaterOomsGoWithout) {
+  Report r = report_of("site-budget", {driver_alloc(0, 0x10000000, kMiB, kMs, 11),
+                                       driver_alloc(0, 0x20000000, 2 * kMiB, kMs, 11),
+                                       driver_alloc(0, 0x30000000, 4 * kMiB, kMs, 12),
+                                       cuda_malloc_oom(0, 100 * kMiB, 0, 64 * kMiB, kMs, 10),
+                                       driver_alloc(0, 0x40000000, 8 * kMiB, kMs, 10),
+                                       cuda_malloc_oom(0, 100 * kMiB, 0, 64 * kMiB, kMs, 10),
+                                       cuda_malloc_oom(0, 100 * kMiB, 0, 64 * kMiB, kMs, 10)});
+  ASSERT_EQ(r.analysis->model.next_event_index(), 7u);
+  ASSERT_EQ(r.oom.detailed.size(), 3u);
+  EXPECT_EQ(r.oom.first_without_call_sites(), 3u);  // the default budget: 2^20 + 4 x 7 visits
+
+  OomReport exact = build_oom_report(*r.analysis, kSitesPerOom, OomSiteBudget{.slack = 0, .per_event = 1});
+  ASSERT_EQ(exact.detailed.size(), 3u);
+  EXPECT_EQ(exact.first_without_call_sites(), 2u);
+  const OomDetail& first = exact.detailed[0];
+  EXPECT_TRUE(first.call_sites_listed);
+  ASSERT_EQ(first.live_site_count, 2u);
+  EXPECT_EQ(first.top_live_sites[0].stack_id, 12u);
+  EXPECT_EQ(first.top_live_sites[0].bytes, 4 * kMiB);
+  EXPECT_EQ(first.top_live_sites[1].stack_id, 11u);
+  EXPECT_EQ(first.top_live_sites[1].bytes, 3 * kMiB);
+  EXPECT_EQ(first.top_live_sites[1].count, 2u);
+  const OomDetail& second = exact.detailed[1];
+  EXPECT_TRUE(second.call_sites_listed);
+  ASSERT_EQ(second.live_site_count, 3u);
+  EXPECT_EQ(second.top_live_sites[0].stack_id, 10u);
+  EXPECT_EQ(second.top_live_sites[0].bytes, 8 * kMiB);
+  const OomDetail& third = exact.detailed[2];
+  EXPECT_FALSE(third.call_sites_listed);
+  EXPECT_EQ(third.live_site_count, 0u);
+  EXPECT_TRUE(third.top_live_sites.empty());
+  EXPECT_EQ(third.growing_site_count, 0u);
+  EXPECT_EQ(third.totals, (DeviceTotals{15 * kMiB, 15 * kMiB, 15 * kMiB}));
+  EXPECT_EQ(third.oom.time_ns, 7 * kMs);
+
+  OomReport short_budget = build_oom_report(*r.analysis, kSitesPerOom, OomSiteBudget{.slack = 6, .per_event = 0});
+  EXPECT_EQ(short_budget.first_without_call_sites(), 1u);
+  EXPECT_EQ(short_budget.detailed[0].live_site_count, 2u);
+  EXPECT_FALSE(short_budget.detailed[1].call_sites_listed);
+  EXPECT_FALSE(short_budget.detailed[2].call_sites_listed);
+
+  // What the reports say: one line under the count and one per OOM in the text, nulls and a reason in JSON.
+  Symbolizer symbolizer(r.analysis->stacks.modules());
+  FrameResolver resolver(r.analysis->stacks, symbolizer);
+  std::ostringstream text;
+  print_oom_report(text, *r.analysis, exact, resolver, TextOptions{});
+  std::string out = text.str();
+  const std::string reason = "the trace's live set is too large to list at every failure";
+  EXPECT_NE(out.find("Failed allocations: 3\nlive call sites not listed for OOMs #3 and later: " + reason + "\n"),
+            std::string::npos);
+  size_t third_at = out.find("OOM #3:");
+  ASSERT_NE(third_at, std::string::npos);
+  EXPECT_NE(out.find("  live at the failure: call sites not listed (" + reason + ")\n", third_at), std::string::npos);
+  EXPECT_NE(out.find("  live at the failure: 3 call sites\n"), std::string::npos);
+  EXPECT_EQ(out.find("call sites not listed ("), out.rfind("call sites not listed ("));  // OOM #3's alone
+  nlohmann::json json = oom_report_json(*r.analysis, exact, resolver);
+  EXPECT_EQ(json["ooms"][1]["live_call_site_count"], 3);
+  EXPECT_FALSE(json["ooms"][1].contains("call_sites_not_listed_reason"));
+  for (const char* key : {"live_call_site_count", "live_call_sites", "growing_call_site_count", "growing_call_sites"})
+    EXPECT_TRUE(json["ooms"][2][key].is_null()) << key;
+  EXPECT_EQ(json["ooms"][2]["call_sites_not_listed_reason"], reason);
+  EXPECT_EQ(json["ooms"][2]["allocated_bytes"], 15 * kMiB);
 }
 
 // Figures chosen to make every rule but the first apply at once (not a real device), to check the order.
