@@ -57,6 +57,10 @@ void add_hostile_values(json& trace, const TraceHealth& h, const RecordCuts& cut
 }
 }  // namespace
 
+void add_symbolizer_health(json& trace, const Symbolizer& symbolizer) {
+  if (uint64_t count = symbolizer.modules_not_opened()) trace["modules_not_opened"] = count;
+}
+
 json trace_json(const Analysis& a) {
   const TraceHealth& h = a.model.health();
   json notices = json::array();

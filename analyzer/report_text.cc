@@ -350,7 +350,7 @@ void print_hostile_values(std::ostream& out, const TraceHealth& h) {
 }
 }  // namespace
 
-void print_health(std::ostream& out, const Analysis& a) {
+void print_health(std::ostream& out, const Analysis& a, uint64_t modules_not_opened) {
   const TraceHealth& h = a.model.health();
   out << "\nTrace health\n";
   // The header is written when tracing starts, the first records at the first flush: a process cut off
@@ -385,6 +385,9 @@ void print_health(std::ostream& out, const Analysis& a) {
   if (cuts.strings_cut)
     out << "  strings longer than the tracer writes: " << with_thousands(cuts.strings_cut)
         << " (cut, marked \u2026[truncated])\n";
+  if (modules_not_opened)
+    out << "  modules not symbolized (the trace names more than " << with_thousands(kMaxFilesOpened)
+        << " files) " << with_thousands(modules_not_opened) << '\n';
   for (const proto::Notice& n : a.info.notices) {
     out << "  notice " << proto::Notice_Code_Name(n.code());
     if (!n.message().empty()) out << ": " << terminal_safe(n.message());
