@@ -167,6 +167,7 @@ struct Symbolizer::Impl {
   std::vector<std::string> debug_dirs;
   size_t max_files_opened;
   std::map<FileKey, std::unique_ptr<OpenedFile>> files;  // every file whose ELF was read
+  size_t files_read = 0;                                  // ELF reads: files.size() unless one was read twice
   // Modules with one recorded path and build id try the same files: the first one's resolution serves the rest.
   std::unordered_map<std::string, Resolution> by_path_and_build_id;
   uint64_t modules_not_opened = 0;
@@ -216,11 +217,12 @@ struct Symbolizer::Impl {
       if (auto known = files.find(FileKey{st.st_dev, st.st_ino}); known != files.end()) {
         close(fd);
         file = known->second.get();
-      } else if (files.size() >= max_files_opened) {
+      } else if (files_read >= max_files_opened) {
         close(fd);
         result.not_opened = true;  // bounds the descriptors and mappings a trace can make us hold
         return result;
       } else {
+        ++files_read;
         file = files.emplace(FileKey{st.st_dev, st.st_ino}, open_file(fd, real_path, loaded.name)).first->second.get();
       }
       if (!expected.empty() && file->build_id != expected) {
@@ -350,7 +352,7 @@ const NativeFrame& Symbolizer::symbolize(uint64_t return_address) {
   return it->second;
 }
 
-size_t Symbolizer::files_opened() const { return impl_->files.size(); }
+size_t Symbolizer::files_opened() const { return impl_->files_read; }
 uint64_t Symbolizer::modules_not_opened() const { return impl_->modules_not_opened; }
 
 }  // namespace memtrace
