@@ -9,8 +9,10 @@
 
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 
 #include "commands.h"
+#include "report_json.h"
 #include "report_session.h"
 #include "symbolizer.h"
 #include "trace_builder.h"
@@ -304,6 +306,33 @@ TEST(Symbolizer, FilesPastTheLimitAreNotOpenedAndCounted) {
   symbolizer.symbolize(known_function_return_address() + (3ull << 32) + 4);  // the same module again: counted once
   EXPECT_EQ(symbolizer.files_opened(), 1u);
   EXPECT_EQ(symbolizer.modules_not_opened(), 2u);
+}
+
+TEST(Symbolizer, ReportsSayHowManyModulesWereNotOpened) {
+  const std::string path = test::temp_path("modules-not-opened.mtrace");
+  test::TraceBuilder b;
+  b.start().end(0, 10).end_chunk();
+  test::write_file(path, b.bytes());
+  auto analysis = analyze_trace(path, false);
+  std::ostringstream with, without;
+  print_health(with, *analysis, 3);
+  print_health(without, *analysis);
+  EXPECT_NE(with.str().find("\n  modules not symbolized (the trace names more than 4,096 files) 3\n"), std::string::npos)
+      << with.str();
+  EXPECT_EQ(without.str().find("modules not symbolized"), std::string::npos);
+
+  const fs::path dir = fresh_dir("symbolizer-limit-json");
+  fs::copy_file(main_module().path(), dir / "other");
+  proto::Module other = shifted(main_module(), 1ull << 32);
+  other.set_path((dir / "other").string());
+  Symbolizer symbolizer({main_module(), other}, {}, /*max_files_opened=*/1);
+  nlohmann::json trace = nlohmann::json::object();
+  add_symbolizer_health(trace, symbolizer);
+  EXPECT_FALSE(trace.contains("modules_not_opened"));
+  symbolizer.symbolize(known_function_return_address());
+  symbolizer.symbolize(known_function_return_address() + (1ull << 32));
+  add_symbolizer_health(trace, symbolizer);
+  EXPECT_EQ(trace["modules_not_opened"], 1);
 }
 
 TEST(DebugPaths, ParsesDirectoriesAndRefusesOthers) {
