@@ -13,6 +13,7 @@ int cmd_leaks(const std::vector<std::string>& args) {
   if (int status = open_report(args, /*with_live_at_peak=*/false, &s); status != kExitOk) return status;
   if (s.json()) {
     nlohmann::json report = {{"trace", trace_json(*s.analysis)}, {"leaks", leaks_json(*s.analysis, *s.resolver)}};
+    add_symbolizer_health(report["trace"], *s.symbolizer);
     std::cout << json_terminal_safe(report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) << '\n';
     return kExitOk;
   }

@@ -5,6 +5,7 @@
 #include "oom_json.h"
 #include "oom_report.h"
 #include "oom_text.h"
+#include "report_json.h"
 #include "report_session.h"
 #include "terminal_text.h"
 
@@ -21,8 +22,9 @@ int cmd_oom(const std::vector<std::string>& args) {
     return report_trace_error(s.args.trace, e);
   }
   if (s.json()) {
-    std::cout << json_terminal_safe(oom_report_json(*s.analysis, report, *s.resolver)
-                                        .dump(2, ' ', false, nlohmann::json::error_handler_t::replace))
+    nlohmann::json json_report = oom_report_json(*s.analysis, report, *s.resolver);
+    add_symbolizer_health(json_report["trace"], *s.symbolizer);
+    std::cout << json_terminal_safe(json_report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace))
               << '\n';
     return kExitOk;
   }

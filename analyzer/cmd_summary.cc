@@ -18,6 +18,7 @@ int cmd_summary(const std::vector<std::string>& args) {
                              {"process", process_json(a)},
                              {"leaks", leaks_json(a, *s.resolver)},
                              {"ooms", ooms_json(a, *s.resolver)}};
+    add_symbolizer_health(report["trace"], *s.symbolizer);
     std::cout << json_terminal_safe(report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) << '\n';
     return kExitOk;
   }
@@ -26,7 +27,7 @@ int cmd_summary(const std::vector<std::string>& args) {
   print_process(std::cout, a);
   print_leaks(std::cout, a, *s.resolver, s.options);
   print_ooms(std::cout, a, *s.resolver, s.options);
-  print_health(std::cout, a);
+  print_health(std::cout, a, s.symbolizer->modules_not_opened());
   return kExitOk;
 }
 

@@ -63,6 +63,10 @@ std::string notice_code_name(int code) {
   return name.empty() ? std::to_string(code) : name;  // a code this analyzer does not know, by its number
 }
 
+void add_symbolizer_health(json& trace, const Symbolizer& symbolizer) {
+  if (uint64_t count = symbolizer.modules_not_opened()) trace["modules_not_opened"] = count;
+}
+
 json trace_json(const Analysis& a) {
   const TraceHealth& h = a.model.health();
   json notices = json::array();

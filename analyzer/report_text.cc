@@ -352,7 +352,7 @@ void print_hostile_values(std::ostream& out, const TraceHealth& h) {
 }
 }  // namespace
 
-void print_health(std::ostream& out, const Analysis& a) {
+void print_health(std::ostream& out, const Analysis& a, uint64_t modules_not_opened) {
   const TraceHealth& h = a.model.health();
   out << "\nTrace health\n";
   // The header is written when tracing starts, the first records at the first flush: a process cut off
@@ -390,6 +390,9 @@ void print_health(std::ostream& out, const Analysis& a) {
   if (cuts.ids_redefined)
     out << "  stack or Python frame ids defined again: " << with_thousands(cuts.ids_redefined)
         << " (the first definition kept)\n";
+  if (modules_not_opened)
+    out << "  modules not symbolized (the trace names more than " << with_thousands(kMaxFilesOpened)
+        << " files) " << with_thousands(modules_not_opened) << '\n';
   for (const proto::Notice& n : a.info.notices) {
     out << "  notice " << (proto::Notice_Code_Name(n.code()).empty() ? "code " : "") << notice_code_name(n.code());
     if (!n.message().empty()) out << ": " << terminal_safe(n.message());

@@ -36,6 +36,7 @@ void print_devices(std::ostream& out, const Analysis& analysis, FrameResolver& r
 void print_process(std::ostream& out, const Analysis& analysis);
 void print_leaks(std::ostream& out, const Analysis& analysis, FrameResolver& resolver, const TextOptions& options);
 void print_ooms(std::ostream& out, const Analysis& analysis, FrameResolver& resolver, const TextOptions& options);
-void print_health(std::ostream& out, const Analysis& analysis);
+// `modules_not_opened`: Symbolizer::modules_not_opened() once the reports before it are symbolized.
+void print_health(std::ostream& out, const Analysis& analysis, uint64_t modules_not_opened = 0);
 
 }  // namespace memtrace

@@ -2,6 +2,7 @@
 // with elfutils' libdwfl: function (demangled), offset, and source file:line where debug info exists.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -16,6 +17,10 @@ namespace memtrace {
 // the largest shared objects CUDA jobs load (libtorch_cuda.so, libcublasLt.so: hundreds of MiB to about 2 GiB),
 // debug info included, and bounds what a hostile path can make the analyzer map.
 inline constexpr uint64_t kMaxElfFileBytes = 4ull << 30;
+
+// Distinct files a Symbolizer reads at most (each holds a descriptor and a mapping until it is destroyed). A large
+// PyTorch process maps 1,000 to 2,000 shared objects; a trace that names more files than this is not one run's.
+inline constexpr size_t kMaxFilesOpened = 4096;
 
 struct NativeFrame {
   uint64_t address = 0;          // the absolute return address from the trace
@@ -40,9 +45,15 @@ struct NativeFrame {
 //   the recorded path;
 // and the first whose build id matches is used. A module without a build id takes the first of the last two kinds
 // that opens. A module whose files all carry another build id is a build id mismatch.
+// When it reads them: a module's files are looked for when the first frame inside it is symbolized, never for
+// modules no frame uses; modules of one recorded path and build id share what the first one found, and a file
+// (one device and inode) is read once, whatever number of modules name it at whatever load addresses. Past
+// `max_files_opened` distinct files, frames of modules whose file would be another are not symbolized (their
+// frames read as of a missing module) and the modules are counted (modules_not_opened).
 class Symbolizer {
  public:
-  explicit Symbolizer(std::vector<proto::Module> modules, std::vector<std::string> debug_dirs = {});
+  explicit Symbolizer(std::vector<proto::Module> modules, std::vector<std::string> debug_dirs = {},
+                      size_t max_files_opened = kMaxFilesOpened);
   ~Symbolizer();
   Symbolizer(const Symbolizer&) = delete;
   Symbolizer& operator=(const Symbolizer&) = delete;
@@ -50,6 +61,11 @@ class Symbolizer {
   // Symbolizes a return address. Return addresses point after the call, so the lookup uses
   // address - 1. Results are cached per address.
   const NativeFrame& symbolize(uint64_t return_address);
+
+  // Distinct files (device and inode) whose ELF was read so far, of the build that ran or not.
+  size_t files_opened() const;
+  // Modules some frame fell in whose file was not opened because max_files_opened files already were.
+  uint64_t modules_not_opened() const;
 
  private:
   struct Impl;

@@ -9,8 +9,10 @@
 
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 
 #include "commands.h"
+#include "report_json.h"
 #include "report_session.h"
 #include "symbolizer.h"
 #include "trace_builder.h"
@@ -223,6 +225,114 @@ TEST(Symbolizer, AFileOfAnotherBuildIsPassedOverForOneThatMatches) {
   EXPECT_TRUE(f.build_id_mismatch);
   EXPECT_FALSE(f.module_missing);
   EXPECT_EQ(f.function, "");
+}
+
+// ---- When it opens them, and how many ----
+
+// `module` moved up by `shift` bytes: the same file loaded at another address.
+proto::Module shifted(proto::Module module, uint64_t shift) {
+  module.set_load_address(module.load_address() + shift);
+  module.set_start(module.start() + shift);
+  module.set_end(module.end() + shift);
+  return module;
+}
+
+TEST(Symbolizer, ModulesWithoutFramesOpenNoFile) {
+  std::vector<proto::Module> modules;
+  for (uint64_t k = 1; k <= 1000; ++k) modules.push_back(shifted(main_module(), k << 32));
+  Symbolizer symbolizer(modules);
+  EXPECT_EQ(symbolizer.files_opened(), 0u);
+  // A frame outside every module opens nothing either; one inside the 500th opens its file.
+  EXPECT_EQ(symbolizer.symbolize(0x1000).module_name, "");
+  EXPECT_EQ(symbolizer.files_opened(), 0u);
+  const NativeFrame& f = symbolizer.symbolize(known_function_return_address() + (500ull << 32));
+  EXPECT_EQ(f.function, "memtrace_test_symbols::known_function_for_symbolizer(int)");
+  EXPECT_EQ(symbolizer.files_opened(), 1u);
+}
+
+TEST(Symbolizer, ManyModulesOfOneFileShareItsOpening) {
+  const proto::Module real = main_module();
+  const fs::path dir = fresh_dir("symbolizer-one-file");
+  const fs::path link = dir / "analyzer_tests_link";  // another path, the same file
+  fs::create_symlink(real.path(), link);
+  std::vector<proto::Module> modules;
+  for (uint64_t k = 1; k <= 20000; ++k) {
+    proto::Module m = shifted(real, k << 32);
+    if (k % 2 == 0) m.set_path(link.string());
+    modules.push_back(std::move(m));
+  }
+  Symbolizer many(modules);
+  Symbolizer one({real});
+  const NativeFrame& expected = one.symbolize(known_function_return_address());
+  ASSERT_EQ(expected.function, "memtrace_test_symbols::known_function_for_symbolizer(int)");
+  for (uint64_t k : {1ull, 12345ull, 20000ull}) {  // through the recorded path, then twice through the link
+    SCOPED_TRACE(k);
+    const NativeFrame& f = many.symbolize(known_function_return_address() + (k << 32));
+    EXPECT_EQ(f.module_name, k % 2 ? "analyzer_tests" : "analyzer_tests_link");
+    EXPECT_EQ(f.module_offset, expected.module_offset);
+    EXPECT_EQ(f.function, expected.function);
+    EXPECT_EQ(f.function_offset, 1u);
+    EXPECT_EQ(f.source_file, expected.source_file);
+    EXPECT_EQ(f.line, memtrace_test_symbols::kKnownFunctionLine);
+    EXPECT_FALSE(f.module_missing);
+    EXPECT_FALSE(f.build_id_mismatch);
+  }
+  EXPECT_EQ(many.files_opened(), 1u);
+  EXPECT_EQ(many.modules_not_opened(), 0u);
+}
+
+TEST(Symbolizer, FilesPastTheLimitAreNotOpenedAndCounted) {
+  const proto::Module real = main_module();
+  const fs::path dir = fresh_dir("symbolizer-limit");
+  const fs::path copy = dir / "analyzer_tests_copy";  // another file, the same build
+  fs::copy_file(real.path(), copy);
+  proto::Module first = shifted(real, 1ull << 32);
+  proto::Module same_file = shifted(real, 2ull << 32);
+  proto::Module other_file = shifted(real, 3ull << 32);
+  proto::Module other_file_again = shifted(real, 4ull << 32);
+  other_file.set_path(copy.string());
+  other_file_again.set_path(copy.string());
+  Symbolizer symbolizer({first, same_file, other_file, other_file_again}, {}, /*max_files_opened=*/1);
+  const std::string name = "memtrace_test_symbols::known_function_for_symbolizer(int)";
+  EXPECT_EQ(symbolizer.symbolize(known_function_return_address() + (1ull << 32)).function, name);
+  EXPECT_EQ(symbolizer.symbolize(known_function_return_address() + (2ull << 32)).function, name);
+  for (uint64_t k : {3ull, 4ull}) {
+    const NativeFrame& f = symbolizer.symbolize(known_function_return_address() + (k << 32));
+    EXPECT_EQ(f.module_name, "analyzer_tests_copy");
+    EXPECT_EQ(f.function, "");
+    EXPECT_TRUE(f.module_missing);
+    EXPECT_FALSE(f.build_id_mismatch);
+  }
+  symbolizer.symbolize(known_function_return_address() + (3ull << 32) + 4);  // the same module again: counted once
+  EXPECT_EQ(symbolizer.files_opened(), 1u);
+  EXPECT_EQ(symbolizer.modules_not_opened(), 2u);
+}
+
+TEST(Symbolizer, ReportsSayHowManyModulesWereNotOpened) {
+  const std::string path = test::temp_path("modules-not-opened.mtrace");
+  test::TraceBuilder b;
+  b.start().end(0, 10).end_chunk();
+  test::write_file(path, b.bytes());
+  auto analysis = analyze_trace(path, false);
+  std::ostringstream with, without;
+  print_health(with, *analysis, 3);
+  print_health(without, *analysis);
+  EXPECT_NE(with.str().find("\n  modules not symbolized (the trace names more than 4,096 files) 3\n"), std::string::npos)
+      << with.str();
+  EXPECT_EQ(without.str().find("modules not symbolized"), std::string::npos);
+
+  const fs::path dir = fresh_dir("symbolizer-limit-json");
+  fs::copy_file(main_module().path(), dir / "other");
+  proto::Module other = shifted(main_module(), 1ull << 32);
+  other.set_path((dir / "other").string());
+  Symbolizer symbolizer({main_module(), other}, {}, /*max_files_opened=*/1);
+  nlohmann::json trace = nlohmann::json::object();
+  add_symbolizer_health(trace, symbolizer);
+  EXPECT_FALSE(trace.contains("modules_not_opened"));
+  symbolizer.symbolize(known_function_return_address());
+  symbolizer.symbolize(known_function_return_address() + (1ull << 32));
+  add_symbolizer_health(trace, symbolizer);
+  EXPECT_EQ(trace["modules_not_opened"], 1);
 }
 
 TEST(DebugPaths, ParsesDirectoriesAndRefusesOthers) {
