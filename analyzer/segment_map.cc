@@ -211,19 +211,17 @@ void SegmentFreeSpace::update_gap(Entry& e, uint64_t start) {
 
 void SegmentFreeSpace::add_block(uint64_t address, uint64_t size_bytes) {
   blocks_.insert(address, size_bytes);
-  auto after = segments_.upper_bound(Key{address, UINT8_MAX});
-  // Without overlaps only the last segment starting at or before the address can hold it.
-  for (auto it = after; it != segments_.begin();) {
-    --it;
-    ++work_;
-    if (address < it->second.end) update_gap(it->second, it->first.first);
-    if (overlapping_neighbours_ == 0) break;
-  }
+  update_segments_holding(address);
 }
 
 void SegmentFreeSpace::remove_block(uint64_t address) {
   blocks_.erase(address);
+  update_segments_holding(address);
+}
+
+void SegmentFreeSpace::update_segments_holding(uint64_t address) {
   auto after = segments_.upper_bound(Key{address, UINT8_MAX});
+  // Without overlaps only the last segment starting at or before the address can hold it.
   for (auto it = after; it != segments_.begin();) {
     --it;
     ++work_;

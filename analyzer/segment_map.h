@@ -141,6 +141,8 @@ class SegmentFreeSpace {
     std::map<uint64_t, uint64_t> gap_counts;  // largest free block of a segment -> how many segments
   };
   void update_gap(Entry& e, uint64_t start);
+  // After a block at `address` came or went: the largest free block of each segment that holds it.
+  void update_segments_holding(uint64_t address);
   void count_overlap(std::map<Key, Entry>::const_iterator first, std::map<Key, Entry>::const_iterator second, int sign);
 
   BlockGapTree blocks_;
