@@ -30,11 +30,13 @@ class OomReplay {
 
   void apply(const EventFields& event) {
     size_t listed_before = model_.ooms().size();
-    uint64_t counted_before = model_.health().ooms_not_listed;
+    const TraceHealth before = model_.health();
     model_.apply(event);
     note_usage_sample(event);
     if (event.kind() != proto::OOM) return;
-    bool appended = model_.health().ooms_not_listed == counted_before;
+    // An OOM of a device ordinal no CUDA device has is counted by the model, not replayed: nothing to track.
+    if (model_.health().events_with_bad_device != before.events_with_bad_device) return;
+    bool appended = model_.health().ooms_not_listed == before.ooms_not_listed;
     forget_folded(event.tid(), listed_before + (appended ? 1 : 0) - model_.ooms().size());
     if (appended) track_new_oom(event);
     found_all_ = model_.ooms().size() >= wanted_ &&

@@ -294,6 +294,20 @@ TEST(OomReport, OnlyTheFirstHundredOomsGetDetail) {
   EXPECT_EQ(r.oom.detailed[99].totals.driver_bytes, kMiB);
 }
 
+// An OOM on device 4096, an ordinal no CUDA device has, is counted by the model and not replayed (it used to
+// make the report take the last listed OOM of an empty list); the one on device 0 after it is the only OOM.
+TEST(OomReport, AnOomOfAnOrdinalNoDeviceHasIsNotTracked) {
+  Report r = report_of("bad-device-oom", {driver_alloc(0, 0x1000, kMiB, kMs, 11),
+                                          cuda_malloc_oom(4096, 7 * kMiB, 0, 64 * kMiB, kMs, 10),
+                                          cuda_malloc_oom(0, 5 * kMiB, 0, 64 * kMiB, kMs, 10)});
+  EXPECT_EQ(r.analysis->model.health().events_with_bad_device, 1u);
+  EXPECT_EQ(r.oom.total, 1u);
+  ASSERT_EQ(r.oom.detailed.size(), 1u);
+  EXPECT_EQ(r.oom.detailed[0].oom.device, 0);
+  EXPECT_EQ(r.oom.detailed[0].oom.requested_bytes, 5 * kMiB);
+  EXPECT_EQ(r.oom.detailed[0].totals.driver_bytes, kMiB);
+}
+
 // Call-site walks within the work budget. 7 events: 1 MiB and 2 MiB live on stack 11, 4 MiB on stack 12, OOM #1
 // (3 live allocations), 8 MiB on stack 10, OOMs #2 and #3 (4 live each). With 1 visit per event and no
 // slack, 7 visits: #1 takes 3, #2 the last 4, #3 finds none left. With 6 visits (slack alone): #1 takes 3,
