@@ -375,13 +375,17 @@ void MappedRuns::mark_held(SegmentFreeSpace& space, uint64_t start) {
   held_.insert(start);
 }
 
+MappedRuns::Neighbours MappedRuns::neighbours(PageIt page) {
+  Neighbours n{page == pages_.begin() ? pages_.end() : std::prev(page), std::next(page)};
+  n.left = n.prev != pages_.end() && joined(n.prev, page);
+  n.right = n.next != pages_.end() && joined(page, n.next);
+  return n;
+}
+
 void MappedRuns::link(PageIt page) {
   uint64_t start = page->first;
   const Page& p = page->second;
-  auto next = std::next(page);
-  auto prev = page == pages_.begin() ? pages_.end() : std::prev(page);
-  bool left = prev != pages_.end() && joined(prev, page);
-  bool right = next != pages_.end() && joined(page, next);
+  auto [prev, next, left, right] = neighbours(page);
   // The run: the neighbours' runs joined through this page.
   uint64_t run_start = start, run_end = p.end;
   bool left_held = false, right_held = false;
@@ -419,10 +423,7 @@ void MappedRuns::link(PageIt page) {
 void MappedRuns::unlink(PageIt page) {
   uint64_t start = page->first;
   const Page& p = page->second;
-  auto next = std::next(page);
-  auto prev = page == pages_.begin() ? pages_.end() : std::prev(page);
-  bool left = prev != pages_.end() && joined(prev, page);
-  bool right = next != pages_.end() && joined(page, next);
+  auto [prev, next, left, right] = neighbours(page);
   auto run = run_at(start);
   uint64_t run_start = run->first, run_end = run->second;
   runs_.erase(run);

@@ -207,6 +207,12 @@ class MappedRuns {
   void erase_stretch(std::map<uint64_t, Stretch>::iterator it);
   // Every stretch in [start, end) but `except` becomes a segment or stops being one.
   void set_segments(uint64_t start, uint64_t end, bool segment);
+  // A page's neighbours in pages_ (pages_.end() where none) and whether it joins each into one run.
+  struct Neighbours {
+    PageIt prev, next;
+    bool left = false, right = false;
+  };
+  Neighbours neighbours(PageIt page);
   void link(PageIt page);
   void unlink(PageIt page);
   void rebuild();
