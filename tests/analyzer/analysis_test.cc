@@ -1,9 +1,9 @@
 // The two-pass analysis of a file: peaks, live at peak (second pass), leak sites, frames.
 #include <gtest/gtest.h>
 
-#include "analysis.h"
+#include "analysis/analysis.h"
 #include "analysis_trace.h"
-#include "frames.h"
+#include "stacks/frames.h"
 
 namespace memtrace {
 namespace {

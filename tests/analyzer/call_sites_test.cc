@@ -1,7 +1,7 @@
 // Grouping by call site and the step-after-step growth measure, with hand-computed numbers.
 #include <gtest/gtest.h>
 
-#include "call_sites.h"
+#include "stacks/call_sites.h"
 
 namespace memtrace {
 namespace {

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "analysis.h"
+#include "analysis/analysis.h"
 #include "trace_builder.h"
 
 namespace memtrace {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "event_decoder.h"
+#include "read/event_decoder.h"
 
 namespace memtrace {
 namespace {

@@ -10,11 +10,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "block_index.h"
-#include "first_allocation_times.h"
-#include "flat_hash_map.h"
-#include "live_table.h"
-#include "segment_map.h"
+#include "model/block_index.h"
+#include "model/first_allocation_times.h"
+#include "util/flat_hash_map.h"
+#include "model/live_table.h"
+#include "model/segment_map.h"
 
 namespace memtrace {
 namespace {

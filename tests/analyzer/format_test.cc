@@ -1,7 +1,7 @@
 // The report's number formats that a reader compares by eye.
 #include <gtest/gtest.h>
 
-#include "format.h"
+#include "util/format.h"
 
 namespace memtrace {
 namespace {

@@ -8,8 +8,8 @@
 #include <set>
 #include <sstream>
 
-#include "memory_model.h"
-#include "segment_map.h"
+#include "model/memory_model.h"
+#include "model/segment_map.h"
 #include "trace_builder.h"
 
 namespace memtrace {

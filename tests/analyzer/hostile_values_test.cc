@@ -8,10 +8,10 @@
 #include <climits>
 #include <sstream>
 
-#include "call_sites.h"
-#include "checked_math.h"
-#include "first_allocation_times.h"
-#include "memory_model.h"
+#include "stacks/call_sites.h"
+#include "util/checked_math.h"
+#include "model/first_allocation_times.h"
+#include "model/memory_model.h"
 #include "trace_builder.h"
 
 namespace memtrace {

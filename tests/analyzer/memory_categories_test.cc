@@ -3,7 +3,7 @@
 // teardown, DEVICE_USAGE samples. Hand-made event sequences with the arithmetic in comments.
 #include <gtest/gtest.h>
 
-#include "memory_model.h"
+#include "model/memory_model.h"
 #include "trace_builder.h"
 
 namespace memtrace {

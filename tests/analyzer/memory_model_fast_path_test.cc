@@ -5,8 +5,8 @@
 
 #include <sstream>
 
-#include "live_table.h"
-#include "memory_model.h"
+#include "model/live_table.h"
+#include "model/memory_model.h"
 #include "trace_builder.h"
 
 namespace memtrace {

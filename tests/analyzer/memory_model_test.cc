@@ -2,7 +2,7 @@
 // trace-health counts, on small hand-made event sequences.
 #include <gtest/gtest.h>
 
-#include "memory_model.h"
+#include "model/memory_model.h"
 #include "trace_builder.h"
 
 namespace memtrace {

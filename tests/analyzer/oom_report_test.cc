@@ -2,13 +2,13 @@
 // figures worked out in the comments; folding of driver failures; the bound on detailed OOMs.
 #include <gtest/gtest.h>
 
-#include "analysis.h"
-#include "frames.h"
-#include "oom_diagnosis.h"
-#include "oom_json.h"
-#include "oom_report.h"
+#include "analysis/analysis.h"
+#include "stacks/frames.h"
+#include "analysis/oom_diagnosis.h"
+#include "report/json/oom_json.h"
+#include "analysis/oom_report.h"
 #include "oom_test_events.h"
-#include "oom_text.h"
+#include "report/text/oom_text.h"
 
 namespace memtrace {
 namespace {

@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "analysis.h"
-#include "peak_capture.h"
+#include "analysis/analysis.h"
+#include "analysis/peak_capture.h"
 #include "trace_builder.h"
 
 namespace memtrace {

@@ -2,7 +2,7 @@
 // are one site (SiteGrouping), with hand-computed totals.
 #include <gtest/gtest.h>
 
-#include "call_sites.h"
+#include "stacks/call_sites.h"
 
 namespace memtrace {
 namespace {

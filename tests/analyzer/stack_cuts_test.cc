@@ -9,12 +9,12 @@
 #include <sstream>
 
 #include "analysis_trace.h"
-#include "format.h"
-#include "frames.h"
-#include "report_text.h"
-#include "stack_table.h"
-#include "symbolizer.h"
-#include "trace_reader.h"
+#include "util/format.h"
+#include "stacks/frames.h"
+#include "report/text/report_text.h"
+#include "stacks/stack_table.h"
+#include "stacks/symbolizer.h"
+#include "read/trace_reader.h"
 
 namespace memtrace {
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "trace_builder.h"
-#include "trace_reader.h"
+#include "read/trace_reader.h"
 
 namespace memtrace {
 namespace {

@@ -11,10 +11,10 @@
 #include <filesystem>
 #include <sstream>
 
-#include "commands.h"
-#include "report_json.h"
-#include "report_session.h"
-#include "symbolizer.h"
+#include "cli/commands.h"
+#include "report/json/report_json.h"
+#include "cli/report_session.h"
+#include "stacks/symbolizer.h"
 #include "trace_builder.h"
 
 namespace memtrace_test_symbols {

@@ -7,7 +7,7 @@
 
 #include "analysis_trace.h"
 #include "oom_test_events.h"
-#include "terminal_text.h"
+#include "util/terminal_text.h"
 
 namespace memtrace {
 namespace {

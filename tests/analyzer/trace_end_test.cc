@@ -1,7 +1,7 @@
 // How the process ended, in words (summary text) and names (--json), for every TraceEnd.how.
 #include <gtest/gtest.h>
 
-#include "trace_end.h"
+#include "read/trace_end.h"
 
 namespace memtrace {
 namespace {

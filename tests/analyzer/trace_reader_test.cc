@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "trace_builder.h"
-#include "trace_reader.h"
+#include "read/trace_reader.h"
 
 #include <zstd.h>
 

@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "trace_builder.h"
-#include "trace_reader.h"
-#include "utf8_repair.h"
+#include "read/trace_reader.h"
+#include "read/utf8_repair.h"
 
 namespace memtrace {
 namespace {

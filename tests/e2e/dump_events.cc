@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "trace_reader.h"
+#include "read/trace_reader.h"
 
 namespace {
 

@@ -46,17 +46,17 @@
 
 #include <nlohmann/json.hpp>
 
-#include "analysis.h"
-#include "commands.h"
-#include "frames.h"
+#include "analysis/analysis.h"
+#include "cli/commands.h"
+#include "stacks/frames.h"
 #include "memtrace.pb.h"
-#include "oom_json.h"
-#include "oom_report.h"
-#include "oom_text.h"
+#include "report/json/oom_json.h"
+#include "analysis/oom_report.h"
+#include "report/text/oom_text.h"
 #include "pipeline_input.h"
-#include "report_json.h"
-#include "report_text.h"
-#include "symbolizer.h"
+#include "report/json/report_json.h"
+#include "report/text/report_text.h"
+#include "stacks/symbolizer.h"
 
 extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
 

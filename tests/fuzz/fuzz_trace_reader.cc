@@ -22,9 +22,9 @@
 #include <sstream>
 #include <string>
 
-#include "analysis.h"
-#include "report_json.h"
-#include "report_text.h"
+#include "analysis/analysis.h"
+#include "report/json/report_json.h"
+#include "report/text/report_text.h"
 
 namespace {
 

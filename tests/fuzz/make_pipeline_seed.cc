@@ -15,7 +15,7 @@
 
 #include "memtrace.pb.h"
 #include "pipeline_input.h"
-#include "trace_reader.h"
+#include "read/trace_reader.h"
 
 namespace {
 

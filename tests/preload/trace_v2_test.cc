@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "event_encoder.h"
-#include "trace_reader.h"
+#include "read/trace_reader.h"
 #include "trace_size_reencode.h"
 
 namespace memtrace {

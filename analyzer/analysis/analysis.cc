@@ -1,0 +1,149 @@
+#include "analysis/analysis.h"
+
+#include <algorithm>
+
+#include "analysis/peak_capture.h"
+
+namespace memtrace {
+namespace {
+
+struct StopReading {};  // thrown from the record callback once the second pass has what it needs
+constexpr size_t kMaxNoticesKept = 100;
+
+// Replays every record into `analysis` (and `peaks`, with kCapturePeaks). What depends on whether an
+// event follows a TraceEnd (the time of the last event, the TraceEnd kept) is settled at each TraceEnd
+// and after the last record instead of at every event: the same result, a few instructions per event
+// fewer.
+template <bool kCapturePeaks>
+class ReplaySink {
+ public:
+  // The memory model and the peak capture read an Event's allocator_reserved_bytes, never its allocated total
+  // (the model keeps its own): the reader need not derive it (trace_reader.h).
+  static constexpr bool kReadsAllocatorAllocatedBytes = false;
+
+  ReplaySink(Analysis& analysis, PeakCapture* peaks) : analysis_(analysis), model_(analysis.model), peaks_(peaks) {}
+
+  void on_event(const EventFields& event) {
+    if constexpr (kCapturePeaks) peaks_->before_event(event);
+    model_.apply(event);
+    if constexpr (kCapturePeaks) peaks_->after_event();
+  }
+  void on_record(const proto::Record& record) {
+    switch (record.kind_case()) {
+      case proto::Record::kStart:
+        analysis_.info.start = record.start();
+        analysis_.stacks.bound(&*analysis_.info.start);  // strings past what the tracer writes, cut
+        break;
+      case proto::Record::kEnd:
+        settle_events_since_end();
+        analysis_.info.end = record.end();
+        analysis_.model.apply_end(record.end());
+        break;
+      case proto::Record::kNotice:
+        // The tracer writes each notice once; a damaged or hostile file is not allowed to grow the list.
+        if (analysis_.info.notices.size() < kMaxNoticesKept) {
+          analysis_.info.notices.push_back(record.notice());
+          analysis_.stacks.bound(&analysis_.info.notices.back());
+        }
+        break;
+      default:
+        analysis_.stacks.add(record);
+        break;
+    }
+  }
+  // Call before each TraceEnd is applied and after the last record. When events came since the last
+  // TraceEnd (or the start), the model's time is that of the last of them, and the process survived
+  // the TraceEnd before them (a recovered signal): it no longer ends the trace.
+  void settle_events_since_end() {
+    uint64_t events = analysis_.model.next_event_index();
+    if (events == events_at_last_end_) return;
+    analysis_.info.end.reset();
+    analysis_.last_event_time_ns = analysis_.model.now_ns();
+    events_at_last_end_ = events;
+  }
+
+ private:
+  Analysis& analysis_;
+  MemoryModel& model_;  // analysis_.model, one load away for every event instead of two instructions
+  PeakCapture* peaks_;
+  uint64_t events_at_last_end_ = 0;
+};
+
+template <bool kCapturePeaks>
+void replay_records(Analysis& analysis, PeakCapture* peaks) {
+  ReplaySink<kCapturePeaks> sink(analysis, peaks);
+  analysis.read = read_trace(analysis.path, sink);
+  sink.settle_events_since_end();
+}
+
+// Reads the whole trace into analysis.model; with `peaks`, captures what was live at each peak on the way.
+void replay_all(Analysis& analysis, PeakCapture* peaks) {
+  if (peaks) replay_records<true>(analysis, peaks);
+  else replay_records<false>(analysis, nullptr);
+  analysis.model.finish();
+  for (const auto& [device, state] : analysis.model.devices())
+    analysis.final_fragmentation[device] = analysis.model.fragmentation(device);
+}
+
+// Replays again up to the last peak of `devices`, snapshotting each device at its own peak event.
+void collect_live_at_peak(Analysis& analysis, const std::vector<int32_t>& devices, const SiteGrouping& grouping) {
+  std::map<uint64_t, std::vector<int32_t>> devices_by_peak_event;
+  for (int32_t device : devices)
+    devices_by_peak_event[analysis.model.devices().at(device).peak_allocated().event_index].push_back(device);
+  if (devices_by_peak_event.empty()) return;
+  uint64_t last_needed = devices_by_peak_event.rbegin()->first;
+
+  MemoryModel replay;
+  replay.set_layer_hints(analysis.model.layer_hints());
+  uint64_t event_index = 0;
+  try {
+    auto on_event = [&](const EventFields& event) {
+      replay.apply(event);
+      auto it = devices_by_peak_event.find(event_index);
+      if (it != devices_by_peak_event.end()) {
+        for (int32_t device : it->second) {
+          std::vector<LiveAllocation> live;
+          replay.for_each_allocated(device, [&](const LiveAllocation& a) { live.push_back(a); });
+          analysis.live_at_peak[device] = group_by_call_site(live, grouping);
+          analysis.fragmentation_at_peak[device] = replay.fragmentation(device);
+        }
+      }
+      if (event_index++ == last_needed) throw StopReading{};
+    };
+    read_trace(analysis.path, SinkOf{on_event, ignore_record});
+  } catch (const StopReading&) {
+  }
+}
+
+}  // namespace
+
+bool Analysis::allocator_layer_seen() const {
+  const auto& devices = model.devices();
+  return std::any_of(devices.begin(), devices.end(), [](const auto& d) { return d.second.allocator_layer_seen; });
+}
+
+std::optional<uint64_t> Analysis::last_event_unix_ns() const {
+  if (!info.start || info.start->start_unix_ns() == 0) return std::nullopt;
+  uint64_t start = info.start->start_unix_ns();
+  if (last_event_time_ns < 0 && uint64_t(-(last_event_time_ns + 1)) >= start) return 0;
+  return start + uint64_t(last_event_time_ns);  // modular: adding a negative time subtracts it
+}
+
+std::unique_ptr<Analysis> analyze_trace(const std::string& path, bool with_live_at_peak) {
+  auto analysis = std::make_unique<Analysis>();
+  analysis->path = path;
+  std::optional<PeakCapture> peaks;
+  if (with_live_at_peak) peaks.emplace(analysis->model);
+  replay_all(*analysis, peaks ? &*peaks : nullptr);
+  SiteGrouping grouping(analysis->stacks);  // every Stack and Module record is read by now
+  analysis->leaks = find_leak_sites(analysis->model.live_at_exit(), analysis->leak_window_ns(),
+                                    analysis->model.first_allocation_ns(analysis->model.live_at_exit()), grouping);
+  if (peaks) {
+    std::vector<int32_t> missing = peaks->finish(analysis->live_at_peak, analysis->fragmentation_at_peak);
+    for (auto& [device, per_stack] : analysis->live_at_peak) merge_call_sites(per_stack, grouping);
+    if (!missing.empty()) collect_live_at_peak(*analysis, missing, grouping);
+  }
+  return analysis;
+}
+
+}  // namespace memtrace

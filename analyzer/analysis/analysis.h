@@ -1,0 +1,59 @@
+// The whole offline analysis of one trace: one pass replays every event (totals, peaks, OOMs, live at
+// exit) and, when asked, takes what was live at each device's peak allocated as it goes by
+// (peak_capture.h); a device whose peak it could not take cheaply is found by a second pass that stops
+// at that peak. Neither keeps history: memory stays flat however long the trace is.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stacks/call_sites.h"
+#include "model/memory_model.h"
+#include "stacks/stack_table.h"
+#include "read/trace_reader.h"
+
+namespace memtrace {
+
+struct TraceInfo {
+  std::optional<proto::TraceStart> start;
+  std::optional<proto::TraceEnd> end;
+  std::vector<proto::Notice> notices;
+};
+
+struct Analysis {
+  std::string path;
+  TraceReadSummary read;
+  TraceInfo info;
+  StackTable stacks;
+  MemoryModel model;
+  int64_t last_event_time_ns = 0;  // time of the last complete event read
+  // Per device: the allocated-kind allocations live at its peak allocated, grouped by call site.
+  std::map<int32_t, std::vector<CallSite>> live_at_peak;
+  // Per device: free space inside reserved memory at its peak allocated (same moment as live_at_peak)
+  // and at the end of the trace.
+  std::map<int32_t, Fragmentation> fragmentation_at_peak;
+  std::map<int32_t, Fragmentation> final_fragmentation;
+  std::vector<LeakSite> leaks;
+
+  bool allocator_layer_seen() const;
+  // From the first CUDA call to the end record (or the last event).
+  int64_t duration_ns() const { return model.now_ns(); }
+  // The moment "live at exit" is taken: the first PYTHON_FINALIZING when there is one (so that a long
+  // interpreter teardown does not make a step-after-step leak look short), else the end.
+  int64_t leak_window_ns() const { return model.finalizing_time_ns().value_or(model.now_ns()); }
+  // Wall-clock time of the last complete event read (the start record's CLOCK_REALTIME plus the
+  // event's time), when the trace has a start record that gives it.
+  std::optional<uint64_t> last_event_unix_ns() const;
+};
+
+// Throws TraceError (see read_trace) for a file that is not a readable trace.
+std::unique_ptr<Analysis> analyze_trace(const std::string& path, bool with_live_at_peak);
+
+// Seconds from trace start.
+inline double seconds(int64_t ns) { return double(ns) / 1e9; }
+
+}  // namespace memtrace

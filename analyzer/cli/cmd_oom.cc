@@ -1,0 +1,39 @@
+// `memtrace oom TRACE [--json] [--top N] [--all-frames]`: every failed allocation with what the process
+// and the device held at that moment, and why it most likely failed (oom_diagnosis.h).
+#include <iostream>
+
+#include "report/json/oom_json.h"
+#include "analysis/oom_report.h"
+#include "report/text/oom_text.h"
+#include "report/json/report_json.h"
+#include "cli/report_session.h"
+#include "util/terminal_text.h"
+
+namespace memtrace {
+
+int cmd_oom(const std::vector<std::string>& args) {
+  ReportSession s;
+  if (int status = open_report(args, /*with_live_at_peak=*/false, &s); status != kExitOk) return status;
+  size_t sites_per_oom = s.args.value("--top") ? s.options.top : kSitesPerOom;
+  OomReport report;
+  try {
+    report = build_oom_report(*s.analysis, sites_per_oom);
+  } catch (const TraceError& e) {  // the file changed between the passes
+    return report_trace_error(s.args.trace, e);
+  }
+  if (s.json()) {
+    nlohmann::json json_report = oom_report_json(*s.analysis, report, *s.resolver);
+    add_symbolizer_health(json_report["trace"], *s.symbolizer);
+    std::cout << json_terminal_safe(json_report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace))
+              << '\n';
+    return kExitOk;
+  }
+  if (report.total == 0) {
+    std::cout << "no failed allocation in " << terminal_safe(s.args.trace) << '\n';
+    return kExitOk;
+  }
+  print_oom_report(std::cout, *s.analysis, report, *s.resolver, s.options);
+  return kExitOk;
+}
+
+}  // namespace memtrace

@@ -1,0 +1,34 @@
+// `memtrace summary TRACE [--json] [--top N] [--all-frames]`: peaks, finals, what was
+// live at each peak, leak candidates, OOM events and trace health.
+#include <iostream>
+
+#include "report/json/report_json.h"
+#include "cli/report_session.h"
+#include "util/terminal_text.h"
+
+namespace memtrace {
+
+int cmd_summary(const std::vector<std::string>& args) {
+  ReportSession s;
+  if (int status = open_report(args, /*with_live_at_peak=*/true, &s); status != kExitOk) return status;
+  const Analysis& a = *s.analysis;
+  if (s.json()) {
+    nlohmann::json report = {{"trace", trace_json(a)},
+                             {"devices", devices_json(a, *s.resolver)},
+                             {"process", process_json(a)},
+                             {"leaks", leaks_json(a, *s.resolver)},
+                             {"ooms", ooms_json(a, *s.resolver)}};
+    add_symbolizer_health(report["trace"], *s.symbolizer);
+    std::cout << json_terminal_safe(report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) << '\n';
+    return kExitOk;
+  }
+  print_trace_overview(std::cout, a);
+  print_devices(std::cout, a, *s.resolver, s.options);
+  print_process(std::cout, a);
+  print_leaks(std::cout, a, *s.resolver, s.options);
+  print_ooms(std::cout, a, *s.resolver, s.options);
+  print_health(std::cout, a, s.symbolizer->modules_not_opened());
+  return kExitOk;
+}
+
+}  // namespace memtrace

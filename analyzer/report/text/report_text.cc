@@ -1,0 +1,403 @@
+#include "report/text/report_text.h"
+
+
+#include <algorithm>
+
+#include "util/format.h"
+#include "util/terminal_text.h"
+#include "read/trace_end.h"
+
+namespace memtrace {
+namespace {
+
+constexpr const char* kIndent = "      ";
+
+bool unsymbolized(const Frame& f) { return !f.python && !f.module.empty() && f.function.rfind(f.module + "+", 0) == 0; }
+
+void print_frame(std::ostream& out, const Frame& f) {
+  out << kIndent;
+  if (f.python) {
+    out << terminal_safe(f.file) << ':' << f.line << ' ' << terminal_safe(f.function);
+  } else {
+    out << terminal_safe(f.function);
+    if (!f.module.empty() && !unsymbolized(f))
+      out << " (" << terminal_safe(f.module) << '+' << hex(f.module_offset) << ')';
+    if (!f.file.empty()) {
+      out << ' ' << terminal_safe(f.file);
+      if (f.line) out << ':' << f.line;
+    }
+  }
+  out << '\n';
+}
+
+// One line for a run of frames that have no name here: "[3 frames in libtorch_cpu.so, libc10.so: ...]".
+void print_unsymbolized_run(std::ostream& out, const std::vector<const Frame*>& run) {
+  std::vector<std::string> modules;
+  for (const Frame* f : run)
+    if (std::find(modules.begin(), modules.end(), f->module) == modules.end()) modules.push_back(f->module);
+  out << kIndent << '[' << count_of(run.size(), "frame") << " in ";
+  for (size_t i = 0; i < modules.size(); ++i) out << (i ? ", " : "") << terminal_safe(modules[i]);
+  out << ": not symbolized on this machine, --all-frames shows the offsets]\n";
+}
+
+// Where the tracer cut a stack's native frames: the limit that applied to it (a stack with Python frames was taken
+// on a thread with Python frames). Not "N frames missing": a stack exactly as deep as the limit is marked too.
+std::string native_limit(bool has_python, const TextOptions& options) {
+  const std::optional<uint32_t>& limit = has_python ? options.max_native_frames_python : options.max_native_frames;
+  if (!limit) return "the tracer's limit (MEMTRACE_MAX_FRAMES / MEMTRACE_MAX_FRAMES_PYTHON)";
+  return std::string(has_python ? "the tracer's limit on threads with Python frames, " : "the tracer's limit, ") +
+         std::to_string(*limit) + (has_python ? " (MEMTRACE_MAX_FRAMES_PYTHON)" : " (MEMTRACE_MAX_FRAMES)");
+}
+
+void print_native_cut(std::ostream& out, bool has_python, const TextOptions& options) {
+  out << kIndent << "... native frames stop here: " << native_limit(has_python, options) << '\n';
+}
+
+void print_python_cut(std::ostream& out, size_t python_count) {
+  out << kIndent << "... outer Python frames past the " << ordinal(python_count) << " not recorded\n";
+}
+
+}  // namespace
+
+void print_frames(std::ostream& out, const ResolvedStack& stack, const TextOptions& options) {
+  const std::vector<Frame>& frames = stack.frames;
+  if (frames.empty()) {
+    out << kIndent << "(no stack)\n";
+    return;
+  }
+  // Each cut is marked right after the last frame of its kind (native frames innermost, Python frames outermost
+  // kept): that is where the missing frames belong.
+  size_t native_count = 0, python_count = 0, last_native = 0, last_python = 0;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (frames[i].python) last_python = i, ++python_count;
+    else last_native = i, ++native_count;
+  }
+  const bool native_cut = stack.cuts.native_frames_cut, python_cut = stack.cuts.python_frames_cut && python_count;
+  const bool has_python = python_count > 0;
+  // Where the last native frame kept is one of the interpreter's, hidden in this view, the cut is said in the
+  // hidden-frames line instead: a line of its own would stand after frames that are not where the cut is.
+  const bool cut_at_hidden = native_cut && native_count && !options.all_frames &&
+                             frames[last_native].in_python_interpreter;
+  if (native_cut && native_count == 0) print_native_cut(out, has_python, options);
+  size_t hidden = 0;
+  std::vector<const Frame*> run;  // pending unsymbolized frames
+  auto flush_run = [&] {
+    if (run.size() == 1) print_frame(out, *run[0]);
+    else if (!run.empty()) print_unsymbolized_run(out, run);
+    run.clear();
+  };
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const Frame& f = frames[i];
+    if (options.all_frames) {
+      print_frame(out, f);
+    } else if (f.in_python_interpreter) {
+      ++hidden;
+    } else if (unsymbolized(f)) {
+      run.push_back(&f);
+    } else {
+      flush_run();
+      print_frame(out, f);
+    }
+    if (native_cut && native_count && i == last_native && !cut_at_hidden) {
+      flush_run();
+      print_native_cut(out, has_python, options);
+    }
+    if (python_cut && i == last_python) print_python_cut(out, python_count);
+  }
+  flush_run();
+  if (!hidden) return;
+  out << kIndent << "(" << hidden << " Python interpreter frames hidden";
+  if (cut_at_hidden) out << "; the native frames stop at the last: " << native_limit(has_python, options);
+  out << ")\n";
+}
+
+void print_site_frames(std::ostream& out, const CallSite& site, FrameResolver& resolver, const TextOptions& options) {
+  print_frames(out, resolver.resolve(site.stack_id), options);
+  if (site.stack_count > 1)
+    out << kIndent << "(one call site of " << site.stack_count
+        << " stacks that differ only in Python interpreter frames; shown: the one with the most bytes)\n";
+}
+
+namespace {
+
+void print_peak(std::ostream& out, const char* name, const Peak& peak) {
+  out << "  peak " << name << format_bytes(peak.bytes) << " at " << format_seconds(seconds(peak.time_ns))
+      << " (event " << with_thousands(peak.event_index) << ")\n";
+}
+
+std::string last_complete_event(const Analysis& a);
+
+// "arrays 2.00 MiB (peak 8.00 MiB)" for the categories that were ever used, on one line.
+void print_categories(std::ostream& out, const DeviceState& d) {
+  struct Category {
+    const char* name;
+    uint64_t final_bytes;
+    uint64_t peak_bytes;
+  };
+  const Category categories[] = {
+      {"pools reserved", d.pools_reserved_bytes(), d.peak_pools_reserved.bytes},
+      {"graph memory", d.graph_bytes(), d.peak_graph.bytes},
+      {"arrays", d.array_bytes, d.peak_array.bytes},
+      {"managed (charged to no device)", d.managed_bytes, d.peak_managed.bytes},
+      {"imported (not this process's)", d.imported_bytes, d.peak_imported.bytes},
+  };
+  std::string line;
+  for (const Category& c : categories) {
+    if (c.peak_bytes == 0) continue;
+    line += std::string(line.empty() ? "" : "; ") + c.name + ' ' + format_bytes(c.final_bytes) + " (peak " +
+            format_bytes(c.peak_bytes) + ')';
+  }
+  if (!line.empty()) out << "  " << line << '\n';
+}
+
+void print_fragmentation(std::ostream& out, const char* when, const Fragmentation& f) {
+  out << "  fragmentation " << when << ": reserved - allocated " << format_bytes(f.reserved_minus_allocated_bytes);
+  if (f.segments_known)
+    out << ", " << count_of(f.segment_count, "segment") << ", largest free block "
+        << format_bytes(f.largest_free_block_bytes);
+  else
+    out << " (segments unknown: no PyTorch blocks)";
+  out << '\n';
+}
+
+// "process 1.49 GiB = accounted 1.00 GiB + context and unattributed 500 MiB; other processes ...".
+void print_usage(std::ostream& out, const char* when, const DeviceUsage& u) {
+  out << "  device usage " << when << " (" << format_seconds(seconds(u.time_ns)) << "): ";
+  if (u.process_used_bytes)
+    out << "process " << format_bytes(*u.process_used_bytes) << " = accounted " << format_bytes(u.accounted_bytes)
+        << " + context and unattributed " << format_bytes(u.unattributed_bytes());
+  else
+    out << "accounted " << format_bytes(u.accounted_bytes) << " (no per-process figure: NVML unavailable)";
+  if (u.other_processes_used_bytes) out << "; other processes " << format_bytes(*u.other_processes_used_bytes);
+  out << "; device free " << format_bytes(u.device_free_bytes) << " of " << format_bytes(u.device_total_bytes) << '\n';
+}
+
+}  // namespace
+
+// "at most 32 native frames (16 on threads with Python frames), deeper ones cut"; without Python frames read
+// (TraceStart.python_frames 0: no Python, an unsupported version, MEMTRACE_PYTHON_FRAMES=0) every thread kept the
+// first figure, and a limit of 0 is "no native frames".
+void print_stack_depths(std::ostream& out, const proto::TraceStart& start) {
+  auto depth = [](uint32_t frames) {
+    return frames ? "at most " + std::to_string(frames) + " native frames" : std::string("no native frames");
+  };
+  out << "  stacks:  " << depth(start.max_native_frames());
+  if (start.python_frames() != 0) {
+    const uint32_t python = start.max_native_frames_python();
+    out << " (" << (python ? std::to_string(python) : std::string("none")) << " on threads with Python frames)";
+  }
+  out << (start.max_native_frames() || start.max_native_frames_python() ? ", deeper ones cut\n" : "\n");
+}
+
+void print_trace_overview(std::ostream& out, const Analysis& a) {
+  out << "memtrace: " << terminal_safe(a.path) << '\n';
+  if (a.info.start) {
+    out << "  process: pid " << a.info.start->pid();
+    if (!a.info.start->hostname().empty()) out << " on " << terminal_safe(a.info.start->hostname());
+    // No argv: MEMTRACE_REDACT_ARGS, or /proc/self/cmdline could not be read. Said, so that it does not look cut.
+    if (a.info.start->argv().empty()) out << " (command line not recorded)";
+    else out << ',';
+    for (const std::string& arg : a.info.start->argv()) out << ' ' << terminal_safe(arg);
+    out << '\n';
+    // Where a stack may have been cut: a reader comparing stacks needs to know how deep the tracer went.
+    if (a.info.start->has_max_native_frames() && a.info.start->has_max_native_frames_python())
+      print_stack_depths(out, *a.info.start);
+    // Which interpreter's frames the stacks hold; no line where none were read (a job without Python needs none,
+    // and an unsupported version has its notice under trace health).
+    if (a.info.start->python_frames() != 0)
+      out << "  python:  frames read from CPython " << format_python_version(a.info.start->python_frames()) << '\n';
+  }
+  out << "  events:  " << with_thousands(a.model.health().events) << " in " << count_of(a.read.chunks, "chunk")
+      << " over " << format_seconds(seconds(a.duration_ns())) << '\n';
+  if (a.read.truncated)
+    out << "  TRUNCATED: the writer was cut off; read up to byte " << with_thousands(a.read.complete_bytes) << " of "
+        << with_thousands(a.read.file_bytes) << ", last complete event at "
+        << last_complete_event(a) << '\n';
+  if (a.read.truncated && !a.read.tail.empty())
+    out << "  after byte " << with_thousands(a.read.complete_bytes) << ": " << a.read.tail << '\n';
+}
+
+void print_devices(std::ostream& out, const Analysis& a, FrameResolver& resolver, const TextOptions& options) {
+  for (const auto& [device, d] : a.model.devices()) {
+    DeviceTotals final_totals = d.totals();
+    out << "\nDevice " << device
+        << (d.allocator_layer_seen ? " (PyTorch allocator layer seen)"
+                                   : d.block_layer_seen ? " (pool blocks seen)" : " (driver level only)")
+        << '\n';
+    print_peak(out, "allocated ", d.peak_allocated());
+    print_peak(out, "reserved  ", d.peak_reserved());
+    print_peak(out, "driver    ", d.peak_driver);
+    out << "  final allocated " << format_bytes(final_totals.allocated_bytes) << ", reserved "
+        << format_bytes(final_totals.reserved_bytes) << ", driver " << format_bytes(final_totals.driver_bytes) << '\n';
+    out << "  driver allocations " << with_thousands(d.driver_allocations) << " (" << with_thousands(d.driver_frees)
+        << " freed), block allocations " << with_thousands(d.block_allocations) << " ("
+        << with_thousands(d.block_frees) << " freed)\n";
+    print_categories(out, d);
+    if (auto f = a.fragmentation_at_peak.find(device); f != a.fragmentation_at_peak.end())
+      print_fragmentation(out, "at peak allocated", f->second);
+    if (auto f = a.final_fragmentation.find(device); f != a.final_fragmentation.end())
+      print_fragmentation(out, "at end", f->second);
+    if (d.peak_usage) print_usage(out, "at peak", *d.peak_usage);
+    if (d.last_usage) print_usage(out, "last", *d.last_usage);
+    if (d.context_destroys)
+      out << "  context destroyed or reset " << count_of(d.context_destroys, "time") << ", freeing "
+          << format_bytes(d.context_freed_bytes) << " of allocations with it\n";
+    auto peak = a.live_at_peak.find(device);
+    if (peak == a.live_at_peak.end() || peak->second.empty()) continue;
+    const auto& sites = peak->second;
+    out << "  Live at peak allocated: " << count_of(sites.size(), "call site");
+    if (sites.size() > options.top) out << " (top " << options.top << " shown)";
+    out << '\n';
+    for (size_t i = 0; i < sites.size() && i < options.top; ++i) {
+      out << "    #" << i + 1 << ' ' << format_bytes(sites[i].bytes) << " in " << count_of(sites[i].count, "allocation") << '\n';
+      print_site_frames(out, sites[i], resolver, options);
+    }
+  }
+}
+
+void print_process(std::ostream& out, const Analysis& a) {
+  const ProcessTotals& p = a.model.process_totals();
+  if (!p.peak_host_pinned.bytes && !p.peak_host_registered.bytes && !p.peak_address_space_reserved.bytes) return;
+  out << "\nHost memory and address space (process-wide, charged to no device)\n";
+  auto line = [&](const char* name, uint64_t final_bytes, const Peak& peak) {
+    if (!peak.bytes) return;
+    out << "  " << name << format_bytes(final_bytes) << " at end, peak " << format_bytes(peak.bytes) << " at "
+        << format_seconds(seconds(peak.time_ns)) << '\n';
+  };
+  line("pinned host             ", p.host_pinned_bytes, p.peak_host_pinned);
+  line("registered host         ", p.host_registered_bytes, p.peak_host_registered);
+  line("address space reserved  ", p.address_space_reserved_bytes, p.peak_address_space_reserved);
+}
+
+void print_leaks(std::ostream& out, const Analysis& a, FrameResolver& resolver, const TextOptions& options) {
+  out << "\nLive at exit (leak candidates, "
+      << (a.model.finalizing_time_ns() ? "at Python finalization " + format_seconds(seconds(*a.model.finalizing_time_ns()))
+                                       : std::string("at end of trace"))
+      << "): " << count_of(a.leaks.size(), "call site");
+  if (a.leaks.size() > options.top) out << " (top " << options.top << " shown)";
+  out << '\n';
+  for (size_t i = 0; i < a.leaks.size() && i < options.top; ++i) {
+    const LeakSite& l = a.leaks[i];
+    out << "    #" << i + 1 << " device " << l.site.device << ": " << format_bytes(l.site.bytes) << " in "
+        << count_of(l.site.count, "allocation");
+    if (l.growing)
+      out << ", GROWS step after step: " << count_of(l.growth_count, "allocation") << " of "
+          << format_bytes(l.growth_bytes_per_step) << " each, one every " << format_interval(l.median_interval_s)
+          << " (median)";
+    out << '\n';
+    print_site_frames(out, l.site, resolver, options);
+  }
+}
+
+void print_ooms(std::ostream& out, const Analysis& a, FrameResolver& resolver, const TextOptions& options) {
+  const auto& ooms = a.model.ooms();
+  if (ooms.empty()) return;
+  out << "\nOut-of-memory events: " << ooms.size();
+  if (a.model.health().ooms_not_listed)
+    out << " listed, " << with_thousands(a.model.health().ooms_not_listed) << " more only counted";
+  out << '\n';
+  for (size_t i = 0; i < ooms.size() && i < options.top; ++i) {
+    const OomEvent& o = ooms[i];
+    out << "    #" << i + 1 << " device " << o.device << " at " << format_seconds(seconds(o.time_ns)) << " ("
+        << proto::Api_Name(o.api) << "): requested " << format_bytes(o.requested_bytes) << ", free "
+        << format_bytes(o.device_free_bytes) << " of " << format_bytes(o.device_total_bytes);
+    if (o.driver_attempts)
+      out << " (after " << o.driver_attempts << " failed driver allocation" << (o.driver_attempts > 1 ? "s" : "") << ")";
+    out << '\n';
+    print_frames(out, resolver.resolve(o.stack_id), options);
+  }
+}
+
+namespace {
+// "12.345 s (2026-11-29 17:15:38.123 UTC)"
+std::string last_complete_event(const Analysis& a) {
+  std::string when = format_seconds(seconds(a.last_event_time_ns));
+  if (auto unix_ns = a.last_event_unix_ns()) when += " (" + format_utc(*unix_ns) + ")";
+  return when;
+}
+}  // namespace
+
+namespace {
+// ": first after event 1,234 (5.678 s), device 0: <replay_name> 1.00 MiB, <trace_name> 2.00 MiB"
+void print_first_mismatch(std::ostream& out, const FigureMismatch& m, const char* replay_name, const char* trace_name) {
+  out << ": first after event " << with_thousands(m.event_index) << " (" << format_seconds(seconds(m.time_ns))
+      << "), device " << m.device << ": " << replay_name << ' ' << format_bytes(m.replay_bytes) << ", " << trace_name
+      << ' ' << format_bytes(m.trace_bytes) << '\n';
+}
+
+// The lines of values no tracer writes and of work not done on a hostile trace: each only where non-zero.
+void print_hostile_values(std::ostream& out, const TraceHealth& h) {
+  if (h.events_with_bad_device)
+    out << "  events of a device ordinal outside -1.." << kMaxDeviceOrdinal << " (not replayed) "
+        << with_thousands(h.events_with_bad_device) << '\n';
+  if (h.implausible_sizes)
+    out << "  events with a size or allocator total of 1 PiB or more (beyond any device) "
+        << with_thousands(h.implausible_sizes) << '\n';
+  if (h.implausible_time_deltas)
+    out << "  time steps of more than 100 years " << with_thousands(h.implausible_time_deltas) << '\n';
+  if (h.graph_launches_not_replayed)
+    out << "  graph launches not replayed (too many graph memory nodes to replay for the trace's size) "
+        << with_thousands(h.graph_launches_not_replayed) << '\n';
+  if (h.graph_instantiations_not_kept)
+    out << "  graph instantiations not kept (too many) " << with_thousands(h.graph_instantiations_not_kept) << '\n';
+  if (h.allocated_vs_pytorch.events) {
+    out << "  ALLOCATED DIFFERS FROM PYTORCH'S OWN TOTAL at " << count_of(h.allocated_vs_pytorch.events, "event");
+    print_first_mismatch(out, h.allocated_vs_pytorch, "memtrace", "PyTorch");
+  }
+  if (h.allocated_above_reserved.events) {
+    out << "  ALLOCATED ABOVE RESERVED at " << count_of(h.allocated_above_reserved.events, "PyTorch event");
+    print_first_mismatch(out, h.allocated_above_reserved, "allocated", "reserved");
+  }
+}
+}  // namespace
+
+void print_health(std::ostream& out, const Analysis& a, uint64_t modules_not_opened) {
+  const TraceHealth& h = a.model.health();
+  out << "\nTrace health\n";
+  // The header is written when tracing starts, the first records at the first flush: a process cut off
+  // before that leaves only the header.
+  if (!a.info.start && !a.read.truncated)
+    out << "  no records: the process was cut off before the tracer's first flush (MEMTRACE_FLUSH_MS)\n";
+  out << "  events read " << with_thousands(h.events) << (a.read.truncated ? ", TRUNCATED" : ", complete") << ", "
+      << describe_end(a.info.end) << ", " << (a.read.truncated ? "last complete event at " : "last event at ")
+      << last_complete_event(a) << '\n';
+  out << "  PyTorch allocator layer: " << (a.allocator_layer_seen() ? "seen" : "not seen") << '\n';
+  out << "  unknown frees " << h.unknown_frees << ", double frees " << h.double_frees << ", allocations at a live address "
+      << h.duplicate_allocations << ", failed allocations " << a.model.failed_allocation_count() << '\n';
+  if (h.teardown_frees)
+    out << "  teardown frees " << with_thousands(h.teardown_frees)
+        << " (freed while CUDA was shutting down, counted as freed)\n";
+  if (h.unknown_graph_launches)
+    out << "  launches of graphs never seen instantiated " << with_thousands(h.unknown_graph_launches) << '\n';
+  if (h.graph_nodes_not_kept)
+    out << "  graph memory nodes not kept (too many) " << with_thousands(h.graph_nodes_not_kept) << '\n';
+  if (h.backward_timestamps)
+    out << "  timestamps going backwards " << with_thousands(h.backward_timestamps) << '\n';
+  print_hostile_values(out, h);
+  if (a.read.records_with_invalid_text)
+    out << "  " << with_thousands(a.read.records_with_invalid_text)
+        << " records had text that is not UTF-8 (shown with '?' in its place)\n";
+  if (a.info.end && a.info.end->dropped_events())
+    out << "  DROPPED EVENTS: " << with_thousands(a.info.end->dropped_events()) << '\n';
+  const RecordCuts& cuts = a.stacks.record_cuts();
+  if (cuts.stacks_cut)
+    out << "  stacks longer than the tracer writes: " << with_thousands(cuts.stacks_cut) << " (cut to "
+        << kMaxNativeFramesPerStack << " native + " << kMaxPythonFramesPerStack << " Python frames)\n";
+  if (cuts.strings_cut)
+    out << "  strings longer than the tracer writes: " << with_thousands(cuts.strings_cut)
+        << " (cut, marked \u2026[truncated])\n";
+  if (cuts.ids_redefined)
+    out << "  stack or Python frame ids defined again: " << with_thousands(cuts.ids_redefined)
+        << " (the first definition kept)\n";
+  if (modules_not_opened)
+    out << "  modules not symbolized (the trace names more than " << with_thousands(kMaxFilesOpened)
+        << " files) " << with_thousands(modules_not_opened) << '\n';
+  for (const proto::Notice& n : a.info.notices) {
+    out << "  notice " << (proto::Notice_Code_Name(n.code()).empty() ? "code " : "") << notice_code_name(n.code());
+    if (!n.message().empty()) out << ": " << terminal_safe(n.message());
+    if (n.count()) out << " (" << with_thousands(n.count()) << ")";
+    out << '\n';
+  }
+}
+
+}  // namespace memtrace

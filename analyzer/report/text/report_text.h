@@ -1,0 +1,42 @@
+// The human-readable reports (summary and leaks). Frames one per line: Python as `file:line function`,
+// native as `function (module+0xoff) file:line`. Unless `all_frames`: the interpreter's own native
+// frames are hidden, and a run of native frames that could not be symbolized here (module file
+// missing or another build) is one line naming the modules; --json always has every frame.
+#pragma once
+#include <optional>
+
+#include <cstddef>
+#include <ostream>
+
+#include "analysis/analysis.h"
+#include "stacks/frames.h"
+
+namespace memtrace {
+
+struct TextOptions {
+  size_t top = 10;  // call sites shown per list
+  bool all_frames = false;
+  // The native depths the tracer kept (TraceStart.max_native_frames / _python), named where a stack was cut;
+  // unset for traces of tracers that did not record them.
+  std::optional<uint32_t> max_native_frames;
+  std::optional<uint32_t> max_native_frames_python;
+};
+
+// One stack's frames, innermost first, one per line (indented for a list entry): "(no stack)" for none. Where the
+// tracer cut the stack, a "... native frames stop here" line follows the last native frame (naming the limit that
+// applied), or the hidden-frames line says so when that frame is hidden, and "... outer Python frames past the Nth
+// not recorded" follows the last Python frame (outer Python frames cut).
+void print_frames(std::ostream& out, const ResolvedStack& stack, const TextOptions& options);
+// A call site's frames (print_frames of CallSite::stack_id), and where it merges stacks that differ only in the
+// interpreter's frames (call_sites.h, SiteGrouping), a line saying how many and whose frames these are.
+void print_site_frames(std::ostream& out, const CallSite& site, FrameResolver& resolver, const TextOptions& options);
+void print_trace_overview(std::ostream& out, const Analysis& analysis);
+void print_devices(std::ostream& out, const Analysis& analysis, FrameResolver& resolver, const TextOptions& options);
+// Host memory (pinned, registered) and address space reserved: process-wide; nothing when unused.
+void print_process(std::ostream& out, const Analysis& analysis);
+void print_leaks(std::ostream& out, const Analysis& analysis, FrameResolver& resolver, const TextOptions& options);
+void print_ooms(std::ostream& out, const Analysis& analysis, FrameResolver& resolver, const TextOptions& options);
+// `modules_not_opened`: Symbolizer::modules_not_opened() once the reports before it are symbolized.
+void print_health(std::ostream& out, const Analysis& analysis, uint64_t modules_not_opened = 0);
+
+}  // namespace memtrace
