@@ -2,7 +2,8 @@
 double, run the analyzer on its trace, and compare exact values.
 
 Every check prints one line `check <name>: expected <x>, measured <y>: ok|FAIL`; finish() exits 1 when
-any failed, so ctest shows every difference of a case at once, not just the first.
+any failed, so ctest shows every difference of a case at once, not just the first. Every `--json` document
+analyze() reads is also checked against the JSON contract, docs/schema/memtrace.schema.json (--schema).
 """
 import argparse
 import glob
@@ -11,6 +12,8 @@ import os
 import shutil
 import subprocess
 import sys
+
+import json_schema
 
 MIB = 1 << 20
 
@@ -21,11 +24,13 @@ class Case:
         parser = argparse.ArgumentParser()
         if add_arguments:
             add_arguments(parser)
-        for flag in ("--preload", "--memtrace", "--fake-lib-dir", "--program-dir", "--source-dir", "--out-dir"):
+        for flag in ("--preload", "--memtrace", "--fake-lib-dir", "--program-dir", "--source-dir", "--out-dir",
+                     "--schema"):
             parser.add_argument(flag, required=True)
         parser.add_argument("--python", default=sys.executable, help="interpreter for Python programs")
         self.args = parser.parse_args()
         self.failures = 0
+        self.contract = json_schema.Contract(self.args.schema)
         shutil.rmtree(self.args.out_dir, ignore_errors=True)
         os.makedirs(self.args.out_dir)
 
@@ -62,12 +67,18 @@ class Case:
         return proc.stdout, traces[0]
 
     def analyze(self, command, trace):
-        """`memtrace <command> TRACE --json`, parsed."""
+        """`memtrace <command> TRACE --json` (command: summary, leaks or oom), parsed. A document that breaks the
+        JSON contract fails the check `<command> --json matches the schema`, with every violation listed."""
         proc = subprocess.run([self.args.memtrace, command, trace, "--json"], capture_output=True, text=True,
                               timeout=120)
         if proc.returncode != 0:
             sys.exit(f"FAIL: memtrace {command} {trace} --json exited with {proc.returncode}: {proc.stderr}")
-        return json.loads(proc.stdout)
+        document = json.loads(proc.stdout)
+        violations = self.contract.violations(document, command)
+        for violation in violations:
+            print(f"schema violation in memtrace {command} {trace} --json: {violation}")
+        self.check(f"{command} --json matches the schema", 0, len(violations))
+        return document
 
     def dump_events(self, trace, frames=False):
         """Every Event of the trace as dump_events prints it (one dict each, in order; with `frames`, an event with

@@ -19,7 +19,7 @@
                               --holder H.json
     checks.py saved_oom  NAME --summary S.json --leaks L.json --trace T.mtrace --truth T.json --oom O.json
 
-S.json / L.json are `memtrace summary --json` / `memtrace leaks --json` (keys documented in README.md).
+S.json / L.json are `memtrace summary --json` / `memtrace leaks --json` (keys: docs/json.md, docs/schema/memtrace.schema.json).
 T.json is the side file train_leak.py, cupy_pool.py, jax_alloc.py, dataloader_job.py or profiler_job.py wrote (P.json:
 the same job's side file from its run without memtrace); E.json is the JSON line an nvcc program printed.
 PROGRESS and START.json are train_until_killed.py's files; UNIX_S is when gpu-check sent SIGKILL to it.

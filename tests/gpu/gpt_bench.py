@@ -4,7 +4,7 @@
                          [--steps 50] [--warmup 5] [--tiny] [--device cuda|cpu]
                          [--toggle-every N [--toggle-states memtrace,off,recorder,memtrace32]]
 
-The model is the one of ../shared/notes/peer-baseline.md, so that the figures compare with it: an
+The model is the one of PyTorch recorder's baseline run (docs/performance.md, "GPU training loop"), so that the figures compare with it: an
 nn.TransformerEncoder of 12 pre-norm layers, d_model 768, 12 heads, FFN 3072, a 50257-token vocabulary, batch
 8 x 1024 random tokens, bf16 autocast, AdamW (PyTorch's default foreach implementation). Each step, from drawing
 the batch to optimizer.zero_grad(), is bracketed by torch.cuda.synchronize() and timed with perf_counter.

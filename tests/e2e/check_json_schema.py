@@ -1,0 +1,105 @@
+"""The JSON contract holds on the recorded example traces, and it can fail.
+
+Runs `memtrace summary|leaks|oom TRACE --json` and `memtrace timeline TRACE --json` (with and without --interval)
+on every examples/*.mtrace and validates each document against docs/schema/memtrace.schema.json. Then breaks
+copies of those documents one way each (a required key removed, an unknown key added, a wrong type, a
+contradiction between keys) and checks that the schema rejects every one: a schema that accepts anything would
+pass the first half.
+"""
+import argparse
+import copy
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import json_schema
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--memtrace", required=True)
+parser.add_argument("--schema", required=True)
+parser.add_argument("--examples-dir", required=True)
+args = parser.parse_args()
+contract = json_schema.Contract(args.schema)
+failures = 0
+
+
+def check(name, expected, measured):
+    global failures
+    ok = expected == measured
+    print(f"check {name}: expected {expected}, measured {measured}: {'ok' if ok else 'FAIL'}")
+    failures += not ok
+
+
+def memtrace_json(argv):
+    proc = subprocess.run([args.memtrace] + argv, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        sys.exit(f"FAIL: memtrace {' '.join(argv)} exited with {proc.returncode}: {proc.stderr}")
+    return json.loads(proc.stdout)
+
+
+traces = sorted(glob.glob(os.path.join(args.examples_dir, "*.mtrace")))
+check("example traces found", 2, len(traces))
+documents = {}  # (trace name, shape) -> document
+for trace in traces:
+    name = os.path.basename(trace)
+    runs = [("summary", ["summary", trace, "--json"]), ("leaks", ["leaks", trace, "--json"]),
+            ("oom", ["oom", trace, "--json"]), ("timeline", ["timeline", trace, "--json"]),
+            ("timeline", ["timeline", trace, "--json", "--interval", "0.5"])]
+    for shape, argv in runs:
+        document = memtrace_json(argv)
+        documents.setdefault((name, shape), document)
+        violations = contract.violations(document, shape)
+        for violation in violations:
+            print(f"schema violation in memtrace {' '.join(argv[:1] + argv[2:])} {name}: {violation}")
+        check(f"{' '.join(argv[:1] + argv[2:])} {name}: violations", 0, len(violations))
+        check(f"{' '.join(argv[:1] + argv[2:])} {name}: matches exactly one shape", 0,
+              len(contract.violations(document)))
+
+
+def broken(name, shape, label, edit):
+    """A copy of the document of (name, shape) broken by edit(doc) must be rejected."""
+    document = copy.deepcopy(documents[(name, shape)])
+    edit(document)
+    check(f"{shape} {name} with {label}: rejected", True, len(contract.violations(document, shape)) > 0)
+
+
+def set_key(obj, key, value):
+    obj[key] = value
+
+
+LEAK, OOM = "train_leak.mtrace", "torch_oom.mtrace"
+broken(LEAK, "summary", "trace.events removed", lambda d: d["trace"].pop("events"))
+broken(LEAK, "summary", "an unknown device key", lambda d: set_key(d["devices"][0], "peak_bytes", 1))
+broken(LEAK, "summary", "a negative byte figure", lambda d: set_key(d["devices"][0], "final_driver_bytes", -1))
+broken(LEAK, "summary", "a byte figure as a string", lambda d: set_key(d["devices"][0], "peak_driver_bytes", "1"))
+broken(LEAK, "summary", "segment_count null where segments are known",
+       lambda d: set_key(d["devices"][0]["fragmentation"]["final"], "segment_count", None))
+broken(LEAK, "summary", "start_monotonic_ns without pid", lambda d: d["trace"].pop("pid"))
+broken(LEAK, "summary", "dropped_events removed beside an end record", lambda d: d["trace"].pop("dropped_events"))
+broken(LEAK, "leaks", "native_frames_cut removed", lambda d: d["leaks"][0].pop("native_frames_cut"))
+broken(LEAK, "leaks", "an unknown call-site key", lambda d: set_key(d["leaks"][0], "site", 1))
+broken(LEAK, "leaks", "merged_stack_count 1", lambda d: set_key(d["leaks"][0], "merged_stack_count", 1))
+broken(OOM, "leaks", "a native frame without module",
+       lambda d: next(f for f in d["leaks"][0]["frames"] if not f["python"]).pop("module"))
+broken(OOM, "leaks", "a Python frame with module_offset",
+       lambda d: set_key(next(f for f in d["leaks"][0]["frames"] if f["python"]), "module_offset", 0))
+broken(OOM, "oom", "diagnoses removed", lambda d: d["ooms"][0].pop("diagnoses"))
+broken(OOM, "oom", "an unknown diagnosis", lambda d: set_key(d["ooms"][0]["diagnoses"][0], "cause", "bad_luck"))
+broken(OOM, "oom", "call sites null without a reason", lambda d: set_key(d["ooms"][0], "live_call_sites", None))
+broken(OOM, "oom", "device_usage without after_oom", lambda d: set_key(d["ooms"][0], "device_usage", {
+    "time_s": 0, "api": "NVML", "device_free_bytes": 0, "device_total_bytes": 0, "process_used_bytes": None,
+    "other_processes_used_bytes": None, "accounted_bytes": 0, "context_and_unattributed_bytes": None}))
+broken(OOM, "summary", "an OOM's requested_bytes removed", lambda d: d["ooms"][0].pop("requested_bytes"))
+broken(LEAK, "timeline", "a row's time_s as a string", lambda d: set_key(d["rows"][0], "time_s", "0.1"))
+broken(LEAK, "timeline", "a row's driver_bytes removed", lambda d: d["rows"][0].pop("driver_bytes"))
+broken(LEAK, "timeline", "truncated_tail on a complete trace", lambda d: set_key(d["trace"], "truncated_tail", ""))
+# A document of one command is not another's.
+check("summary document as leaks: rejected", True, len(contract.violations(documents[(LEAK, "summary")], "leaks")) > 0)
+check("leaks document as summary: rejected", True, len(contract.violations(documents[(LEAK, "leaks")], "summary")) > 0)
+
+if failures:
+    print(f"{failures} check(s) failed")
+    sys.exit(1)
+print("all checks passed")
