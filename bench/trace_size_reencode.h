@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "event_encoder.h"
+#include "record/event_encoder.h"
 #include "memtrace.pb.h"
 
 namespace memtrace::reencode {

@@ -1,13 +1,13 @@
 // The tracer writes records with its own encoder (preload/proto_writer.h); the analyzer reads them with the
 // classes generated from proto/memtrace.proto. These tests encode with one and decode with the other.
-#include "proto_writer.h"
+#include "record/proto_writer.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "memtrace.pb.h"
-#include "schema.h"
+#include "record/schema.h"
 
 namespace memtrace {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "event_encoder.h"
+#include "record/event_encoder.h"
 #include "trace_reader.h"
 #include "trace_size_reencode.h"
 

@@ -3,13 +3,13 @@
 // Wrappers never call a public CUDA entry point: only the real pointers stored in g_hooks.
 #include <dlfcn.h>
 
-#include "array_bytes.h"
-#include "hooks_internal.h"
-#include "device_usage.h"
-#include "phase_cycles.h"
-#include "pool_sampler.h"
-#include "recorder.h"
-#include "tls.h"
+#include "hooks/array_bytes.h"
+#include "hooks/hooks_internal.h"
+#include "samplers/device_usage.h"
+#include "measure/phase_cycles.h"
+#include "samplers/pool_sampler.h"
+#include "record/recorder.h"
+#include "record/tls.h"
 
 #define MEMTRACE_EXPORT __attribute__((visibility("default")))
 
@@ -961,7 +961,7 @@ MEMTRACE_EXPORT void reportOutOfMemoryToProfiler(int64_t alloc_size, size_t tota
 #define MEMTRACE_RUNTIME_HOOK(symbol) \
   extern "C" decltype(::symbol) memtrace_own_##symbol __attribute__((alias(#symbol), visibility("hidden")));
 #define MEMTRACE_DRIVER_HOOK(symbol, base_name, min_version, per_thread_stream) MEMTRACE_RUNTIME_HOOK(symbol)
-#include "hooks.def"
+#include "hooks/hooks.def"
 #undef MEMTRACE_SAMPLING_HOOKS_ELSEWHERE
 // The aliases sync_hooks.cc defines, declared for the table below. Only those: GCC refuses a second
 // declaration of a function whose type came with default arguments (decltype of cudaMallocManaged...).
@@ -969,7 +969,7 @@ MEMTRACE_EXPORT void reportOutOfMemoryToProfiler(int64_t alloc_size, size_t tota
 #define MEMTRACE_RUNTIME_HOOK(symbol) \
   extern "C" decltype(::symbol) memtrace_own_##symbol __attribute__((visibility("hidden")));
 #define MEMTRACE_DRIVER_HOOK(symbol, base_name, min_version, per_thread_stream) MEMTRACE_RUNTIME_HOOK(symbol)
-#include "hooks.def"
+#include "hooks/hooks.def"
 #undef MEMTRACE_SAMPLING_HOOKS_ONLY
 
 namespace memtrace {
@@ -1006,6 +1006,6 @@ HookSlot g_hooks[kHookCount] = {
 #define MEMTRACE_DRIVER_PROC(symbol, base_name, min_version, per_thread_stream)                           \
   {#symbol, base_name, min_version, per_thread_stream,                                                    \
    reinterpret_cast<void*>(&HandedOut<&::symbol, decltype(::symbol)>::call), {nullptr}, {nullptr}},
-#include "hooks.def"
+#include "hooks/hooks.def"
 };
 }  // namespace memtrace

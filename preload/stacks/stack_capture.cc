@@ -1,4 +1,4 @@
-#include "stack_capture.h"
+#include "stacks/stack_capture.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -8,9 +8,9 @@
 
 #include <atomic>
 
-#include "intern_table.h"
-#include "phase_cycles.h"
-#include "schema.h"
+#include "stacks/intern_table.h"
+#include "measure/phase_cycles.h"
+#include "record/schema.h"
 
 namespace memtrace {
 namespace {

@@ -1,4 +1,4 @@
-#include "recorder.h"
+#include "record/recorder.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -18,19 +18,19 @@
 #include <algorithm>
 #include <atomic>
 
-#include "bench_toggle.h"
-#include "config.h"
-#include "device_usage.h"
-#include "event_encoder.h"
-#include "intern_table.h"
-#include "module_map.h"
-#include "phase_cycles.h"
-#include "process_hooks.h"
-#include "proto_writer.h"
-#include "python_frames.h"
-#include "stack_capture.h"
-#include "tls.h"
-#include "trace_writer.h"
+#include "measure/bench_toggle.h"
+#include "record/config.h"
+#include "samplers/device_usage.h"
+#include "record/event_encoder.h"
+#include "stacks/intern_table.h"
+#include "stacks/module_map.h"
+#include "measure/phase_cycles.h"
+#include "hooks/process_hooks.h"
+#include "record/proto_writer.h"
+#include "stacks/python_frames.h"
+#include "stacks/stack_capture.h"
+#include "record/tls.h"
+#include "record/trace_writer.h"
 
 namespace memtrace {
 namespace {

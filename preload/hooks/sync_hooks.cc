@@ -5,9 +5,9 @@
 // Synchronizations are on the hot path of every training step: until a pool has been seen they only
 // forward (one relaxed atomic load more than the call itself), and afterwards the sampler writes an event
 // only for a pool whose reserved memory changed.
-#include "hooks_internal.h"
-#include "pool_sampler.h"
-#include "recorder.h"
+#include "hooks/hooks_internal.h"
+#include "samplers/pool_sampler.h"
+#include "record/recorder.h"
 
 #define MEMTRACE_EXPORT __attribute__((visibility("default")))
 

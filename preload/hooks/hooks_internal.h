@@ -44,7 +44,7 @@ enum HookId : int {
 #define MEMTRACE_RUNTIME_HOOK(symbol) kHook_##symbol,
 #define MEMTRACE_DRIVER_HOOK(symbol, base_name, min_version, per_thread_stream) kHook_##symbol,
 #define MEMTRACE_DRIVER_PROC(symbol, base_name, min_version, per_thread_stream) kHook_##symbol,
-#include "hooks.def"
+#include "hooks/hooks.def"
   kHookCount
 };
 

@@ -25,7 +25,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "schema.h"
+#include "record/schema.h"
 
 namespace memtrace {
 

@@ -11,7 +11,7 @@
 #include <dlfcn.h>
 #include <string.h>
 
-#include "hooks_internal.h"
+#include "hooks/hooks_internal.h"
 
 #define MEMTRACE_EXPORT __attribute__((visibility("default")))
 

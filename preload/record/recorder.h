@@ -7,7 +7,7 @@
 #pragma once
 #include <cstdint>
 
-#include "schema.h"
+#include "record/schema.h"
 
 namespace memtrace {
 

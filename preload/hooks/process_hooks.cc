@@ -18,9 +18,9 @@
 
 #include <atomic>
 
-#include "process_hooks.h"
-#include "recorder.h"
-#include "tls.h"
+#include "hooks/process_hooks.h"
+#include "record/recorder.h"
+#include "record/tls.h"
 
 #define MEMTRACE_EXPORT __attribute__((visibility("default")))
 
