@@ -1,5 +1,5 @@
 // How our wrappers reach programs that never call an exported symbol by name (measured, see
-// ../shared/notes/cuda-interception.md):
+// docs/cuda-interception.md):
 //  - Every copy of the CUDA runtime (shared libcudart, and the static copies inside nvcc binaries, CuPy,
 //    cuBLAS, NCCL) imports no cu* symbol. It dlopen()s libcuda.so.1, dlsym()s cuGetProcAddress_v2 on that
 //    handle, asks it for "cuGetProcAddress" itself, and makes every later lookup through what it got back.
@@ -11,9 +11,9 @@
 #include <dlfcn.h>
 #include <string.h>
 
-#include "hooks/hooks_internal.h"
+#include "hooks/export.h"
+#include "hooks/resolver.h"
 
-#define MEMTRACE_EXPORT __attribute__((visibility("default")))
 
 namespace memtrace {
 namespace {

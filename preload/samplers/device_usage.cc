@@ -6,7 +6,7 @@
 #include <atomic>
 
 #include "record/config.h"
-#include "hooks/hooks_internal.h"
+#include "hooks/resolver.h"
 #include "samplers/nvml_processes.h"
 #include "samplers/pool_sampler.h"
 #include "record/recorder.h"

@@ -4,7 +4,7 @@
 #include <sched.h>
 
 #include "samplers/device_usage.h"
-#include "hooks/hooks_internal.h"
+#include "hooks/resolver.h"
 #include "samplers/pool_sample_table.h"
 #include "record/recorder.h"
 

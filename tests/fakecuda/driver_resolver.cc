@@ -2,7 +2,7 @@
 // CUDA version to the entry point with the ABI of that version ("cuMemAlloc_v2" from 3020), honouring
 // CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM ("cuMemAllocAsync" -> "cuMemAllocAsync_ptsz"), like the
 // real driver. The CUDA runtime makes all its driver calls through this (see
-// /work/shared/notes/cuda-interception.md), including a look-up of "cuGetProcAddress" itself: the
+// docs/cuda-interception.md), including a look-up of "cuGetProcAddress" itself: the
 // 4-argument ABI below 12000, the 5-argument one from 12000.
 //
 // libcuda.so.1 is linked with -Bsymbolic so that the addresses in this table are the driver's own

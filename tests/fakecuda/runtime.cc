@@ -4,7 +4,7 @@
 //
 // Like the real runtime it imports no cu* symbol: on first use it dlopen()s libcuda.so.1, takes
 // cuGetProcAddress_v2 with dlsym, asks that for "cuGetProcAddress" itself (at 11030 and 12000, as
-// measured in /work/shared/notes/cuda-interception.md), and makes every later driver look-up through the
+// measured in docs/cuda-interception.md), and makes every later driver look-up through the
 // 12000 (5-argument) one. A profiler that wraps the resolver therefore sees every driver call made here.
 #include <cuda.h>
 #include <cuda_runtime_api.h>

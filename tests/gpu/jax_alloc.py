@@ -3,7 +3,7 @@
     python3 jax_alloc.py [TRUTH_JSON]        (or JAX_ALLOC_TRUTH=path; without one, no side file)
 
 XLA loads libcuda with dlopen and looks its memory functions up with dlsym (cuMemCreate, cuMemMap, ...), a path
-no exported wrapper sees (see ../shared/notes/cuda-interception.md). Its BFC allocator takes one large pool from
+no exported wrapper sees (see docs/cuda-interception.md). Its BFC allocator takes one large pool from
 the driver (75% of the device by default) and carves arrays out of it, so memtrace's driver-level peak must be
 at least the arrays' total; XLA's own figures (memory_stats()) are written to the side file for comparison.
 """
