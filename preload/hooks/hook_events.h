@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "hooks/hook_table.h"
+#include "record/lifecycle.h"
 #include "record/recorder.h"
 
 namespace memtrace {

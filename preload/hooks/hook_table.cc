@@ -13,9 +13,10 @@
 #include "hooks/hooks.def"
 
 namespace memtrace {
-namespace {
 
 MEMTRACE_TLS HookPath t_hook_path = HookPath::kExported;
+
+namespace {
 
 // The handed-out entry point of the hook `Own` (of type `Fn`): a function of the hook's own signature.
 template <auto* Own, typename Fn>
@@ -29,12 +30,6 @@ struct HandedOut<Own, R(Args...)> {
 };
 
 }  // namespace
-
-HookPath take_hook_path() {
-  HookPath path = t_hook_path;
-  t_hook_path = HookPath::kExported;  // hooks nested in the real call are entered afresh
-  return path;
-}
 
 HookSlot g_hooks[kHookCount] = {
 #define MEMTRACE_RUNTIME_HOOK(symbol)                                                                    \

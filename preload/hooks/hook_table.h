@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "hooks/export.h"
+#include "record/tls.h"
 
 // The CUDA headers are included with default visibility so that our definitions of the declared entry
 // points are exported; everything else in the library is hidden (and the export list names only the hooks).
@@ -77,9 +78,14 @@ struct HookSlot {
 
 extern HookSlot g_hooks[kHookCount];
 
-// The path of the hook being entered on this thread: set by the handed-out entry points, read (and reset)
-// once by the hook body.
-HookPath take_hook_path();
+// The path of the hook being entered on this thread: set by the handed-out entry points (hook_table.cc),
+// read (and reset) once by the hook body. Inline: every hook takes it first.
+extern MEMTRACE_TLS HookPath t_hook_path;
+inline HookPath take_hook_path() {
+  HookPath path = t_hook_path;
+  t_hook_path = HookPath::kExported;  // hooks nested in the real call are entered afresh
+  return path;
+}
 
 // The function hook `id` forwards to on `path`. kExported: dlsym(RTLD_NEXT), else the symbol on
 // libcudart.so.13 / libcuda.so.1 when already loaded (torch loads them RTLD_LOCAL, where RTLD_NEXT does

@@ -20,7 +20,7 @@
 
 #include "hooks/export.h"
 #include "hooks/process_hooks.h"
-#include "record/recorder.h"
+#include "record/lifecycle.h"
 #include "record/tls.h"
 
 

@@ -1,9 +1,9 @@
-// The recorder: turns what a hook saw into trace records. It owns the trace's state: the settings, the two
-// chunk buffers (one filling, one being written), the stack and Python-frame intern tables and the
-// background writer.
+// The recorder's hot path: turns what a hook saw into trace records. It owns the trace's state: the settings,
+// the two chunk buffers (one filling, one being written), the stack and Python-frame intern tables and the
+// background writer (record/recorder_state.h).
 //
-// Nothing starts before the first hook calls record_event(): no thread, no file. The first call reads the
-// settings, creates the file, and starts the writer thread.
+// Nothing starts before the first hook calls record_event(): no thread, no file. The first call starts the
+// trace (record/lifecycle.h: reads the settings, creates the file, starts the writer thread).
 #pragma once
 #include <cstdint>
 
@@ -51,33 +51,5 @@ class HookScope {
  private:
   bool outermost_;
 };
-
-// Writes everything buffered so far as one chunk (the writer thread calls this every flush interval).
-void recorder_flush();
-
-// How the traced process ended (TraceEnd.How in memtrace.proto).
-enum class EndHow : uint8_t { kExit = 0, kUnderscoreExit = 1, kSignal = 2, kExec = 3 };
-
-// Writes what is buffered and the TraceEnd record, and stops tracing: the process is about to end without
-// atexit (_exit) or be replaced (exec). A no-op unless this very process is tracing (a vfork child shares
-// our memory but not our trace).
-void recorder_finish(EndHow how);
-
-// The same from a signal handler: takes the locks only if they come free within a bounded wait (else writes
-// nothing), and writes under the lock this thread already held if the signal came while it was inside the
-// recorder. `process_dies`: the handler is about to give the signal its default action (or exit), so nothing
-// may be written after the TraceEnd; false where a program handler runs next and may recover. `how`: kSignal
-// with `signal`, or kUnderscoreExit for a program's handler that calls _exit().
-void recorder_finish_from_signal(int signal, bool process_dies, EndHow how = EndHow::kSignal);
-
-// True once the process has begun exiting (our atexit handler ran): frees after this are teardown frees.
-bool recorder_exit_begun();
-
-// From a fatal signal's handler when the program has a handler of its own, which may recover: writes what is
-// buffered, and the trace goes on.
-void recorder_flush_from_signal();
-
-// An exec that failed returns to the program: tracing resumes (the file gets a second TraceEnd later).
-void recorder_resume_after_exec_failure();
 
 }  // namespace memtrace
