@@ -42,7 +42,7 @@ using GetProcV2 = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverPro
 std::atomic<void*> g_real_get_proc_v1{nullptr};
 std::atomic<void*> g_real_get_proc_v2{nullptr};
 
-// Driver functions the wrappers ask for facts (hooks_internal.h), never handed out. Each is remembered
+// Driver functions the wrappers ask for facts (resolver.h), never handed out. Each is remembered
 // when the runtime looks it up (base name, at a version whose ABI is this one; per-thread-stream flavours
 // are left alone) or a program dlsym()s it by its exported name; otherwise found like a hook's real
 // function. [min_version, below_version) is the cuGetProcAddress version range of this ABI.

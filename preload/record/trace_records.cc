@@ -125,8 +125,8 @@ void emit_module(const ModuleView& m, void*) {
 
 constexpr const char* kTorchHookSymbol = "_ZN3c1027reportMemoryUsageToProfilerEPvlmmNS_6DeviceE";
 
-// PyTorch's allocator layer is seen through libc10.so's exported hook (see preload/hooks/c10_hooks.cc). When libc10.so
-// is loaded but has no symbol of that name, this torch version changed it: say so once.
+// PyTorch's allocator layer is seen through libc10.so's exported hook (see preload/hooks/c10_hooks.cc). When
+// libc10.so is loaded but has no symbol of that name, this torch version changed it: say so once.
 void check_torch_hook() {
   if (g_torch_checked) return;
   void* c10 = dlopen("libc10.so", RTLD_NOLOAD | RTLD_LAZY);
