@@ -78,7 +78,7 @@ class TraceFile {
   static constexpr uint64_t kRecordsPerChunk = 64 * 1024;
 
   // Version 3: a sticky field (layer, api, tid, device, stream) is written when it differs from the
-  // previous Event's, and all five on the first Event of a chunk, as preload/event_encoder.h does.
+  // previous Event's, and all five on the first Event of a chunk, as preload/record/event_encoder.h does.
   // Versions 1 and 2: written unless 0, the proto3 default (`optional` fields set to 0 would be written).
   void sticky_fields(memtrace::proto::Event& e) {
     if (version_ < 3) {
@@ -218,7 +218,7 @@ class TorchWorkload {
     ++events_;
   }
   // Version 2 leaves out a total that the previous TORCH_ALLOCATOR event of the same chunk and this
-  // event's size give (as preload/event_encoder.h does; one device here).
+  // event's size give (as preload/record/event_encoder.h does; one device here).
   void add_torch(Record r) {
     auto* e = r.mutable_event();
     if (trace_.version() >= 2 && written_chunk_ == trace_.chunk()) {

@@ -12,7 +12,7 @@ all: compare bench/trace_size_zstd's "chunked 3" and "one-frame 3" lines). On a 
      ALLOC (minus it for a FREE), and allocator_reserved_bytes omitted when unchanged since the device's
      previous TORCH_ALLOCATOR event: the reader carries both forward, so nothing is lost.
   C  address as a zigzag delta from the previous address of the same event kind and layer.
-A and B are trace format v2 (proto/memtrace.proto), made in the tracer (preload/event_encoder.h; v2 times
+A and B are trace format v2 (proto/memtrace.proto), made in the tracer (preload/record/event_encoder.h; v2 times
 are rounded from the trace's start, which compresses the same); C is not made. A version-2 trace is
 measured as written only: its records already carry A and B.
 Then what each Event field costs after compression: the size with that field dropped from every event,

@@ -1,5 +1,5 @@
 // Rewrites a trace of format version 1, 2 or 3 in the tracer's current format (version 3) with the
-// tracer's own Event encoder (preload/event_encoder.h), chunk for chunk: what the tracer of today would
+// tracer's own Event encoder (preload/record/event_encoder.h), chunk for chunk: what the tracer of today would
 // have written for the same run. bench/trace_size uses it (trace_size_reencode.cc) to give the current size
 // of the older traces in examples/, and tests/preload/trace_v2_test.cc to check that a re-encoded trace
 // reads back as the same Events.
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "event_encoder.h"
+#include "record/event_encoder.h"
 #include "memtrace.pb.h"
 
 namespace memtrace::reencode {
@@ -63,7 +63,7 @@ inline std::string header_frame(uint32_t version) {
   return out;
 }
 
-// One chunk as the tracer writes it (preload/trace_writer.cc): a zstd frame with its content checksum.
+// One chunk as the tracer writes it (preload/record/trace_writer.cc): a zstd frame with its content checksum.
 inline std::string compress_chunk(const std::string& records, int level = 3) {
   ZSTD_CCtx* cctx = ZSTD_createCCtx();
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
@@ -200,7 +200,7 @@ class Reencoder {
     for (; v >= 0x80; v >>= 7) out->push_back(char(v | 0x80));
     out->push_back(char(v));
   }
-  // Record.`kind` = the encoded message `inner`, length-delimited, as preload/recorder.cc appends it.
+  // Record.`kind` = the encoded message `inner`, length-delimited, as preload/record/recorder_state.h appends it.
   static void append_record(uint32_t kind, const ProtoWriter& inner, std::string* out) {
     uint8_t buf[512];
     ProtoWriter record(buf, buf + sizeof buf);
@@ -216,7 +216,8 @@ class Reencoder {
     append_record(field::kEvent, w, out);
     encoder_.commit(p);
   }
-  void append_end(const proto::TraceEnd& end, std::string* out) {  // as preload/recorder.cc's append_end_locked
+  // As preload/record/trace_records.cc's append_end_locked.
+  void append_end(const proto::TraceEnd& end, std::string* out) {
     uint8_t buf[64];
     ProtoWriter w(buf, buf + sizeof buf);
     w.uint(1, end.events());

@@ -1,6 +1,6 @@
 // Recompresses the chunks of an .mtrace file with other zstd settings and reports the file size and the
 // compression CPU time each would give, so that bench/trace_size can compare the writer's settings
-// (preload/trace_writer.cc) on the same records. A measurement, not a test.
+// (preload/record/trace_writer.cc) on the same records. A measurement, not a test.
 //
 //   trace_size_zstd FILE.mtrace
 // For every setting it prints one line: name, compressed bytes (header included), bytes per event, and

@@ -1,4 +1,4 @@
-// Recording switched off and on inside one process (preload/bench_toggle.h), as scripts/gpu-toggle-bench does
+// Recording switched off and on inside one process (preload/measure/bench_toggle.h), as scripts/gpu-toggle-bench does
 // between blocks of training steps. Looks memtrace_bench_set_recording up in the global scope; under a tracer
 // without it (libmemtrace.so) every call records. Prints "toggle: found" or "toggle: absent".
 // Calls, in order: alloc 1 MiB (A), recording off, alloc 2 MiB (B), free B, recording on, alloc 4 MiB (C),

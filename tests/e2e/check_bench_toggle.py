@@ -1,4 +1,4 @@
-"""libmemtrace-bench-toggle.so: recording switched off and on inside one process (preload/bench_toggle.h).
+"""libmemtrace-bench-toggle.so: recording switched off and on inside one process (preload/measure/bench_toggle.h).
 
 e2e_bench_toggle allocates A (1 MiB), switches recording off, allocates and frees B (2 MiB), switches it on,
 allocates C (4 MiB) and frees A and C. Under the toggle library the trace holds A's and C's events only:

@@ -39,7 +39,7 @@ for name, env, args, python_thread, python_frames, plain_thread in (
         ("max-0", {"MEMTRACE_MAX_FRAMES": "0"}, [], 0, 4, None),
         # No native frames on the Python thread only.
         ("python-0", {"MEMTRACE_MAX_FRAMES_PYTHON": "0"}, [], 0, 4, 32),
-        # The measurement build's run-time switch (preload/bench_toggle.h): 24 frames asked for under Python.
+        # The measurement build's run-time switch (preload/measure/bench_toggle.h): 24 frames asked for under Python.
         ("toggle-24", toggle, ["24"], 24, 4, 32),
         # ...and a negative depth: back to the configured one.
         ("toggle-back", dict(toggle, MEMTRACE_MAX_FRAMES_PYTHON="20"), ["-1"], 20, 4, 32)):

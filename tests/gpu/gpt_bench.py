@@ -96,7 +96,7 @@ def parse_args(argv):
 
 def bench_switches():
     """memtrace_bench_set_recording and memtrace_bench_set_max_frames_python of the preloaded
-    libmemtrace-bench-toggle.so (preload/bench_toggle.h), or exits with a message."""
+    libmemtrace-bench-toggle.so (preload/measure/bench_toggle.h), or exits with a message."""
     import ctypes
     switches = []
     for name in ("memtrace_bench_set_recording", "memtrace_bench_set_max_frames_python"):

@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "layout_fields.h"
-#include "python_frames.h"
+#include "stacks/python_frames.h"
 
 int main() {
   ExpectedLayout expected{};

@@ -1,5 +1,5 @@
-// The element bytes the tracer records for a CUDA array the driver will not size (preload/array_bytes.h).
-#include "array_bytes.h"
+// The element bytes the tracer records for a CUDA array the driver will not size (preload/hooks/array_bytes.h).
+#include "hooks/array_bytes.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "config.h"
+#include "record/config.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "intern_table.h"
+#include "stacks/intern_table.h"
 
 namespace memtrace {
 namespace {

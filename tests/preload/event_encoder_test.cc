@@ -1,7 +1,7 @@
-// The tracer's Event encoding, trace format v3 (preload/event_encoder.h): the fields each record carries
+// The tracer's Event encoding, trace format v3 (preload/record/event_encoder.h): the fields each record carries
 // for a small hand-made sequence, decoded with the classes generated from proto/memtrace.proto, and the
 // exact bytes of the sticky fields (layer, api, tid, device, stream) as they repeat and change.
-#include "event_encoder.h"
+#include "record/event_encoder.h"
 
 #include <gtest/gtest.h>
 

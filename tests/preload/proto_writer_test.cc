@@ -1,18 +1,19 @@
-// The tracer writes records with its own encoder (preload/proto_writer.h); the analyzer reads them with the
+// The tracer writes records with its own encoder (preload/record/proto_writer.h); the analyzer reads them with the
 // classes generated from proto/memtrace.proto. These tests encode with one and decode with the other.
-#include "proto_writer.h"
+#include "record/proto_writer.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "memtrace.pb.h"
-#include "schema.h"
+#include "record/schema.h"
 
 namespace memtrace {
 namespace {
 
-// Wraps `inner` as the Record oneof member `kind`, the way recorder.cc does (without the stream length).
+// Wraps `inner` as the Record oneof member `kind`, the way preload/record/recorder_state.h does (without the
+// stream length).
 std::string as_record(uint32_t kind, const ProtoWriter& inner) {
   uint8_t buf[4096];
   ProtoWriter outer(buf, buf + sizeof buf);
@@ -171,8 +172,8 @@ TEST(Schema, EnumsMatchTheProto) {
 
 namespace memtrace {
 namespace {
-// The recorder sizes its output exactly (recorder.cc append_record_locked): a writer whose room equals the
-// encoded size must write every byte, tag and length included.
+// The recorder sizes its output exactly (append_record_locked, preload/record/recorder_state.h): a writer whose
+// room equals the encoded size must write every byte, tag and length included.
 TEST(ProtoWriter, ExactlySizedBufferHoldsTheWholeRecord) {
   uint8_t inner_buf[16];
   ProtoWriter inner(inner_buf, inner_buf + sizeof inner_buf);

@@ -2,8 +2,8 @@
 // NVML's process list splits into this process and the others (nvml_processes.h).
 #include <gtest/gtest.h>
 
-#include "nvml_processes.h"
-#include "pool_sample_table.h"
+#include "samplers/nvml_processes.h"
+#include "samplers/pool_sample_table.h"
 
 namespace memtrace {
 namespace {

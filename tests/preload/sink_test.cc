@@ -1,7 +1,7 @@
 // Which MEMTRACE_OUTPUT paths the tracer refuses to trace into (sink_refusal) and what it creates for the rest
 // (sink_open): a trace goes into a new regular file of that name, or the next free "<stem>.N.mtrace" when the
 // name is taken; a name that cannot be a trace file is refused rather than traced into a surprising file beside it.
-#include "trace_writer.h"
+#include "record/trace_writer.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "intern_table.h"
-#include "stack_capture.h"
+#include "stacks/intern_table.h"
+#include "stacks/stack_capture.h"
 
 namespace memtrace {
 // The Python frame reader is not linked here: with with_python false only its eval range may be asked for.

@@ -1,4 +1,4 @@
-// Trace formats v2 and v3 end to end: what the tracer's Event encoder (preload/event_encoder.h, version 3:
+// Trace formats v2 and v3 end to end: what the tracer's Event encoder (preload/record/event_encoder.h, version 3:
 // allocator totals and sticky fields left out) writes, the analyzer's reader (analyzer/trace_reader.cc,
 // derived_fields.h) reads back as the Events a version-1 trace of the same run gives: times within 1 us,
 // everything else identical.
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "event_encoder.h"
 #include "read/trace_reader.h"
+#include "record/event_encoder.h"
 #include "trace_size_reencode.h"
 
 namespace memtrace {
@@ -37,7 +37,7 @@ std::string read_file(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-// Appends Record.`kind` = `inner`, preceded by its length, as preload/recorder.cc does.
+// Appends Record.`kind` = `inner`, preceded by its length, as preload/record/recorder_state.h does.
 void append_record(uint32_t kind, const ProtoWriter& inner, std::string* records) {
   uint8_t body[512], length[10];
   ProtoWriter record(body, body + sizeof body);

@@ -3,7 +3,7 @@
 // once per old version found; MEMTRACE_EXPECT_UNSUPPORTED says which.
 #include <gtest/gtest.h>
 
-#include "python_frames.h"
+#include "stacks/python_frames.h"
 
 namespace memtrace {
 namespace {

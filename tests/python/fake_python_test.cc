@@ -3,7 +3,7 @@
 // versions it must refuse and the reason it gives for each.
 #include <gtest/gtest.h>
 
-#include "python_frames.h"
+#include "stacks/python_frames.h"
 
 // `extern "C"` without braces: a const definition that still has external linkage.
 extern "C" __attribute__((visibility("default"))) const unsigned long Py_Version = MEMTRACE_FAKE_PY_VERSION;

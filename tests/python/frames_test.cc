@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "python_frames.h"
+#include "stacks/python_frames.h"
 
 namespace memtrace {
 namespace {

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "layout_fields.h"
-#include "python_frames.h"
+#include "stacks/python_frames.h"
 
 namespace memtrace {
 namespace {

@@ -1,4 +1,4 @@
-/* The PythonLayout fields (preload/python_frames.h) as one list, shared by layout_check_offsets.c (which
+/* The PythonLayout fields (preload/stacks/python_frames.h) as one list, shared by layout_check_offsets.c (which
  * computes each with offsetof() from a CPython version's internal headers) and layout_check.cc (which
  * compares them with what the reader uses). Plain C so that the C side needs no C++ header. */
 #ifndef MEMTRACE_TESTS_PYTHON_LAYOUT_FIELDS_H

@@ -5,7 +5,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "python_frames.h"
+#include "stacks/python_frames.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -17,8 +17,8 @@
 
 #include <atomic>
 
-#include "intern_table.h"
-#include "tls.h"
+#include "stacks/intern_table.h"
+#include "record/tls.h"
 
 namespace memtrace {
 namespace {

@@ -1,4 +1,4 @@
-#include "stack_capture.h"
+#include "stacks/stack_capture.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -8,9 +8,9 @@
 
 #include <atomic>
 
-#include "intern_table.h"
-#include "phase_cycles.h"
-#include "schema.h"
+#include "stacks/intern_table.h"
+#include "measure/phase_cycles.h"
+#include "record/schema.h"
 
 namespace memtrace {
 namespace {
@@ -48,7 +48,7 @@ bool load_libunwind() {
   auto set_caching = reinterpret_cast<CachingFn>(dlsym(handle, "_ULx86_64_set_caching_policy"));
   auto* local_space = static_cast<unw_addr_space_t*>(dlsym(handle, "_ULx86_64_local_addr_space"));
   // A per-thread cache of unwind info: 0.68 us instead of 1.13 us per ~31-frame stack (measured, see
-  // ../shared/notes/cuda-interception.md).
+  // docs/cuda-interception.md).
   if (set_caching && local_space) set_caching(*local_space, UNW_CACHE_PER_THREAD);
   return g_unw_backtrace != nullptr;
 }

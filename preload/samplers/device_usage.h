@@ -25,20 +25,13 @@
 #pragma once
 #include <cstdint>
 
-#include "schema.h"
+#include "record/clients.h"
+#include "record/schema.h"
 
 namespace memtrace {
 
-// At trace start (inside the first hook that records): loads NVML unless MEMTRACE_NVML=0.
-void device_usage_start();
-
-// Every recorded event's device: the first time a device is seen (and NVML is loaded), reads its PCI bus id.
-// One relaxed atomic load otherwise (and without NVML).
-void device_usage_note_device(int device);
-
-// One DEVICE_USAGE (api NVML_SAMPLE) per device seen, from NVML. Returns how many were recorded (0 without
-// NVML). Called from the writer thread and the exit path only: NVML calls can take milliseconds.
-int device_usage_sample_all();
+// device_usage_start, device_usage_note_device and device_usage_sample_all, which the recorder calls, are
+// declared in record/clients.h.
 
 // Right after an OOM event on `device`: a DEVICE_USAGE with `api` (the OOM's), cuMemGetInfo's free/total
 // bytes (`have_memory_info` false: none) and, when NVML is loaded, the per-process figures.

@@ -18,11 +18,11 @@
 
 #include <atomic>
 
-#include "process_hooks.h"
-#include "recorder.h"
-#include "tls.h"
+#include "hooks/export.h"
+#include "hooks/process_hooks.h"
+#include "record/lifecycle.h"
+#include "record/tls.h"
 
-#define MEMTRACE_EXPORT __attribute__((visibility("default")))
 
 namespace memtrace {
 
@@ -326,26 +326,47 @@ MEMTRACE_EXPORT void _Exit(int status) {
 // The new image starts its own trace (LD_PRELOAD is inherited); this one ends here. If the exec fails, the
 // program carries on and so does its trace.
 
-#define MEMTRACE_EXEC_HOOK(name, params, args)                      \
-  MEMTRACE_EXPORT int name params noexcept {                        \
-    using Fn = int(*) params;                                        \
-    static Fn real = memtrace::next_fn<Fn>(#name);                   \
-    if (!real) {                                                     \
-      errno = ENOSYS;                                                \
-      return -1;                                                     \
-    }                                                                \
-    memtrace::recorder_finish(memtrace::EndHow::kExec);              \
-    int r = real args;                                               \
-    int saved_errno = errno;                                         \
-    memtrace::recorder_resume_after_exec_failure();                  \
-    errno = saved_errno;                                             \
-    return r;                                                        \
+namespace {
+// Ends the trace, calls `real` (the next definition of the exec function, null when there is none) with
+// `args`, and resumes tracing if it returns (the exec failed), with the exec's errno kept for the program.
+template <typename Fn, typename... Args>
+int exec_ending_trace(Fn real, Args... args) {
+  if (!real) {
+    errno = ENOSYS;
+    return -1;
   }
+  memtrace::recorder_finish(memtrace::EndHow::kExec);
+  int r = real(args...);
+  int saved_errno = errno;
+  memtrace::recorder_resume_after_exec_failure();
+  errno = saved_errno;
+  return r;
+}
+}  // namespace
 
-MEMTRACE_EXEC_HOOK(execve, (const char* path, char* const argv[], char* const envp[]), (path, argv, envp))
-MEMTRACE_EXEC_HOOK(execv, (const char* path, char* const argv[]), (path, argv))
-MEMTRACE_EXEC_HOOK(execvp, (const char* file, char* const argv[]), (file, argv))
-MEMTRACE_EXEC_HOOK(execvpe, (const char* file, char* const argv[], char* const envp[]), (file, argv, envp))
+MEMTRACE_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) noexcept {
+  using Fn = int (*)(const char*, char* const[], char* const[]);
+  static Fn real = memtrace::next_fn<Fn>("execve");
+  return exec_ending_trace(real, path, argv, envp);
+}
+
+MEMTRACE_EXPORT int execv(const char* path, char* const argv[]) noexcept {
+  using Fn = int (*)(const char*, char* const[]);
+  static Fn real = memtrace::next_fn<Fn>("execv");
+  return exec_ending_trace(real, path, argv);
+}
+
+MEMTRACE_EXPORT int execvp(const char* file, char* const argv[]) noexcept {
+  using Fn = int (*)(const char*, char* const[]);
+  static Fn real = memtrace::next_fn<Fn>("execvp");
+  return exec_ending_trace(real, file, argv);
+}
+
+MEMTRACE_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) noexcept {
+  using Fn = int (*)(const char*, char* const[], char* const[]);
+  static Fn real = memtrace::next_fn<Fn>("execvpe");
+  return exec_ending_trace(real, file, argv, envp);
+}
 
 // execl, execlp and execle take their arguments as a list; glibc runs them through its internal execve,
 // which never reaches the hooks above. Collected into an array (bounded: a longer list fails with E2BIG,

@@ -1,4 +1,4 @@
-#include "nvml_processes.h"
+#include "samplers/nvml_processes.h"
 
 namespace memtrace {
 

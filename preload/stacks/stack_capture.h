@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#include "python_frames.h"
+#include "stacks/python_frames.h"
 
 namespace memtrace {
 

@@ -1,15 +1,15 @@
-#include "device_usage.h"
+#include "samplers/device_usage.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <atomic>
 
-#include "config.h"
-#include "hooks_internal.h"
-#include "nvml_processes.h"
-#include "pool_sampler.h"
-#include "recorder.h"
+#include "record/config.h"
+#include "hooks/resolver.h"
+#include "samplers/nvml_processes.h"
+#include "samplers/pool_sampler.h"
+#include "record/recorder.h"
 
 namespace memtrace {
 

@@ -1,4 +1,4 @@
-#include "config.h"
+#include "record/config.h"
 
 #include <errno.h>
 

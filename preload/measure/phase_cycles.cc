@@ -1,5 +1,5 @@
 // See phase_cycles.h. Compiled only with MEMTRACE_PHASE_CYCLES.
-#include "phase_cycles.h"
+#include "measure/phase_cycles.h"
 
 #include <x86intrin.h>
 
@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <ctime>
 
-#include "tls.h"
+#include "record/tls.h"
 
 namespace memtrace::phase_cycles {
 namespace {

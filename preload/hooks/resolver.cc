@@ -1,5 +1,5 @@
 // How our wrappers reach programs that never call an exported symbol by name (measured, see
-// ../shared/notes/cuda-interception.md):
+// docs/cuda-interception.md):
 //  - Every copy of the CUDA runtime (shared libcudart, and the static copies inside nvcc binaries, CuPy,
 //    cuBLAS, NCCL) imports no cu* symbol. It dlopen()s libcuda.so.1, dlsym()s cuGetProcAddress_v2 on that
 //    handle, asks it for "cuGetProcAddress" itself, and makes every later lookup through what it got back.
@@ -11,9 +11,9 @@
 #include <dlfcn.h>
 #include <string.h>
 
-#include "hooks_internal.h"
+#include "hooks/export.h"
+#include "hooks/resolver.h"
 
-#define MEMTRACE_EXPORT __attribute__((visibility("default")))
 
 namespace memtrace {
 namespace {
@@ -42,7 +42,7 @@ using GetProcV2 = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverPro
 std::atomic<void*> g_real_get_proc_v1{nullptr};
 std::atomic<void*> g_real_get_proc_v2{nullptr};
 
-// Driver functions the wrappers ask for facts (hooks_internal.h), never handed out. Each is remembered
+// Driver functions the wrappers ask for facts (resolver.h), never handed out. Each is remembered
 // when the runtime looks it up (base name, at a version whose ABI is this one; per-thread-stream flavours
 // are left alone) or a program dlsym()s it by its exported name; otherwise found like a hook's real
 // function. [min_version, below_version) is the cuGetProcAddress version range of this ABI.

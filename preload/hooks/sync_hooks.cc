@@ -5,26 +5,13 @@
 // Synchronizations are on the hot path of every training step: until a pool has been seen they only
 // forward (one relaxed atomic load more than the call itself), and afterwards the sampler writes an event
 // only for a pool whose reserved memory changed.
-#include "hooks_internal.h"
-#include "pool_sampler.h"
-#include "recorder.h"
-
-#define MEMTRACE_EXPORT __attribute__((visibility("default")))
-
-// This file's hooks' hidden aliases (see hooks.cc: the entry points the resolver hands out call these, so a
-// definition of the same name in another preloaded library never stands in for ours). An alias must be
-// defined in the file of its target, so these are made here rather than in hooks.cc.
-#define MEMTRACE_OWN_ALIAS(symbol) \
-  extern "C" decltype(::symbol) memtrace_own_##symbol __attribute__((alias(#symbol), visibility("hidden")));
+#include "hooks/hook_table.h"
+#include "samplers/pool_sampler.h"
+#include "record/recorder.h"
 
 using namespace memtrace;
 
 namespace {
-
-template <typename Fn>
-Fn real_fn(HookId id) {
-  return reinterpret_cast<Fn>(hook_real(id, take_hook_path()));
-}
 
 uint64_t handle_value(const void* h) { return reinterpret_cast<uintptr_t>(h); }
 
@@ -36,32 +23,43 @@ int device_pool_location(const CUmemLocation& location) {
 
 }  // namespace
 
+namespace {
 // Forwards; once a pool has been seen, samples every known pool after a successful synchronization (only
-// the outermost hook: the runtime's synchronizations reach the driver's through our resolver too).
-#define MEMTRACE_SYNC_HOOK(ret, symbol, params, args, fail, ok, api) \
-  MEMTRACE_EXPORT ret symbol params {                                \
-    auto real = real_fn<decltype(&::symbol)>(kHook_##symbol);        \
-    if (!real) return fail;                                          \
-    if (!pools_seen()) return real args;                             \
-    HookScope scope;                                                 \
-    ret r = real args;                                               \
-    if (scope.outermost() && r == ok) sample_known_pools(api);       \
-    return r;                                                        \
-  }                                                                  \
-  MEMTRACE_OWN_ALIAS(symbol)
+// the outermost hook: the runtime's synchronizations reach the driver's through our resolver too). `fail`:
+// what the hook returns when no CUDA library is loaded; `ok`: the call's success.
+template <typename Result, typename... Args>
+[[gnu::always_inline]] inline Result synchronize(HookId id, Result fail, Result ok, Api api, Args... args) {
+  auto real = real_fn<Result (*)(Args...)>(id);
+  if (!real) return fail;
+  if (!pools_seen()) return real(args...);
+  HookScope scope;
+  Result r = real(args...);
+  if (scope.outermost() && r == ok) sample_known_pools(api);
+  return r;
+}
+}  // namespace
 
 // ---- driver ------------------------------------------------------------------------------------------------
 
-MEMTRACE_SYNC_HOOK(CUresult, cuStreamSynchronize, (CUstream stream), (stream), CUDA_ERROR_NOT_INITIALIZED,
-                   CUDA_SUCCESS, Api::kCuStreamSynchronize)
-MEMTRACE_SYNC_HOOK(CUresult, cuStreamSynchronize_ptsz, (CUstream stream), (stream), CUDA_ERROR_NOT_INITIALIZED,
-                   CUDA_SUCCESS, Api::kCuStreamSynchronize)
-MEMTRACE_SYNC_HOOK(CUresult, cuCtxSynchronize, (), (), CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS,
-                   Api::kCuCtxSynchronize)
-MEMTRACE_SYNC_HOOK(CUresult, cuCtxSynchronize_v2, (CUcontext context), (context), CUDA_ERROR_NOT_INITIALIZED,
-                   CUDA_SUCCESS, Api::kCuCtxSynchronize)
-MEMTRACE_SYNC_HOOK(CUresult, cuEventSynchronize, (CUevent event), (event), CUDA_ERROR_NOT_INITIALIZED,
-                   CUDA_SUCCESS, Api::kCuEventSynchronize)
+MEMTRACE_EXPORT CUresult cuStreamSynchronize(CUstream stream) {
+  return synchronize(kHook_cuStreamSynchronize, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS,
+                     Api::kCuStreamSynchronize, stream);
+}
+MEMTRACE_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream stream) {
+  return synchronize(kHook_cuStreamSynchronize_ptsz, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS,
+                     Api::kCuStreamSynchronize, stream);
+}
+MEMTRACE_EXPORT CUresult cuCtxSynchronize() {
+  return synchronize(kHook_cuCtxSynchronize, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS, Api::kCuCtxSynchronize);
+}
+MEMTRACE_EXPORT CUresult cuCtxSynchronize_v2(CUcontext context) {
+  return synchronize(kHook_cuCtxSynchronize_v2, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS,
+                     Api::kCuCtxSynchronize, context);
+}
+MEMTRACE_EXPORT CUresult cuEventSynchronize(CUevent event) {
+  return synchronize(kHook_cuEventSynchronize, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS,
+                     Api::kCuEventSynchronize, event);
+}
 
 MEMTRACE_EXPORT CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
   auto real = real_fn<decltype(&::cuMemPoolCreate)>(kHook_cuMemPoolCreate);
@@ -72,7 +70,6 @@ MEMTRACE_EXPORT CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProp
     pool_created(handle_value(*pool), device_pool_location(props->location), Api::kCuMemPoolCreate);
   return r;
 }
-MEMTRACE_OWN_ALIAS(cuMemPoolCreate)
 
 MEMTRACE_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   auto real = real_fn<decltype(&::cuMemPoolDestroy)>(kHook_cuMemPoolDestroy);
@@ -82,7 +79,6 @@ MEMTRACE_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   if (scope.outermost() && r == CUDA_SUCCESS) pool_destroyed(handle_value(pool), Api::kCuMemPoolDestroy);
   return r;
 }
-MEMTRACE_OWN_ALIAS(cuMemPoolDestroy)
 
 MEMTRACE_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t min_bytes_to_keep) {
   auto real = real_fn<decltype(&::cuMemPoolTrimTo)>(kHook_cuMemPoolTrimTo);
@@ -92,7 +88,6 @@ MEMTRACE_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t min_bytes_to_
   if (scope.outermost() && r == CUDA_SUCCESS) sample_pool(handle_value(pool), -1, Api::kCuMemPoolTrimTo);
   return r;
 }
-MEMTRACE_OWN_ALIAS(cuMemPoolTrimTo)
 
 MEMTRACE_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device) {
   auto real = real_fn<decltype(&::cuDeviceGraphMemTrim)>(kHook_cuDeviceGraphMemTrim);
@@ -102,16 +97,21 @@ MEMTRACE_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device) {
   if (scope.outermost() && r == CUDA_SUCCESS) sample_graph_pool(device, Api::kCuDeviceGraphMemTrim);
   return r;
 }
-MEMTRACE_OWN_ALIAS(cuDeviceGraphMemTrim)
 
 // ---- runtime -----------------------------------------------------------------------------------------------
 
-MEMTRACE_SYNC_HOOK(cudaError_t, cudaStreamSynchronize, (cudaStream_t stream), (stream),
-                   cudaErrorInitializationError, cudaSuccess, Api::kCudaStreamSynchronize)
-MEMTRACE_SYNC_HOOK(cudaError_t, cudaDeviceSynchronize, (), (), cudaErrorInitializationError, cudaSuccess,
-                   Api::kCudaDeviceSynchronize)
-MEMTRACE_SYNC_HOOK(cudaError_t, cudaEventSynchronize, (cudaEvent_t event), (event), cudaErrorInitializationError,
-                   cudaSuccess, Api::kCudaEventSynchronize)
+MEMTRACE_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  return synchronize(kHook_cudaStreamSynchronize, cudaErrorInitializationError, cudaSuccess,
+                     Api::kCudaStreamSynchronize, stream);
+}
+MEMTRACE_EXPORT cudaError_t cudaDeviceSynchronize() {
+  return synchronize(kHook_cudaDeviceSynchronize, cudaErrorInitializationError, cudaSuccess,
+                     Api::kCudaDeviceSynchronize);
+}
+MEMTRACE_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  return synchronize(kHook_cudaEventSynchronize, cudaErrorInitializationError, cudaSuccess,
+                     Api::kCudaEventSynchronize, event);
+}
 
 MEMTRACE_EXPORT cudaError_t cudaMemPoolCreate(cudaMemPool_t* pool, const cudaMemPoolProps* props) {
   auto real = real_fn<decltype(&::cudaMemPoolCreate)>(kHook_cudaMemPoolCreate);
@@ -122,7 +122,6 @@ MEMTRACE_EXPORT cudaError_t cudaMemPoolCreate(cudaMemPool_t* pool, const cudaMem
     pool_created(handle_value(*pool), props->location.id, Api::kCudaMemPoolCreate);
   return r;
 }
-MEMTRACE_OWN_ALIAS(cudaMemPoolCreate)
 
 MEMTRACE_EXPORT cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool) {
   auto real = real_fn<decltype(&::cudaMemPoolDestroy)>(kHook_cudaMemPoolDestroy);
@@ -132,7 +131,6 @@ MEMTRACE_EXPORT cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool) {
   if (scope.outermost() && r == cudaSuccess) pool_destroyed(handle_value(pool), Api::kCudaMemPoolDestroy);
   return r;
 }
-MEMTRACE_OWN_ALIAS(cudaMemPoolDestroy)
 
 MEMTRACE_EXPORT cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t min_bytes_to_keep) {
   auto real = real_fn<decltype(&::cudaMemPoolTrimTo)>(kHook_cudaMemPoolTrimTo);
@@ -142,7 +140,6 @@ MEMTRACE_EXPORT cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t min_byt
   if (scope.outermost() && r == cudaSuccess) sample_pool(handle_value(pool), -1, Api::kCudaMemPoolTrimTo);
   return r;
 }
-MEMTRACE_OWN_ALIAS(cudaMemPoolTrimTo)
 
 MEMTRACE_EXPORT cudaError_t cudaDeviceGraphMemTrim(int device) {
   auto real = real_fn<decltype(&::cudaDeviceGraphMemTrim)>(kHook_cudaDeviceGraphMemTrim);
@@ -152,4 +149,10 @@ MEMTRACE_EXPORT cudaError_t cudaDeviceGraphMemTrim(int device) {
   if (scope.outermost() && r == cudaSuccess) sample_graph_pool(device, Api::kCudaDeviceGraphMemTrim);
   return r;
 }
-MEMTRACE_OWN_ALIAS(cudaDeviceGraphMemTrim)
+
+// The hidden aliases of this file's hooks (hook_table.h: MEMTRACE_OWN_ALIAS).
+#define MEMTRACE_RUNTIME_HOOK(symbol) MEMTRACE_OWN_ALIAS(symbol)
+#define MEMTRACE_DRIVER_HOOK(symbol, base_name, min_version, per_thread_stream) MEMTRACE_OWN_ALIAS(symbol)
+#define MEMTRACE_SAMPLING_HOOKS_ONLY
+#include "hooks/hooks.def"
+#undef MEMTRACE_SAMPLING_HOOKS_ONLY

@@ -1,5 +1,5 @@
 // See bench_toggle.h. Compiled only into libmemtrace-bench-toggle.so.
-#include "bench_toggle.h"
+#include "measure/bench_toggle.h"
 
 namespace memtrace::bench_toggle {
 std::atomic<bool> g_recording{true};

@@ -25,7 +25,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "schema.h"
+#include "record/schema.h"
 
 namespace memtrace {
 
@@ -53,7 +53,7 @@ void pool_destroyed(uint64_t pool, Api api);
 void sample_known_pools(Api api);
 
 // The graph memory pool of `device`, sampled as pool 0 (at cuGraphLaunch / cudaGraphLaunch, on the
-// device the graph runs on: hooks.cc's record_launch, and at cuDeviceGraphMemTrim).
+// device the graph runs on: hooks/hook_events.cc's record_launch, and at cuDeviceGraphMemTrim).
 void sample_graph_pool(int device, Api api);
 
 // True once any pool has been seen: the synchronization hooks do nothing more than forward until then.

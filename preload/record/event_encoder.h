@@ -11,9 +11,9 @@
 #pragma once
 #include <cstdint>
 
-#include "proto_writer.h"
-#include "recorder.h"
-#include "schema.h"
+#include "record/proto_writer.h"
+#include "record/recorder.h"
+#include "record/schema.h"
 
 namespace memtrace {
 

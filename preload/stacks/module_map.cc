@@ -1,11 +1,11 @@
-#include "module_map.h"
+#include "stacks/module_map.h"
 
 #include <link.h>
 #include <unistd.h>
 
 #include <cstring>
 
-#include "intern_table.h"
+#include "stacks/intern_table.h"
 
 namespace memtrace {
 namespace {

@@ -1,4 +1,4 @@
-#include "trace_writer.h"
+#include "record/trace_writer.h"
 
 #include <errno.h>
 #include <fcntl.h>

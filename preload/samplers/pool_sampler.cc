@@ -1,12 +1,12 @@
-#include "pool_sampler.h"
+#include "samplers/pool_sampler.h"
 
 #include <pthread.h>
 #include <sched.h>
 
-#include "device_usage.h"
-#include "hooks_internal.h"
-#include "pool_sample_table.h"
-#include "recorder.h"
+#include "samplers/device_usage.h"
+#include "hooks/resolver.h"
+#include "samplers/pool_sample_table.h"
+#include "record/recorder.h"
 
 namespace memtrace {
 

@@ -1,4 +1,4 @@
-#include "pool_sample_table.h"
+#include "samplers/pool_sample_table.h"
 
 namespace memtrace {
 

@@ -1,0 +1,30 @@
+// What the trace's lifecycle and hot path need from the tracer's other rooms, declared here and defined
+// there: the samplers (samplers/device_usage.cc) and the process hooks (hooks/process_hooks.cc) include
+// record/ to record, and record/ includes neither of them, so dependencies point one way. The functions
+// are bound at link time (a direct call on the hot path, as cheap as before the rooms were split).
+#pragma once
+
+namespace memtrace {
+
+// ---- defined by samplers/device_usage.cc ----
+
+// At trace start (inside the first hook that records): loads NVML unless MEMTRACE_NVML=0.
+void device_usage_start();
+
+// Every recorded event's device: the first time a device is seen (and NVML is loaded), reads its PCI bus id.
+// One relaxed atomic load otherwise (and without NVML). On the hook's thread.
+void device_usage_note_device(int device);
+
+// One DEVICE_USAGE (api NVML_SAMPLE) per device seen, from NVML. Returns how many were recorded (0 without
+// NVML). Called from the writer thread and the exit path only: NVML calls can take milliseconds.
+int device_usage_sample_all();
+
+// ---- defined by hooks/process_hooks.cc ----
+
+// Installs our handler for each signal that ends the process (crash signals, SIGTERM, SIGINT, SIGHUP, ...: the
+// table kEndingSignals in process_hooks.cc), keeping whatever the program had installed as the handler to chain
+// to; a signal the program ignores stays ignored, with nothing of ours in front. Called when tracing starts; a
+// later call (a forked child's start) keeps the table it inherited.
+void ending_signals_install();
+
+}  // namespace memtrace

@@ -1,0 +1,262 @@
+#include "record/recorder.h"
+
+#include <pthread.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "measure/bench_toggle.h"
+#include "measure/phase_cycles.h"
+#include "record/clients.h"
+#include "record/recorder_state.h"
+#include "stacks/stack_capture.h"
+
+namespace memtrace {
+
+// ---- state (declared, and why it is laid out so, in recorder_state.h) -------------------------------------
+
+constinit ReadMostlyState g_read_mostly;
+pthread_mutex_t g_start_lock = PTHREAD_MUTEX_INITIALIZER;
+Config g_config;
+constinit EventState g_event_state;
+alignas(64) constinit EventEncoder g_encoder;
+InternTable g_stacks;
+RecentIds<4096> g_recent_stacks;
+InternTable g_python_frames;
+uint64_t g_start_ns = 0;
+pthread_mutex_t g_flush_lock = PTHREAD_MUTEX_INITIALIZER;
+TraceWriter g_writer;
+uint64_t g_dropped_reported = 0;
+uint64_t g_stackless_reported = 0;
+bool g_torch_checked = false;
+bool g_python_notice_written = false;
+std::atomic<bool> g_exited{false};
+pid_t g_trace_pid = 0;
+char g_trace_path[4096];
+PythonSupport g_python_support = PythonSupport::kAbsent;
+uint32_t g_python_hex = 0;
+MEMTRACE_TLS uint32_t t_tid;
+MEMTRACE_TLS bool t_holds_lock;
+MEMTRACE_TLS bool t_never_waits;
+
+namespace {
+MEMTRACE_TLS int t_hook_depth;
+MEMTRACE_TLS uint32_t t_announced_generation;
+}  // namespace
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+namespace {
+
+uint32_t current_tid() {
+  if (!t_tid) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  return t_tid;
+}
+
+}  // namespace
+
+// ---- appending records (g_lock held) -------------------------------------------------------------------
+
+size_t utf8_prefix(const char* s, size_t len, size_t max) {
+  if (len <= max) return len;
+  size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) n--;
+  return n;
+}
+
+bool append_notice_locked(NoticeCode code, const char* message, uint64_t count) {
+  uint8_t buf[600];
+  ProtoWriter w(buf, buf + sizeof buf);
+  w.uint(1, static_cast<uint64_t>(code));
+  w.bytes(2, message, utf8_prefix(message, strlen(message), 512));
+  w.uint(3, count);
+  return append_record_locked(field::kNotice, w);
+}
+
+namespace {
+
+void wake_writer_if_filling_locked() {
+  if (!g_wake_sent && g_buffers[g_active].size > g_config.buffer_bytes / 2) {
+    g_wake_sent = true;
+    g_writer.wake();
+  }
+}
+
+void append_thread_info_locked() {
+  char name[64] = "";
+  pthread_getname_np(pthread_self(), name, sizeof name);
+  uint8_t buf[128];
+  ProtoWriter w(buf, buf + sizeof buf);
+  w.uint(1, current_tid());
+  w.string(2, name);
+  if (append_record_locked(field::kThread, w)) t_announced_generation = g_generation.load();
+}
+
+// Returns the PythonFrame id of stack->python[i], writing the record the first time it is seen; 0 if the
+// record could not be written.
+uint64_t intern_python_frame_locked(const CapturedStack& stack, int i) {
+  uint64_t key = stack.python[i].key;
+  if (uint64_t id = g_python_frames.find(key)) return id;
+  if (g_python_frames.full()) return 0;  // ids are never reused: write nothing under an id we cannot keep
+  const PythonFrameView& f = stack.python[i];
+  uint8_t buf[2200];
+  ProtoWriter w(buf, buf + sizeof buf);
+  uint64_t id = g_python_frames.next_id();
+  w.uint(1, id);
+  w.bytes(2, f.file, utf8_prefix(f.file, f.file_len, 1024));
+  w.bytes(3, f.function, utf8_prefix(f.function, f.function_len, 1024));
+  w.uint(4, f.line);
+  if (!append_record_locked(field::kPythonFrame, w)) return 0;
+  return g_python_frames.insert(key);
+}
+
+// Returns the Stack id of `stack`, writing it (and its new Python frames) the first time it is seen.
+// 0 = no stack (none captured, a table full, or no room in the buffer).
+uint64_t intern_stack_locked(const CapturedStack& stack) {
+  if (stack.frame_count == 0) return 0;
+  if (uint64_t id = g_recent_stacks.find(stack.key)) return id;
+  if (uint64_t id = g_stacks.find(stack.key)) {
+    g_recent_stacks.remember(stack.key, id);
+    return id;
+  }
+  if (g_stacks.full()) return 0;
+  uint64_t frames[kMaxNativeFrames + kMaxPythonFrames];
+  for (int i = 0; i < stack.frame_count; i++) {
+    uint64_t f = stack.frames[i];
+    if (f & kPythonFrameBit) {
+      uint64_t id = intern_python_frame_locked(stack, static_cast<int>(f & ~kPythonFrameBit));
+      if (!id) return 0;
+      f = kPythonFrameBit | id;
+    }
+    frames[i] = f;
+  }
+  uint8_t buf[(kMaxNativeFrames + kMaxPythonFrames) * 10 + 32];
+  ProtoWriter w(buf, buf + sizeof buf);
+  w.uint(1, g_stacks.next_id());
+  w.packed_uints(2, frames, static_cast<size_t>(stack.frame_count));
+  w.uint(3, stack.native_cut);  // written only when set: a complete stack costs no byte more
+  w.uint(4, stack.python_cut);
+  if (!append_record_locked(field::kStack, w)) return 0;
+  uint64_t id = g_stacks.insert(stack.key);
+  g_recent_stacks.remember(stack.key, id);
+  return id;
+}
+
+bool append_event_locked(const MemoryEvent& e, uint64_t stack_id) {
+  uint8_t buf[EventEncoder::kMaxEventBytes];
+  ProtoWriter w(buf, buf + sizeof buf);
+  EventEncoder::Pending p = g_encoder.encode_event(e, now_ns(), current_tid(), stack_id, w);
+  if (!append_record_locked(field::kEvent, w)) return false;
+  g_encoder.commit(p);
+  g_events++;
+  return true;
+}
+
+// An event that will not be in the trace (g_lock held).
+void drop_event_locked() {
+  g_dropped++;
+  g_encoder.event_lost();
+}
+
+// MEMTRACE_FULL_BUFFER=wait: both buffers are full, so the job waits for the writer (with the lock
+// released) instead of losing the event. The price is the job's time, which is why it is not the default.
+void wait_for_room_locked(const MemoryEvent& e, uint64_t stack_id) {
+  for (;;) {
+    g_writer.wake();
+    t_holds_lock = false;
+    pthread_mutex_unlock(&g_lock);
+    timespec pause{0, 100000};
+    nanosleep(&pause, nullptr);
+    pthread_mutex_lock(&g_lock);
+    t_holds_lock = true;
+    if (append_event_locked(e, stack_id)) return;
+    if (g_state.load() != kRunning || g_exited.load()) {  // no writer will make room any more
+      drop_event_locked();
+      return;
+    }
+  }
+}
+
+
+// Starts bringing in, before the stack is captured, the lines the locked section will write: the lock and the
+// fields beside it, the encoder's state and this device's totals, and the chunk buffer where the record will
+// go. Why: after the job's own work between two events they are in L3 at best, and the locked section would
+// miss on each in turn (on the GPU machine ~230 ns of encoding and appending per event, most of it waiting);
+// the unwind that follows takes several hundred ns, time enough for all of them to arrive. Write intent
+// (`rw` 1): the section writes each line, so it is fetched for ownership. Nothing here is read for its value
+// but the hint, an atomic: prefetching never faults and a stale address only wastes the prefetch.
+void prefetch_event_state(int device) {
+  __builtin_prefetch(&g_event_state, 1);
+  __builtin_prefetch(reinterpret_cast<const char*>(&g_event_state) + 64, 1);
+  g_encoder.prefetch(device);
+  // As integers: before the first append the hint is null, and null + 63 would be undefined behaviour.
+  const uintptr_t next = reinterpret_cast<uintptr_t>(g_append_hint.load(std::memory_order_relaxed));
+  __builtin_prefetch(reinterpret_cast<const void*>(next), 1);
+  // A record that starts late in a line ends in the next one.
+  __builtin_prefetch(reinterpret_cast<const void*>(next + 63), 1);
+}
+
+}  // namespace
+
+// ---- public --------------------------------------------------------------------------------------------
+
+HookScope::HookScope() : outermost_(t_hook_depth++ == 0) {}
+HookScope::~HookScope() { t_hook_depth--; }
+
+void record_event(const MemoryEvent& e) {
+  if (!MEMTRACE_BENCH_RECORDING()) return;
+  if (!trace_running()) return;
+  device_usage_note_device(e.device);
+  MEMTRACE_PHASE(kStarted);
+  prefetch_event_state(e.device);
+
+  CapturedStack stack;
+  bool python = g_python_ready.load(std::memory_order_acquire);
+  if (e.kind == EventKind::kAlloc || e.kind == EventKind::kOom) {
+    const int max_native_with_python =
+        MEMTRACE_BENCH_MAX_NATIVE_FRAMES_PYTHON(static_cast<int>(g_config.max_native_frames_python));
+    capture_stack(&stack, static_cast<int>(g_config.max_native_frames), max_native_with_python, python,
+                  static_cast<uint8_t>(e.api));
+  } else {
+    stack.frame_count = 0;
+    stack.python_count = 0;
+  }
+  bool finalizing = python && !g_finalizing_marked && python_is_finalizing();
+  // The stack's slot of the recent-ids cache: its address is known only now; taking the lock hides part of
+  // the miss.
+  if (stack.frame_count) g_recent_stacks.prefetch(stack.key);
+  MEMTRACE_PHASE(kStack);
+
+  pthread_mutex_lock(&g_lock);
+  MEMTRACE_PHASE(kLocked);
+  t_holds_lock = true;
+  if (g_end_written) g_end_written = false;  // an event after a TraceEnd{SIGNAL}: the program survived it
+  if (t_announced_generation != g_generation.load(std::memory_order_relaxed)) append_thread_info_locked();
+  if (finalizing && !g_finalizing_marked) {
+    MemoryEvent marker;
+    marker.kind = EventKind::kPythonFinalizing;
+    g_finalizing_marked = append_event_locked(marker, 0);
+  }
+  uint64_t stack_id = intern_stack_locked(stack);
+  if (stack_id == 0 && stack.frame_count > 0) g_stackless++;
+  if (!append_event_locked(e, stack_id)) {
+    if (g_config.wait_when_full && !t_never_waits)
+      wait_for_room_locked(e, stack_id);
+    else
+      drop_event_locked();
+  }
+  wake_writer_if_filling_locked();
+  MEMTRACE_PHASE(kAppended);
+  t_holds_lock = false;
+  pthread_mutex_unlock(&g_lock);
+  MEMTRACE_PHASE(kUnlocked);
+}
+
+}  // namespace memtrace

@@ -1,0 +1,55 @@
+// The recorder's hot path: turns what a hook saw into trace records. It owns the trace's state: the settings,
+// the two chunk buffers (one filling, one being written), the stack and Python-frame intern tables and the
+// background writer (record/recorder_state.h).
+//
+// Nothing starts before the first hook calls record_event(): no thread, no file. The first call starts the
+// trace (record/lifecycle.h: reads the settings, creates the file, starts the writer thread).
+#pragma once
+#include <cstdint>
+
+#include "record/schema.h"
+
+namespace memtrace {
+
+// What a hook observed. Sizes in bytes; device is the CUDA device ordinal (-1 when unknown).
+struct MemoryEvent {
+  EventKind kind = EventKind::kUnknown;
+  Layer layer = Layer::kUnknown;
+  Api api = Api::kUnknown;
+  int32_t device = -1;
+  uint64_t stream = 0;
+  uint64_t address = 0;
+  uint64_t size = 0;
+  int32_t result = 0;
+  uint64_t allocator_allocated_bytes = 0;
+  uint64_t allocator_reserved_bytes = 0;
+  uint64_t device_free_bytes = 0;
+  uint64_t device_total_bytes = 0;
+  uint64_t handle = 0;
+  Memory memory = Memory::kDevice;
+  uint64_t graph = 0;                       // graph memory nodes (see Event.graph in memtrace.proto)
+  uint64_t capture_id = 0;
+  bool has_process_usage = false;           // NVML answered: the two figures below are present
+  uint64_t process_used_bytes = 0;
+  uint64_t other_processes_used_bytes = 0;
+  uint64_t context = 0;                     // driver-layer ALLOC: the current CUcontext
+};
+
+// Records one event with the calling thread's stack (for allocations and OOMs). Thread-safe; never throws;
+// takes the recorder's lock only after the stack is captured. A no-op when tracing is off.
+void record_event(const MemoryEvent& event);
+
+// Marks the calling thread as inside a hook for the scope's lifetime. An allocation is recorded once, by the
+// outermost hook that sees it (cudaMalloc of the shared runtime reaches the driver's cuMemAlloc through our
+// resolver wrapper too; only the runtime call is recorded).
+class HookScope {
+ public:
+  HookScope();
+  ~HookScope();
+  bool outermost() const { return outermost_; }
+
+ private:
+  bool outermost_;
+};
+
+}  // namespace memtrace
