@@ -16,8 +16,8 @@
 //
 // Damage and truncation are the reader's (read/trace_reader.h) and reach the caller unchanged: a file that
 // no longer reads (it changed since the first pass) throws TraceError out of the replay; a truncated one
-// is replayed up to its last complete chunk and the outcome's `read` says so. A replay stopped early (by
-// its observer or after the last moment) has not read the rest of the file: its `read` is empty then.
+// is replayed up to its last complete chunk and the outcome's `read` says so. A replay that stops (its
+// observer says so, or its last moment has come) has not read the rest of the file: its `read` is empty.
 // Stopping unwinds the reader with an exception private to replay_trace: the reader has no other way out.
 //
 // A work budget for what the callers do at their moments (walking the live allocations, O(live) each) is
@@ -44,7 +44,9 @@ namespace memtrace {
 enum class ReplayStep { kGoOn, kStop };
 
 struct ReplayOutcome {
-  bool stopped = false;    // stopped before the end of the file (observer, last moment); `read` is empty then
+  // Stopped by its observer or after its last moment: the rest of the file (a TraceEnd after the last event,
+  // say) was not read, and `read` is empty.
+  bool stopped = false;
   uint64_t events = 0;     // events applied to the model by this replay
   TraceReadSummary read;   // of the whole file, when not stopped: truncation, format version, records
 };
