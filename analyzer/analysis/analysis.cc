@@ -3,11 +3,11 @@
 #include <algorithm>
 
 #include "analysis/peak_capture.h"
+#include "model/replay.h"
 
 namespace memtrace {
 namespace {
 
-struct StopReading {};  // thrown from the record callback once the second pass has what it needs
 constexpr size_t kMaxNoticesKept = 100;
 
 // Replays every record into `analysis` (and `peaks`, with kCapturePeaks). What depends on whether an
@@ -90,29 +90,18 @@ void collect_live_at_peak(Analysis& analysis, const std::vector<int32_t>& device
   std::map<uint64_t, std::vector<int32_t>> devices_by_peak_event;
   for (int32_t device : devices)
     devices_by_peak_event[analysis.model.devices().at(device).peak_allocated().event_index].push_back(device);
-  if (devices_by_peak_event.empty()) return;
-  uint64_t last_needed = devices_by_peak_event.rbegin()->first;
+  std::vector<uint64_t> moments;
+  for (const auto& [event_index, at_peak] : devices_by_peak_event) moments.push_back(event_index);
 
   MemoryModel replay;
-  replay.set_layer_hints(analysis.model.layer_hints());
-  uint64_t event_index = 0;
-  try {
-    auto on_event = [&](const EventFields& event) {
-      replay.apply(event);
-      auto it = devices_by_peak_event.find(event_index);
-      if (it != devices_by_peak_event.end()) {
-        for (int32_t device : it->second) {
-          std::vector<LiveAllocation> live;
-          replay.for_each_allocated(device, [&](const LiveAllocation& a) { live.push_back(a); });
-          analysis.live_at_peak[device] = group_by_call_site(live, grouping);
-          analysis.fragmentation_at_peak[device] = replay.fragmentation(device);
-        }
-      }
-      if (event_index++ == last_needed) throw StopReading{};
-    };
-    read_trace(analysis.path, SinkOf{on_event, ignore_record});
-  } catch (const StopReading&) {
-  }
+  replay_to_moments(analysis.path, analysis.model.layer_hints(), replay, moments, [&](uint64_t event_index) {
+    for (int32_t device : devices_by_peak_event.at(event_index)) {
+      std::vector<LiveAllocation> live;
+      replay.for_each_allocated(device, [&](const LiveAllocation& a) { live.push_back(a); });
+      analysis.live_at_peak[device] = group_by_call_site(live, grouping);
+      analysis.fragmentation_at_peak[device] = replay.fragmentation(device);
+    }
+  });
 }
 
 }  // namespace

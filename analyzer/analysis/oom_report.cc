@@ -3,12 +3,10 @@
 #include <algorithm>
 #include <memory>
 
-#include "util/checked_math.h"
+#include "model/replay.h"
 
 namespace memtrace {
 namespace {
-
-struct StopReading {};  // thrown from the record callback once every detailed OOM is complete
 
 // Identity of a listed OOM: the same event seen by two replays of one file.
 bool same_oom(const OomEvent& a, const OomEvent& b) {
@@ -16,36 +14,32 @@ bool same_oom(const OomEvent& a, const OomEvent& b) {
          a.requested_bytes == b.requested_bytes && a.device == b.device && a.driver_attempts == b.driver_attempts;
 }
 
-// Replays the events and snapshots the model at each OOM it lists. The model folds a thread's failed
-// driver allocations into the PyTorch OOM that follows them by erasing their entries; `tracked_` mirrors
-// its list entry for entry so that their snapshots go with them.
+// Replays the events (a replay_trace observer) and snapshots the model at each OOM it lists. The model
+// folds a thread's failed driver allocations into the PyTorch OOM that follows them by erasing their
+// entries; `tracked_` mirrors its list entry for entry so that their snapshots go with them.
 class OomReplay {
  public:
   OomReplay(const Analysis& analysis, size_t sites_per_oom, OomSiteBudget budget)
-      : first_pass_(analysis.model.ooms()), sites_per_oom_(sites_per_oom), grouping_(analysis.stacks) {
-    visits_left_ = saturating_add(budget.slack, saturating_mul(budget.per_event, analysis.model.next_event_index()));
-    model_.set_layer_hints(analysis.model.layer_hints());
+      : first_pass_(analysis.model.ooms()),
+        sites_per_oom_(sites_per_oom),
+        grouping_(analysis.stacks),
+        budget_(budget.slack, budget.per_event, analysis.model.next_event_index()) {
     wanted_ = std::min(first_pass_.size(), kMaxOomsDetailed);
   }
 
-  void apply(const EventFields& event) {
-    size_t listed_before = model_.ooms().size();
-    const TraceHealth before = model_.health();
-    model_.apply(event);
-    note_usage_sample(event);
-    if (event.kind() != proto::OOM) return;
-    // An OOM of a device ordinal no CUDA device has is counted by the model, not replayed: nothing to track.
-    if (model_.health().events_with_bad_device != before.events_with_bad_device) return;
-    bool appended = model_.health().ooms_not_listed == before.ooms_not_listed;
-    forget_folded(event.tid(), listed_before + (appended ? 1 : 0) - model_.ooms().size());
-    if (appended) track_new_oom(event);
-    found_all_ = model_.ooms().size() >= wanted_ &&
-                 std::equal(first_pass_.begin(), first_pass_.begin() + std::ptrdiff_t(wanted_), model_.ooms().begin(),
-                            same_oom);
-  }
+  // Replays `analysis`'s trace with the first pass's layer hints until every detailed OOM is complete.
+  void run(const Analysis& analysis) { replay_trace(analysis.path, analysis.model.layer_hints(), model_, *this); }
 
-  // Every OOM that gets detail has been seen, with its DEVICE_USAGE sample when one followed it.
-  bool done() const { return found_all_ && awaiting_usage_.empty(); }
+  void before_event(const EventFields&) {
+    listed_before_ = model_.ooms().size();
+    before_ = model_.health();
+  }
+  // Stops once every OOM that gets detail has been seen, with its DEVICE_USAGE sample when one followed it.
+  ReplayStep after_event(const EventFields& event) {
+    note_usage_sample(event);
+    if (event.kind() == proto::OOM) note_oom(event);
+    return found_all_ && awaiting_usage_.empty() ? ReplayStep::kStop : ReplayStep::kGoOn;
+  }
 
   std::vector<OomDetail> take_details() {
     std::vector<OomDetail> details;
@@ -68,6 +62,17 @@ class OomReplay {
   };
   // A thread goes on after its failure within a few events; this bounds the list for damaged traces.
   static constexpr size_t kMaxAwaiting = 64;
+
+  void note_oom(const EventFields& event) {
+    // An OOM of a device ordinal no CUDA device has is counted by the model, not replayed: nothing to track.
+    if (model_.health().events_with_bad_device != before_.events_with_bad_device) return;
+    bool appended = model_.health().ooms_not_listed == before_.ooms_not_listed;
+    forget_folded(event.tid(), listed_before_ + (appended ? 1 : 0) - model_.ooms().size());
+    if (appended) track_new_oom(event);
+    found_all_ = model_.ooms().size() >= wanted_ &&
+                 std::equal(first_pass_.begin(), first_pass_.begin() + std::ptrdiff_t(wanted_), model_.ooms().begin(),
+                            same_oom);
+  }
 
   // Drops the entries the model just erased: the thread's last `count` driver-level failures (the same
   // walk as MemoryModel::on_oom).
@@ -104,13 +109,10 @@ class OomReplay {
     d.fragmentation = model_.fragmentation(oom.device);
     // The walk visits every live allocation, of any kind and device. Once one walk is refused, every
     // later OOM goes without, so that the OOMs with call sites are the first ones.
-    uint64_t visits = model_.live_allocations();
-    if (!sites_listed_ || visits > visits_left_) {
-      sites_listed_ = false;
+    if (!budget_.take(model_.live_allocations())) {
       d.call_sites_listed = false;
       return d;
     }
-    visits_left_ -= visits;
     std::vector<LiveAllocation> live;
     model_.for_each_allocated(oom.device, [&](const LiveAllocation& a) { live.push_back(a); });
     std::vector<CallSite> sites = group_by_call_site(live, grouping_);
@@ -142,11 +144,12 @@ class OomReplay {
   const std::vector<OomEvent>& first_pass_;
   size_t sites_per_oom_;
   SiteGrouping grouping_;  // of the first pass's stacks: the sites of every snapshot, each stack grouped once
+  WalkBudget budget_;  // the OomSiteBudget
   size_t wanted_ = 0;
   bool found_all_ = false;
-  uint64_t visits_left_ = 0;  // of the OomSiteBudget
-  bool sites_listed_ = true;  // no walk refused yet
   MemoryModel model_;
+  size_t listed_before_ = 0;  // model_.ooms().size() before the event being applied
+  TraceHealth before_;        // model_.health() before it
   std::vector<Tracked> tracked_;  // one per entry of model_.ooms()
   std::vector<AwaitingUsage> awaiting_usage_;
 };
@@ -169,14 +172,7 @@ OomReport build_oom_report(const Analysis& analysis, size_t sites_per_oom, OomSi
   report.total = analysis.model.ooms().size() + analysis.model.health().ooms_not_listed;
   if (analysis.model.ooms().empty()) return report;
   OomReplay replay(analysis, sites_per_oom, budget);
-  try {
-    read_trace(analysis.path, SinkOf{[&](const EventFields& event) {
-                                       replay.apply(event);
-                                       if (replay.done()) throw StopReading{};
-                                     },
-                                     ignore_record});
-  } catch (const StopReading&) {
-  }
+  replay.run(analysis);
   report.detailed = replay.take_details();
   return report;
 }
