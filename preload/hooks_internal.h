@@ -101,6 +101,9 @@ enum HelperId : int {
   kDeviceGetMemPool,
   kDeviceGetGraphMemAttribute,
   kDeviceGetPCIBusId,
+  kDeviceGetUuid,
+  kDeviceGetName,
+  kDeviceTotalMem,
   kHelperCount
 };
 

@@ -104,6 +104,11 @@ uint64_t g_start_ns = 0;
 
 // g_flush_lock serializes flushes (writer thread, exit, fork) and guards the writer and the notices.
 pthread_mutex_t g_flush_lock = PTHREAD_MUTEX_INITIALIZER;
+// g_module_lock serializes writing Module records (module_map.cc's table of what was written, emit_module's
+// buffer): the writer thread's flush does, and so does a hook about to write a new stack. Taken after
+// g_flush_lock where both are, never with g_lock held (emit_module takes g_lock inside it).
+pthread_mutex_t g_module_lock = PTHREAD_MUTEX_INITIALIZER;
+bool g_modules_arrived = false;  // objects were loaded or unloaded since the flush last looked (g_module_lock)
 TraceWriter g_writer;
 uint64_t g_dropped_reported = 0;
 uint64_t g_stackless_reported = 0;
@@ -203,15 +208,20 @@ uint64_t intern_python_frame_locked(const CapturedStack& stack, int i) {
   return g_python_frames.insert(key);
 }
 
-// Returns the Stack id of `stack`, writing it (and its new Python frames) the first time it is seen.
-// 0 = no stack (none captured, a table full, or no room in the buffer).
-uint64_t intern_stack_locked(const CapturedStack& stack) {
+// The Stack id of `stack` when it was written before; 0 when it was not (or no stack was captured).
+uint64_t find_stack_locked(const CapturedStack& stack) {
   if (stack.frame_count == 0) return 0;
   if (uint64_t id = g_recent_stacks.find(stack.key)) return id;
   if (uint64_t id = g_stacks.find(stack.key)) {
     g_recent_stacks.remember(stack.key, id);
     return id;
   }
+  return 0;
+}
+
+// Writes `stack`, not written before, (and its new Python frames) and returns its id; 0 when a table is full or
+// the buffer has no room.
+uint64_t write_stack_locked(const CapturedStack& stack) {
   if (g_stacks.full()) return 0;
   uint64_t frames[kMaxNativeFrames + kMaxPythonFrames];
   for (int i = 0; i < stack.frame_count; i++) {
@@ -279,7 +289,7 @@ void append_start_locked(uint32_t python_hex) {
   timespec wall;
   clock_gettime(CLOCK_REALTIME, &wall);
 
-  static uint8_t buf[8192 + 1024];
+  static uint8_t buf[8192 + 2048];  // the command line, the host and job id (<= 255 bytes each), the numbers
   ProtoWriter w(buf, buf + sizeof buf);
   w.uint(1, static_cast<uint64_t>(getpid()));
   w.uint(2, static_cast<uint64_t>(getppid()));
@@ -299,6 +309,11 @@ void append_start_locked(uint32_t python_hex) {
   w.uint(9, python_hex);
   w.optional_uint(10, true, g_config.max_native_frames);
   w.optional_uint(11, true, g_config.max_native_frames_python);
+  w.optional_uint(12, g_config.rank != kNoJobNumber, static_cast<uint64_t>(g_config.rank));
+  w.optional_uint(13, g_config.local_rank != kNoJobNumber, static_cast<uint64_t>(g_config.local_rank));
+  w.optional_uint(14, g_config.world_size != kNoJobNumber, static_cast<uint64_t>(g_config.world_size));
+  w.string(15, g_config.job_id);
+  w.uint(16, g_config.job_id_source);
   append_record_locked(field::kStart, w);
 }
 
@@ -446,7 +461,8 @@ bool ensure_started() {
 
 // ---- metadata from the writer thread -------------------------------------------------------------------
 
-void emit_module(const ModuleView& m, void*) {
+// Writes one Module record; false when the filling buffer has no room for it. g_module_lock held (the buffer).
+bool emit_module(const ModuleView& m, void*) {
   static uint8_t buf[4096 + 256];
   ProtoWriter w(buf, buf + sizeof buf);
   w.string(1, m.path);
@@ -455,8 +471,9 @@ void emit_module(const ModuleView& m, void*) {
   w.uint(4, m.end);
   w.bytes(5, m.build_id, m.build_id_size > 64 ? 64 : m.build_id_size);
   pthread_mutex_lock(&g_lock);
-  append_record_locked(field::kModule, w);
+  const bool written = append_record_locked(field::kModule, w);
   pthread_mutex_unlock(&g_lock);
+  return written;
 }
 
 constexpr const char* kTorchHookSymbol = "_ZN3c1027reportMemoryUsageToProfilerEPvlmmNS_6DeviceE";
@@ -490,11 +507,24 @@ void report_write_failure() {
 
 void write_active_buffer(bool g_lock_held = false);
 
+// Writes the Module records of the objects loaded since the last call (module_map.h). g_module_lock held, g_lock
+// not (dl_iterate_phdr takes the loader's lock; emit_module takes g_lock).
+void emit_new_modules_locked() {
+  if (!module_map_changed()) return;
+  module_map_emit_new(emit_module, nullptr);
+  g_modules_arrived = true;
+}
+
 // Modules loaded since the last flush (and what their arrival tells: Python, PyTorch's hook), and the count
-// of dropped events. Written before the chunk that may refer to them, and before a TraceEnd.
+// of dropped events. Written before a TraceEnd; a hook writes the modules a new stack may refer to itself
+// (record_event), so that this finds them already written.
 void append_pending_metadata() {
-  if (module_map_changed()) {
-    module_map_emit_new(emit_module, nullptr);
+  pthread_mutex_lock(&g_module_lock);
+  emit_new_modules_locked();
+  const bool modules_arrived = g_modules_arrived;
+  g_modules_arrived = false;
+  pthread_mutex_unlock(&g_module_lock);
+  if (modules_arrived) {
     detect_python();
     if (g_python_support == PythonSupport::kUnsupported && !g_python_notice_written) {
       g_python_notice_written = true;
@@ -683,6 +713,7 @@ void on_fork_prepare() {
   stack_capture_fork_prepare();  // first: an unwind in flight takes none of our locks, so it can end
   g_fork_holds_start_lock = pthread_mutex_trylock(&g_start_lock) == 0;
   pthread_mutex_lock(&g_flush_lock);
+  pthread_mutex_lock(&g_module_lock);  // no thread of ours inside dl_iterate_phdr (see stack_capture.cc) at fork
   pthread_mutex_lock(&g_lock);
   // Last: a thread inside start() holds it only around the Python check, and takes none of ours inside it.
   python_frames_fork_prepare();
@@ -690,6 +721,7 @@ void on_fork_prepare() {
 void on_fork_parent() {
   python_frames_fork_parent();
   pthread_mutex_unlock(&g_lock);
+  pthread_mutex_unlock(&g_module_lock);
   pthread_mutex_unlock(&g_flush_lock);
   if (g_fork_holds_start_lock) pthread_mutex_unlock(&g_start_lock);
   stack_capture_fork_parent();
@@ -698,6 +730,7 @@ void on_fork_child() {
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   g_lock = fresh;
   g_flush_lock = fresh;
+  g_module_lock = fresh;
   g_start_lock = fresh;
   python_frames_fork_child();
   stack_capture_fork_child();
@@ -710,11 +743,37 @@ void on_fork_child() {
   g_recent_stacks.clear();
   g_python_frames.clear();
   module_map_reset();
+  g_modules_arrived = false;
   g_events = g_dropped = g_dropped_reported = g_stackless = g_stackless_reported = 0;
   g_finalizing_marked = false;
   g_torch_checked = false;
   g_end_written = false;
   g_state.store(kNotStarted);
+}
+
+// Whether `stack` holds a native frame (frames without kPythonFrameBit are return addresses).
+bool has_native_frame(const CapturedStack& stack) {
+  for (int i = 0; i < stack.frame_count; i++)
+    if (!(stack.frames[i] & kPythonFrameBit)) return true;
+  return false;
+}
+
+// A stack seen for the first time (g_lock held by record_event): the Module records of the objects its native
+// frames are in go first (memtrace.proto: Module), so g_lock is let go while the objects loaded since the last
+// look are written. Once per distinct stack, never per event: the lookup of a known stack is all an event pays.
+// Another thread may write the same stack meanwhile; it is looked up again.
+__attribute__((noinline)) uint64_t write_new_stack_locked(const CapturedStack& stack) {
+  if (has_native_frame(stack)) {
+    t_holds_lock = false;
+    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_lock(&g_module_lock);
+    emit_new_modules_locked();
+    pthread_mutex_unlock(&g_module_lock);
+    pthread_mutex_lock(&g_lock);
+    t_holds_lock = true;
+    if (uint64_t id = find_stack_locked(stack)) return id;
+  }
+  return write_stack_locked(stack);
 }
 
 // MEMTRACE_FULL_BUFFER=wait: both buffers are full, so the job waits for the writer (with the lock
@@ -739,6 +798,21 @@ void wait_for_room_locked(const MemoryEvent& e, uint64_t stack_id) {
 }  // namespace
 
 // ---- public --------------------------------------------------------------------------------------------
+
+void record_device(int ordinal, const uint8_t (&uuid)[16], const char* name, uint64_t total_bytes) {
+  if (g_state.load(std::memory_order_acquire) != kRunning || ordinal < 0) return;
+  uint8_t buf[16 + sizeof uuid + 256 + 16];
+  ProtoWriter w(buf, buf + sizeof buf);
+  w.uint(1, static_cast<uint64_t>(ordinal));
+  w.bytes(2, uuid, sizeof uuid);
+  w.bytes(3, name, utf8_prefix(name, strlen(name), 255));
+  w.uint(4, total_bytes);
+  pthread_mutex_lock(&g_lock);
+  t_holds_lock = true;
+  append_record_locked(field::kDevice, w);
+  t_holds_lock = false;
+  pthread_mutex_unlock(&g_lock);
+}
 
 HookScope::HookScope() : outermost_(t_hook_depth++ == 0) {}
 HookScope::~HookScope() { t_hook_depth--; }
@@ -870,8 +944,11 @@ void record_event(const MemoryEvent& e) {
     marker.kind = EventKind::kPythonFinalizing;
     g_finalizing_marked = append_event_locked(marker, 0);
   }
-  uint64_t stack_id = intern_stack_locked(stack);
-  if (stack_id == 0 && stack.frame_count > 0) g_stackless++;
+  uint64_t stack_id = find_stack_locked(stack);
+  if (stack_id == 0 && stack.frame_count > 0) {
+    stack_id = write_new_stack_locked(stack);
+    if (stack_id == 0) g_stackless++;
+  }
   if (!append_event_locked(e, stack_id)) {
     if (g_config.wait_when_full && !t_never_waits)
       wait_for_room_locked(e, stack_id);

@@ -67,12 +67,13 @@ FIRST_STICKY_FIELDS_VERSION = FORMAT["kFirstStickyFieldsVersion"]
 
 # Field numbers by name, per message (memtrace.proto).
 START_FIELDS, EVENT_FIELDS, END_FIELDS = PROTO["TraceStart"], PROTO["Event"], PROTO["TraceEnd"]
-NOTICE_FIELDS, THREAD_FIELDS, DEVICE_FIELDS = PROTO["Notice"], PROTO["ThreadInfo"], PROTO.get("Device", {})
+NOTICE_FIELDS, THREAD_FIELDS, DEVICE_FIELDS = PROTO["Notice"], PROTO["ThreadInfo"], PROTO["Device"]
+MODULE_FIELDS, STACK_FIELDS = PROTO["Module"], PROTO["Stack"]
 # Record oneof members.
 _RECORD = PROTO["Record"]
 START, MODULE, PYTHON_FRAME, STACK, EVENT, THREAD, NOTICE, END = (
     _RECORD[name] for name in ("start", "module", "python_frame", "stack", "event", "thread", "notice", "end"))
-DEVICE = _RECORD.get("device")
+DEVICE = _RECORD["device"]
 # EventKind
 ALLOC, FREE, OOM = (PROTO["EventKind"][name] for name in ("ALLOC", "FREE", "OOM"))
 # TraceEnd.How
@@ -243,6 +244,15 @@ def decompress(data):
     if proc.returncode != 0:
         raise ValueError(f"zstd -dc failed: {proc.stderr.decode(errors='replace')}")
     return proc.stdout
+
+
+def packed_varints(data):
+    """The values of a packed repeated varint field (its bytes as decode_message gives them)."""
+    values, pos = [], 0
+    while pos < len(data):
+        value, pos = read_varint(data, pos)
+        values.append(value)
+    return values
 
 
 def read_varint(data, pos):
