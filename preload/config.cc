@@ -53,9 +53,9 @@ int64_t job_number(const char* name) {
 // The job id and the variable it came from: SLURM_JOB_ID, else TORCHELASTIC_RUN_ID (JobIdSource in schema.h).
 void read_job_id(Config* out) {
   const char* names[] = {"SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"};
-  const uint8_t sources[] = {1, 2};
+  const JobIdSource sources[] = {JobIdSource::kSlurmJobId, JobIdSource::kTorchelasticRunId};
   out->job_id[0] = '\0';
-  out->job_id_source = 0;
+  out->job_id_source = JobIdSource::kNone;
   for (int i = 0; i < 2; i++) {
     const char* s = getenv(names[i]);
     if (!s || !*s) continue;

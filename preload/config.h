@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "schema.h"
+
 namespace memtrace {
 
 // Native frames kept per stack unless MEMTRACE_MAX_FRAMES says otherwise. Why 32: the frames beyond the 32nd
@@ -46,7 +48,7 @@ struct Config {
   int64_t local_rank;
   int64_t world_size;
   char job_id[256];            // empty when neither is set; a longer value is cut at a UTF-8 character
-  uint8_t job_id_source;       // JobIdSource (schema.h)
+  JobIdSource job_id_source;
 };
 
 constexpr int64_t kNoJobNumber = -1;

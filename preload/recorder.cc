@@ -313,7 +313,7 @@ void append_start_locked(uint32_t python_hex) {
   w.optional_uint(13, g_config.local_rank != kNoJobNumber, static_cast<uint64_t>(g_config.local_rank));
   w.optional_uint(14, g_config.world_size != kNoJobNumber, static_cast<uint64_t>(g_config.world_size));
   w.string(15, g_config.job_id);
-  w.uint(16, g_config.job_id_source);
+  w.uint(16, static_cast<uint64_t>(g_config.job_id_source));
   append_record_locked(field::kStart, w);
 }
 
