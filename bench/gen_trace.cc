@@ -34,6 +34,7 @@
 #include <string>
 
 #include "memtrace.pb.h"
+#include "trace_format.h"
 
 namespace {
 
@@ -49,9 +50,8 @@ class TraceFile {
     cctx_ = ZSTD_createCCtx();
     ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, 3);
     ZSTD_CCtx_setParameter(cctx_, ZSTD_c_checksumFlag, 1);
-    // Header frame: skippable magic 0x184D2A50, payload size 16, "MEMTRACE", version, reserved 0.
-    const unsigned char header[24] = {0x50, 0x2A, 0x4D, 0x18, 16, 0, 0, 0, 'M', 'E', 'M', 'T',
-                                      'R',  'A',  'C',  'E',  (unsigned char)version, 0, 0, 0, 0, 0, 0, 0};
+    uint8_t header[memtrace::kHeaderBytes];  // proto/trace_format.h
+    memtrace::encode_header_frame(version, header);
     std::fwrite(header, 1, sizeof header, out_);
   }
   ~TraceFile() {

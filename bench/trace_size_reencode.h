@@ -16,6 +16,7 @@
 
 #include "record/event_encoder.h"
 #include "memtrace.pb.h"
+#include "trace_format.h"
 
 namespace memtrace::reencode {
 
@@ -33,13 +34,14 @@ inline Chunks split_chunks(const std::string& file) {
   Chunks out;
   const auto* p = reinterpret_cast<const unsigned char*>(file.data());
   size_t left = file.size();
-  if (left < 24 || load_le32(p) != 0x184D2A50 || file.compare(8, 8, "MEMTRACE") != 0)
+  if (left < kHeaderBytes || load_le32(p) != kHeaderFrameMagic ||
+      file.compare(kHeaderTagOffset, sizeof kHeaderTag, kHeaderTag, sizeof kHeaderTag) != 0)
     throw std::runtime_error("not a memtrace trace");
-  out.version = load_le32(p + 16);
+  out.version = load_le32(p + kHeaderVersionOffset);
   while (left > 0) {
     size_t frame = ZSTD_findFrameCompressedSize(p, left);
     if (ZSTD_isError(frame)) throw std::runtime_error("a chunk is cut off or damaged");
-    if ((load_le32(p) & 0xFFFFFFF0u) != 0x184D2A50u) {  // not the header (a skippable frame)
+    if ((load_le32(p) & kSkippableMagicMask) != kHeaderFrameMagic) {  // not the header (a skippable frame)
       unsigned long long size = ZSTD_getFrameContentSize(p, frame);
       if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN)
         throw std::runtime_error("a chunk does not give its size");
@@ -56,11 +58,9 @@ inline Chunks split_chunks(const std::string& file) {
 
 // The header frame of a trace of format `version` (proto/memtrace.proto).
 inline std::string header_frame(uint32_t version) {
-  std::string out;
-  for (uint32_t v : {0x184D2A50u, 16u}) out.append(reinterpret_cast<const char*>(&v), 4);
-  out += "MEMTRACE";
-  for (uint32_t v : {version, 0u}) out.append(reinterpret_cast<const char*>(&v), 4);
-  return out;
+  uint8_t header[kHeaderBytes];
+  encode_header_frame(version, header);
+  return std::string(reinterpret_cast<const char*>(header), sizeof header);
 }
 
 // One chunk as the tracer writes it (preload/record/trace_writer.cc): a zstd frame with its content checksum.

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "trace_format.h"
+
 namespace {
 
 struct Trace {
@@ -59,7 +61,7 @@ bool load(const char* path, Trace* out) {
     size_t frame = ZSTD_findFrameCompressedSize(p, left);
     if (ZSTD_isError(frame)) return false;
     uint32_t magic = left >= 4 ? (p[0] | p[1] << 8 | p[2] << 16 | uint32_t{p[3]} << 24) : 0;
-    bool skippable = (magic & 0xFFFFFFF0u) == 0x184D2A50u;  // the header frame (ZSTD_MAGIC_SKIPPABLE_START)
+    bool skippable = (magic & memtrace::kSkippableMagicMask) == memtrace::kHeaderFrameMagic;  // the header frame
     if (!skippable) {
       unsigned long long size = ZSTD_getFrameContentSize(p, frame);
       if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN) return false;

@@ -9,6 +9,20 @@ namespace memtrace {
 namespace {
 
 constexpr size_t kMaxNoticesKept = 100;
+constexpr size_t kMaxDevicesKept = 1024;  // far more than a machine has: a bound for damaged or hostile files
+
+// Keeps `device` in info.devices, in place of an earlier record of its ordinal.
+void keep_device(const proto::Device& device, TraceInfo& info, StackTable& stacks) {
+  auto same = std::find_if(info.devices.begin(), info.devices.end(),
+                           [&](const proto::Device& d) { return d.ordinal() == device.ordinal(); });
+  if (same == info.devices.end()) {
+    if (info.devices.size() >= kMaxDevicesKept) return;
+    same = info.devices.insert(same, device);
+  } else {
+    *same = device;
+  }
+  stacks.bound(&*same);
+}
 
 // Replays every record into `analysis` (and `peaks`, with kCapturePeaks). What depends on whether an
 // event follows a TraceEnd (the time of the last event, the TraceEnd kept) is settled at each TraceEnd
@@ -45,6 +59,9 @@ class ReplaySink {
           analysis_.info.notices.push_back(record.notice());
           analysis_.stacks.bound(&analysis_.info.notices.back());
         }
+        break;
+      case proto::Record::kDevice:
+        keep_device(record.device(), analysis_.info, analysis_.stacks);
         break;
       default:
         analysis_.stacks.add(record);
@@ -105,6 +122,12 @@ void collect_live_at_peak(Analysis& analysis, const std::vector<int32_t>& device
 }
 
 }  // namespace
+
+const proto::Device* TraceInfo::device(uint32_t ordinal) const {
+  for (const proto::Device& d : devices)
+    if (d.ordinal() == ordinal) return &d;
+  return nullptr;
+}
 
 bool Analysis::allocator_layer_seen() const {
   const auto& devices = model.devices();

@@ -19,9 +19,13 @@
 namespace memtrace {
 
 struct TraceInfo {
-  std::optional<proto::TraceStart> start;
+  std::optional<proto::TraceStart> start;  // with the process's rank and job where the tracer wrote them
   std::optional<proto::TraceEnd> end;
   std::vector<proto::Notice> notices;
+  // The Device records (UUID, name, total memory of each ordinal), in file order, at most kMaxDevicesKept; a
+  // later record of an ordinal replaces the earlier one. Empty for traces of tracers that did not write them.
+  std::vector<proto::Device> devices;
+  const proto::Device* device(uint32_t ordinal) const;
 };
 
 struct Analysis {

@@ -12,12 +12,13 @@
 #include "util/checked_math.h"
 #include "read/event_fields.h"
 #include "memtrace.pb.h"
+#include "trace_format.h"
 
 namespace memtrace {
 
 class DerivedFields {
  public:
-  explicit DerivedFields(uint32_t format_version) : derive_totals_(format_version >= 2) {}
+  explicit DerivedFields(uint32_t format_version) : derive_totals_(format_version >= kFirstDerivedTotalsVersion) {}
 
   // Fills in an Event in place: time_delta_ns becomes time_delta_ns + 1000 * time_delta_us (any
   // version), and in versions 2 and 3 a TORCH_ALLOCATOR event's absent totals are derived from the previous

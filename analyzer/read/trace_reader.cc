@@ -25,11 +25,9 @@
 namespace memtrace {
 namespace {
 
-constexpr size_t kHeaderBytes = 8 + 16;  // skippable frame header (magic + size) + payload
 constexpr size_t kReadBlockBytes = 1 << 20;
-// Frame format facts from the zstd format specification (RFC 8878, section 3.1).
-constexpr uint32_t kZstdFrameMagic = 0xFD2FB528;
-constexpr uint32_t kSkippableMagicMask = 0xFFFFFFF0;  // 0x184D2A50 ... 0x184D2A5F
+// Frame format facts from the zstd format specification (RFC 8878, section 3.1); the frame magics are in
+// proto/trace_format.h.
 constexpr size_t kBlockHeaderBytes = 3;
 constexpr size_t kChecksumBytes = 4;
 constexpr unsigned kBlockTypeRle = 1, kBlockTypeReserved = 3;
@@ -41,6 +39,14 @@ uint64_t load_le(const unsigned char* p, size_t n) {
   return v;
 }
 uint32_t load_le32(const unsigned char* p) { return uint32_t(load_le(p, 4)); }
+
+// A frame magic as the 4 bytes the file holds (little-endian), for scanning bytes for it.
+struct MagicBytes {
+  unsigned char b[4];
+};
+constexpr MagicBytes magic_bytes(uint32_t magic) {
+  return {{uint8_t(magic), uint8_t(magic >> 8), uint8_t(magic >> 16), uint8_t(magic >> 24)}};
+}
 
 std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
@@ -108,16 +114,16 @@ uint32_t read_header(Input& in, uint64_t* offset) {
   if (got < 8 || load_le32(header) != kHeaderFrameMagic)
     throw TraceError("not a memtrace trace: no memtrace header frame", 0);
   uint32_t payload_bytes = load_le32(header + 4);
-  if (payload_bytes < 16) throw TraceError("not a memtrace trace: header frame too short", 4);
+  if (payload_bytes < kHeaderPayloadBytes) throw TraceError("not a memtrace trace: header frame too short", 4);
   if (got < kHeaderBytes) throw TraceError("truncated header frame", got);
-  if (std::memcmp(header + 8, kHeaderTag, sizeof kHeaderTag) != 0)
-    throw TraceError("not a memtrace trace: header tag is not \"MEMTRACE\"", 8);
-  uint32_t version = load_le32(header + 16);
+  if (std::memcmp(header + kHeaderTagOffset, kHeaderTag, sizeof kHeaderTag) != 0)
+    throw TraceError("not a memtrace trace: header tag is not \"MEMTRACE\"", kHeaderTagOffset);
+  uint32_t version = load_le32(header + kHeaderVersionOffset);
   if (version < kOldestTraceFormatVersion || version > kTraceFormatVersion)
     throw TraceError("unsupported trace format version " + std::to_string(version) +
                          " (this memtrace reads versions " + std::to_string(kOldestTraceFormatVersion) + " to " +
                          std::to_string(kTraceFormatVersion) + ")",
-                     16);
+                     kHeaderVersionOffset);
   // A later version may put more in the header payload: skip it, if the file has it.
   uint64_t end = 8 + uint64_t(payload_bytes);
   if (end > in.size()) throw TraceError("truncated header frame", in.size());
@@ -140,8 +146,10 @@ struct FrameExtent {
 // Whether the bytes at `offset` begin with a zstd or skippable frame magic, or with the beginning of
 // one where the file ends within 4 bytes (a cut).
 bool starts_like_a_frame(Input& in, uint64_t offset) {
-  const unsigned char zstd[4] = {0x28, 0xB5, 0x2F, 0xFD};
-  const unsigned char skippable[4] = {0x50, 0x2A, 0x4D, 0x18};
+  constexpr MagicBytes zstd_magic = magic_bytes(kZstdFrameMagic);
+  constexpr MagicBytes skippable_magic = magic_bytes(kHeaderFrameMagic);  // the lowest skippable magic
+  const unsigned char* zstd = zstd_magic.b;
+  const unsigned char* skippable = skippable_magic.b;
   unsigned char head[4];
   size_t n = in.read_at(offset, head, sizeof head);
   if (n == 0) return false;
@@ -345,9 +353,9 @@ void check_cut_frame(Input& in, uint64_t offset, Decoder& decoder) {
 
 // Whether the bytes at `offset` are a trace's header frame ("MEMTRACE" after the skippable frame magic).
 bool is_header_frame(Input& in, uint64_t offset) {
-  unsigned char head[16];
+  unsigned char head[kHeaderTagOffset + sizeof kHeaderTag];
   return in.read_at(offset, head, sizeof head) == sizeof head && load_le32(head) == kHeaderFrameMagic &&
-         std::memcmp(head + 8, kHeaderTag, sizeof kHeaderTag) == 0;
+         std::memcmp(head + kHeaderTagOffset, kHeaderTag, sizeof kHeaderTag) == 0;
 }
 
 // A header frame or a complete, valid chunk found after a frame that is not one.
@@ -372,8 +380,10 @@ constexpr uint64_t kMaxLaterChunksDecoded = 16;
 // The first header frame after `offset`, or (when `chunks`) the first complete chunk that decodes
 // without error, whichever comes first. Throws TraceError past the scan's budget (kMaxLaterBlockHeaders).
 LaterFrame find_later_frame(Input& in, uint64_t offset, Decoder& decoder, bool chunks) {
-  const unsigned char zstd[4] = {0x28, 0xB5, 0x2F, 0xFD};    // kZstdFrameMagic, little-endian
-  const unsigned char header[4] = {0x50, 0x2A, 0x4D, 0x18};  // kHeaderFrameMagic, little-endian
+  constexpr MagicBytes zstd_magic = magic_bytes(kZstdFrameMagic);
+  constexpr MagicBytes header_magic = magic_bytes(kHeaderFrameMagic);
+  const unsigned char(&zstd)[4] = zstd_magic.b;
+  const unsigned char(&header)[4] = header_magic.b;
   std::vector<unsigned char> scan(64 << 10);
   uint64_t blocks_left = kMaxLaterBlockHeaders;
   uint64_t decodes_left = kMaxLaterChunksDecoded;

@@ -17,6 +17,7 @@
 #include "read/event_decoder.h"
 #include "read/event_fields.h"
 #include "memtrace.pb.h"
+#include "trace_format.h"  // the header frame, the versions read (kOldestTraceFormatVersion to kTraceFormatVersion)
 
 namespace memtrace {
 
@@ -55,15 +56,6 @@ struct TraceReadSummary {
   // ("a chunk cut off after 1200 bytes", "4096 bytes of zeros (...)"); empty otherwise.
   std::string tail;
 };
-
-// The header skippable frame: magic 0x184D2A50, payload "MEMTRACE" + u32 version + u32 reserved.
-inline constexpr uint32_t kHeaderFrameMagic = 0x184D2A50;
-// Versions read: 1 to 3 (their differences: proto/memtrace.proto).
-inline constexpr uint32_t kOldestTraceFormatVersion = 1;
-inline constexpr uint32_t kTraceFormatVersion = 3;
-// From this version on, an Event's sticky fields carry over from the previous Event (EventFields::kStickyFields).
-inline constexpr uint32_t kFirstStickyFieldsVersion = 3;
-inline constexpr char kHeaderTag[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
 
 // The tracer's chunks are at most its buffer size (MEMTRACE_BUFFER_MB <= 4096, preload/config.cc); a
 // frame that declares or decompresses to more is corrupt. Memory does not depend on it (a chunk this

@@ -99,6 +99,7 @@ void StackTable::intern(const proto::Stack& s) {
 void StackTable::bound(proto::TraceStart* start) {
   record_cuts_.strings_cut += cut_text(start->mutable_hostname(), kMaxHostnameBytes);
   record_cuts_.strings_cut += cut_text(start->mutable_tracer_version(), kMaxTracerVersionBytes);
+  record_cuts_.strings_cut += cut_text(start->mutable_job_id(), kMaxJobIdBytes);
   auto* argv = start->mutable_argv();
   size_t room = kMaxCommandLineBytes;
   int kept = 0;
@@ -124,6 +125,15 @@ void StackTable::bound(proto::TraceStart* start) {
 
 void StackTable::bound(proto::Notice* notice) {
   record_cuts_.strings_cut += cut_text(notice->mutable_message(), kMaxNoticeMessageBytes);
+}
+
+void StackTable::bound(proto::Device* device) {
+  record_cuts_.strings_cut += cut_text(device->mutable_name(), kMaxDeviceNameBytes);
+  constexpr size_t kUuidBytes = 16;  // CUuuid
+  if (device->uuid().size() > kUuidBytes) {
+    device->mutable_uuid()->resize(kUuidBytes);
+    ++record_cuts_.strings_cut;
+  }
 }
 
 const std::vector<uint64_t>* StackTable::frames(uint64_t stack_id) const {

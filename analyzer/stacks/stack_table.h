@@ -54,6 +54,9 @@ inline constexpr size_t kMaxCommandLineBytes = 8191;
 inline constexpr size_t kMaxTracerVersionBytes = 255;
 // A notice's message: cut to 512 bytes by the tracer (append_notice_locked, preload/recorder.cc).
 inline constexpr size_t kMaxNoticeMessageBytes = 512;
+// TraceStart.job_id and Device.name: the tracer writes at most 255 bytes of each.
+inline constexpr size_t kMaxJobIdBytes = 255;
+inline constexpr size_t kMaxDeviceNameBytes = 255;
 
 // Cuts `text` to its first `max_bytes` bytes (fewer where a UTF-8 character would be split) and appends
 // "…[truncated N bytes]", N the bytes removed ("1 byte"). Returns whether it cut; `text` is unchanged when it fits.
@@ -81,12 +84,14 @@ class StackTable {
   // to the first frame past either limit) and is marked cut for the kinds it lost; names and paths longer than the
   // tracer writes are cut (cut_text). Both are counted (record_cuts()).
   void add(const proto::Record& record);
-  // Cuts the strings of a TraceStart or a Notice the analysis keeps to what the tracer writes (hostname,
-  // argv, tracer_version; the message), counting them in record_cuts(). An argument list longer than the tracer's
+  // Cuts the strings of a TraceStart, a Notice or a Device the analysis keeps to what the tracer writes
+  // (hostname, argv, tracer_version, job_id; the message; the name and 16 bytes of uuid), counting them in
+  // record_cuts(). An argument list longer than the tracer's
   // buffer keeps the arguments that fit, the last of them cut, and ends with one entry
   // "…[N more arguments truncated]" ("argument" for one).
   void bound(proto::TraceStart* start);
   void bound(proto::Notice* notice);
+  void bound(proto::Device* device);
   const RecordCuts& record_cuts() const { return record_cuts_; }
 
   // Frames innermost first, or nullptr for an unknown id (0 = no stack).

@@ -74,6 +74,9 @@ DriverHelper g_helpers[kHelperCount] = {
     {"cuDeviceGetMemPool", 11020, kNoUpperVersion, "cuDeviceGetMemPool", {nullptr}, {false}},
     {"cuDeviceGetGraphMemAttribute", 11040, kNoUpperVersion, "cuDeviceGetGraphMemAttribute", {nullptr}, {false}},
     {"cuDeviceGetPCIBusId", 4010, kNoUpperVersion, "cuDeviceGetPCIBusId", {nullptr}, {false}},
+    {"cuDeviceGetUuid", 11040, kNoUpperVersion, "cuDeviceGetUuid_v2", {nullptr}, {false}},
+    {"cuDeviceGetName", 2000, kNoUpperVersion, "cuDeviceGetName", {nullptr}, {false}},
+    {"cuDeviceTotalMem", 3020, kNoUpperVersion, "cuDeviceTotalMem_v2", {nullptr}, {false}},
 };
 static_assert(sizeof g_helpers / sizeof g_helpers[0] == kHelperCount, "one g_helpers row per HelperId");
 

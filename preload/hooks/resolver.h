@@ -33,6 +33,9 @@ enum HelperId : int {
   kDeviceGetMemPool,
   kDeviceGetGraphMemAttribute,
   kDeviceGetPCIBusId,
+  kDeviceGetUuid,
+  kDeviceGetName,
+  kDeviceTotalMem,
   kHelperCount
 };
 

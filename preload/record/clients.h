@@ -8,11 +8,13 @@ namespace memtrace {
 
 // ---- defined by samplers/device_usage.cc ----
 
-// At trace start (inside the first hook that records): loads NVML unless MEMTRACE_NVML=0.
+// At trace start (inside the first hook that records): loads NVML unless MEMTRACE_NVML=0, and forgets which
+// devices were seen (a forked child's trace describes its devices again).
 void device_usage_start();
 
-// Every recorded event's device: the first time a device is seen (and NVML is loaded), reads its PCI bus id.
-// One relaxed atomic load otherwise (and without NVML). On the hook's thread.
+// Every recorded event's device: the first time a device is seen in the trace, writes its Device record (UUID,
+// name, total memory: record_device) and, when NVML is loaded, reads its PCI bus id. One relaxed atomic load
+// otherwise. On the hook's thread.
 void device_usage_note_device(int device);
 
 // One DEVICE_USAGE (api NVML_SAMPLE) per device seen, from NVML. Returns how many were recorded (0 without

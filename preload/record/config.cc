@@ -2,6 +2,7 @@
 
 #include <errno.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -39,6 +40,34 @@ bool is_one_of(const char* s, const char* const (&words)[4]) {
   for (const char* word : words)
     if (strcasecmp(s, word) == 0) return true;
   return false;
+}
+
+// A launcher's number (RANK, LOCAL_RANK, WORLD_SIZE): digits only, below 2^32; kNoJobNumber otherwise.
+int64_t job_number(const char* name) {
+  const char* s = getenv(name);
+  if (!s || !*s || s[strspn(s, "0123456789")] != '\0' || strlen(s) > 10) return kNoJobNumber;
+  const unsigned long long v = strtoull(s, nullptr, 10);
+  return v <= UINT32_MAX ? static_cast<int64_t>(v) : kNoJobNumber;
+}
+
+// The job id and the variable it came from: SLURM_JOB_ID, else TORCHELASTIC_RUN_ID (JobIdSource in schema.h).
+void read_job_id(Config* out) {
+  const char* names[] = {"SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"};
+  const JobIdSource sources[] = {JobIdSource::kSlurmJobId, JobIdSource::kTorchelasticRunId};
+  out->job_id[0] = '\0';
+  out->job_id_source = JobIdSource::kNone;
+  for (int i = 0; i < 2; i++) {
+    const char* s = getenv(names[i]);
+    if (!s || !*s) continue;
+    size_t n = strnlen(s, sizeof out->job_id - 1);
+    // Cut inside a UTF-8 character: back to its first byte (the analyzer's runtime reads the field as UTF-8).
+    if (s[n] != '\0')
+      while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) n--;
+    memcpy(out->job_id, s, n);
+    out->job_id[n] = '\0';
+    out->job_id_source = sources[i];
+    return;
+  }
 }
 
 bool append(char*& out, char* end, const char* s, size_t n) {
@@ -122,6 +151,10 @@ void config_load(Config* out) {
   out->wait_when_full = full && strcmp(full, "wait") == 0;
   if (full && *full && !out->wait_when_full && strcmp(full, "drop") != 0)
     fprintf(stderr, "memtrace: MEMTRACE_FULL_BUFFER=\"%s\" is neither drop nor wait; using drop\n", full);
+  out->rank = job_number("RANK");
+  out->local_rank = job_number("LOCAL_RANK");
+  out->world_size = job_number("WORLD_SIZE");
+  read_job_id(out);
 }
 
 }  // namespace memtrace

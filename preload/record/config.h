@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "record/schema.h"
+
 namespace memtrace {
 
 // Native frames kept per stack unless MEMTRACE_MAX_FRAMES says otherwise. Why 32: the frames beyond the 32nd
@@ -39,7 +41,17 @@ struct Config {
                                // a boolean also redacts (the user asked for something: privacy is the safe guess)
   bool wait_when_full;         // MEMTRACE_FULL_BUFFER=wait: an event that finds both buffers full waits for the
                                // writer instead of being dropped (=drop, the default)
+  // The process's place in its job (TraceStart.rank ... job_id_source in memtrace.proto), read from the
+  // launcher's variables, not ours: RANK, LOCAL_RANK, WORLD_SIZE (kNoJobNumber when unset or not a whole number
+  // below 2^32; said nowhere, they are not our settings), and SLURM_JOB_ID, else TORCHELASTIC_RUN_ID.
+  int64_t rank;
+  int64_t local_rank;
+  int64_t world_size;
+  char job_id[256];            // empty when neither is set; a longer value is cut at a UTF-8 character
+  JobIdSource job_id_source;
 };
+
+constexpr int64_t kNoJobNumber = -1;
 
 // Reads the environment. Never fails: bad values fall back to the defaults (MEMTRACE_REDACT_ARGS to redacting),
 // each said in one line on stderr of the form `memtrace: NAME="VALUE" is not ...; using FALLBACK`.

@@ -174,6 +174,7 @@ void on_fork_prepare() {
   stack_capture_fork_prepare();  // first: an unwind in flight takes none of our locks, so it can end
   g_fork_holds_start_lock = pthread_mutex_trylock(&g_start_lock) == 0;
   pthread_mutex_lock(&g_flush_lock);
+  pthread_mutex_lock(&g_module_lock);  // no thread of ours inside dl_iterate_phdr (see stack_capture.cc) at fork
   pthread_mutex_lock(&g_lock);
   // Last: a thread inside start() holds it only around the Python check, and takes none of ours inside it.
   python_frames_fork_prepare();
@@ -181,6 +182,7 @@ void on_fork_prepare() {
 void on_fork_parent() {
   python_frames_fork_parent();
   pthread_mutex_unlock(&g_lock);
+  pthread_mutex_unlock(&g_module_lock);
   pthread_mutex_unlock(&g_flush_lock);
   if (g_fork_holds_start_lock) pthread_mutex_unlock(&g_start_lock);
   stack_capture_fork_parent();
@@ -189,6 +191,7 @@ void on_fork_child() {
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   g_lock = fresh;
   g_flush_lock = fresh;
+  g_module_lock = fresh;
   g_start_lock = fresh;
   python_frames_fork_child();
   stack_capture_fork_child();
@@ -201,6 +204,7 @@ void on_fork_child() {
   g_recent_stacks.clear();
   g_python_frames.clear();
   module_map_reset();
+  g_modules_arrived = false;
   g_events = g_dropped = g_dropped_reported = g_stackless = g_stackless_reported = 0;
   g_finalizing_marked = false;
   g_torch_checked = false;

@@ -28,6 +28,8 @@ RecentIds<4096> g_recent_stacks;
 InternTable g_python_frames;
 uint64_t g_start_ns = 0;
 pthread_mutex_t g_flush_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t g_module_lock = PTHREAD_MUTEX_INITIALIZER;
+bool g_modules_arrived = false;
 TraceWriter g_writer;
 uint64_t g_dropped_reported = 0;
 uint64_t g_stackless_reported = 0;
@@ -117,15 +119,20 @@ uint64_t intern_python_frame_locked(const CapturedStack& stack, int i) {
   return g_python_frames.insert(key);
 }
 
-// Returns the Stack id of `stack`, writing it (and its new Python frames) the first time it is seen.
-// 0 = no stack (none captured, a table full, or no room in the buffer).
-uint64_t intern_stack_locked(const CapturedStack& stack) {
+// The Stack id of `stack` when it was written before; 0 when it was not (or no stack was captured).
+uint64_t find_stack_locked(const CapturedStack& stack) {
   if (stack.frame_count == 0) return 0;
   if (uint64_t id = g_recent_stacks.find(stack.key)) return id;
   if (uint64_t id = g_stacks.find(stack.key)) {
     g_recent_stacks.remember(stack.key, id);
     return id;
   }
+  return 0;
+}
+
+// Writes `stack`, not written before, (and its new Python frames) and returns its id; 0 when a table is full or
+// the buffer has no room.
+uint64_t write_stack_locked(const CapturedStack& stack) {
   if (g_stacks.full()) return 0;
   uint64_t frames[kMaxNativeFrames + kMaxPythonFrames];
   for (int i = 0; i < stack.frame_count; i++) {
@@ -163,6 +170,31 @@ bool append_event_locked(const MemoryEvent& e, uint64_t stack_id) {
 void drop_event_locked() {
   g_dropped++;
   g_encoder.event_lost();
+}
+
+// Whether `stack` holds a native frame (frames without kPythonFrameBit are return addresses).
+bool has_native_frame(const CapturedStack& stack) {
+  for (int i = 0; i < stack.frame_count; i++)
+    if (!(stack.frames[i] & kPythonFrameBit)) return true;
+  return false;
+}
+
+// A stack seen for the first time (g_lock held by record_event): the Module records of the objects its native
+// frames are in go first (memtrace.proto: Module), so g_lock is let go while the objects loaded since the last
+// look are written. Once per distinct stack, never per event: the lookup of a known stack is all an event pays.
+// Another thread may write the same stack meanwhile; it is looked up again.
+__attribute__((noinline)) uint64_t write_new_stack_locked(const CapturedStack& stack) {
+  if (has_native_frame(stack)) {
+    t_holds_lock = false;
+    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_lock(&g_module_lock);
+    emit_new_modules_locked();
+    pthread_mutex_unlock(&g_module_lock);
+    pthread_mutex_lock(&g_lock);
+    t_holds_lock = true;
+    if (uint64_t id = find_stack_locked(stack)) return id;
+  }
+  return write_stack_locked(stack);
 }
 
 // MEMTRACE_FULL_BUFFER=wait: both buffers are full, so the job waits for the writer (with the lock
@@ -207,6 +239,21 @@ void prefetch_event_state(int device) {
 
 // ---- public --------------------------------------------------------------------------------------------
 
+void record_device(int ordinal, const uint8_t (&uuid)[16], const char* name, uint64_t total_bytes) {
+  if (!trace_running() || ordinal < 0) return;
+  uint8_t buf[16 + sizeof uuid + 256 + 16];
+  ProtoWriter w(buf, buf + sizeof buf);
+  w.uint(1, static_cast<uint64_t>(ordinal));
+  w.bytes(2, uuid, sizeof uuid);
+  w.bytes(3, name, utf8_prefix(name, strlen(name), 255));
+  w.uint(4, total_bytes);
+  pthread_mutex_lock(&g_lock);
+  t_holds_lock = true;
+  append_record_locked(field::kDevice, w);
+  t_holds_lock = false;
+  pthread_mutex_unlock(&g_lock);
+}
+
 HookScope::HookScope() : outermost_(t_hook_depth++ == 0) {}
 HookScope::~HookScope() { t_hook_depth--; }
 
@@ -244,8 +291,11 @@ void record_event(const MemoryEvent& e) {
     marker.kind = EventKind::kPythonFinalizing;
     g_finalizing_marked = append_event_locked(marker, 0);
   }
-  uint64_t stack_id = intern_stack_locked(stack);
-  if (stack_id == 0 && stack.frame_count > 0) g_stackless++;
+  uint64_t stack_id = find_stack_locked(stack);
+  if (stack_id == 0 && stack.frame_count > 0) {
+    stack_id = write_new_stack_locked(stack);
+    if (stack_id == 0) g_stackless++;
+  }
   if (!append_event_locked(e, stack_id)) {
     if (g_config.wait_when_full && !t_never_waits)
       wait_for_room_locked(e, stack_id);

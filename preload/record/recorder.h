@@ -39,6 +39,11 @@ struct MemoryEvent {
 // takes the recorder's lock only after the stack is captured. A no-op when tracing is off.
 void record_event(const MemoryEvent& event);
 
+// Writes a Device record (memtrace.proto) for device `ordinal`: its 16-byte `uuid`, `name` (may be empty) and
+// `total_bytes` (0 = unknown). From the hook thread that first sees the device, before that event is recorded;
+// never with the recorder's lock held. Dropped when the filling buffer has no room. A no-op when tracing is off.
+void record_device(int ordinal, const uint8_t (&uuid)[16], const char* name, uint64_t total_bytes);
+
 // Marks the calling thread as inside a hook for the scope's lifetime. An allocation is recorded once, by the
 // outermost hook that sees it (cudaMalloc of the shared runtime reaches the driver's cuMemAlloc through our
 // resolver wrapper too; only the runtime call is recorded).

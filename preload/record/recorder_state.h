@@ -88,6 +88,11 @@ extern uint64_t g_start_ns;
 
 // g_flush_lock serializes flushes (writer thread, exit, fork) and guards the writer and the notices.
 extern pthread_mutex_t g_flush_lock;
+// g_module_lock serializes writing Module records (module_map.cc's table of what was written, emit_module's
+// buffer): the writer thread's flush does, and so does a hook about to write a new stack. Taken after
+// g_flush_lock where both are, never with g_lock held (emit_module takes g_lock inside it).
+extern pthread_mutex_t g_module_lock;
+extern bool g_modules_arrived;  // objects were loaded or unloaded since the flush last looked (g_module_lock)
 extern TraceWriter g_writer;
 extern uint64_t g_dropped_reported;
 extern uint64_t g_stackless_reported;
@@ -166,8 +171,12 @@ void write_active_buffer(bool g_lock_held = false);
 // unless tracing runs or `final_flush`.
 void flush_locked_flush(bool final_flush);
 // Modules loaded since the last flush (and what their arrival tells: Python, PyTorch's hook), and the count
-// of dropped events. Written before the chunk that may refer to them, and before a TraceEnd.
+// of dropped events. Written before a TraceEnd; a hook writes the modules a new stack may refer to itself
+// (record_event), so that this finds them already written.
 void append_pending_metadata();
+// Writes the Module records of the objects loaded since the last call (module_map.h). g_module_lock held, g_lock
+// not (dl_iterate_phdr takes the loader's lock; emit_module takes g_lock).
+void emit_new_modules_locked();
 // The TraceEnd record (g_lock held).
 void append_end_locked(EndHow how, int signal);
 // Writes the TraceEnd and the last chunk; g_flush_lock is held by the caller. False when the trace had its

@@ -124,10 +124,13 @@ enum class NoticeCode : uint8_t {
   kStacksNotRecorded = 5,
 };
 
+// TraceStart.JobIdSource: which environment variable TraceStart.job_id came from.
+enum class JobIdSource : uint8_t { kNone = 0, kSlurmJobId = 1, kTorchelasticRunId = 2 };
+
 // Field numbers of the Record oneof and of each message, as in proto/memtrace.proto.
 namespace field {
 enum RecordKind : uint32_t { kStart = 1, kModule = 2, kPythonFrame = 3, kStack = 4, kEvent = 5, kThread = 6,
-                             kNotice = 7, kEnd = 8 };
+                             kNotice = 7, kEnd = 8, kDevice = 9 };
 }  // namespace field
 
 // Bit 63 of a Stack frame marks a PythonFrame id (see Stack in memtrace.proto).

@@ -37,7 +37,7 @@ void append_start_locked(uint32_t python_hex) {
   timespec wall;
   clock_gettime(CLOCK_REALTIME, &wall);
 
-  static uint8_t buf[8192 + 1024];
+  static uint8_t buf[8192 + 2048];  // the command line, the host and job id (<= 255 bytes each), the numbers
   ProtoWriter w(buf, buf + sizeof buf);
   w.uint(1, static_cast<uint64_t>(getpid()));
   w.uint(2, static_cast<uint64_t>(getppid()));
@@ -57,6 +57,11 @@ void append_start_locked(uint32_t python_hex) {
   w.uint(9, python_hex);
   w.optional_uint(10, true, g_config.max_native_frames);
   w.optional_uint(11, true, g_config.max_native_frames_python);
+  w.optional_uint(12, g_config.rank != kNoJobNumber, static_cast<uint64_t>(g_config.rank));
+  w.optional_uint(13, g_config.local_rank != kNoJobNumber, static_cast<uint64_t>(g_config.local_rank));
+  w.optional_uint(14, g_config.world_size != kNoJobNumber, static_cast<uint64_t>(g_config.world_size));
+  w.string(15, g_config.job_id);
+  w.uint(16, static_cast<uint64_t>(g_config.job_id_source));
   append_record_locked(field::kStart, w);
 }
 
@@ -110,7 +115,8 @@ namespace {
 
 // ---- metadata from the writer thread -------------------------------------------------------------------
 
-void emit_module(const ModuleView& m, void*) {
+// Writes one Module record; false when the filling buffer has no room for it. g_module_lock held (the buffer).
+bool emit_module(const ModuleView& m, void*) {
   static uint8_t buf[4096 + 256];
   ProtoWriter w(buf, buf + sizeof buf);
   w.string(1, m.path);
@@ -119,8 +125,9 @@ void emit_module(const ModuleView& m, void*) {
   w.uint(4, m.end);
   w.bytes(5, m.build_id, m.build_id_size > 64 ? 64 : m.build_id_size);
   pthread_mutex_lock(&g_lock);
-  append_record_locked(field::kModule, w);
+  const bool written = append_record_locked(field::kModule, w);
   pthread_mutex_unlock(&g_lock);
+  return written;
 }
 
 constexpr const char* kTorchHookSymbol = "_ZN3c1027reportMemoryUsageToProfilerEPvlmmNS_6DeviceE";
@@ -150,9 +157,19 @@ void check_torch_hook() {
 
 // ---- chunks and the end --------------------------------------------------------------------------------
 
+void emit_new_modules_locked() {
+  if (!module_map_changed()) return;
+  module_map_emit_new(emit_module, nullptr);
+  g_modules_arrived = true;
+}
+
 void append_pending_metadata() {
-  if (module_map_changed()) {
-    module_map_emit_new(emit_module, nullptr);
+  pthread_mutex_lock(&g_module_lock);
+  emit_new_modules_locked();
+  const bool modules_arrived = g_modules_arrived;
+  g_modules_arrived = false;
+  pthread_mutex_unlock(&g_module_lock);
+  if (modules_arrived) {
     detect_python();
     if (g_python_support == PythonSupport::kUnsupported && !g_python_notice_written) {
       g_python_notice_written = true;

@@ -18,6 +18,8 @@
 #include <cstring>
 #include <new>
 
+#include "trace_format.h"
+
 namespace memtrace {
 namespace {
 
@@ -80,14 +82,6 @@ void* writer_main(void*) {
   }
   pthread_mutex_unlock(&g_wake_lock);
   return nullptr;
-}
-
-// The file header: a zstd skippable frame (see proto/memtrace.proto) so that the whole file is a zstd stream.
-constexpr uint32_t kSkippableMagic = 0x184D2A50;
-constexpr uint32_t kFormatVersion = 3;  // the Event encoding of preload/event_encoder.h
-
-void put_le32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
 
 }  // namespace
@@ -195,12 +189,10 @@ bool TraceWriter::begin(Sink* sink, size_t max_chunk_bytes) {
   if (p == MAP_FAILED) return false;
   frame_ = static_cast<uint8_t*>(p);
 
-  uint8_t header[8 + 16];
-  put_le32(header, kSkippableMagic);
-  put_le32(header + 4, 16);
-  memcpy(header + 8, "MEMTRACE", 8);
-  put_le32(header + 16, kFormatVersion);
-  put_le32(header + 20, 0);
+  // The file header (proto/trace_format.h): a zstd skippable frame, so that the whole file is a zstd stream.
+  // kTraceFormatVersion is the Event encoding of preload/event_encoder.h.
+  uint8_t header[kHeaderBytes];
+  encode_header_frame(kTraceFormatVersion, header);
   return sink_->write(header, sizeof header);
 }
 

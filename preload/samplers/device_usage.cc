@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 
 #include "record/config.h"
 #include "hooks/resolver.h"
@@ -50,9 +51,9 @@ struct DeviceSlot {
 // constinit: set before any code runs. A hook can run inside another library's constructor, before ours; a
 // table initialized by a constructor of ours would then be wiped after that hook had noted a device in it.
 constinit DeviceSlot g_devices[kMaxDevices];
-// A device's bit is set once nothing is left to do for it on the hook path: all of them until NVML is loaded
-// (noting is then pointless), and each device's from the first time it is seen after that. Why one word for
-// both conditions: every recorded event checks it, usually with the tracer's data evicted by the job's own
+// A device's bit is set once nothing is left to do for it on the hook path: all of them until the trace starts,
+// and each device's from the first time it is seen after that (its Device record written, its PCI bus id read
+// when NVML is loaded). Why one word for both conditions: every recorded event checks it, usually with the tracer's data evicted by the job's own
 // work since the last event, and one word on a line of its own is one miss where two were two.
 // device_usage_sample_all reads it only once NVML is loaded, when a set bit means the device was seen.
 alignas(64) std::atomic<uint64_t> g_noted{~uint64_t{0}};
@@ -117,9 +118,26 @@ bool sample_device(int device) {
   return true;
 }
 
-}  // namespace
+// The Device record of `device` (memtrace.proto), from the driver's own functions (driver_helper, never our
+// hooks): nothing when it does not give the UUID, the record's reason to be.
+void describe_device(int device) {
+  auto uuid_fn = reinterpret_cast<CUresult (*)(CUuuid*, CUdevice)>(driver_helper(kDeviceGetUuid));
+  CUuuid uuid;
+  if (!uuid_fn || uuid_fn(&uuid, device) != CUDA_SUCCESS) return;
+  uint8_t uuid_bytes[16];
+  static_assert(sizeof uuid.bytes == sizeof uuid_bytes, "CUuuid is 16 bytes");
+  memcpy(uuid_bytes, uuid.bytes, sizeof uuid_bytes);
+  char name[256] = "";
+  auto name_fn = reinterpret_cast<CUresult (*)(char*, int, CUdevice)>(driver_helper(kDeviceGetName));
+  if (!name_fn || name_fn(name, sizeof name, device) != CUDA_SUCCESS) name[0] = '\0';
+  name[sizeof name - 1] = '\0';
+  size_t total_bytes = 0;
+  auto total_fn = reinterpret_cast<CUresult (*)(size_t*, CUdevice)>(driver_helper(kDeviceTotalMem));
+  if (!total_fn || total_fn(&total_bytes, device) != CUDA_SUCCESS) total_bytes = 0;
+  record_device(device, uuid_bytes, name, total_bytes);
+}
 
-void device_usage_start() {
+void load_nvml() {
   if (g_nvml_loaded.load() || !nvml_wanted()) return;
   void* library = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!library) return;
@@ -133,14 +151,23 @@ void device_usage_start() {
     return;
   }
   g_nvml_loaded.store(true, std::memory_order_release);  // the library stays loaded for the process's life
-  g_noted.store(0, std::memory_order_release);            // from now on, devices are noted as they are seen
 }
 
-void device_usage_note_device(int device) {
-  if (device < 0 || device >= kMaxDevices) return;
-  uint64_t bit = uint64_t{1} << device;
-  if (g_noted.load(std::memory_order_relaxed) & bit) return;
-  if (g_noted.fetch_or(bit) & bit) return;  // another thread is reading it
+}  // namespace
+
+void device_usage_start() {
+  load_nvml();
+  // From now on, devices are noted as they are seen: anew in each trace (a forked child's too), whose Device
+  // records are its own.
+  g_noted.store(0, std::memory_order_release);
+}
+
+namespace {
+// A device seen for the first time in this trace. Out of line: the check in device_usage_note_device is all an
+// event pays, without the registers this path needs.
+__attribute__((noinline)) void note_new_device(int device) {
+  describe_device(device);
+  if (!g_nvml_loaded.load(std::memory_order_acquire)) return;
   using Fn = CUresult (*)(char*, int, CUdevice);
   auto fn = reinterpret_cast<Fn>(driver_helper(kDeviceGetPCIBusId));
   DeviceSlot& slot = g_devices[device];
@@ -148,6 +175,15 @@ void device_usage_note_device(int device) {
     slot.bus_id[kBusIdBytes - 1] = '\0';
     slot.bus_id_ready.store(true, std::memory_order_release);
   }
+}
+}  // namespace
+
+void device_usage_note_device(int device) {
+  if (device < 0 || device >= kMaxDevices) return;
+  uint64_t bit = uint64_t{1} << device;
+  if (g_noted.load(std::memory_order_relaxed) & bit) return;
+  if (g_noted.fetch_or(bit) & bit) return;  // another thread is describing it
+  note_new_device(device);
 }
 
 int device_usage_sample_all() {

@@ -13,9 +13,10 @@ namespace {
 InternTable g_reported;
 unsigned long long g_last_adds = ~0ULL;
 unsigned long long g_last_subs = ~0ULL;
+bool g_emit_refused = false;  // an object's record could not be written: look again at the next call
 
 struct EmitContext {
-  void (*emit)(const ModuleView&, void*);
+  bool (*emit)(const ModuleView&, void*);
   void* ctx;
   char exe_path[4096];
 };
@@ -61,12 +62,14 @@ int visit(dl_phdr_info* info, size_t, void* data) {
   if (end == 0) return 0;
 
   uint64_t key = nonzero_key(hash_u64(hash_bytes(kHashSeed, path, strlen(path)), info->dlpi_addr));
-  if (g_reported.find(key)) return 0;
-  if (!g_reported.insert(key)) return 0;
+  if (g_reported.find(key) || g_reported.full()) return 0;
 
   ModuleView m{path, info->dlpi_addr, start, end, nullptr, 0};
   m.build_id = find_build_id(info, &m.build_id_size);
-  c->emit(m, c->ctx);
+  if (c->emit(m, c->ctx))
+    g_reported.insert(key);
+  else
+    g_emit_refused = true;
   return 0;
 }
 
@@ -84,13 +87,14 @@ int read_counters(dl_phdr_info* info, size_t size, void* data) {
 bool module_map_changed() {
   unsigned long long counters[2] = {0, 0};
   dl_iterate_phdr(read_counters, counters);
-  bool changed = counters[0] != g_last_adds || counters[1] != g_last_subs;
+  bool changed = counters[0] != g_last_adds || counters[1] != g_last_subs || g_emit_refused;
+  g_emit_refused = false;
   g_last_adds = counters[0];
   g_last_subs = counters[1];
   return changed;
 }
 
-void module_map_emit_new(void (*emit)(const ModuleView&, void* ctx), void* ctx) {
+void module_map_emit_new(bool (*emit)(const ModuleView&, void* ctx), void* ctx) {
   static bool initialized = g_reported.init(1 << 14);
   if (!initialized) return;
   EmitContext c{emit, ctx, {}};
@@ -102,6 +106,7 @@ void module_map_emit_new(void (*emit)(const ModuleView&, void* ctx), void* ctx) 
 void module_map_reset() {
   g_reported.clear();
   g_last_adds = g_last_subs = ~0ULL;
+  g_emit_refused = false;
 }
 
 }  // namespace memtrace

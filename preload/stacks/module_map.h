@@ -15,11 +15,13 @@ struct ModuleView {
   size_t build_id_size;
 };
 
-// Calls `emit` for each loaded object not reported before (by path and load address). Runs
+// Calls `emit` for each loaded object not reported before (by path and load address); one whose `emit` returns
+// false (its record could not be written) is not reported, and the next module_map_changed() says true. Runs
 // dl_iterate_phdr, so it must not be called with the recorder's lock held.
-void module_map_emit_new(void (*emit)(const ModuleView&, void* ctx), void* ctx);
+void module_map_emit_new(bool (*emit)(const ModuleView&, void* ctx), void* ctx);
 
-// True when objects were loaded or unloaded since the last call (cheap: dl_iterate_phdr's counters).
+// True when objects were loaded or unloaded since the last call (cheap: dl_iterate_phdr's counters), or an
+// object's record was refused since.
 bool module_map_changed();
 
 // Forgets what was reported (a forked child starts a new trace).

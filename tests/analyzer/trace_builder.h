@@ -11,20 +11,16 @@
 #include <vector>
 
 #include "memtrace.pb.h"
+#include "trace_format.h"
 
 namespace memtrace::test {
 
-inline std::string header_frame(uint32_t version = 1, uint32_t magic = 0x184D2A50) {
-  std::string out;
-  auto put32 = [&](uint32_t v) {
-    for (int i = 0; i < 4; ++i) out.push_back(char((v >> (8 * i)) & 0xff));
-  };
-  put32(magic);
-  put32(16);
-  out += "MEMTRACE";
-  put32(version);
-  put32(0);
-  return out;
+// The header frame (proto/trace_format.h) of format `version`; another `magic` makes a damaged one.
+inline std::string header_frame(uint32_t version = 1, uint32_t magic = kHeaderFrameMagic) {
+  uint8_t header[kHeaderBytes];
+  encode_header_frame(version, header);
+  for (int i = 0; i < 4; ++i) header[i] = uint8_t(magic >> (8 * i));
+  return std::string(reinterpret_cast<const char*>(header), sizeof header);
 }
 
 inline std::string varint(uint64_t v) {

@@ -69,16 +69,17 @@ case.check("TraceEnd.events = events in the file", len(events), end.get("events"
 case.check("events in the file + dropped", 2 * PAIRS + 2, len(events) + dropped)
 case.check("some events dropped", True, dropped > 0)
 case.check("EVENTS_DROPPED notices add up to dropped_events", dropped,
-           sum(trace_file.first(n, 3, 0) for n in trace.notices(trace_file.NOTICE_EVENTS_DROPPED)))
+           sum(trace_file.first(n, trace_file.NOTICE_FIELDS["count"], 0) for n in trace.notices(trace_file.NOTICE_EVENTS_DROPPED)))
 case.check("first event", "alloc 4 MiB", events[0] if events else None)
 case.check("last event", "free 4 MiB", events[-1] if events else None)
 # Each chunk stands on its own (proto/memtrace.proto, version 3): its first Event writes all five sticky
-# fields (layer 2, api 3, tid 5, device 6, stream 7), zeros included, although the last 4 MiB free repeats
+# fields (layer, api, tid, device, stream), zeros included, although the last 4 MiB free repeats
 # most of what the flood's last recorded event had. Two chunks hold events here at least: the one the
 # stopped writer let fill (its first Event, the trace's first, the 4 MiB allocation) and the one after it
 # (the last event).
 firsts = trace.chunk_first_events()
 case.check("chunks holding events: at least 2", True, len(firsts) >= 2)
 case.check("chunks whose first Event leaves out a sticky field", [],
-           [i for i, e in enumerate(firsts) if any(n not in e for n in (2, 3, 5, 6, 7))])
+           [i for i, e in enumerate(firsts)
+            if any(trace_file.EVENT_FIELDS[name] not in e for name in ("layer", "api", "tid", "device", "stream"))])
 case.finish()

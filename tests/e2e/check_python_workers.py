@@ -37,7 +37,8 @@ python_hex, python_version = subprocess.run(
     capture_output=True, text=True, check=True).stdout.split()
 for trace in parent + workers:
     label = "parent" if trace.pid() == proc.pid else f"worker {trace.pid()}"
-    case.check(f"{label}: TraceStart.python_frames", int(python_hex), trace_file.first(trace.start() or {}, 9, 0))
+    case.check(f"{label}: TraceStart.python_frames", int(python_hex),
+               trace_file.first(trace.start() or {}, trace_file.START_FIELDS["python_frames"], 0))
     case.check(f"{label}: --json trace.python_version", python_version,
                case.analyze("summary", trace.path)["trace"]["python_version"])
 case.check("parent's files", 1, len(parent))

@@ -51,7 +51,7 @@ if case.args.buffer_mb and not waits:
     print(f"dropped events: {dropped}")
     case.check("events in the file + dropped", TOTAL, len(events) + dropped)
     case.check("EVENTS_DROPPED notices add up to dropped_events", dropped,
-               sum(trace_file.first(n, 3, 0) for n in trace.notices(trace_file.NOTICE_EVENTS_DROPPED)))
+               sum(trace_file.first(n, trace_file.NOTICE_FIELDS["count"], 0) for n in trace.notices(trace_file.NOTICE_EVENTS_DROPPED)))
     case.finish()
     raise SystemExit(0)
 

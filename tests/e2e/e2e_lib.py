@@ -90,6 +90,15 @@ class Case:
             sys.exit(f"FAIL: {' '.join(argv)} exited with {proc.returncode}: {proc.stderr}")
         return [json.loads(line) for line in proc.stdout.splitlines()]
 
+    def dump_start(self, trace):
+        """The trace's TraceStart and Device records as dump_events --start prints them (one dict each, in file
+        order). Exits on a trace dump_events cannot read."""
+        argv = [self.program("dump_events"), trace, "--start"]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        if proc.returncode != 0:
+            sys.exit(f"FAIL: {' '.join(argv)} exited with {proc.returncode}: {proc.stderr}")
+        return [json.loads(line) for line in proc.stdout.splitlines()]
+
     def check(self, name, expected, measured):
         ok = expected == measured
         print(f"check {name}: expected {expected}, measured {measured}: {'ok' if ok else 'FAIL'}")

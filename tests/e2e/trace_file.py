@@ -1,27 +1,88 @@
 """Reads a .mtrace file without the analyzer, for the tests of how the tracer writes under faults (a
 crash, kill -9, exec, a write error): which records reached the file, and whether its last chunk is whole.
 
-Layout (proto/memtrace.proto): a zstd skippable frame with the header, then independent zstd frames of
-varint-length-delimited Record messages. Frames are split here by walking the zstd frame format (RFC 8878:
+Layout (proto/trace_format.h, proto/memtrace.proto): a zstd skippable frame with the header, then independent
+zstd frames of varint-length-delimited Record messages. The framing constants are read from trace_format.h and
+the field numbers from memtrace.proto's text, so that this file restates neither. Frames are split here by walking the zstd frame format (RFC 8878:
 frame header, 3-byte block headers, optional 4-byte checksum); the complete frames are decompressed
 together by the `zstd` command-line tool. A last frame cut short is reported, not decoded.
 """
+import pathlib
+import re
 import struct
 import subprocess
 
-SKIPPABLE_MAGIC_MASK = 0xFFFFFFF0
-SKIPPABLE_MAGIC = 0x184D2A50
-ZSTD_MAGIC = 0xFD2FB528
+PROTO_DIR = pathlib.Path(__file__).resolve().parents[2] / "proto"
 
-# Record oneof members (field numbers of memtrace.proto's Record).
-START, MODULE, PYTHON_FRAME, STACK, EVENT, THREAD, NOTICE, END = range(1, 9)
+
+def read_format_constants(path=PROTO_DIR / "trace_format.h"):
+    """{name: value} of the `inline constexpr` lines of proto/trace_format.h: numbers as ints, the
+    character list of kHeaderTag as bytes."""
+    constants = {}
+    pattern = re.compile(r"^inline constexpr \w+ (k\w+)(?:\[\d*\])? = (.+);", re.M)
+    for name, value in pattern.findall(path.read_text()):
+        if value.startswith("{"):
+            constants[name] = "".join(re.findall(r"'(.)'", value)).encode()
+        else:
+            constants[name] = int(value.split("//")[0].strip().rstrip("uU"), 0)
+    return constants
+
+
+def read_proto_numbers(path=PROTO_DIR / "memtrace.proto"):
+    """{"Message": {field: number}, "Message.Enum": {VALUE: number}} from memtrace.proto's text: the field
+    numbers of each message (a oneof's members are its message's) and the values of each enum."""
+    numbers = {}
+    scopes = []  # (kind, name) of each open block
+    block = re.compile(r"^\s*(message|enum|oneof)\s+(\w+)\s*\{")
+    field = re.compile(r"^\s*(?:optional\s+|repeated\s+)?[\w.]+\s+(\w+)\s*=\s*(\d+)\s*;")
+    value = re.compile(r"^\s*(\w+)\s*=\s*(\d+)\s*;")
+    for line in path.read_text().splitlines():
+        line = line.split("//")[0]
+        if m := block.match(line):
+            scopes.append(m.groups())
+            continue
+        if line.strip() == "}":
+            scopes.pop()
+            continue
+        names = [name for kind, name in scopes if kind != "oneof"]
+        if not scopes:
+            continue
+        if scopes[-1][0] == "enum" and (m := value.match(line)):
+            numbers.setdefault(".".join(names), {})[m.group(1)] = int(m.group(2))
+        elif scopes[-1][0] != "enum" and (m := field.match(line)):
+            numbers.setdefault(".".join(names), {})[m.group(1)] = int(m.group(2))
+    return numbers
+
+
+FORMAT = read_format_constants()
+PROTO = read_proto_numbers()
+
+SKIPPABLE_MAGIC_MASK = FORMAT["kSkippableMagicMask"]
+SKIPPABLE_MAGIC = FORMAT["kHeaderFrameMagic"]
+ZSTD_MAGIC = FORMAT["kZstdFrameMagic"]
+HEADER_TAG = FORMAT["kHeaderTag"]
+HEADER_VERSION_OFFSET = FORMAT["kHeaderVersionOffset"]
+HEADER_BYTES = FORMAT["kHeaderBytes"]
+FIRST_STICKY_FIELDS_VERSION = FORMAT["kFirstStickyFieldsVersion"]
+
+# Field numbers by name, per message (memtrace.proto).
+START_FIELDS, EVENT_FIELDS, END_FIELDS = PROTO["TraceStart"], PROTO["Event"], PROTO["TraceEnd"]
+NOTICE_FIELDS, THREAD_FIELDS, DEVICE_FIELDS = PROTO["Notice"], PROTO["ThreadInfo"], PROTO["Device"]
+MODULE_FIELDS, STACK_FIELDS = PROTO["Module"], PROTO["Stack"]
+# Record oneof members.
+_RECORD = PROTO["Record"]
+START, MODULE, PYTHON_FRAME, STACK, EVENT, THREAD, NOTICE, END = (
+    _RECORD[name] for name in ("start", "module", "python_frame", "stack", "event", "thread", "notice", "end"))
+DEVICE = _RECORD["device"]
 # EventKind
-ALLOC, FREE, OOM = 1, 2, 3
+ALLOC, FREE, OOM = (PROTO["EventKind"][name] for name in ("ALLOC", "FREE", "OOM"))
 # TraceEnd.How
-END_EXIT, END_UNDERSCORE_EXIT, END_SIGNAL, END_EXEC = 0, 1, 2, 3
-END_NAMES = {END_EXIT: "EXIT", END_UNDERSCORE_EXIT: "UNDERSCORE_EXIT", END_SIGNAL: "SIGNAL", END_EXEC: "EXEC"}
+END_NAMES = {number: name for name, number in PROTO["TraceEnd.How"].items()}
+END_EXIT, END_UNDERSCORE_EXIT, END_SIGNAL, END_EXEC = (
+    PROTO["TraceEnd.How"][name] for name in ("EXIT", "UNDERSCORE_EXIT", "SIGNAL", "EXEC"))
 # Notice.Code
-NOTICE_EVENTS_DROPPED, NOTICE_WRITE_FAILED = 3, 4
+NOTICE_EVENTS_DROPPED, NOTICE_WRITE_FAILED = (
+    PROTO["Notice.Code"][name] for name in ("EVENTS_DROPPED", "WRITE_FAILED"))
 
 
 class TraceFile:
@@ -44,31 +105,33 @@ class TraceFile:
 
     def argv(self):
         start = self.start() or {}
-        return [a.decode("utf-8", "replace") for a in start.get(4, [])]
+        return [a.decode("utf-8", "replace") for a in start.get(START_FIELDS["argv"], [])]
 
     def pid(self):
-        return first(self.start() or {}, 1)
+        return first(self.start() or {}, START_FIELDS["pid"])
 
     def ppid(self):
-        return first(self.start() or {}, 2)
+        return first(self.start() or {}, START_FIELDS["ppid"])
 
     def version(self):
         """The header's format version (0 when the file is too short to have one)."""
-        return struct.unpack_from("<I", self.raw, 16)[0] if len(self.raw) >= 24 else 0
+        return struct.unpack_from("<I", self.raw, HEADER_VERSION_OFFSET)[0] if len(self.raw) >= HEADER_BYTES else 0
 
     def events(self):
         """Each Event as a dict of the fields the tests compare (proto3 defaults filled in). From version 3
         on, a sticky field (api, tid, device here) left out has the previous Event's value."""
-        sticky = self.version() >= 3
-        previous = {3: 0, 5: 0, 6: 0}
+        sticky = self.version() >= FIRST_STICKY_FIELDS_VERSION
+        f = EVENT_FIELDS
+        previous = {f["api"]: 0, f["tid"]: 0, f["device"]: 0}
         out = []
         for e in self.of_kind(EVENT):
             values = {field: first(e, field, previous[field] if sticky else 0) for field in previous}
             previous = values
             out.append({
-                "kind": first(e, 1, 0), "api": values[3], "tid": values[5],
-                "device": zigzag(values[6]), "address": first(e, 8, 0), "size": first(e, 9, 0),
-                "result": zigzag(first(e, 10, 0)), "stack_id": first(e, 11, 0),
+                "kind": first(e, f["kind"], 0), "api": values[f["api"]], "tid": values[f["tid"]],
+                "device": zigzag(values[f["device"]]), "address": first(e, f["address"], 0),
+                "size": first(e, f["size"], 0), "result": zigzag(first(e, f["result"], 0)),
+                "stack_id": first(e, f["stack_id"], 0),
             })
         return out
 
@@ -86,8 +149,11 @@ class TraceFile:
 
     def ends(self):
         """Each TraceEnd as {"how": name, "signal": n, "events": n, "dropped_events": n}."""
-        return [{"how": END_NAMES.get(first(e, 4, 0), first(e, 4, 0)), "signal": first(e, 5, 0),
-                 "events": first(e, 1, 0), "dropped_events": first(e, 2, 0)} for e in self.of_kind(END)]
+        f = END_FIELDS
+        return [{"how": END_NAMES.get(first(e, f["how"], 0), first(e, f["how"], 0)),
+                 "signal": first(e, f["signal"], 0),
+                 "events": first(e, f["events"], 0), "dropped_events": first(e, f["dropped_events"], 0)}
+                for e in self.of_kind(END)]
 
     def end(self):
         """The TraceEnd, None without one; "several" if the file has more than one."""
@@ -95,10 +161,10 @@ class TraceFile:
         return ends[0] if len(ends) == 1 else (None if not ends else "several")
 
     def notices(self, code):
-        return [n for n in self.of_kind(NOTICE) if first(n, 1, 0) == code]
+        return [n for n in self.of_kind(NOTICE) if first(n, NOTICE_FIELDS["code"], 0) == code]
 
     def thread_ids(self):
-        return [first(t, 1, 0) for t in self.of_kind(THREAD)]
+        return [first(t, THREAD_FIELDS["tid"], 0) for t in self.of_kind(THREAD)]
 
     def last_record_kind(self):
         return self.records[-1][0] if self.records else None
@@ -178,6 +244,15 @@ def decompress(data):
     if proc.returncode != 0:
         raise ValueError(f"zstd -dc failed: {proc.stderr.decode(errors='replace')}")
     return proc.stdout
+
+
+def packed_varints(data):
+    """The values of a packed repeated varint field (its bytes as decode_message gives them)."""
+    values, pos = [], 0
+    while pos < len(data):
+        value, pos = read_varint(data, pos)
+        values.append(value)
+    return values
 
 
 def read_varint(data, pos):

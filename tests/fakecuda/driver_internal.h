@@ -16,6 +16,9 @@ struct CUmemPoolHandle_st {
 // same argument). cuGetProcAddress hands it out below 11000, where the CUDA 13 runtime asks for it.
 #undef cuDevicePrimaryCtxReset
 extern "C" CUresult cuDevicePrimaryCtxReset(CUdevice device);
+// CUDA 9.2's cuDeviceGetUuid, likewise #defined to its _v2 (the same arguments).
+#undef cuDeviceGetUuid
+extern "C" CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice device);
 
 namespace fakecuda {
 

@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -251,6 +252,36 @@ CUresult cuDeviceGetPCIBusId(char* bus_id, int length, CUdevice device) {
   if (!device_valid(device)) return CUDA_ERROR_INVALID_DEVICE;
   if (!bus_id || length < 13) return CUDA_ERROR_INVALID_VALUE;
   std::snprintf(bus_id, static_cast<size_t>(length), "0000:%02x:00.0", 0xc0 - 2 * device);
+  return CUDA_SUCCESS;
+}
+
+// The UUID of device `ordinal`: the 12 bytes "fakecudauuid" and the ordinal as a big-endian u32, so that each
+// device's is distinct and tests/e2e can spell it (check_job_identity.py).
+CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice device) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!device_valid(device)) return CUDA_ERROR_INVALID_DEVICE;
+  if (!uuid) return CUDA_ERROR_INVALID_VALUE;
+  std::memcpy(uuid->bytes, "fakecudauuid", 12);
+  for (int i = 0; i < 4; i++) uuid->bytes[12 + i] = static_cast<char>(static_cast<uint32_t>(device) >> (24 - 8 * i));
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice device) { return cuDeviceGetUuid_v2(uuid, device); }
+
+// "fakecuda device N".
+CUresult cuDeviceGetName(char* name, int length, CUdevice device) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!device_valid(device)) return CUDA_ERROR_INVALID_DEVICE;
+  if (!name || length <= 0) return CUDA_ERROR_INVALID_VALUE;
+  std::snprintf(name, static_cast<size_t>(length), "fakecuda device %d", device);
+  return CUDA_SUCCESS;
+}
+
+// The capacity every fake device has (device_memory.h).
+CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice device) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!device_valid(device)) return CUDA_ERROR_INVALID_DEVICE;
+  if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+  *bytes = static_cast<size_t>(device_total_bytes());
   return CUDA_SUCCESS;
 }
 

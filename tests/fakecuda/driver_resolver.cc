@@ -125,6 +125,11 @@ const Entry kEntries[] = {
     FAKECUDA_ENTRY("cuDeviceGetGraphMemAttribute", 11040, false, cuDeviceGetGraphMemAttribute),
     FAKECUDA_ENTRY("cuDeviceGraphMemTrim", 11040, false, cuDeviceGraphMemTrim),
     FAKECUDA_ENTRY("cuDeviceGetPCIBusId", 2000, false, cuDeviceGetPCIBusId),
+    // Device identity (driver_pools.cc).
+    FAKECUDA_ENTRY("cuDeviceGetUuid", 9020, false, cuDeviceGetUuid),
+    FAKECUDA_ENTRY("cuDeviceGetUuid", 11040, false, cuDeviceGetUuid_v2),
+    FAKECUDA_ENTRY("cuDeviceGetName", 2000, false, cuDeviceGetName),
+    FAKECUDA_ENTRY("cuDeviceTotalMem", 3020, false, cuDeviceTotalMem_v2),
 };
 #undef FAKECUDA_ENTRY
 

@@ -25,6 +25,7 @@
 #include "analysis/analysis.h"
 #include "report/json/report_json.h"
 #include "report/text/report_text.h"
+#include "trace_format.h"
 
 namespace {
 
@@ -53,8 +54,9 @@ constexpr uint8_t kVersion3RecordsInput = 0x03;
 
 // The file a tracer would write for one chunk holding `content`: header frame (format `version`) + frame.
 std::string trace_of_records(const uint8_t* content, size_t size, char version) {
-  std::string file = {'\x50', '\x2a', '\x4d', '\x18', 16, 0, 0, 0, 'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E',
-                      version, 0,     0,      0,      0,  0, 0, 0};
+  uint8_t header[memtrace::kHeaderBytes];
+  memtrace::encode_header_frame(uint8_t(version), header);
+  std::string file(reinterpret_cast<const char*>(header), sizeof header);
   ZSTD_CCtx* cctx = ZSTD_createCCtx();
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 1);
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "trace_format.h"
+
 namespace memtrace::fuzz {
 
 inline constexpr uint8_t kRawFileInput = 0xFF;
@@ -125,8 +127,9 @@ inline std::string serialize_input(const PipelineInput& in) {
 // then one zstd frame (level 1, content checksum on) per chunk.
 inline std::string trace_file(const PipelineInput& in) {
   if (in.raw) return in.raw_file;
-  std::string file = {'\x50', '\x2a', '\x4d', '\x18', 16, 0, 0, 0, 'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E',
-                      char(in.version), 0, 0, 0, 0, 0, 0, 0};
+  uint8_t header[kHeaderBytes];
+  encode_header_frame(in.version, header);
+  std::string file(reinterpret_cast<const char*>(header), sizeof header);
   ZSTD_CCtx* cctx = ZSTD_createCCtx();
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 1);
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);

@@ -36,6 +36,55 @@ TEST(ConfigExpandOutput, RefusesWhatDoesNotFit) {
   EXPECT_EQ(expand("123456789", 10), "123456789");  // 9 characters + NUL fit in 10
 }
 
+// The launcher's variables: whole numbers below 2^32 only, silently absent otherwise; SLURM_JOB_ID before
+// TORCHELASTIC_RUN_ID.
+TEST(ConfigLoad, ReadsRankWorldSizeAndJobId) {
+  setenv("RANK", "3", 1);
+  setenv("LOCAL_RANK", "1", 1);
+  setenv("WORLD_SIZE", "8", 1);
+  setenv("SLURM_JOB_ID", "12345", 1);
+  setenv("TORCHELASTIC_RUN_ID", "run-7", 1);
+  Config c;
+  config_load(&c);
+  EXPECT_EQ(c.rank, 3);
+  EXPECT_EQ(c.local_rank, 1);
+  EXPECT_EQ(c.world_size, 8);
+  EXPECT_STREQ(c.job_id, "12345");
+  EXPECT_EQ(c.job_id_source, JobIdSource::kSlurmJobId);
+
+  setenv("RANK", "4294967295", 1);  // 2^32 - 1: the largest kept
+  setenv("LOCAL_RANK", "-1", 1);
+  setenv("WORLD_SIZE", "4294967296", 1);
+  unsetenv("SLURM_JOB_ID");
+  config_load(&c);
+  EXPECT_EQ(c.rank, 4294967295);
+  EXPECT_EQ(c.local_rank, kNoJobNumber);
+  EXPECT_EQ(c.world_size, kNoJobNumber);
+  EXPECT_STREQ(c.job_id, "run-7");
+  EXPECT_EQ(c.job_id_source, JobIdSource::kTorchelasticRunId);
+
+  setenv("RANK", " 2", 1);
+  unsetenv("LOCAL_RANK");
+  setenv("WORLD_SIZE", "", 1);
+  // A 300-byte id whose 255th byte begins a 2-byte UTF-8 character: cut before it, at 254 bytes.
+  std::string long_id(254, 'a');
+  long_id += "\xc3\xa9";
+  long_id += std::string(44, 'b');
+  setenv("TORCHELASTIC_RUN_ID", long_id.c_str(), 1);
+  config_load(&c);
+  EXPECT_EQ(c.rank, kNoJobNumber);
+  EXPECT_EQ(c.local_rank, kNoJobNumber);
+  EXPECT_EQ(c.world_size, kNoJobNumber);
+  EXPECT_EQ(std::string(c.job_id), std::string(254, 'a'));
+
+  unsetenv("TORCHELASTIC_RUN_ID");
+  unsetenv("RANK");
+  unsetenv("WORLD_SIZE");
+  config_load(&c);
+  EXPECT_STREQ(c.job_id, "");
+  EXPECT_EQ(c.job_id_source, JobIdSource::kNone);
+}
+
 TEST(ConfigLoad, DefaultsAndBadValues) {
   unsetenv("MEMTRACE_OUTPUT");
   setenv("MEMTRACE_FLUSH_MS", "abc", 1);

@@ -165,6 +165,10 @@ TEST(Schema, EnumsMatchTheProto) {
   EXPECT_EQ(field::kEnd, proto::Record::kEndFieldNumber);
   EXPECT_EQ(field::kThread, proto::Record::kThreadFieldNumber);
   EXPECT_EQ(field::kPythonFrame, proto::Record::kPythonFrameFieldNumber);
+  EXPECT_EQ(field::kDevice, proto::Record::kDeviceFieldNumber);
+  EXPECT_EQ(static_cast<int>(JobIdSource::kNone), proto::TraceStart::JOB_ID_NONE);
+  EXPECT_EQ(static_cast<int>(JobIdSource::kSlurmJobId), proto::TraceStart::SLURM_JOB_ID);
+  EXPECT_EQ(static_cast<int>(JobIdSource::kTorchelasticRunId), proto::TraceStart::TORCHELASTIC_RUN_ID);
 }
 
 }  // namespace
