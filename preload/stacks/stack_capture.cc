@@ -59,7 +59,7 @@ bool load_libunwind() {
 // posix/fork.c), so a child forked while one of our unwinds is inside it waits forever in its first
 // dl_iterate_phdr: its own unwinds, any C++ exception it throws, dlopen. The fork handler therefore waits for
 // the unwinds in flight to end and holds new ones back until fork() has returned (tests/e2e/
-// fork_during_unwind.cc). A counter, not a lock: an unwind never waits for another unwind, only for a fork.
+// lifecycle/fork_during_unwind.cc). A counter, not a lock: an unwind never waits for another unwind, only for a fork.
 std::atomic<int> g_unwinds_in_flight{0};
 std::atomic<bool> g_fork_pending{false};
 
@@ -94,7 +94,7 @@ constexpr int kOwnFramesRoom = 7;
 // deeper than what is kept, every frame asked for beyond it is unwound for nothing, and those outer frames are the
 // dearest (44 ns each in the H200's training loop, docs/performance.md): on PyTorch's path, 2 frames an
 // allocation. A path with more of our frames than learned (two hooks of one Api) raises the figure and unwinds
-// that stack again, so that no stack keeps fewer native frames than asked for (tests/e2e/check_deep_stack.py
+// that stack again, so that no stack keeps fewer native frames than asked for (tests/e2e/cuda_apis/check_deep_stack.py
 // checks every path). The interpreter's evaluation-loop frames, which Python frames replace, also take unwind
 // slots, as before.
 std::atomic<uint8_t> g_own_frames_by_path[256];

@@ -1,4 +1,4 @@
-"""Two allocations (tests/e2e/deep_alloc.cc through ctypes) at the bottom of a Python recursion: the first under
+"""Two allocations (tests/e2e/python/deep_alloc.cc through ctypes) at the bottom of a Python recursion: the first under
 128 Python frames (<module> and 127 calls of down()), as many as the tracer keeps, the second under 129, one more.
 Usage: deep_python_recursion.py LIBRARY.so
 """

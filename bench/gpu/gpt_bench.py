@@ -22,7 +22,7 @@ Python frames, memtrace_bench_set_max_frames_python) and "recorder" (PyTorch's r
 tracer not recording: _record_memory_history(stacks="python") before the block, (enabled=None) after it).
 --toggle-states lists them (default memtrace,off; "off" is needed). The blocks come in groups holding each state
 once, the order within a group running through every permutation in turn (memtrace, off, off, memtrace, ...), so
-that a steady drift of the machine falls on every state alike. tests/gpu/toggle_report.py reads it.
+that a steady drift of the machine falls on every state alike. bench/gpu/toggle_report.py reads it.
 
 --tiny (with --device cpu) is a seconds-long dry run of the same code on a 2-layer d_model 64 model, so that the
 script can be tried where there is no GPU; the recorder needs CUDA and is refused there.

@@ -4,7 +4,7 @@ process at a time (scripts/gpu-phase-cycles runs it under each).
     python3 alloc_loop.py [--seconds-per-rep 1] [--reps 5] [--depth 20]
 
 Allocates and frees at once torch.empty of 512 B, 64 KiB, 1 MiB and 4 MiB on the GPU (from PyTorch's cache
-after the warm-up: no CUDA call), --depth Python frames below the loop, as tests/gpu/alloc_cost.py does.
+after the warm-up: no CUDA call), --depth Python frames below the loop, as bench/gpu/alloc_cost.py does.
 Prints one line: the median over --reps repetitions of wall ns per event (an allocation is two events, ALLOC
 and FREE) and of process CPU ns per event (every thread: a tracer's writer too).
 """

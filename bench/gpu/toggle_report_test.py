@@ -1,7 +1,7 @@
 """Unit tests of toggle_report.py and gpt_bench.py's toggle states on hand-made --toggle-every results (no GPU,
 no torch).
 
-    python3 -m unittest tests/gpu/toggle_report_test.py      (from the repository root)
+    python3 -m unittest bench/gpu/toggle_report_test.py      (from the repository root)
 """
 import math
 import os

@@ -7,8 +7,8 @@
 
 #include <string_view>
 
-#include "../fakecuda/c10_cuda_allocator.h"
-#include "../fakecuda/c10_profiler_hooks.h"
+#include "../../fakecuda/c10_cuda_allocator.h"
+#include "../../fakecuda/c10_profiler_hooks.h"
 #include "e2e_util.h"
 
 template <typename Fn>

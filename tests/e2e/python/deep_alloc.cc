@@ -1,4 +1,4 @@
-// A library for tests/e2e/deep_python_stack.py (ctypes): a cudaMalloc + cudaFree of 1 MiB made `depth` native
+// A library for tests/e2e/python/deep_python_stack.py (ctypes): a cudaMalloc + cudaFree of 1 MiB made `depth` native
 // frames below the caller, on the calling thread (which runs Python) or on a new thread (which does not), so
 // that the tracer's native depth for threads with and without Python frames can both be seen from one process.
 #include <cuda_runtime_api.h>

@@ -5,7 +5,7 @@
 // cudaMalloc for a 4 MiB segment, which fails, and reports the OOM.
 #include <dlfcn.h>
 
-#include "../fakecuda/c10_cuda_allocator.h"
+#include "../../fakecuda/c10_cuda_allocator.h"
 #include "e2e_util.h"
 
 template <typename Fn>

@@ -7,7 +7,7 @@
 // to libc10.so, whose counters the program prints as JSON.
 #include <dlfcn.h>
 
-#include "../fakecuda/c10_profiler_hooks.h"
+#include "../../fakecuda/c10_profiler_hooks.h"
 #include "e2e_util.h"
 
 int main() {

@@ -1,4 +1,4 @@
-"""tests/e2e/proc_address_by_name.cc: cuMemAlloc as cuGetProcAddress_v2 and cuGetProcAddress, called by name,
+"""tests/e2e/cuda_apis/proc_address_by_name.cc: cuMemAlloc as cuGetProcAddress_v2 and cuGetProcAddress, called by name,
 hand it out after the program looked both up in the global scope, where the tracer's exports come first. Every
 allocation is recorded with its free: ALLOC 1 MiB, FREE, ALLOC 2 MiB, FREE, all CU_MEM_ALLOC / CU_MEM_FREE on
 device 0. Without the check that a global-scope lookup found the tracer's own function, both ALLOCs were

@@ -1,6 +1,6 @@
 """Unit tests of alloc_cost.py's report arithmetic, on hand-made run results (no GPU, no torch).
 
-    python3 -m unittest alloc_cost_test      (from tests/gpu)
+    python3 -m unittest alloc_cost_test      (from bench/gpu)
 """
 import contextlib
 import io

@@ -1,6 +1,6 @@
 """Unit tests of gpu_bench_report.py's arithmetic, on hand-made runs (no GPU, no torch).
 
-    python3 -m unittest tests/gpu/gpu_bench_report_test.py      (from the repository root)
+    python3 -m unittest bench/gpu/gpu_bench_report_test.py      (from the repository root)
 """
 import json
 import os

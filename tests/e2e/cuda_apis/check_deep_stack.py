@@ -1,4 +1,4 @@
-"""The native frames kept per stack when the stack is deeper than that (tests/e2e/deep_stack.cc: every
+"""The native frames kept per stack when the stack is deeper than that (tests/e2e/cuda_apis/deep_stack.cc: every
 allocation 60 frames below main, on the runtime's, the linked driver's, the resolver's and PyTorch's hook
 paths). With the tracer's default, 32 native frames; with MEMTRACE_MAX_FRAMES=10, 10. Fewer would mean the
 tracer's own frames on some path outnumber the room stack_capture.cc unwinds for them (it fails with a room

@@ -1,4 +1,4 @@
-"""Two allocations 40 native frames deep, under Python (tests/e2e/deep_alloc.cc through ctypes): one on this
+"""Two allocations 40 native frames deep, under Python (tests/e2e/python/deep_alloc.cc through ctypes): one on this
 thread, 4 Python frames deep (<module>, main, outer, inner), one on a thread the library starts, which has no
 Python frames. Usage: deep_python_stack.py LIBRARY.so [FRAMES]: with FRAMES, first asks
 libmemtrace-bench-toggle.so (preloaded) to keep FRAMES native frames on threads with Python frames.

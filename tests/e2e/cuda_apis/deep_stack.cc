@@ -7,7 +7,7 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
-#include "../fakecuda/c10_cuda_allocator.h"
+#include "../../fakecuda/c10_cuda_allocator.h"
 #include "e2e_util.h"
 
 // cuda.h maps the name to the 12.0 ABI (cuGetProcAddress_v2); the plain name is the 4-argument one.

@@ -1,4 +1,4 @@
-"""The native frames kept on a thread that runs Python and on one that does not (tests/e2e/deep_python_stack.py
+"""The native frames kept on a thread that runs Python and on one that does not (tests/e2e/python/deep_python_stack.py
 and deep_alloc.cc: a cudaMalloc 40 native frames below a ctypes call 4 Python frames deep, then one 40 frames
 deep on a thread without Python). Both stacks are deeper than any depth asked for below, so each keeps exactly
 the frames allowed: by default 16 native frames where the thread has Python frames (then its 4 Python frames,
@@ -11,8 +11,8 @@ alone). Every stack that keeps native frames here is cut short and marked so (St
 with none is not (nothing was unwound); none has more Python frames than the 128 kept. With
 MEMTRACE_MAX_FRAMES=256 both stacks fit whole and neither is marked.
 
-Then the Python frames kept (tests/e2e/deep_python_recursion.py): an allocation under 128 Python frames keeps them
-all, unmarked; under 129, the innermost 128, marked Stack.python_frames_cut.
+Then the Python frames kept (tests/e2e/python/deep_python_recursion.py): an allocation under 128 Python frames keeps
+them all, unmarked; under 129, the innermost 128, marked Stack.python_frames_cut.
 
 Events: cudaMalloc and cudaFree on each thread, 2 ALLOCs (each with a stack) and 2 FREEs.
 """
