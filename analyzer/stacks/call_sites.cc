@@ -66,20 +66,30 @@ struct SiteBuilder {
 
 }  // namespace
 
+std::optional<PortableSiteKey> site_key(const StackTable& stacks, uint64_t stack_id) {
+  const std::vector<uint64_t>* frames = stacks.frames(stack_id);
+  if (!frames) return std::nullopt;
+  PortableSiteKey key;
+  key.frames.reserve(frames->size());
+  for (uint64_t frame : *frames)
+    if ((frame & kPythonFrameBit) || !stacks.in_python_interpreter(frame))
+      key.frames.push_back(stacks.portable_frame(frame));
+  key.cuts = stacks.cuts(stack_id);
+  auto is_python = [](const PortableFrame& f) {
+    return f.kind == PortableFrame::Kind::kPython || f.kind == PortableFrame::Kind::kPythonNotInTrace;
+  };
+  auto outermost_python = std::find_if(key.frames.rbegin(), key.frames.rend(), is_python);
+  if (key.cuts.native_frames_cut && outermost_python != key.frames.rend())
+    key.frames.erase(outermost_python.base(), key.frames.end());
+  return key;
+}
+
 uint64_t SiteGrouping::site_of(uint64_t stack_id) const {
   if (!stacks_) return stack_id;
   if (auto known = site_by_stack_.find(stack_id); known != site_by_stack_.end()) return known->second;
   uint64_t site = stack_id;
-  if (const std::vector<uint64_t>* frames = stacks_->frames(stack_id)) {
-    std::vector<uint64_t> shown;
-    shown.reserve(frames->size());
-    for (uint64_t frame : *frames)
-      if ((frame & kPythonFrameBit) || !stacks_->in_python_interpreter(frame)) shown.push_back(frame);
-    StackCuts cuts = stacks_->cuts(stack_id);
-    auto outermost_python = std::find_if(shown.rbegin(), shown.rend(), [](uint64_t f) { return f & kPythonFrameBit; });
-    if (cuts.native_frames_cut && outermost_python != shown.rend()) shown.erase(outermost_python.base(), shown.end());
-    site = site_by_shown_stack_.try_emplace({std::move(shown), cuts}, stack_id).first->second;
-  }
+  if (std::optional<PortableSiteKey> key = site_key(*stacks_, stack_id))
+    site = site_by_key_.try_emplace(std::move(*key), stack_id).first->second;
   site_by_stack_.emplace(stack_id, site);
   return site;
 }

@@ -4,11 +4,13 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "model/memory_model.h"
+#include "stacks/frame_key.h"
 #include "stacks/stack_table.h"
 
 namespace memtrace {
@@ -25,6 +27,8 @@ namespace memtrace {
 // interpreter frames included, so how many of those outer frames survive the cut depends on how many interpreter
 // frames came before: the 3.13 stack through type_call keeps none where the specialized one keeps two. Stacks the
 // table does not define (id 0, ids of a damaged trace) are each their own site.
+// Stacks are told apart by their portable keys (site_key): the grouping of one trace is the one raw frame values
+// would give, and the key of a site can be looked for in another trace of the same program.
 class SiteGrouping {
  public:
   // Every stack its own site: for callers without the trace's stacks.
@@ -41,9 +45,15 @@ class SiteGrouping {
  private:
   const StackTable* stacks_ = nullptr;
   mutable std::unordered_map<uint64_t, uint64_t> site_by_stack_;
-  // Shown frames (raw values, interpreter frames left out) and the cut marks -> site.
-  mutable std::map<std::pair<std::vector<uint64_t>, StackCuts>, uint64_t> site_by_shown_stack_;
+  // site_key -> site. Keys of one table: compared by pointer, in constant time per frame.
+  mutable std::map<PortableSiteKey, uint64_t, SameTableLess> site_by_key_;
 };
+
+// The portable key of the call site of `stack_id` (SiteGrouping's rule: its frames, innermost first, without the
+// interpreter's native frames, and without the native frames past the outermost Python frame where native frames
+// were cut; and its cut marks), or nullopt for a stack `stacks` does not define. The key points into `stacks`.
+// O(frames x log modules); a stack holds at most kMaxNativeFramesPerStack + kMaxPythonFramesPerStack frames.
+std::optional<PortableSiteKey> site_key(const StackTable& stacks, uint64_t stack_id);
 
 struct CallSite {
   int32_t device = -1;

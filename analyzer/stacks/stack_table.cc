@@ -1,7 +1,9 @@
 #include "stacks/stack_table.h"
 
 #include <algorithm>
+#include <functional>
 #include <string_view>
+#include <utility>
 
 namespace memtrace {
 namespace {
@@ -47,19 +49,23 @@ void StackTable::add(const proto::Record& record) {
       // Inserted at the end of the modules with this start: a module listed later at one start wins, as in the
       // Symbolizer. A tree, not a sorted vector: modules listed in descending order would be quadratic.
       const bool interpreter = is_python_interpreter_module(path.substr(path.rfind('/') + 1));
-      module_ranges_.emplace(m.start(), ModuleRange{m.end(), interpreter});
+      const bool by_build_id = !m.build_id().empty();
+      const ModuleIdentity& identity =
+          *module_identities_.insert(ModuleIdentity{by_build_id, by_build_id ? m.build_id() : path}).first;
+      module_ranges_.emplace(m.start(), ModuleRange{m.end(), m.load_address(), &identity, interpreter});
       break;
     }
     case proto::Record::kPythonFrame: {
       const auto& f = record.python_frame();
-      auto [it, added] = python_frames_.try_emplace(f.id(), PythonSource{f.file(), f.function(), f.line()});
-      if (!added) {
+      if (python_frames_.contains(f.id())) {
         ++record_cuts_.ids_redefined;
         break;
       }
-      PythonSource& source = it->second;
+      PythonSource source{f.file(), f.function(), f.line()};
       record_cuts_.strings_cut += cut_text(&source.file, kMaxPythonTextBytes);
       record_cuts_.strings_cut += cut_text(&source.function, kMaxPythonTextBytes);
+      // Ids of one source share its entry (the tracer gives a source one id; a damaged trace may give it more).
+      python_frames_.emplace(f.id(), &*python_sources_.insert(std::move(source)).first);
       break;
     }
     case proto::Record::kStack:
@@ -146,16 +152,51 @@ StackCuts StackTable::cuts(uint64_t stack_id) const {
   return it == stacks_.end() ? StackCuts{} : it->second.cuts;
 }
 
-bool StackTable::in_python_interpreter(uint64_t address) const {
+const StackTable::ModuleRange* StackTable::module_at(uint64_t address) const {
   auto it = module_ranges_.upper_bound(address);
-  if (it == module_ranges_.begin()) return false;
+  if (it == module_ranges_.begin()) return nullptr;
   --it;
-  return address < it->second.end && it->second.python_interpreter;
+  return address < it->second.end ? &it->second : nullptr;
+}
+
+bool StackTable::in_python_interpreter(uint64_t address) const {
+  const ModuleRange* module = module_at(address);
+  return module && module->python_interpreter;
+}
+
+PortableFrame StackTable::portable_frame(uint64_t raw) const {
+  PortableFrame frame;
+  if (raw & kPythonFrameBit) {
+    const uint64_t id = raw & ~kPythonFrameBit;
+    frame.source = python_frame(id);
+    frame.kind = frame.source ? PortableFrame::Kind::kPython : PortableFrame::Kind::kPythonNotInTrace;
+    frame.value = frame.source ? 0 : id;
+    return frame;
+  }
+  const ModuleRange* module = module_at(raw);
+  if (!module) {
+    frame.kind = PortableFrame::Kind::kNativeOutsideModules;
+    frame.value = raw;
+    return frame;
+  }
+  frame.kind = PortableFrame::Kind::kNative;
+  frame.module = module->identity;
+  frame.value = raw - module->load_address;  // unsigned: wraps where a damaged trace puts the load address above
+  return frame;
 }
 
 const PythonSource* StackTable::python_frame(uint64_t id) const {
   auto it = python_frames_.find(id);
-  return it == python_frames_.end() ? nullptr : &it->second;
+  return it == python_frames_.end() ? nullptr : it->second;
+}
+
+size_t StackTable::IdentityHash::operator()(const ModuleIdentity& m) const {
+  return std::hash<std::string>{}(m.id) ^ size_t(m.by_build_id);
+}
+
+size_t StackTable::SourceHash::operator()(const PythonSource& s) const {
+  const size_t file = std::hash<std::string>{}(s.file), function = std::hash<std::string>{}(s.function);
+  return file ^ (function * 0x9E3779B97F4A7C15ull) ^ (size_t(s.line) << 1);
 }
 
 }  // namespace memtrace

@@ -1,5 +1,5 @@
-// The interned records a trace refers to by id: modules, Python frames and stacks. Kept for the whole
-// analysis (their number grows with distinct call sites, not with events).
+// The interned records a trace refers to by id: modules, Python frames and stacks, and the portable names of their
+// frames (frame_key.h). Kept for the whole analysis (their number grows with distinct call sites, not with events).
 #pragma once
 
 #include <cstddef>
@@ -7,23 +7,16 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "memtrace.pb.h"
+#include "stacks/frame_key.h"
 
 namespace memtrace {
 
 // Bit 63 of a Stack frame marks a PythonFrame id; otherwise the frame is a native return address.
 inline constexpr uint64_t kPythonFrameBit = 1ull << 63;
-
-// Where the tracer cut a stack short (Stack.native_frames_cut / python_frames_cut): frames are missing past its
-// last native frame, or past its last (outermost kept) Python frame. Both false in traces of tracers that did
-// not mark cuts.
-struct StackCuts {
-  bool native_frames_cut = false;
-  bool python_frames_cut = false;
-  auto operator<=>(const StackCuts&) const = default;
-};
 
 // Whether a module, by its file's basename, is the Python interpreter itself: libpython*.so* or the python
 // executable. Its native frames (eval loop, call machinery) stand where the tracer spliced in the Python frames
@@ -71,12 +64,6 @@ struct RecordCuts {
   uint64_t ids_redefined = 0;
 };
 
-struct PythonSource {
-  std::string file;
-  std::string function;  // the code object's qualified name
-  uint32_t line = 0;
-};
-
 class StackTable {
  public:
   // Takes Module, PythonFrame and Stack records; ignores every other kind. A stack with more frames than the
@@ -104,17 +91,37 @@ class StackTable {
   // found as the Symbolizer finds a module: the one with the highest start at or below the address, if the
   // address is below its end. Without the debug info the Symbolizer reads: a lookup among the modules only.
   bool in_python_interpreter(uint64_t address) const;
+  // The portable name of a Stack frame (a raw value: a native return address, or kPythonFrameBit | a PythonFrame
+  // id): a native address in the module found as in_python_interpreter finds it is that module's identity and
+  // the address - its load address (modulo 2^64, as the Symbolizer's module_offset); an address in no module, or
+  // a Python id the trace never defined, keeps its raw value (PortableFrame::Kind). The frame points into this
+  // table, valid while it lives. One module lookup: O(log modules).
+  PortableFrame portable_frame(uint64_t raw) const;
 
  private:
-  void intern(const proto::Stack& stack);
-  std::vector<proto::Module> modules_;
   struct ModuleRange {
     uint64_t end = 0;
+    uint64_t load_address = 0;
+    const ModuleIdentity* identity = nullptr;
     bool python_interpreter = false;
   };
+  // The module an address lies in, as in_python_interpreter() finds it; nullptr for none.
+  const ModuleRange* module_at(uint64_t address) const;
+  void intern(const proto::Stack& stack);
+  struct IdentityHash {
+    size_t operator()(const ModuleIdentity& m) const;
+  };
+  struct SourceHash {
+    size_t operator()(const PythonSource& s) const;
+  };
+  std::vector<proto::Module> modules_;
   // By start; among modules with one start, the one added last is found (it comes last in the multimap).
   std::multimap<uint64_t, ModuleRange> module_ranges_;
-  std::unordered_map<uint64_t, PythonSource> python_frames_;
+  // One entry per distinct identity and per distinct source: PortableFrames point to them, and compare by
+  // pointer within this table (SameTableLess). Node-based sets, so that the pointers stay valid as they grow.
+  std::unordered_set<ModuleIdentity, IdentityHash> module_identities_;
+  std::unordered_set<PythonSource, SourceHash> python_sources_;
+  std::unordered_map<uint64_t, const PythonSource*> python_frames_;
   struct InternedStack {
     std::vector<uint64_t> frames;
     StackCuts cuts;
