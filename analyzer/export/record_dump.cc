@@ -43,6 +43,11 @@ nlohmann::json start_json(const proto::TraceStart& s) {
   for (const std::string& arg : s.argv()) j["argv"].push_back(arg);
   if (s.has_max_native_frames()) j["max_native_frames"] = s.max_native_frames();
   if (s.has_max_native_frames_python()) j["max_native_frames_python"] = s.max_native_frames_python();
+  if (s.has_rank()) j["rank"] = s.rank();
+  if (s.has_local_rank()) j["local_rank"] = s.local_rank();
+  if (s.has_world_size()) j["world_size"] = s.world_size();
+  j["job_id"] = s.job_id();
+  j["job_id_source"] = proto::TraceStart::JobIdSource_Name(s.job_id_source());
   return j;
 }
 
@@ -107,6 +112,10 @@ nlohmann::json notice_json(const proto::Notice& n) {
   return {{"code", proto::Notice_Code_Name(n.code())}, {"message", n.message()}, {"count", n.count()}};
 }
 
+nlohmann::json device_json(const proto::Device& d) {
+  return {{"ordinal", d.ordinal()}, {"uuid", hex(d.uuid())}, {"name", d.name()}, {"total_bytes", d.total_bytes()}};
+}
+
 nlohmann::json end_json(const proto::TraceEnd& e) {
   return {{"events", e.events()},
           {"dropped_events", e.dropped_events()},
@@ -152,6 +161,10 @@ nlohmann::json record_json(const proto::Record& record, const StackFramesById& s
     case proto::Record::kEnd:
       j = end_json(record.end());
       kind = "end";
+      break;
+    case proto::Record::kDevice:
+      j = device_json(record.device());
+      kind = "device";
       break;
     case proto::Record::KIND_NOT_SET:  // a record kind newer than this reader (proto3: skipped fields)
       j = nlohmann::json::object();
