@@ -1,17 +1,20 @@
-// `memtrace leaks TRACE [--json] [--top N]`: allocations live at exit (first PYTHON_FINALIZING, else
-// end of trace), grouped by call site, growing sites first.
+// `memtrace leaks TRACE [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]`: allocations live at exit
+// (first PYTHON_FINALIZING, else end of trace), grouped by call site, growing sites first.
+#include <CLI/CLI.hpp>
 #include <iostream>
+#include <memory>
 
 #include "report/json/report_json.h"
 #include "cli/report_session.h"
 #include "util/terminal_text.h"
 
 namespace memtrace {
+namespace {
 
-int cmd_leaks(const std::vector<std::string>& args) {
+int leaks(const ReportArgs& args) {
   ReportSession s;
   if (int status = open_report(args, /*with_live_at_peak=*/false, &s); status != kExitOk) return status;
-  if (s.json()) {
+  if (args.json) {
     nlohmann::json report = {{"trace", trace_json(*s.analysis)}, {"leaks", leaks_json(*s.analysis, *s.resolver)}};
     add_symbolizer_health(report["trace"], *s.symbolizer);
     std::cout << json_terminal_safe(report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) << '\n';
@@ -20,6 +23,16 @@ int cmd_leaks(const std::vector<std::string>& args) {
   print_trace_overview(std::cout, *s.analysis);
   print_leaks(std::cout, *s.analysis, *s.resolver, s.options);
   return kExitOk;
+}
+
+}  // namespace
+
+RunCommand add_leaks(CLI::App& memtrace) {
+  auto args = std::make_shared<ReportArgs>();
+  CLI::App* command = memtrace.add_subcommand(
+      "leaks", "allocations live at exit, grouped by call site, growing sites first");
+  add_report_options(*command, args.get(), "call sites shown (default 10)");
+  return [args] { return leaks(*args); };
 }
 
 }  // namespace memtrace

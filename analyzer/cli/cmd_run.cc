@@ -2,11 +2,14 @@
 // preloaded, so CMD's exit status is the command's own.
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 
 #include "cli/commands.h"
 
@@ -48,26 +51,10 @@ std::string checked_output_path(const std::string& output) {
   return path.string();
 }
 
-}  // namespace
-
-int cmd_run(const std::vector<std::string>& args) {
-  std::string output;
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
-    if (args[i] == "--") {
-      ++i;
-      break;
-    }
-    if (args[i] == "-o" || args[i] == "--output") {
-      if (i + 1 == args.size()) throw UsageError(args[i] + " needs a path");
-      output = args[++i];
-    } else if (args[i].rfind("-", 0) == 0) {
-      throw UsageError("unknown run option '" + args[i] + "'");
-    } else {
-      break;  // CMD without a `--` before it
-    }
-  }
-  if (i >= args.size()) throw UsageError("run needs a command: memtrace run [-o PATH] -- CMD ARGS...");
+// `memtrace run`, its options parsed: `output` is -o's PATH (empty when not given).
+int run(const std::string& output_option, const std::vector<std::string>& program) {
+  if (program.empty()) throw UsageError("run needs a command: memtrace run [-o PATH] -- CMD ARGS...");
+  std::string output = output_option;
 
   std::filesystem::path library = tracer_library_path();
   if (library.empty() || !std::filesystem::exists(library)) {
@@ -90,12 +77,44 @@ int cmd_run(const std::vector<std::string>& args) {
   if (!output.empty()) setenv("MEMTRACE_OUTPUT", output.c_str(), 1);
 
   std::vector<char*> argv;
-  for (size_t j = i; j < args.size(); ++j) argv.push_back(const_cast<char*>(args[j].c_str()));
+  for (const std::string& arg : program) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
   execvp(argv[0], argv.data());
   int error = errno;
   std::cerr << "memtrace: " << argv[0] << ": cannot run: " << std::strerror(error) << '\n';
   return error == ENOENT ? 127 : 126;  // the shell's codes for not found / not executable
+}
+
+}  // namespace
+
+RunArgs split_run_args(const std::vector<std::string>& args) {
+  RunArgs split;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.empty() || arg[0] != '-') break;  // CMD without a `--` before it
+    split.options.push_back(arg);
+    if ((arg == "-o" || arg == "--output") && i + 1 < args.size()) split.options.push_back(args[++i]);
+  }
+  split.program.assign(args.begin() + long(i), args.end());
+  return split;
+}
+
+RunCommand add_run(CLI::App& memtrace, std::vector<std::string> program) {
+  auto output = std::make_shared<std::string>();
+  CLI::App* command = memtrace.add_subcommand(
+      "run", "run CMD ARGS... with the tracer preloaded (no shell), exit with CMD's status; what follows `--` "
+             "or CMD is CMD's own, --help included");
+  command->add_option("-o,--output", *output,
+                      "the trace's file (%p: the process id); default memtrace-<host>-<pid>.mtrace in the "
+                      "working directory")
+      ->type_name("PATH")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // the last -o counts, as a shell user expects
+  return [output, program = std::move(program)] { return run(*output, program); };
 }
 
 }  // namespace memtrace

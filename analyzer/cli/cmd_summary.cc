@@ -1,18 +1,21 @@
-// `memtrace summary TRACE [--json] [--top N] [--all-frames]`: peaks, finals, what was
+// `memtrace summary TRACE [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]`: peaks, finals, what was
 // live at each peak, leak candidates, OOM events and trace health.
+#include <CLI/CLI.hpp>
 #include <iostream>
+#include <memory>
 
 #include "report/json/report_json.h"
 #include "cli/report_session.h"
 #include "util/terminal_text.h"
 
 namespace memtrace {
+namespace {
 
-int cmd_summary(const std::vector<std::string>& args) {
+int summary(const ReportArgs& args) {
   ReportSession s;
   if (int status = open_report(args, /*with_live_at_peak=*/true, &s); status != kExitOk) return status;
   const Analysis& a = *s.analysis;
-  if (s.json()) {
+  if (args.json) {
     nlohmann::json report = {{"trace", trace_json(a)},
                              {"devices", devices_json(a, *s.resolver)},
                              {"process", process_json(a)},
@@ -29,6 +32,16 @@ int cmd_summary(const std::vector<std::string>& args) {
   print_ooms(std::cout, a, *s.resolver, s.options);
   print_health(std::cout, a, s.symbolizer->modules_not_opened());
   return kExitOk;
+}
+
+}  // namespace
+
+RunCommand add_summary(CLI::App& memtrace) {
+  auto args = std::make_shared<ReportArgs>();
+  CLI::App* command = memtrace.add_subcommand(
+      "summary", "peaks, finals, what was live at each peak, leak candidates, OOM events and trace health");
+  add_report_options(*command, args.get(), "call sites shown per list (default 10)");
+  return [args] { return summary(*args); };
 }
 
 }  // namespace memtrace

@@ -1,12 +1,14 @@
-// `memtrace timeline TRACE --csv|--json [--interval S]`: the rows of model/timeline.h (one per event that
+// `memtrace timeline TRACE --csv|--json [--interval SECONDS]`: the rows of model/timeline.h (one per event that
 // changes a device's totals, or with --interval at most one per device per interval, holding the interval's
 // maxima), written as CSV or JSON as the trace is replayed.
 #include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "analysis/analysis.h"
@@ -67,8 +69,15 @@ class RowWriter {
 // About 31.7 years: far beyond any trace, and 1e18 ns stays inside int64_t (9.2e18).
 constexpr int64_t kMaxIntervalSeconds = 1000000000;
 
-std::optional<int64_t> parse_interval(const ParsedArgs& parsed) {
-  const std::string* text = parsed.value("--interval");
+// The command line: TRACE --csv|--json [--interval SECONDS] (--interval as given, checked by parse_interval).
+struct TimelineArgs {
+  TraceArg trace;
+  bool csv = false;
+  bool json = false;
+  std::optional<std::string> interval;
+};
+
+std::optional<int64_t> parse_interval(const std::optional<std::string>& text) {
   if (!text) return std::nullopt;
   size_t used = 0;
   double value = 0;
@@ -89,33 +98,48 @@ std::optional<int64_t> parse_interval(const ParsedArgs& parsed) {
 
 }  // namespace
 
-int cmd_timeline(const std::vector<std::string>& args) {
-  ParsedArgs parsed = parse_report_args(args, {"--csv", "--json"}, {"--interval"});
-  if (parsed.has("--csv") == parsed.has("--json")) throw UsageError("timeline needs exactly one of --csv, --json");
-  std::optional<int64_t> interval_ns = parse_interval(parsed);
+// `memtrace timeline` once its command line is parsed.
+static int timeline(const TimelineArgs& args) {
+  const std::string& trace = check_trace(args.trace);
+  if (args.csv == args.json) throw UsageError("timeline needs exactly one of --csv, --json");
+  std::optional<int64_t> interval_ns = parse_interval(args.interval);
   TimelinePlan plan;
   try {
     // A damaged file fails here, before any row is printed.
-    plan = plan_timeline(parsed.trace, interval_ns);
+    plan = plan_timeline(trace, interval_ns);
   } catch (const TraceError& e) {
-    return report_trace_error(parsed.trace, e);
+    return report_trace_error(trace, e);
   }
-  RowWriter writer(parsed.has("--json"));
+  RowWriter writer(args.json);
   TimelineEnd end;
   try {
-    end = replay_timeline(parsed.trace, plan, interval_ns, [&](const TimelineRow& row) { writer.write(row); });
+    end = replay_timeline(trace, plan, interval_ns, [&](const TimelineRow& row) { writer.write(row); });
   } catch (const TraceError& e) {  // the file changed between the passes
     std::cout.flush();
-    return report_trace_error(parsed.trace, e);
+    return report_trace_error(trace, e);
   }
   writer.finish(end);
   if (end.read.truncated)
-    std::cerr << "memtrace: " << terminal_safe(parsed.trace) << ": truncated trace, rows up to the last complete chunk (after byte "
+    std::cerr << "memtrace: " << terminal_safe(trace) << ": truncated trace, rows up to the last complete chunk (after byte "
               << end.read.complete_bytes << ": " << end.read.tail << ")\n";
   if (auto from = end.fragmentation_unknown_from_event)
-    std::cerr << "memtrace: " << terminal_safe(parsed.trace) << ": segments overlap (a damaged trace): segment_count and "
+    std::cerr << "memtrace: " << terminal_safe(trace) << ": segments overlap (a damaged trace): segment_count and "
               << "largest_free_block_bytes are left empty from event " << *from << " on\n";
   return kExitOk;
+}
+
+RunCommand add_timeline(CLI::App& memtrace) {
+  auto args = std::make_shared<TimelineArgs>();
+  CLI::App* command = memtrace.add_subcommand(
+      "timeline", "one row per change of a device's totals (allocated, reserved, driver) and fragmentation");
+  add_trace(*command, &args->trace);
+  command->add_flag("--csv", args->csv, "the rows as CSV, with a header line");
+  command->add_flag("--json", args->json, "the rows as one JSON document, with the trace's health");
+  command->add_option_function<std::string>(
+             "--interval", [args = args.get()](const std::string& value) { args->interval = value; },
+             "at most one row per device per interval, holding the highest value each total reached in it")
+      ->type_name("SECONDS");
+  return [args] { return timeline(*args); };
 }
 
 }  // namespace memtrace

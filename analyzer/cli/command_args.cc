@@ -1,4 +1,6 @@
-#include <algorithm>
+// What the commands share on their command lines: the TRACE positional, counts, and the error line of a trace
+// that cannot be read.
+#include <CLI/CLI.hpp>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -23,41 +25,23 @@ int report_trace_error(const std::string& path, const TraceError& error) {
 
 const std::string& named_trace() { return named_trace_storage(); }
 
-bool ParsedArgs::has(const std::string& flag) const {
-  return std::find(flags.begin(), flags.end(), flag) != flags.end();
+void add_trace(CLI::App& command, TraceArg* trace) {
+  // Not ->required(): check_trace says what is missing in the project's words, after --help had its turn.
+  command.add_option_function<std::string>(
+      "TRACE",
+      [trace](const std::string& path) {
+        trace->path = path;
+        trace->given = true;
+      },
+      "the .mtrace file to read")
+      ->type_name("");  // the name says it
 }
 
-const std::string* ParsedArgs::value(const std::string& option) const {
-  for (const auto& [name, value] : values)
-    if (name == option) return &value;
-  return nullptr;
-}
-
-ParsedArgs parse_report_args(const std::vector<std::string>& args, const std::vector<std::string>& flags,
-                             const std::vector<std::string>& valued) {
-  ParsedArgs parsed;
-  bool have_trace = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (std::find(flags.begin(), flags.end(), arg) != flags.end()) {
-      parsed.flags.push_back(arg);
-    } else if (std::find(valued.begin(), valued.end(), arg) != valued.end()) {
-      if (i + 1 == args.size()) throw UsageError(arg + " needs a value");
-      parsed.values.emplace_back(arg, args[++i]);
-    } else if (arg.size() > 1 && arg[0] == '-') {
-      throw UsageError("unknown option '" + arg + "'");
-    } else if (arg.empty()) {
-      throw UsageError("the TRACE file name is empty");  // an unset shell variable, most likely
-    } else if (have_trace) {
-      throw UsageError("more than one TRACE given ('" + parsed.trace + "', '" + arg + "')");
-    } else {
-      parsed.trace = arg;
-      have_trace = true;
-    }
-  }
-  if (!have_trace) throw UsageError("no TRACE file given");
-  named_trace_storage() = parsed.trace;
-  return parsed;
+const std::string& check_trace(const TraceArg& trace) {
+  if (!trace.given) throw UsageError("no TRACE file given");
+  if (trace.path.empty()) throw UsageError("the TRACE file name is empty");
+  named_trace_storage() = trace.path;
+  return trace.path;
 }
 
 size_t parse_count(const std::string& option, const std::string& text) {

@@ -2,7 +2,23 @@
 
 #include <sys/stat.h>
 
+#include <CLI/CLI.hpp>
+
 namespace memtrace {
+
+void add_report_options(CLI::App& command, ReportArgs* args, const std::string& top_help) {
+  add_trace(command, &args->trace);
+  command.add_flag("--json", args->json, "the report as one JSON document instead of text");
+  command.add_option_function<std::string>(
+             "--top", [args](const std::string& value) { args->top = value; }, top_help)
+      ->type_name("N");
+  command.add_flag("--all-frames", args->all_frames,
+                   "every frame, also the runtime's own and those not symbolized on this machine (as offsets)");
+  command.add_option_function<std::string>(
+             "--debug-paths", [args](const std::string& value) { args->debug_paths = value; },
+             "find symbol files in these directories too, by build id or by file name")
+      ->type_name("DIR[:DIR...]");
+}
 
 std::vector<std::string> parse_debug_paths(const std::string& value) {
   std::vector<std::string> dirs;
@@ -23,16 +39,16 @@ std::vector<std::string> parse_debug_paths(const std::string& value) {
   return dirs;
 }
 
-int open_report(const std::vector<std::string>& args, bool with_live_at_peak, ReportSession* session) {
-  session->args = parse_report_args(args, {"--json", "--all-frames"}, {"--top", "--debug-paths"});
-  if (const std::string* top = session->args.value("--top")) session->options.top = parse_count("--top", *top);
+int open_report(const ReportArgs& args, bool with_live_at_peak, ReportSession* session) {
+  const std::string& trace = check_trace(args.trace);
+  if (args.top) session->options.top = parse_count("--top", *args.top);
   std::vector<std::string> debug_dirs;
-  if (const std::string* paths = session->args.value("--debug-paths")) debug_dirs = parse_debug_paths(*paths);
-  session->options.all_frames = session->args.has("--all-frames");
+  if (args.debug_paths) debug_dirs = parse_debug_paths(*args.debug_paths);
+  session->options.all_frames = args.all_frames;
   try {
-    session->analysis = analyze_trace(session->args.trace, with_live_at_peak);
+    session->analysis = analyze_trace(trace, with_live_at_peak);
   } catch (const TraceError& e) {
-    return report_trace_error(session->args.trace, e);
+    return report_trace_error(trace, e);
   }
   if (const auto& start = session->analysis->info.start; start && start->has_max_native_frames() &&
                                                              start->has_max_native_frames_python()) {

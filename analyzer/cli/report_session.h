@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,22 +15,33 @@
 
 namespace memtrace {
 
+// The report commands' command line: TRACE [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]].
+// --top and --debug-paths are kept as given (checked by open_report); unset when not given.
+struct ReportArgs {
+  TraceArg trace;
+  bool json = false;
+  bool all_frames = false;
+  std::optional<std::string> top;
+  std::optional<std::string> debug_paths;
+};
+
+// Declares ReportArgs' options on a report command; `top_help` says what --top counts for this command.
+void add_report_options(CLI::App& command, ReportArgs* args, const std::string& top_help);
+
 struct ReportSession {
-  ParsedArgs args;
   TextOptions options;
   std::unique_ptr<Analysis> analysis;
   std::unique_ptr<Symbolizer> symbolizer;
   std::unique_ptr<FrameResolver> resolver;
-  bool json() const { return args.has("--json"); }
 };
 
 // The directories of `--debug-paths DIR[:DIR...]`, in order, trailing slashes dropped (empty entries skipped).
 // Throws UsageError for an entry that is not a directory, or for no directory at all.
 std::vector<std::string> parse_debug_paths(const std::string& value);
 
-// Parses `[--json] [--all-frames] [--top N] [--debug-paths DIR[:DIR...]] TRACE` and analyzes TRACE (with what was live at each peak
-// when `with_live_at_peak`). Returns kExitOk, or kExitBadInput after printing the one error line when the
-// trace cannot be read. Throws UsageError for a bad command line.
-int open_report(const std::vector<std::string>& args, bool with_live_at_peak, ReportSession* session);
+// Checks `args` and analyzes its TRACE (with what was live at each peak when `with_live_at_peak`). Returns
+// kExitOk, or kExitBadInput after printing the one error line when the trace cannot be read. Throws UsageError
+// for a bad value on the command line.
+int open_report(const ReportArgs& args, bool with_live_at_peak, ReportSession* session);
 
 }  // namespace memtrace

@@ -43,4 +43,20 @@ std::string memtrace_stdout(const std::string& args) {
   return s.str();
 }
 
+MemtraceRun run_memtrace_binary(const std::string& args) {
+  std::string out = temp_path("memtrace-run.out"), err = temp_path("memtrace-run.err");
+  int status = std::system((std::string(MEMTRACE_BIN) + " " + args + " >" + out + " 2>" + err).c_str());
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  MemtraceRun run;
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.out = slurp(out);
+  run.err = slurp(err);
+  return run;
+}
+
 }  // namespace memtrace::test

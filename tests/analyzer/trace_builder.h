@@ -169,4 +169,11 @@ std::string temp_path(const std::string& name);
 // test failure otherwise). `args` is given to the shell as written.
 std::string memtrace_stdout(const std::string& args);
 
+// `memtrace ARGS` (given to the shell as written): its exit status and what it wrote to each stream.
+struct MemtraceRun {
+  int exit_code = -1;  // -1: it did not exit (a signal)
+  std::string out, err;
+};
+MemtraceRun run_memtrace_binary(const std::string& args);
+
 }  // namespace memtrace::test

@@ -81,19 +81,23 @@ class Case:
         return document
 
     def dump_events(self, trace, frames=False):
-        """Every Event of the trace as dump_events prints it (one dict each, in order; with `frames`, an event with
-        a stack also has native_frames and python_frames, and native_frames_cut and python_frames_cut). Exits on a
-        trace dump_events cannot read."""
-        argv = [self.program("dump_events"), trace] + (["--frames"] if frames else [])
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-        if proc.returncode != 0:
-            sys.exit(f"FAIL: {' '.join(argv)} exited with {proc.returncode}: {proc.stderr}")
-        return [json.loads(line) for line in proc.stdout.splitlines()]
+        """Every Event of the trace as `memtrace dump` prints it, without its "record" key (one dict each, in order;
+        with `frames`, an event with a stack also has native_frames and python_frames, and native_frames_cut and
+        python_frames_cut). Exits on a trace memtrace dump cannot read."""
+        events = []
+        for record in self.dump_records(trace, frames):
+            if record.pop("record") == "event":
+                events.append(record)
+        return events
 
     def dump_start(self, trace):
-        """The trace's TraceStart and Device records as dump_events --start prints them (one dict each, in file
-        order). Exits on a trace dump_events cannot read."""
-        argv = [self.program("dump_events"), trace, "--start"]
+        """The trace's TraceStart and Device records as `memtrace dump` prints them (one dict each, "record" included,
+        in file order). Exits on a trace memtrace dump cannot read."""
+        return [record for record in self.dump_records(trace) if record["record"] in ("start", "device")]
+
+    def dump_records(self, trace, frames=False):
+        """Every record of the trace as `memtrace dump` prints it (one dict each, in file order)."""
+        argv = [self.args.memtrace, "dump", trace] + (["--frames"] if frames else [])
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         if proc.returncode != 0:
             sys.exit(f"FAIL: {' '.join(argv)} exited with {proc.returncode}: {proc.stderr}")

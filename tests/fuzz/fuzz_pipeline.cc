@@ -1,10 +1,11 @@
 // libFuzzer target for the whole analyzer: every report command's analysis and output, in process, on a
 // trace built from records (input format: pipeline_input.h). What `memtrace summary` (text, --json),
-// `leaks` (text, --json), `oom` (text, --json) and `timeline` (--csv, --json, each with and without
-// --interval) do with a file, this does with the input's trace; then it checks the outputs:
+// `leaks` (text, --json), `oom` (text, --json), `timeline` (--csv, --json, each with and without
+// --interval) and `dump` (with and without --frames) do with a file, this does with the input's trace; then it
+// checks the outputs:
 //   - an input the analysis refuses throws memtrace::TraceError, nothing else (any other exception
 //     escapes: a finding); once accepted, every command must accept it too;
-//   - every JSON output parses (nlohmann::json::parse);
+//   - every JSON output parses (nlohmann::json::parse), every line of dump's too;
 //   - no text output has a byte below 0x20 other than '\n', nor 0x7f: a trace must not write to the
 //     user's terminal (off with MEMTRACE_FUZZ_CHECK_TERMINAL=0);
 //   - no figure a JSON output computes exceeds 2^63 (a negative total wrapped to uint64) and no *_bytes
@@ -48,6 +49,7 @@
 
 #include "analysis/analysis.h"
 #include "cli/commands.h"
+#include "export/record_dump.h"
 #include "stacks/frames.h"
 #include "memtrace.pb.h"
 #include "report/json/oom_json.h"
@@ -278,7 +280,7 @@ void run_leaks_and_oom(const memtrace::Analysis& a, uint8_t flags) {
   check_text(oom.str(), "oom");
 }
 
-// Points std::cout and std::cerr elsewhere for its lifetime (cmd_timeline writes to them).
+// Points std::cout and std::cerr elsewhere for its lifetime (the commands run by run_memtrace write to them).
 class RedirectStdStreams {
  public:
   RedirectStdStreams(std::ostream& out, std::ostream& err)
@@ -293,19 +295,43 @@ class RedirectStdStreams {
   std::streambuf* cerr_;
 };
 
+// `memtrace timeline`, through the command line as main() runs it.
 void run_timeline(bool json, const char* interval) {
-  std::vector<std::string> args = {input_path(), json ? "--json" : "--csv"};
+  std::vector<std::string> args = {"timeline", input_path(), json ? "--json" : "--csv"};
   if (interval) args.insert(args.end(), {"--interval", interval});
   std::ostringstream out, err;
   int status;
   {
     RedirectStdStreams redirect(out, err);
-    status = memtrace::cmd_timeline(args);
+    status = memtrace::run_memtrace(args);
   }
-  std::string what = std::string("timeline ") + args[1] + (interval ? std::string(" --interval ") + interval : "");
+  std::string what = std::string("timeline ") + args[2] + (interval ? std::string(" --interval ") + interval : "");
   if (status != memtrace::kExitOk) finding(what + " refused a trace the analysis accepted: " + err.str());
   if (json) check_json(out.str(), what.c_str());
   check_text(out.str(), what.c_str());
+}
+
+// `memtrace dump [--frames]`: every line is one JSON object, and terminal-safe.
+void run_dump(bool frames) {
+  const char* what = frames ? "dump --frames" : "dump";
+  std::ostringstream out;
+  memtrace::DumpOptions options;
+  options.frames = frames;
+  accepted_stage(what, [&] { return memtrace::dump_records(input_path(), options, out); });
+  const std::string text = out.str();
+  check_text(text, what);
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) finding(std::string(what) + ": the output does not end with a newline");
+    nlohmann::json line;
+    try {
+      line = nlohmann::json::parse(text.substr(begin, end - begin));
+    } catch (const nlohmann::json::exception& e) {
+      finding(std::string(what) + ": a line does not parse as JSON: " + e.what());
+    }
+    if (!line.is_object() || !line.contains("record")) finding(std::string(what) + ": a line is not a record object");
+    begin = end + 1;
+  }
 }
 
 // MEMTRACE_FUZZ_TIMING=1: each stage's time on stderr (to tell which command a slow input is slow in).
@@ -355,6 +381,10 @@ void run_pipeline(uint8_t flags) {
     run_timeline(json, nullptr);
     timer.stage(json ? "timeline --json --interval" : "timeline --csv --interval");
     run_timeline(json, interval);
+  }
+  for (bool frames : {false, true}) {
+    timer.stage(frames ? "dump --frames" : "dump");
+    run_dump(frames);
   }
 }
 

@@ -1,5 +1,5 @@
 """What identifies a traced process in a job (TraceStart.rank, local_rank, world_size, job_id, job_id_source) and
-each device it used (Device records: the driver's UUID, name, total memory), read back by dump_events --start.
+each device it used (Device records: the driver's UUID, name, total memory), read back by `memtrace dump`.
 
 Run 1, as torchrun under Slurm would start rank 3 of 8: RANK=3 LOCAL_RANK=1 WORLD_SIZE=8 SLURM_JOB_ID=12345, with
 TORCHELASTIC_RUN_ID=run-7 as well (SLURM_JOB_ID wins). runtime_two_devices allocates on devices 0 and 1 of the

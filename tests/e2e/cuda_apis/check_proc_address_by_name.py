@@ -4,20 +4,13 @@ allocation is recorded with its free: ALLOC 1 MiB, FREE, ALLOC 2 MiB, FREE, all 
 device 0. Without the check that a global-scope lookup found the tracer's own function, both ALLOCs were
 missing and only the FREEs recorded.
 """
-import json
-import subprocess
-import sys
-
 import e2e_lib
 
 MIB = 1 << 20
 
 case = e2e_lib.Case()
 _, trace = case.run_traced([case.program("proc_address_by_name")])
-proc = subprocess.run([case.program("dump_events"), trace], capture_output=True, text=True, timeout=60)
-if proc.returncode != 0:
-    sys.exit(f"FAIL: dump_events {trace} exited with {proc.returncode}: {proc.stderr}")
-events = [json.loads(line) for line in proc.stdout.splitlines()]
+events = case.dump_events(trace)
 memory = [(e["kind"], e["api"], e["size"]) for e in events if e["kind"] in ("ALLOC", "FREE")]
 case.check("allocations and frees in order",
            [("ALLOC", "CU_MEM_ALLOC", MIB), ("FREE", "CU_MEM_FREE", 0),
