@@ -29,6 +29,7 @@ constexpr uint32_t kMaxStringBytes = 4096;     // longest file or function name 
 constexpr int64_t kMaxLineTableBytes = 1 << 20;  // longest co_linetable decoded
 const char kUnknownString[] = "?";
 
+// clang-format off: the layouts are laid out by hand, several fields a line, to compare one with another.
 // CPython 3.11 internal headers (3.11.7): offsetof() of each field, checked by tests/python/layout_check.c.
 constexpr PythonLayout kLayout311 = {
     .minor_version = 11, .tstate_cframe = 56, .cframe_current_frame = 8, .tstate_current_frame = -1,
@@ -51,6 +52,7 @@ constexpr PythonLayout kLayout312 = {
     .bytes_data = 32, .unicode_length = 16, .unicode_state = 32, .unicode_ascii_size = 40,
     .unicode_utf8_length = 40, .unicode_utf8 = 48, .unicode_compact_mask = 1u << 5,
     .unicode_ascii_mask = 1u << 6, .runtime_finalizing = 24};
+// clang-format on
 
 // Word indices into CPython 3.13's _Py_DebugOffsets (Include/internal/pycore_runtime.h): a char[8]
 // cookie followed only by uint64_t members, so each member is one 8-byte word.
