@@ -220,7 +220,8 @@ uint64_t graph_launches(Generator& g) {
       e.set_graph(kGraph);
       g.emit(e);
     }
-  proto::Event instantiate = g.event(proto::GRAPH_INSTANTIATE, proto::LAYER_UNKNOWN, proto::CU_GRAPH_INSTANTIATE, 0, kExec, 0);
+  proto::Event instantiate =
+      g.event(proto::GRAPH_INSTANTIATE, proto::LAYER_UNKNOWN, proto::CU_GRAPH_INSTANTIATE, 0, kExec, 0);
   instantiate.set_graph(kGraph);
   g.emit(instantiate);
   uint64_t launches = 0;
@@ -252,7 +253,8 @@ uint64_t timeline_blocks(Generator& g) {
   // Churn above the live blocks: each pair allocates a block at a free place of a random segment and frees it.
   uint64_t events = 0;
   do {
-    uint64_t address = kBase + (g.rng()() % kSegments) * kSegmentBytes + (kBlocksPerSegment + g.rng()() % 500) * kBlockBytes;
+    uint64_t address =
+        kBase + (g.rng()() % kSegments) * kSegmentBytes + (kBlocksPerSegment + g.rng()() % 500) * kBlockBytes;
     allocated += kBlockBytes;
     torch(proto::ALLOC, address, kBlockBytes);
     allocated -= kBlockBytes;
@@ -318,7 +320,8 @@ uint64_t remap_pages(Generator& g) {
     if (kind == proto::MAP) e.set_handle(kHandles + page);
     g.emit(e);
   };
-  g.emit(g.event(proto::ADDRESS_RESERVE, proto::LAYER_DRIVER, proto::CU_MEM_ADDRESS_RESERVE, -1, kBase, 2 * kPages * kPageBytes));
+  g.emit(g.event(proto::ADDRESS_RESERVE, proto::LAYER_DRIVER, proto::CU_MEM_ADDRESS_RESERVE, -1, kBase,
+                 2 * kPages * kPageBytes));
   for (uint64_t page = 0; page < kPages; ++page) {
     g.emit(g.event(proto::ALLOC, proto::LAYER_DRIVER, proto::CU_MEM_CREATE, 0, kHandles + page, kPageBytes));
     map(proto::MAP, page);
@@ -365,11 +368,16 @@ struct NamedShape {
   Shape make;
 };
 constexpr NamedShape kShapes[] = {
-    {"deep_stack", deep_stack},         {"long_module_path", long_module_path},
-    {"many_devices", many_devices},     {"graph_launches", graph_launches},
-    {"timeline_blocks", timeline_blocks}, {"modules_descending", modules_descending},
-    {"long_python_names", long_python_names}, {"many_notices", many_notices},
-    {"remap_pages", remap_pages},       {"oom_live", oom_live},
+    {"deep_stack", deep_stack},
+    {"long_module_path", long_module_path},
+    {"many_devices", many_devices},
+    {"graph_launches", graph_launches},
+    {"timeline_blocks", timeline_blocks},
+    {"modules_descending", modules_descending},
+    {"long_python_names", long_python_names},
+    {"many_notices", many_notices},
+    {"remap_pages", remap_pages},
+    {"oom_live", oom_live},
 };
 
 }  // namespace

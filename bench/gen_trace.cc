@@ -63,7 +63,7 @@ class TraceFile {
   void add(Record record) {
     if (record.has_event()) sticky_fields(*record.mutable_event());
     std::string body = record.SerializeAsString();
-    for (uint64_t v = body.size(); ; v >>= 7) {  // varint length prefix
+    for (uint64_t v = body.size();; v >>= 7) {  // varint length prefix
       pending_.push_back(char(v >= 0x80 ? (v & 0x7f) | 0x80 : v));
       if (v < 0x80) break;
     }
@@ -125,8 +125,8 @@ class TraceFile {
   std::FILE* out_;
   uint32_t version_;
   uint64_t chunks_ = 0;
-  memtrace::proto::Event sticky_;      // the sticky fields of the last Event written (version 3)
-  uint64_t sticky_chunk_ = ~0ull;      // the chunk it is in
+  memtrace::proto::Event sticky_;  // the sticky fields of the last Event written (version 3)
+  uint64_t sticky_chunk_ = ~0ull;  // the chunk it is in
   ZSTD_CCtx* cctx_;
   std::string pending_;
   uint64_t pending_records_ = 0;
@@ -173,7 +173,6 @@ uint64_t arg(int argc, char** argv, const char* name, uint64_t fallback) {
   return fallback;
 }
 
-
 // The --torch workload: blocks inside driver segments, with the allocator's running totals.
 class TorchWorkload {
  public:
@@ -212,7 +211,9 @@ class TorchWorkload {
   struct Region {
     uint64_t next_segment = 0, last_segment = ~0ull;
   };
-  Region& region(uint64_t address) { return regions_[(address >> 40) & 1]; }  // the live and churn bases differ in bit 40
+  Region& region(uint64_t address) {
+    return regions_[(address >> 40) & 1];
+  }  // the live and churn bases differ in bit 40
   void add(const Record& r) {
     trace_.add(r);
     ++events_;
@@ -271,7 +272,9 @@ void write_stacks(TraceFile& trace, uint64_t stacks, bool torch) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') {
-    std::fprintf(stderr, "usage: gen_trace OUT.mtrace --live N --churn E [--stacks S] [--window W] [--torch] [--spread] [--v1 | --v2]\n");
+    std::fprintf(stderr,
+                 "usage: gen_trace OUT.mtrace --live N --churn E [--stacks S] [--window W] [--torch] [--spread] [--v1 "
+                 "| --v2]\n");
     return 1;
   }
   const uint64_t live = arg(argc, argv, "--live", 10000);

@@ -269,6 +269,7 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  if (getenv("HOTBENCH_PRINT_PAIRS")) std::fprintf(stderr, "hot_path: %llu pairs\n", static_cast<unsigned long long>(g_pairs));
+  if (getenv("HOTBENCH_PRINT_PAIRS"))
+    std::fprintf(stderr, "hot_path: %llu pairs\n", static_cast<unsigned long long>(g_pairs));
   return 0;
 }

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "record/event_encoder.h"
 #include "memtrace.pb.h"
+#include "record/event_encoder.h"
 #include "trace_format.h"
 
 namespace memtrace::reencode {
@@ -139,7 +139,7 @@ class EventFiller {
 
  private:
   uint32_t version_;
-  proto::Event sticky_;  // the previous Event's sticky fields (version 3)
+  proto::Event sticky_;                                      // the previous Event's sticky fields (version 3)
   std::map<int32_t, std::pair<uint64_t, uint64_t>> totals_;  // device -> allocated, reserved
 };
 

@@ -69,10 +69,10 @@ constexpr auto kSites = make_call_sites(std::make_integer_sequence<int, kCallSit
 
 // A step of a training loop: 25 tensors of a transformer-like layer stack (sizes in bytes), made in
 // order and freed in reverse, like activations saved by the forward pass and released by the backward.
-constexpr size_t kStepSizes[25] = {
-    4 << 20, 12 << 20, 4 << 20, 16 << 20, 4 << 20, 2048,    4 << 20, 12 << 20, 4 << 20,
-    16 << 20, 4 << 20, 2048,    4 << 20, 12 << 20, 4 << 20, 16 << 20, 4 << 20, 2048,
-    8 << 20, 50257 * 4, 512,    3 << 20, 1 << 20, 768 * 4, 768 * 4};
+constexpr size_t kStepSizes[25] = {4 << 20,  12 << 20, 4 << 20,  16 << 20, 4 << 20, 2048,      4 << 20,
+                                   12 << 20, 4 << 20,  16 << 20, 4 << 20,  2048,    4 << 20,   12 << 20,
+                                   4 << 20,  16 << 20, 4 << 20,  2048,     8 << 20, 50257 * 4, 512,
+                                   3 << 20,  1 << 20,  768 * 4,  768 * 4};
 
 uint64_t monotonic_ns() {
   timespec ts;

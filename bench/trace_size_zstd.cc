@@ -137,12 +137,11 @@ int main(int argc, char** argv) {
   }
   uint64_t raw = 0;
   for (const std::string& c : t.chunks) raw += c.size();
-  std::printf("%-14s %12s %10s %14s   (%zu chunks, %llu events, %.1f record bytes per event)\n", "setting",
-              "bytes", "B/event", "cpu_ns/event", t.chunks.size(), static_cast<unsigned long long>(t.events),
+  std::printf("%-14s %12s %10s %14s   (%zu chunks, %llu events, %.1f record bytes per event)\n", "setting", "bytes",
+              "B/event", "cpu_ns/event", t.chunks.size(), static_cast<unsigned long long>(t.events),
               static_cast<double>(raw) / static_cast<double>(t.events));
-  const Setting settings[] = {{1, 0, 1}, {3, 0, 1}, {4, 0, 1}, {5, 0, 1}, {6, 0, 1}, {9, 0, 1}, {19, 0, 1},
-                              {1, 3, 1}, {3, 3, 1}, {5, 3, 1}, {3, 0, 5}, {3, 3, 5}, {3, 0, 0}, {9, 0, 0},
-                              {19, 0, 0}};
+  const Setting settings[] = {{1, 0, 1}, {3, 0, 1}, {4, 0, 1}, {5, 0, 1}, {6, 0, 1}, {9, 0, 1}, {19, 0, 1}, {1, 3, 1},
+                              {3, 3, 1}, {5, 3, 1}, {3, 0, 5}, {3, 3, 5}, {3, 0, 0}, {9, 0, 0}, {19, 0, 0}};
   for (const Setting& s : settings) {
     uint64_t bytes = 0, ns = 0;
     measure(t, s, &bytes, &ns);

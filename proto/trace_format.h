@@ -27,7 +27,7 @@ inline constexpr uint32_t kHeaderFrameMagic = 0x184D2A50;
 inline constexpr uint32_t kHeaderPayloadBytes = 16;
 inline constexpr uint32_t kHeaderBytes = 24;  // frame magic, payload size, payload
 inline constexpr char kHeaderTag[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
-inline constexpr uint32_t kHeaderTagOffset = 8;      // file offset of kHeaderTag
+inline constexpr uint32_t kHeaderTagOffset = 8;       // file offset of kHeaderTag
 inline constexpr uint32_t kHeaderVersionOffset = 16;  // file offset of the u32 format version
 
 // Format versions: the tracer writes kTraceFormatVersion; readers read kOldestTraceFormatVersion to it.

@@ -60,12 +60,8 @@ class ReplaySink {
           analysis_.stacks.bound(&analysis_.info.notices.back());
         }
         break;
-      case proto::Record::kDevice:
-        keep_device(record.device(), analysis_.info, analysis_.stacks);
-        break;
-      default:
-        analysis_.stacks.add(record);
-        break;
+      case proto::Record::kDevice: keep_device(record.device(), analysis_.info, analysis_.stacks); break;
+      default: analysis_.stacks.add(record); break;
     }
   }
   // Call before each TraceEnd is applied and after the last record. When events came since the last

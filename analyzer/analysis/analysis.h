@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "stacks/call_sites.h"
 #include "model/memory_model.h"
-#include "stacks/stack_table.h"
 #include "read/trace_reader.h"
+#include "stacks/call_sites.h"
+#include "stacks/stack_table.h"
 
 namespace memtrace {
 

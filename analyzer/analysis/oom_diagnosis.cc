@@ -39,8 +39,8 @@ std::optional<OomDiagnosis> other_processes(const OomDetail& d) {
   std::string text = "another process holds the memory: other processes use " + short_bytes(others);
   if (total) text += " of the device's " + short_bytes(total) + " (" + std::to_string(percent_of(others, total)) + "%)";
   text += std::string(others > own ? ", more than this process's " : ", this process holds ") + short_bytes(own) +
-          " from CUDA; " + short_bytes(d.oom.requested_bytes) + " requested, " +
-          short_bytes(device_free_bytes(d)) + " free";
+          " from CUDA; " + short_bytes(d.oom.requested_bytes) + " requested, " + short_bytes(device_free_bytes(d)) +
+          " free";
   return OomDiagnosis{OomCause::kOtherProcesses, text};
 }
 
@@ -49,7 +49,8 @@ std::optional<OomDiagnosis> live_tensors(const OomDetail& d) {
   uint64_t allocated = d.totals.allocated_bytes;
   if (!at_least_percent(allocated, total, kLiveTensorsDevicePercent)) return std::nullopt;
   return OomDiagnosis{OomCause::kLiveTensors,
-                      std::string(d.allocator_layer ? "live tensors fill the card: " : "live allocations fill the card: ") +
+                      std::string(d.allocator_layer ? "live tensors fill the card: "
+                                                    : "live allocations fill the card: ") +
                           short_bytes(allocated) + " allocated of the device's " + short_bytes(total) + " (" +
                           std::to_string(percent_of(allocated, total)) + "%); the call sites holding the most " +
                           "are listed under \"live at the failure\""};
@@ -68,15 +69,17 @@ std::optional<OomDiagnosis> fragmentation(const OomDetail& d) {
     text += "at least the " + short_bytes(request) + " requested, yet the allocator could not use it (its layout " +
             "of free blocks is not in the trace)";
   if (d.allocator_layer)
-    text += "; as PyTorch's own message says, setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True avoids "
-            "fragmentation";
+    text +=
+        "; as PyTorch's own message says, setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True avoids "
+        "fragmentation";
   return OomDiagnosis{OomCause::kFragmentation, text};
 }
 
 std::optional<OomDiagnosis> growth(const OomDetail& d) {
   if (d.growing_site_count == 0) return std::nullopt;
-  std::string text = "memory climbed step after step before the failure: " +
-                     count_of(d.growing_site_count, "call site") + " kept allocating";
+  std::string text =
+      "memory climbed step after step before the failure: " + count_of(d.growing_site_count, "call site") +
+      " kept allocating";
   if (!d.growing_sites.empty()) {
     const LeakSite& top = d.growing_sites.front();
     text += "; the largest holds " + short_bytes(top.site.bytes) + " in " + count_of(top.growth_count, "allocation") +

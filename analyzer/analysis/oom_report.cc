@@ -69,9 +69,9 @@ class OomReplay {
     bool appended = model_.health().ooms_not_listed == before_.ooms_not_listed;
     forget_folded(event.tid(), listed_before_ + (appended ? 1 : 0) - model_.ooms().size());
     if (appended) track_new_oom(event);
-    found_all_ = model_.ooms().size() >= wanted_ &&
-                 std::equal(first_pass_.begin(), first_pass_.begin() + std::ptrdiff_t(wanted_), model_.ooms().begin(),
-                            same_oom);
+    found_all_ =
+        model_.ooms().size() >= wanted_ &&
+        std::equal(first_pass_.begin(), first_pass_.begin() + std::ptrdiff_t(wanted_), model_.ooms().begin(), same_oom);
   }
 
   // Drops the entries the model just erased: the thread's last `count` driver-level failures (the same
@@ -144,12 +144,12 @@ class OomReplay {
   const std::vector<OomEvent>& first_pass_;
   size_t sites_per_oom_;
   SiteGrouping grouping_;  // of the first pass's stacks: the sites of every snapshot, each stack grouped once
-  WalkBudget budget_;  // the OomSiteBudget
+  WalkBudget budget_;      // the OomSiteBudget
   size_t wanted_ = 0;
   bool found_all_ = false;
   MemoryModel model_;
-  size_t listed_before_ = 0;  // model_.ooms().size() before the event being applied
-  TraceHealth before_;        // model_.health() before it
+  size_t listed_before_ = 0;      // model_.ooms().size() before the event being applied
+  TraceHealth before_;            // model_.health() before it
   std::vector<Tracked> tracked_;  // one per entry of model_.ooms()
   std::vector<AwaitingUsage> awaiting_usage_;
 };

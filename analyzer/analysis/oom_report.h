@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "analysis/analysis.h"
-#include "stacks/call_sites.h"
 #include "model/memory_model.h"
+#include "stacks/call_sites.h"
 
 namespace memtrace {
 
@@ -33,13 +33,12 @@ struct OomSiteBudget {
 };
 
 // What the reports say of an OOM with call_sites_listed false.
-inline constexpr const char* kSitesNotListedReason =
-    "the trace's live set is too large to list at every failure";
+inline constexpr const char* kSitesNotListedReason = "the trace's live set is too large to list at every failure";
 
 struct OomDetail {
-  OomEvent oom;                 // request, device, cuMemGetInfo free/total at the failure, call site
-  DeviceTotals totals;          // this process on oom.device just after the failure (MemoryModel totals)
-  bool allocator_layer = false; // PyTorch's caching allocator reports on this device
+  OomEvent oom;                  // request, device, cuMemGetInfo free/total at the failure, call site
+  DeviceTotals totals;           // this process on oom.device just after the failure (MemoryModel totals)
+  bool allocator_layer = false;  // PyTorch's caching allocator reports on this device
   // The DEVICE_USAGE sample the tracer took right after this failure (usage_after_oom), else the latest
   // one of the device before it; absent when the trace has none (no NVML, or an older tracer).
   std::optional<DeviceUsage> usage;

@@ -25,9 +25,9 @@
 #include <map>
 #include <vector>
 
+#include "model/memory_model.h"
 #include "stacks/call_sites.h"
 #include "util/flat_hash_map.h"
-#include "model/memory_model.h"
 
 namespace memtrace {
 
@@ -61,8 +61,8 @@ class PeakCapture {
  private:
   struct Pending {
     int32_t device = 0;
-    uint64_t event_index = 0;  // the peak's event
-    bool expect_raise = false; // the event being applied was predicted to raise the peak again
+    uint64_t event_index = 0;   // the peak's event
+    bool expect_raise = false;  // the event being applied was predicted to raise the peak again
   };
   struct Snapshot {
     uint64_t event_index = 0;

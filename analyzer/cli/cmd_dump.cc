@@ -26,8 +26,8 @@ int dump(const DumpArgs& args) {
   }
   if (read.truncated)
     std::cerr << "memtrace: " << terminal_safe(trace)
-              << ": truncated trace, records up to the last complete chunk (after byte " << read.complete_bytes
-              << ": " << read.tail << ")\n";
+              << ": truncated trace, records up to the last complete chunk (after byte " << read.complete_bytes << ": "
+              << read.tail << ")\n";
   return kExitOk;
 }
 

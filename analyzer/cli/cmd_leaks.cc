@@ -4,8 +4,8 @@
 #include <iostream>
 #include <memory>
 
-#include "report/json/report_json.h"
 #include "cli/report_session.h"
+#include "report/json/report_json.h"
 #include "util/terminal_text.h"
 
 namespace memtrace {
@@ -29,8 +29,8 @@ int leaks(const ReportArgs& args) {
 
 RunCommand add_leaks(CLI::App& memtrace) {
   auto args = std::make_shared<ReportArgs>();
-  CLI::App* command = memtrace.add_subcommand(
-      "leaks", "allocations live at exit, grouped by call site, growing sites first");
+  CLI::App* command =
+      memtrace.add_subcommand("leaks", "allocations live at exit, grouped by call site, growing sites first");
   add_report_options(*command, args.get(), "call sites shown (default 10)");
   return [args] { return leaks(*args); };
 }

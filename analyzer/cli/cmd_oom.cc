@@ -4,11 +4,11 @@
 #include <iostream>
 #include <memory>
 
-#include "report/json/oom_json.h"
 #include "analysis/oom_report.h"
-#include "report/text/oom_text.h"
-#include "report/json/report_json.h"
 #include "cli/report_session.h"
+#include "report/json/oom_json.h"
+#include "report/json/report_json.h"
+#include "report/text/oom_text.h"
 #include "util/terminal_text.h"
 
 namespace memtrace {
@@ -28,8 +28,7 @@ int oom(const ReportArgs& args) {
   if (args.json) {
     nlohmann::json json_report = oom_report_json(*s.analysis, report, *s.resolver);
     add_symbolizer_health(json_report["trace"], *s.symbolizer);
-    std::cout << json_terminal_safe(json_report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace))
-              << '\n';
+    std::cout << json_terminal_safe(json_report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) << '\n';
     return kExitOk;
   }
   if (report.total == 0) {

@@ -63,8 +63,9 @@ int run(const std::string& output_option, const std::vector<std::string>& progra
     return kExitBadInput;
   }
   if (!preloadable(library.string())) {
-    std::cerr << "memtrace: " << library.string()
-              << ": the tracer's path holds a space or a colon, which LD_PRELOAD cannot carry; install memtrace elsewhere\n";
+    std::cerr
+        << "memtrace: " << library.string()
+        << ": the tracer's path holds a space or a colon, which LD_PRELOAD cannot carry; install memtrace elsewhere\n";
     return kExitBadInput;
   }
   if (!output.empty()) {
@@ -107,11 +108,13 @@ RunArgs split_run_args(const std::vector<std::string>& args) {
 RunCommand add_run(CLI::App& memtrace, std::vector<std::string> program) {
   auto output = std::make_shared<std::string>();
   CLI::App* command = memtrace.add_subcommand(
-      "run", "run CMD ARGS... with the tracer preloaded (no shell), exit with CMD's status; what follows `--` "
-             "or CMD is CMD's own, --help included");
-  command->add_option("-o,--output", *output,
-                      "the trace's file (%p: the process id); default memtrace-<host>-<pid>.mtrace in the "
-                      "working directory")
+      "run",
+      "run CMD ARGS... with the tracer preloaded (no shell), exit with CMD's status; what follows `--` "
+      "or CMD is CMD's own, --help included");
+  command
+      ->add_option("-o,--output", *output,
+                   "the trace's file (%p: the process id); default memtrace-<host>-<pid>.mtrace in the "
+                   "working directory")
       ->type_name("PATH")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // the last -o counts, as a shell user expects
   return [output, program = std::move(program)] { return run(*output, program); };

@@ -4,8 +4,8 @@
 #include <iostream>
 #include <memory>
 
-#include "report/json/report_json.h"
 #include "cli/report_session.h"
+#include "report/json/report_json.h"
 #include "util/terminal_text.h"
 
 namespace memtrace {

@@ -31,20 +31,22 @@ class RowWriter {
   void write(const TimelineRow& row) {
     Fragmentation f = row.fragmentation.value_or(Fragmentation{});
     if (json_) {
-      nlohmann::json r = {{"time_s", seconds(row.time_ns)}, {"device", row.device},
+      nlohmann::json r = {{"time_s", seconds(row.time_ns)},
+                          {"device", row.device},
                           {"allocated_bytes", row.totals.allocated_bytes},
-                          {"reserved_bytes", row.totals.reserved_bytes}, {"driver_bytes", row.totals.driver_bytes},
+                          {"reserved_bytes", row.totals.reserved_bytes},
+                          {"driver_bytes", row.totals.driver_bytes},
                           {"reserved_minus_allocated_bytes", f.reserved_minus_allocated_bytes},
-                          {"segment_count", f.segments_known ? nlohmann::json(f.segment_count) : nlohmann::json(nullptr)},
+                          {"segment_count",
+                           f.segments_known ? nlohmann::json(f.segment_count) : nlohmann::json(nullptr)},
                           {"largest_free_block_bytes",
                            f.segments_known ? nlohmann::json(f.largest_free_block_bytes) : nlohmann::json(nullptr)}};
       std::cout << (rows_ ? ",\n  " : "\n  ") << r.dump();
     } else {
       char time[32];
       std::snprintf(time, sizeof time, "%.9f", seconds(row.time_ns));
-      std::cout << time << ',' << row.device << ',' << row.totals.allocated_bytes << ','
-                << row.totals.reserved_bytes << ',' << row.totals.driver_bytes << ','
-                << f.reserved_minus_allocated_bytes << ',';
+      std::cout << time << ',' << row.device << ',' << row.totals.allocated_bytes << ',' << row.totals.reserved_bytes
+                << ',' << row.totals.driver_bytes << ',' << f.reserved_minus_allocated_bytes << ',';
       if (f.segments_known) std::cout << f.segment_count << ',' << f.largest_free_block_bytes;
       else std::cout << ',';
       std::cout << '\n';
@@ -120,8 +122,9 @@ static int timeline(const TimelineArgs& args) {
   }
   writer.finish(end);
   if (end.read.truncated)
-    std::cerr << "memtrace: " << terminal_safe(trace) << ": truncated trace, rows up to the last complete chunk (after byte "
-              << end.read.complete_bytes << ": " << end.read.tail << ")\n";
+    std::cerr << "memtrace: " << terminal_safe(trace)
+              << ": truncated trace, rows up to the last complete chunk (after byte " << end.read.complete_bytes << ": "
+              << end.read.tail << ")\n";
   if (auto from = end.fragmentation_unknown_from_event)
     std::cerr << "memtrace: " << terminal_safe(trace) << ": segments overlap (a damaged trace): segment_count and "
               << "largest_free_block_bytes are left empty from event " << *from << " on\n";
@@ -135,9 +138,10 @@ RunCommand add_timeline(CLI::App& memtrace) {
   add_trace(*command, &args->trace);
   command->add_flag("--csv", args->csv, "the rows as CSV, with a header line");
   command->add_flag("--json", args->json, "the rows as one JSON document, with the trace's health");
-  command->add_option_function<std::string>(
-             "--interval", [args = args.get()](const std::string& value) { args->interval = value; },
-             "at most one row per device per interval, holding the highest value each total reached in it")
+  command
+      ->add_option_function<std::string>(
+          "--interval", [args = args.get()](const std::string& value) { args->interval = value; },
+          "at most one row per device per interval, holding the highest value each total reached in it")
       ->type_name("SECONDS");
   return [args] { return timeline(*args); };
 }

@@ -27,13 +27,14 @@ const std::string& named_trace() { return named_trace_storage(); }
 
 void add_trace(CLI::App& command, TraceArg* trace) {
   // Not ->required(): check_trace says what is missing in the project's words, after --help had its turn.
-  command.add_option_function<std::string>(
-      "TRACE",
-      [trace](const std::string& path) {
-        trace->path = path;
-        trace->given = true;
-      },
-      "the .mtrace file to read")
+  command
+      .add_option_function<std::string>(
+          "TRACE",
+          [trace](const std::string& path) {
+            trace->path = path;
+            trace->given = true;
+          },
+          "the .mtrace file to read")
       ->type_name("");  // the name says it
 }
 

@@ -9,14 +9,16 @@ namespace memtrace {
 void add_report_options(CLI::App& command, ReportArgs* args, const std::string& top_help) {
   add_trace(command, &args->trace);
   command.add_flag("--json", args->json, "the report as one JSON document instead of text");
-  command.add_option_function<std::string>(
-             "--top", [args](const std::string& value) { args->top = value; }, top_help)
+  command
+      .add_option_function<std::string>(
+          "--top", [args](const std::string& value) { args->top = value; }, top_help)
       ->type_name("N");
   command.add_flag("--all-frames", args->all_frames,
                    "every frame, also the runtime's own and those not symbolized on this machine (as offsets)");
-  command.add_option_function<std::string>(
-             "--debug-paths", [args](const std::string& value) { args->debug_paths = value; },
-             "find symbol files in these directories too, by build id or by file name")
+  command
+      .add_option_function<std::string>(
+          "--debug-paths", [args](const std::string& value) { args->debug_paths = value; },
+          "find symbol files in these directories too, by build id or by file name")
       ->type_name("DIR[:DIR...]");
 }
 
@@ -50,8 +52,8 @@ int open_report(const ReportArgs& args, bool with_live_at_peak, ReportSession* s
   } catch (const TraceError& e) {
     return report_trace_error(trace, e);
   }
-  if (const auto& start = session->analysis->info.start; start && start->has_max_native_frames() &&
-                                                             start->has_max_native_frames_python()) {
+  if (const auto& start = session->analysis->info.start;
+      start && start->has_max_native_frames() && start->has_max_native_frames_python()) {
     session->options.max_native_frames = start->max_native_frames();
     session->options.max_native_frames_python = start->max_native_frames_python();
   }

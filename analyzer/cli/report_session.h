@@ -9,8 +9,8 @@
 
 #include "analysis/analysis.h"
 #include "cli/commands.h"
-#include "stacks/frames.h"
 #include "report/text/report_text.h"
+#include "stacks/frames.h"
 #include "stacks/symbolizer.h"
 
 namespace memtrace {

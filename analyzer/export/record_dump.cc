@@ -52,8 +52,11 @@ nlohmann::json start_json(const proto::TraceStart& s) {
 }
 
 nlohmann::json module_json(const proto::Module& m) {
-  return {{"path", m.path()}, {"load_address", m.load_address()}, {"start", m.start()},
-          {"end", m.end()},   {"build_id", hex(m.build_id())}};
+  return {{"path", m.path()},
+          {"load_address", m.load_address()},
+          {"start", m.start()},
+          {"end", m.end()},
+          {"build_id", hex(m.build_id())}};
 }
 
 nlohmann::json python_frame_json(const proto::PythonFrame& f) {
@@ -195,8 +198,8 @@ TraceReadSummary dump_records(const std::string& path, const DumpOptions& option
   const StackFramesById stacks = read_stack_frames(path);
   return read_trace(path, [&](const proto::Record& record) {
     // Invalid UTF-8 cannot reach here (the reader repairs text fields); `replace` is the belt to those braces.
-    out << json_terminal_safe(record_json(record, stacks, options)
-                                  .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+    out << json_terminal_safe(
+               record_json(record, stacks, options).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
         << '\n';
   });
 }

@@ -80,7 +80,8 @@ class SiteFirstTimes {
 
   [[gnu::noinline]] void note_beyond_array(uint64_t stack_id, int64_t time_ns, uint64_t& array_entries_left) {
     // Doubling keeps the growth of a trace whose ids rise one by one amortized O(1) per id.
-    uint64_t size = std::min<uint64_t>(kMaxDenseStackId, std::max({stack_id + 1, 2 * uint64_t(dense_.size()), kMinArraySize}));
+    uint64_t size =
+        std::min<uint64_t>(kMaxDenseStackId, std::max({stack_id + 1, 2 * uint64_t(dense_.size()), kMinArraySize}));
     if (stack_id < dense_limit_ && size - dense_.size() > array_entries_left) {
       // No room: the array stays as it is, so that every id in sparse_ stays at or past its end (find()
       // looks for an id in one place only).

@@ -22,16 +22,16 @@ struct LiveAllocation {
   // Where the memory lives (Event.memory, or what the API implies for traces that leave it unset).
   // Only MEMORY_DEVICE and MEMORY_ARRAY are charged to `device`.
   proto::Memory memory = proto::MEMORY_DEVICE;
-  bool graph = false;           // a graph's memory node made live by a GRAPH_LAUNCH (a pool block)
+  bool graph = false;  // a graph's memory node made live by a GRAPH_LAUNCH (a pool block)
   // A driver-layer allocation that has held a PyTorch block: one of the allocator's segments.
   bool held_blocks = false;
   int32_t device = -1;
   uint64_t size_bytes = 0;
   uint64_t stack_id = 0;
-  int64_t time_ns = 0;          // since trace start
+  int64_t time_ns = 0;  // since trace start
   uint64_t event_index = 0;
-  uint64_t address = 0;         // the pointer (or handle) it was allocated at
-  uint64_t context = 0;         // Event.context: the CUcontext current at a driver-layer ALLOC, 0 = not known
+  uint64_t address = 0;  // the pointer (or handle) it was allocated at
+  uint64_t context = 0;  // Event.context: the CUcontext current at a driver-layer ALLOC, 0 = not known
   bool charged_to_device() const { return memory == proto::MEMORY_DEVICE || memory == proto::MEMORY_ARRAY; }
 };
 

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "util/flat_hash_map.h"
 #include "model/live_allocation.h"
+#include "util/flat_hash_map.h"
 
 namespace memtrace {
 
@@ -95,7 +95,8 @@ class LiveTable {
   }
   // emplace_for_overwrite() where can_emplace_without_growing(): the same result and state, and no call
   // (the memory model's fast path makes none; it leaves a table that has to grow to the general path).
-  [[gnu::always_inline]] std::pair<LiveAllocation*, bool> emplace_without_growing(AddressSpace space, uint64_t address) {
+  [[gnu::always_inline]] std::pair<LiveAllocation*, bool> emplace_without_growing(AddressSpace space,
+                                                                                  uint64_t address) {
     return emplace_in_pool(index_.try_emplace_without_growing(Key{address, space}, Entry{}));
   }
 

@@ -14,37 +14,32 @@ proto::Memory memory_of(const EventFields& e) {
   if (e.memory() != proto::MEMORY_DEVICE) return e.memory();
   switch (e.api()) {
     case proto::CUDA_MALLOC_MANAGED:
-    case proto::CU_MEM_ALLOC_MANAGED:
-      return proto::MEMORY_MANAGED;
+    case proto::CU_MEM_ALLOC_MANAGED: return proto::MEMORY_MANAGED;
     case proto::CUDA_MALLOC_HOST:
     case proto::CUDA_HOST_ALLOC:
     case proto::CU_MEM_ALLOC_HOST:
-    case proto::CU_MEM_HOST_ALLOC:
-      return proto::MEMORY_HOST_PINNED;
+    case proto::CU_MEM_HOST_ALLOC: return proto::MEMORY_HOST_PINNED;
     case proto::CUDA_HOST_REGISTER:
-    case proto::CU_MEM_HOST_REGISTER:
-      return proto::MEMORY_HOST_REGISTERED;
+    case proto::CU_MEM_HOST_REGISTER: return proto::MEMORY_HOST_REGISTERED;
     case proto::CUDA_MALLOC_ARRAY:
     case proto::CUDA_MALLOC_3D_ARRAY:
     case proto::CUDA_MALLOC_MIPMAPPED_ARRAY:
     case proto::CU_ARRAY_CREATE:
     case proto::CU_ARRAY_3D_CREATE:
-    case proto::CU_MIPMAPPED_ARRAY_CREATE:
-      return proto::MEMORY_ARRAY;
+    case proto::CU_MIPMAPPED_ARRAY_CREATE: return proto::MEMORY_ARRAY;
     case proto::CUDA_IPC_OPEN_MEM_HANDLE:
     case proto::CU_IPC_OPEN_MEM_HANDLE:
     case proto::CU_EXTERNAL_MEMORY_GET_MAPPED_BUFFER:
-    case proto::CU_MEM_IMPORT_FROM_SHAREABLE_HANDLE:
-      return proto::MEMORY_IMPORTED;
-    default:
-      return proto::MEMORY_DEVICE;
+    case proto::CU_MEM_IMPORT_FROM_SHAREABLE_HANDLE: return proto::MEMORY_IMPORTED;
+    default: return proto::MEMORY_DEVICE;
   }
 }
 
 // cuMemCreate returns a handle, not a pointer, and so does cuMemImportFromShareableHandle; MAP, UNMAP
 // and cuMemRelease refer to both the same way.
 bool is_handle_api(proto::Api api) {
-  return api == proto::CU_MEM_CREATE || api == proto::CU_MEM_RELEASE || api == proto::CU_MEM_IMPORT_FROM_SHAREABLE_HANDLE;
+  return api == proto::CU_MEM_CREATE || api == proto::CU_MEM_RELEASE ||
+         api == proto::CU_MEM_IMPORT_FROM_SHAREABLE_HANDLE;
 }
 
 // Allocations the driver frees with their context (cuCtxDestroy, cudaDeviceReset): everything made by
@@ -71,19 +66,17 @@ bool is_stream_ordered_api(proto::Api api) {
     case proto::CUDA_MALLOC_FROM_POOL_ASYNC:
     case proto::CU_MEM_ALLOC_ASYNC:
     case proto::CU_MEM_FREE_ASYNC:
-    case proto::CU_MEM_ALLOC_FROM_POOL_ASYNC:
-      return true;
-    default:
-      return false;
+    case proto::CU_MEM_ALLOC_FROM_POOL_ASYNC: return true;
+    default: return false;
   }
 }
 
 // The table an ALLOC/FREE event belongs to. The layer decides driver versus block; when a writer left
 // the layer unset the API decides.
 AddressSpace space_of(const EventFields& e) {
-  bool block = e.layer() == proto::LAYER_BLOCK ||
-               (e.layer() == proto::LAYER_UNKNOWN &&
-                (e.api() == proto::TORCH_ALLOCATOR || is_stream_ordered_api(e.api())));
+  bool block =
+      e.layer() == proto::LAYER_BLOCK ||
+      (e.layer() == proto::LAYER_UNKNOWN && (e.api() == proto::TORCH_ALLOCATOR || is_stream_ordered_api(e.api())));
   if (block) return e.api() == proto::TORCH_ALLOCATOR ? AddressSpace::kTorchBlock : AddressSpace::kPoolBlock;
   if (is_handle_api(e.api())) return AddressSpace::kDriverHandle;
   return AddressSpace::kDriverPointer;
@@ -130,8 +123,17 @@ DeviceState& MemoryModel::find_device_state(int32_t device) {
 }
 
 void MemoryModel::on_oom(const EventFields& event) {
-  OomEvent oom{event.size(), event.device(), event.device_free_bytes(), event.device_total_bytes(),
-               event.stack_id(), now_ns_, event.api(), event.layer(), event.result(), 0, event.tid()};
+  OomEvent oom{event.size(),
+               event.device(),
+               event.device_free_bytes(),
+               event.device_total_bytes(),
+               event.stack_id(),
+               now_ns_,
+               event.api(),
+               event.layer(),
+               event.result(),
+               0,
+               event.tid()};
   uint32_t& pending = pending_driver_ooms_[event.tid()];
   if (event.api() == proto::TORCH_ALLOCATOR) {
     note_torch_totals(event, event.device());
@@ -191,9 +193,15 @@ inline bool MemoryModel::apply_torch_block(const EventFields& event) {
     if (!live_.can_emplace_without_growing() || !cached_first_times_->in_array(event.stack_id())) return false;
     auto [a, inserted] = live_.emplace_without_growing(AddressSpace::kTorchBlock, event.address());
     if (!inserted) return false;  // a duplicate: nothing changed
-    *a = LiveAllocation{.space = AddressSpace::kTorchBlock, .memory = proto::MEMORY_DEVICE, .device = cached_device_,
-                        .size_bytes = event.size(), .stack_id = event.stack_id(), .time_ns = now_ns_,
-                        .event_index = event_index_, .address = event.address(), .context = event.context()};
+    *a = LiveAllocation{.space = AddressSpace::kTorchBlock,
+                        .memory = proto::MEMORY_DEVICE,
+                        .device = cached_device_,
+                        .size_bytes = event.size(),
+                        .stack_id = event.stack_id(),
+                        .time_ns = now_ns_,
+                        .event_index = event_index_,
+                        .address = event.address(),
+                        .context = event.context()};
     cached_first_times_->note_in_array(event.stack_id(), now_ns_);
     state.torch_block_bytes = saturating_add(state.torch_block_bytes, event.size());
     ++state.block_allocations;
@@ -229,9 +237,11 @@ void MemoryModel::finish_torch_block(const EventFields& event) {
 
 void MemoryModel::check_torch_totals(const EventFields& event, const DeviceState& state, uint64_t event_index) {
   if (event.has_allocator_allocated_bytes() && event.allocator_allocated_bytes() != state.torch_block_bytes)
-    note_mismatch(health_.allocated_vs_pytorch, state, event_index, state.torch_block_bytes, event.allocator_allocated_bytes());
+    note_mismatch(health_.allocated_vs_pytorch, state, event_index, state.torch_block_bytes,
+                  event.allocator_allocated_bytes());
   if (state.torch_block_bytes > state.torch_reserved_bytes)
-    note_mismatch(health_.allocated_above_reserved, state, event_index, state.torch_block_bytes, state.torch_reserved_bytes);
+    note_mismatch(health_.allocated_above_reserved, state, event_index, state.torch_block_bytes,
+                  state.torch_reserved_bytes);
 }
 
 void MemoryModel::note_mismatch(FigureMismatch& m, const DeviceState& state, uint64_t event_index,
@@ -278,9 +288,7 @@ void MemoryModel::apply_general(const EventFields& event) {
       if (graph_node) on_graph_node(event);
       else on_free(event, space_of(event));
       break;
-    case proto::OOM:
-      on_oom(event);
-      break;
+    case proto::OOM: on_oom(event); break;
     case proto::MAP: on_map(event); break;
     case proto::UNMAP: on_unmap(event); break;
     case proto::ADDRESS_RESERVE: on_address_reserve(event, +1); break;
@@ -289,9 +297,7 @@ void MemoryModel::apply_general(const EventFields& event) {
     case proto::DEVICE_USAGE: on_device_usage(event); break;
     case proto::GRAPH_CAPTURED:
     case proto::GRAPH_INSTANTIATE:
-    case proto::GRAPH_LAUNCH:
-      on_graph_launch(event);
-      break;
+    case proto::GRAPH_LAUNCH: on_graph_launch(event); break;
     case proto::CONTEXT_DESTROY: on_context_destroy(event); break;
     case proto::PYTHON_FINALIZING:
       if (!finalizing_time_ns_) {
@@ -299,8 +305,7 @@ void MemoryModel::apply_general(const EventFields& event) {
         snapshot_live_at_exit();
       }
       break;
-    default:
-      break;
+    default: break;
   }
   for (DeviceState* state : touched_) update_peaks_and_notify(*state);
   if (process_touched_) {
@@ -327,9 +332,15 @@ void MemoryModel::on_alloc(const EventFields& event, AddressSpace space) {
     ++health_.error_result_allocations;
     return;
   }
-  LiveAllocation a{.space = space, .memory = memory_of(event), .device = event.device(), .size_bytes = event.size(),
-                   .stack_id = event.stack_id(), .time_ns = now_ns_, .event_index = event_index_,
-                   .address = event.address(), .context = event.context()};
+  LiveAllocation a{.space = space,
+                   .memory = memory_of(event),
+                   .device = event.device(),
+                   .size_bytes = event.size(),
+                   .stack_id = event.stack_id(),
+                   .time_ns = now_ns_,
+                   .event_index = event_index_,
+                   .address = event.address(),
+                   .context = event.context()};
   if (a.memory == proto::MEMORY_MANAGED) ++health_.managed_allocations;
   add_live(a);
   if (space == AddressSpace::kTorchBlock) note_torch_totals(event, a.device);
@@ -362,8 +373,7 @@ void MemoryModel::add_live(const LiveAllocation& a) {
       mapped_segments_stale_ = true;  // mappings of it may now count
       if (incremental_fragmentation_) retrack_handle(a.address, true);
       break;
-    case AddressSpace::kPoolBlock:
-      break;
+    case AddressSpace::kPoolBlock: break;
   }
 }
 
@@ -490,7 +500,8 @@ void MemoryModel::change_reservation(const EventFields& event, int64_t sign) {
   uint64_t& total = process_.address_space_reserved_bytes;
   process_touched_ = true;
   if (sign > 0) {
-    if (auto old = reservations_.find(event.address()); old != reservations_.end()) total -= std::min(total, old->second);
+    if (auto old = reservations_.find(event.address()); old != reservations_.end())
+      total -= std::min(total, old->second);
     reservations_[event.address()] = event.size();
     total = saturating_add(total, event.size());
     return;
@@ -589,9 +600,14 @@ void MemoryModel::on_graph_launch(const EventFields& event) {
   // after the allocation node it frees.
   for (const GraphNode& node : graph->second) {
     if (node.alloc) {
-      add_live(LiveAllocation{.space = AddressSpace::kPoolBlock, .graph = true, .device = node.device,
-                              .size_bytes = node.size_bytes, .stack_id = node.stack_id, .time_ns = now_ns_,
-                              .event_index = event_index_, .address = node.address});
+      add_live(LiveAllocation{.space = AddressSpace::kPoolBlock,
+                              .graph = true,
+                              .device = node.device,
+                              .size_bytes = node.size_bytes,
+                              .stack_id = node.stack_id,
+                              .time_ns = now_ns_,
+                              .event_index = event_index_,
+                              .address = node.address});
     } else if (const LiveAllocation* it = live_.find(AddressSpace::kPoolBlock, node.address)) {
       release(*it);
     }
@@ -656,7 +672,8 @@ bool MemoryModel::raises_peak_allocated(const EventFields& event, int32_t device
 void MemoryModel::activate_segment_index() {
   segment_index_active_ = true;
   live_.for_each([this](const LiveAllocation& a) {
-    if (a.space == AddressSpace::kDriverPointer && a.memory == proto::MEMORY_DEVICE) driver_pointers_[a.address] = a.size_bytes;
+    if (a.space == AddressSpace::kDriverPointer && a.memory == proto::MEMORY_DEVICE)
+      driver_pointers_[a.address] = a.size_bytes;
   });
   last_segment_bytes_ = 0;
 }
@@ -713,12 +730,8 @@ void MemoryModel::charge(const LiveAllocation& a, int64_t sign) {
     else bytes -= std::min(bytes, a.size_bytes);  // never below zero
   };
   switch (a.memory) {
-    case proto::MEMORY_HOST_PINNED:
-      process_touched_ = true;
-      return add(process_.host_pinned_bytes);
-    case proto::MEMORY_HOST_REGISTERED:
-      process_touched_ = true;
-      return add(process_.host_registered_bytes);
+    case proto::MEMORY_HOST_PINNED: process_touched_ = true; return add(process_.host_pinned_bytes);
+    case proto::MEMORY_HOST_REGISTERED: process_touched_ = true; return add(process_.host_registered_bytes);
     case proto::MEMORY_MANAGED: return add(device_state(a.device).managed_bytes);
     case proto::MEMORY_IMPORTED: return add(device_state(a.device).imported_bytes);
     case proto::MEMORY_ARRAY: {
@@ -726,8 +739,7 @@ void MemoryModel::charge(const LiveAllocation& a, int64_t sign) {
       ++(allocating ? state.driver_allocations : state.driver_frees);
       return add(state.array_bytes);
     }
-    default:
-      break;
+    default: break;
   }
   DeviceState& state = device_state(a.device);
   switch (a.space) {
@@ -774,12 +786,12 @@ void MemoryModel::notify_if_changed(const DeviceState& state, std::optional<Devi
 
 std::map<int32_t, LayerHint> MemoryModel::layer_hints() const {
   std::map<int32_t, LayerHint> hints;
-  for (const auto& [device, state] : devices_) hints[device] = LayerHint{state.block_layer_seen, state.allocator_layer_seen};
+  for (const auto& [device, state] : devices_)
+    hints[device] = LayerHint{state.block_layer_seen, state.allocator_layer_seen};
   return hints;
 }
 
-void MemoryModel::for_each_allocated(int32_t device,
-                                     const std::function<void(const LiveAllocation&)>& visit) const {
+void MemoryModel::for_each_allocated(int32_t device, const std::function<void(const LiveAllocation&)>& visit) const {
   visit_allocated(device, visit);
 }
 
@@ -872,7 +884,8 @@ void MemoryModel::for_each_mapped_segment(Visit&& visit) const {
   std::map<int32_t, Run> runs;
   auto flush = [&](int32_t device, Run& run) {
     if (run.held_blocks) {
-      for (const AddressRange& r : contiguous_runs(run.mapped, [this](uint64_t start) { return reservation_of(start); }))
+      for (const AddressRange& r :
+           contiguous_runs(run.mapped, [this](uint64_t start) { return reservation_of(start); }))
         visit(r, device);
     }
     run.mapped.clear();
@@ -957,7 +970,8 @@ void MemoryModel::retrack_handle(uint64_t handle, bool live) {
   }
 }
 
-Fragmentation MemoryModel::incremental_fragmentation(int32_t device, Fragmentation f, uint64_t torch_block_bytes) const {
+Fragmentation MemoryModel::incremental_fragmentation(int32_t device, Fragmentation f,
+                                                     uint64_t torch_block_bytes) const {
   // The runs are the segments but where pages overlap: then the walk's rebuild after a VMM change.
   if (mapped_runs_.exact(free_space_)) mapped_segments_stale_ = false;
   else if (mapped_segments_stale_) refresh_mapped_segments();

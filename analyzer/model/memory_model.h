@@ -6,21 +6,21 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <set>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "memtrace.pb.h"
 #include "model/block_index.h"
-#include "util/checked_math.h"
-#include "read/event_fields.h"
 #include "model/first_allocation_times.h"
-#include "util/flat_hash_map.h"
 #include "model/live_allocation.h"
 #include "model/live_table.h"
-#include "memtrace.pb.h"
 #include "model/segment_map.h"
+#include "read/event_fields.h"
+#include "util/checked_math.h"
+#include "util/flat_hash_map.h"
 
 namespace memtrace {
 
@@ -83,22 +83,22 @@ struct DeviceState {
   // Live LAYER_DRIVER device memory (cudaMalloc, cuMemAlloc, cuMemCreate handles on the device): not
   // managed, host, array or imported memory.
   uint64_t driver_layer_bytes = 0;
-  uint64_t pool_block_bytes = 0;     // live stream-ordered pool blocks (cudaMallocAsync..., graph memory)
-  uint64_t torch_block_bytes = 0;    // live PyTorch caching-allocator blocks
+  uint64_t pool_block_bytes = 0;   // live stream-ordered pool blocks (cudaMallocAsync..., graph memory)
+  uint64_t torch_block_bytes = 0;  // live PyTorch caching-allocator blocks
   // allocator_reserved_bytes of the latest TORCH_ALLOCATOR event, less the segments PyTorch gave back to the
   // driver since (torch.cuda.empty_cache() frees segments without a report: see release_torch_segment).
   uint64_t torch_reserved_bytes = 0;
   // Categories, each reported on its own (memtrace.proto enum Memory).
-  uint64_t array_bytes = 0;          // CUDA arrays (device memory, in driver_bytes)
-  uint64_t managed_bytes = 0;        // managed memory made on this device's context (charged to no device)
-  uint64_t imported_bytes = 0;       // IPC / external / shareable-handle imports (never this process's memory)
-  uint64_t graph_block_bytes = 0;    // live graph memory-node allocations (part of pool_block_bytes)
+  uint64_t array_bytes = 0;        // CUDA arrays (device memory, in driver_bytes)
+  uint64_t managed_bytes = 0;      // managed memory made on this device's context (charged to no device)
+  uint64_t imported_bytes = 0;     // IPC / external / shareable-handle imports (never this process's memory)
+  uint64_t graph_block_bytes = 0;  // live graph memory-node allocations (part of pool_block_bytes)
   // Latest POOL_RESERVED samples: the sum over this device's stream-ordered pools, and the graph
   // memory pool (address 0). Part of driver_bytes once sampled.
   uint64_t pool_reserved_sampled_bytes = 0;
   uint64_t graph_reserved_bytes = 0;
-  bool block_layer_seen = false;     // any LAYER_BLOCK event on this device
-  bool allocator_layer_seen = false; // any TORCH_ALLOCATOR event on this device
+  bool block_layer_seen = false;      // any LAYER_BLOCK event on this device
+  bool allocator_layer_seen = false;  // any TORCH_ALLOCATOR event on this device
   uint64_t driver_allocations = 0, driver_frees = 0, block_allocations = 0, block_frees = 0;
   uint64_t context_destroys = 0;     // CONTEXT_DESTROY events (cuCtxDestroy, cudaDeviceReset...)
   uint64_t context_freed_bytes = 0;  // bytes those events freed (charged or not), summed
@@ -128,7 +128,9 @@ struct DeviceState {
     return std::max(sampled, pool_block_bytes);
   }
   // Graph memory: the graph pool's latest sample, or its live blocks where they are more.
-  uint64_t graph_bytes() const { return graph_reserved_bytes > graph_block_bytes ? graph_reserved_bytes : graph_block_bytes; }
+  uint64_t graph_bytes() const {
+    return graph_reserved_bytes > graph_block_bytes ? graph_reserved_bytes : graph_block_bytes;
+  }
 
   // driver: everything this process holds from CUDA on the device (driver-layer device memory,
   //   arrays, and what its pools reserve). allocated: live blocks once the device has a block layer
@@ -162,8 +164,8 @@ struct DeviceState {
 // Memory that belongs to the process, not to one device: host memory is never charged to a GPU, and
 // a virtual address reservation (cuMemAddressReserve) is address space in the unified address space.
 struct ProcessTotals {
-  uint64_t host_pinned_bytes = 0;       // MEMORY_HOST_PINNED (cudaMallocHost, cuMemHostAlloc, host cuMemCreate)
-  uint64_t host_registered_bytes = 0;   // MEMORY_HOST_REGISTERED (cudaHostRegister: existing host memory)
+  uint64_t host_pinned_bytes = 0;             // MEMORY_HOST_PINNED (cudaMallocHost, cuMemHostAlloc, host cuMemCreate)
+  uint64_t host_registered_bytes = 0;         // MEMORY_HOST_REGISTERED (cudaHostRegister: existing host memory)
   uint64_t address_space_reserved_bytes = 0;  // live cuMemAddressReserve ranges; never memory
   Peak peak_host_pinned, peak_host_registered, peak_address_space_reserved;
 };
@@ -192,8 +194,8 @@ inline constexpr int32_t kTeardownFreeResult = 4;
 // Where one of the replay's figures contradicts a figure the trace reports (TraceHealth): how many
 // events showed it, and the first of them.
 struct FigureMismatch {
-  uint64_t events = 0;        // events after which the two figures disagreed
-  uint64_t event_index = 0;   // the first of them (MemoryModel::next_event_index() when it was applied)
+  uint64_t events = 0;       // events after which the two figures disagreed
+  uint64_t event_index = 0;  // the first of them (MemoryModel::next_event_index() when it was applied)
   int64_t time_ns = 0;
   int32_t device = -1;
   uint64_t replay_bytes = 0;  // the replay's figure there
@@ -210,17 +212,17 @@ inline constexpr int32_t kMaxDeviceOrdinal = 1023;
 inline bool valid_device_ordinal(int32_t device) { return uint32_t(device) + 1u <= uint32_t(kMaxDeviceOrdinal) + 1u; }
 
 struct TraceHealth {
-  uint64_t events = 0;                 // events applied (MemoryModel::next_event_index())
-  uint64_t unknown_frees = 0;          // free of an address never seen allocated
-  uint64_t double_frees = 0;           // free of an address already freed and not allocated again
-  uint64_t duplicate_allocations = 0;  // allocation at an address that was still live (old one dropped)
+  uint64_t events = 0;                    // events applied (MemoryModel::next_event_index())
+  uint64_t unknown_frees = 0;             // free of an address never seen allocated
+  uint64_t double_frees = 0;              // free of an address already freed and not allocated again
+  uint64_t duplicate_allocations = 0;     // allocation at an address that was still live (old one dropped)
   uint64_t error_result_allocations = 0;  // ALLOC with result != 0 (not charged; the tracer writes OOM instead)
-  uint64_t failed_frees = 0;           // FREE with a result other than 0 and kTeardownFreeResult
+  uint64_t failed_frees = 0;              // FREE with a result other than 0 and kTeardownFreeResult
   // FREE answered with kTeardownFreeResult: the process was exiting and the driver had already released
   // the memory with its context. Counted as freed, and here.
   uint64_t teardown_frees = 0;
-  uint64_t backward_timestamps = 0;    // events whose time is before the previous event's
-  uint64_t ooms_not_listed = 0;        // OOM events beyond the first kMaxOomsListed (counted only)
+  uint64_t backward_timestamps = 0;  // events whose time is before the previous event's
+  uint64_t ooms_not_listed = 0;      // OOM events beyond the first kMaxOomsListed (counted only)
   uint64_t managed_allocations = 0;
   uint64_t maps = 0, unmaps = 0, address_reserves = 0, address_frees = 0;
   uint64_t unknown_graph_launches = 0;  // GRAPH_LAUNCH of an executable graph never seen instantiated
@@ -286,7 +288,8 @@ class MemoryModel {
   // Time of the first successful allocation from each call site (device, stack id), freed or not.
   std::map<std::pair<int32_t, uint64_t>, int64_t> first_allocation_ns() const;
   // The same for the call sites of `allocations` only: O(allocations), not O(call sites).
-  std::map<std::pair<int32_t, uint64_t>, int64_t> first_allocation_ns(const std::vector<LiveAllocation>& allocations) const;
+  std::map<std::pair<int32_t, uint64_t>, int64_t> first_allocation_ns(
+      const std::vector<LiveAllocation>& allocations) const;
   // Calls `visit` for every allocation of the allocated kind currently live on `device`.
   void for_each_allocated(int32_t device, const std::function<void(const LiveAllocation&)>& visit) const;
   // The same without a std::function call per allocation, for callers that walk often.
@@ -353,10 +356,10 @@ class MemoryModel {
   // replays every memory node of its graph: a few bytes of input, O(nodes) work, so launches x nodes could
   // make the work quadratic in the file. A launch that would take the replays so far past the budget is
   // counted (TraceHealth::graph_launches_not_replayed) and not replayed. One replay does what applying one
-  // ALLOC or FREE does, less the decoding, so the replays cost at most 64 passes' worth plus a constant. A CUDA-graphs job
-  // (torch.compile mode="reduce-overhead": tens to hundreds of memory nodes launched thousands of times)
-  // stays well within the defaults: a graph of 64 nodes or fewer is never limited, and 16 M replays allow
-  // a 300-node graph 50,000 launches even were the launches all the trace held.
+  // ALLOC or FREE does, less the decoding, so the replays cost at most 64 passes' worth plus a constant. A CUDA-graphs
+  // job (torch.compile mode="reduce-overhead": tens to hundreds of memory nodes launched thousands of times) stays well
+  // within the defaults: a graph of 64 nodes or fewer is never limited, and 16 M replays allow a 300-node graph 50,000
+  // launches even were the launches all the trace held.
   static constexpr uint64_t kGraphReplaySlack = 1 << 24;
   static constexpr uint64_t kGraphReplaysPerEvent = 64;
   // Other figures, for tests of the budget (set before the first apply()).
@@ -446,7 +449,8 @@ class MemoryModel {
   }
   DeviceState& find_device_state(int32_t device);
   DeviceState& touch(DeviceState& state) {
-    if (touched_.empty() || (touched_.back() != &state && std::find(touched_.begin(), touched_.end(), &state) == touched_.end()))
+    if (touched_.empty() ||
+        (touched_.back() != &state && std::find(touched_.begin(), touched_.end(), &state) == touched_.end()))
       touched_.push_back(&state);
     return state;
   }
@@ -481,7 +485,7 @@ class MemoryModel {
   mutable MappedRuns mapped_runs_{kMappedSegment};
   // Handle -> the addresses mapped to it: the pages that count or stop counting when it comes or goes.
   std::unordered_map<uint64_t, std::set<uint64_t>> mappings_of_handle_;
-  void track_mapping(uint64_t address);                   // mappings_[address] is new or may count anew
+  void track_mapping(uint64_t address);                     // mappings_[address] is new or may count anew
   void untrack_mapping(uint64_t address, uint64_t handle);  // before mappings_[address] goes
   void retrack_handle(uint64_t handle, bool live);
   void change_reservation(const EventFields& event, int64_t sign);
@@ -510,11 +514,11 @@ class MemoryModel {
   uint64_t last_segment_start_ = 0;
   uint64_t last_segment_bytes_ = 0;
   std::unordered_map<uint64_t, HandleState> handles_;
-  std::map<uint64_t, Mapping> mappings_;        // virtual address -> what backs it
-  std::map<uint64_t, uint64_t> reservations_;   // cuMemAddressReserve: start -> size
-  std::set<uint64_t> reservations_with_blocks_; // starts of reservations a PyTorch block was placed in
+  std::map<uint64_t, Mapping> mappings_;         // virtual address -> what backs it
+  std::map<uint64_t, uint64_t> reservations_;    // cuMemAddressReserve: start -> size
+  std::set<uint64_t> reservations_with_blocks_;  // starts of reservations a PyTorch block was placed in
   void release_torch_segment(int32_t device, uint64_t bytes);
-  uint64_t reservation_of(uint64_t address) const;  // start of the reservation holding `address`, or 0
+  uint64_t reservation_of(uint64_t address) const;                 // start of the reservation holding `address`, or 0
   std::map<std::pair<int32_t, uint64_t>, uint64_t> pool_samples_;  // (device, pool) -> latest sample
   std::unordered_map<uint64_t, std::vector<GraphNode>> graph_nodes_;    // CUgraph -> its memory nodes
   std::unordered_map<uint64_t, std::vector<GraphNode>> capture_nodes_;  // capture id -> nodes so far
@@ -530,7 +534,7 @@ class MemoryModel {
   uint64_t graph_replays_per_event_ = kGraphReplaysPerEvent;
   uint64_t graph_node_replays_ = 0;
   ProcessTotals process_;
-  bool process_touched_ = false;  // the current event may have changed process_
+  bool process_touched_ = false;       // the current event may have changed process_
   std::vector<DeviceState*> touched_;  // devices whose totals the current event may have changed
   TraceHealth health_;
   std::vector<OomEvent> ooms_;
@@ -563,9 +567,9 @@ class MemoryModel {
   static constexpr int64_t kNoTorchFastPathDevice = INT64_MIN;
   int64_t torch_fast_path_device_ = kNoTorchFastPathDevice;
   void update_torch_fast_path_ready() {
-    bool ready = fast_paths_ && !incremental_fragmentation_ && cached_state_ && segment_index_active_ && pending_driver_ooms_.empty() &&
-                 touched_.size() == 1 && touched_[0] == cached_state_ && cached_state_->block_layer_seen &&
-                 cached_state_->allocator_layer_seen;
+    bool ready = fast_paths_ && !incremental_fragmentation_ && cached_state_ && segment_index_active_ &&
+                 pending_driver_ooms_.empty() && touched_.size() == 1 && touched_[0] == cached_state_ &&
+                 cached_state_->block_layer_seen && cached_state_->allocator_layer_seen;
     torch_fast_path_device_ = ready ? int64_t(cached_device_) : kNoTorchFastPathDevice;
   }
   bool allocated_peak_raised_ = false;

@@ -26,8 +26,8 @@ class MomentObserver {
 
 }  // namespace
 
-ReplayOutcome replay_to_moments(const std::string& path, const std::map<int32_t, LayerHint>& hints,
-                                MemoryModel& model, std::span<const uint64_t> moments,
+ReplayOutcome replay_to_moments(const std::string& path, const std::map<int32_t, LayerHint>& hints, MemoryModel& model,
+                                std::span<const uint64_t> moments,
                                 const std::function<void(uint64_t event_index)>& at_moment) {
   if (moments.empty()) return ReplayOutcome{};
   MomentObserver observer(moments, at_moment);

@@ -47,15 +47,19 @@ struct ReplayOutcome {
   // Stopped by its observer or after its last moment: the rest of the file (a TraceEnd after the last event,
   // say) was not read, and `read` is empty.
   bool stopped = false;
-  uint64_t events = 0;     // events applied to the model by this replay
-  TraceReadSummary read;   // of the whole file, when not stopped: truncation, format version, records
+  uint64_t events = 0;    // events applied to the model by this replay
+  TraceReadSummary read;  // of the whole file, when not stopped: truncation, format version, records
 };
 
 // Whether an observer type declares the optional parts of the replay's protocol (replay_trace).
 template <typename Observer>
-concept ObservesBeforeEvent = requires(Observer& o, const EventFields& event) { o.before_event(event); };
+concept ObservesBeforeEvent = requires(Observer& o, const EventFields& event) {
+  o.before_event(event);
+};
 template <typename Observer>
-concept ObservesRecords = requires(Observer& o, const proto::Record& record) { o.on_record(record); };
+concept ObservesRecords = requires(Observer& o, const proto::Record& record) {
+  o.on_record(record);
+};
 template <typename Observer>
 concept ReplayObserver = requires(Observer& o, const EventFields& event) {
   { o.after_event(event) } -> std::same_as<ReplayStep>;
@@ -115,8 +119,8 @@ ReplayOutcome replay_trace(const std::string& path, const std::map<int32_t, Laye
 // once), then stops: the file is read up to the last moment only. With no moments, reads nothing. A moment
 // past the file's last event is never called (the outcome is then not `stopped`).
 // Throws TraceError where the file does not read up to the last moment.
-ReplayOutcome replay_to_moments(const std::string& path, const std::map<int32_t, LayerHint>& hints,
-                                MemoryModel& model, std::span<const uint64_t> moments,
+ReplayOutcome replay_to_moments(const std::string& path, const std::map<int32_t, LayerHint>& hints, MemoryModel& model,
+                                std::span<const uint64_t> moments,
                                 const std::function<void(uint64_t event_index)>& at_moment);
 
 // A budget of live allocations walked at a replay's moments, all moments together: `slack` plus `per_event`

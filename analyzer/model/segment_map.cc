@@ -26,7 +26,8 @@ uint64_t largest_gap(const std::vector<AddressRange>& segments, FirstIn first_in
 
 }  // namespace
 
-uint64_t largest_free_block_bytes(const std::vector<AddressRange>& segments, const std::map<uint64_t, uint64_t>& blocks) {
+uint64_t largest_free_block_bytes(const std::vector<AddressRange>& segments,
+                                  const std::map<uint64_t, uint64_t>& blocks) {
   using Entry = std::pair<const uint64_t, uint64_t>;
   return largest_gap(
       segments, [&](uint64_t start) { return blocks.lower_bound(start); }, blocks.end(),
@@ -331,7 +332,8 @@ void MappedRuns::set_segments(uint64_t start, uint64_t end, bool segment) {
     set_segment(s->first, s->second, segment);
 }
 
-void MappedRuns::add(SegmentFreeSpace& space, uint64_t start, uint64_t size_bytes, int32_t device, uint64_t reservation, bool held) {
+void MappedRuns::add(SegmentFreeSpace& space, uint64_t start, uint64_t size_bytes, int32_t device, uint64_t reservation,
+                     bool held) {
   space_ = &space;
   auto [it, inserted] = pages_.emplace(start, Page{start + size_bytes, device, reservation, held});
   if (!inserted) return;
@@ -470,7 +472,8 @@ void MappedRuns::rebuild() {
       continue;
     }
     stretch_start = page->first;
-    stretches_[stretch_start] = Stretch{p.end, p.device, p.reservation, held_runs.count(run_at(stretch_start)->first) > 0};
+    stretches_[stretch_start] =
+        Stretch{p.end, p.device, p.reservation, held_runs.count(run_at(stretch_start)->first) > 0};
   }
   for (const auto& [start, s] : stretches_)
     if (s.segment) space_->add_segment({start, kind_}, {start, s.end}, s.device);

@@ -28,7 +28,8 @@ struct AddressRange {
 // `segments`, the space before the first block and after the last one included; a segment with no
 // live block is one free block of its whole size. 0 when there are no segments. Blocks outside every
 // segment are ignored; overlapping blocks (a damaged trace) never make a gap negative.
-uint64_t largest_free_block_bytes(const std::vector<AddressRange>& segments, const std::map<uint64_t, uint64_t>& blocks);
+uint64_t largest_free_block_bytes(const std::vector<AddressRange>& segments,
+                                  const std::map<uint64_t, uint64_t>& blocks);
 // The same with the blocks in a vector sorted by address (BlockIndex::sorted).
 uint64_t largest_free_block_bytes(const std::vector<AddressRange>& segments, const std::vector<Block>& blocks);
 
@@ -146,8 +147,8 @@ class SegmentFreeSpace {
   void count_overlap(std::map<Key, Entry>::const_iterator first, std::map<Key, Entry>::const_iterator second, int sign);
 
   BlockGapTree blocks_;
-  std::map<Key, Entry> segments_;          // end > start
-  std::map<Key, Entry> empty_segments_;    // end <= start: no block can lie in them
+  std::map<Key, Entry> segments_;        // end > start
+  std::map<Key, Entry> empty_segments_;  // end <= start: no block can lie in them
   std::map<int32_t, DeviceSegments> devices_;
   // Neighbours in segments_ (by key) that overlap. Segments overlap somewhere iff some neighbours do.
   uint64_t overlapping_neighbours_ = 0;
@@ -169,7 +170,8 @@ class MappedRuns {
   explicit MappedRuns(uint8_t kind) : kind_(kind) {}
   // A page [start, start + size_bytes) of `device`'s memory whose start lies in `reservation` (any value
   // naming it, 0 for none), `held`: a block has been placed in it. No page is at `start` already.
-  void add(SegmentFreeSpace& space, uint64_t start, uint64_t size_bytes, int32_t device, uint64_t reservation, bool held);
+  void add(SegmentFreeSpace& space, uint64_t start, uint64_t size_bytes, int32_t device, uint64_t reservation,
+           bool held);
   void remove(SegmentFreeSpace& space, uint64_t start);     // nothing happens if no page is at `start`
   void mark_held(SegmentFreeSpace& space, uint64_t start);  // a block has been placed in the page at `start`
   bool contains(uint64_t start) const { return pages_.count(start) > 0; }
@@ -220,10 +222,10 @@ class MappedRuns {
   SegmentFreeSpace* space_ = nullptr;  // the space of the current call
   uint8_t kind_;
   std::map<uint64_t, Page> pages_;
-  std::set<uint64_t> held_;                   // starts of the pages that held a block
-  std::map<uint64_t, Stretch> stretches_;     // by start; valid while exact_
-  std::map<uint64_t, uint64_t> runs_;         // start -> end; valid while exact_
-  uint64_t anomalies_ = 0;  // bad pages, and neighbours in pages_ that overlap
+  std::set<uint64_t> held_;                // starts of the pages that held a block
+  std::map<uint64_t, Stretch> stretches_;  // by start; valid while exact_
+  std::map<uint64_t, uint64_t> runs_;      // start -> end; valid while exact_
+  uint64_t anomalies_ = 0;                 // bad pages, and neighbours in pages_ that overlap
   bool exact_ = true;
   uint64_t work_ = 0;
 };

@@ -137,8 +137,7 @@ TimelinePlan plan_timeline(const std::string& path, std::optional<int64_t> inter
   plan.layer_hints = layers.layer_hints();
   // Per device at most a row per event, and with an interval one more than the interval changes.
   uint64_t events = layers.health().events;
-  double per_device =
-      interval_ns ? std::min(double(events), double(observer.interval_changes()) + 1) : double(events);
+  double per_device = interval_ns ? std::min(double(events), double(observer.interval_changes()) + 1) : double(events);
   double rows = double(layers.devices().size()) * per_device;
   plan.incremental_fragmentation = keep_fragmentation(events, rows, observer.max_live());
   return plan;

@@ -67,8 +67,8 @@ TimelinePlan plan_timeline(const std::string& path, std::optional<int64_t> inter
 
 // What the second pass read, for the reports' trailer.
 struct TimelineEnd {
-  TraceReadSummary read;  // truncation: rows go up to the last complete chunk
-  uint64_t events = 0;    // events replayed
+  TraceReadSummary read;                       // truncation: rows go up to the last complete chunk
+  uint64_t events = 0;                         // events replayed
   std::optional<uint64_t> start_monotonic_ns;  // the TraceStart's CLOCK_MONOTONIC at time zero
   // Where the fragmentation became unknown (MemoryModel::fragmentation_unknown_from_event), if it did.
   std::optional<uint64_t> fragmentation_unknown_from_event;

@@ -9,10 +9,10 @@
 #include <string>
 #include <unordered_map>
 
-#include "util/checked_math.h"
-#include "read/event_fields.h"
 #include "memtrace.pb.h"
+#include "read/event_fields.h"
 #include "trace_format.h"
+#include "util/checked_math.h"
 
 namespace memtrace {
 
@@ -74,8 +74,7 @@ class DerivedFields {
     if constexpr (kDeriveAllocated) {
       if (!e.has_allocator_allocated_bytes()) {
         // Unsigned arithmetic, as the writer's (preload/event_encoder.h).
-        uint64_t change =
-            e.kind() == proto::ALLOC ? e.size() : e.kind() == proto::FREE ? uint64_t{0} - e.size() : 0;
+        uint64_t change = e.kind() == proto::ALLOC ? e.size() : e.kind() == proto::FREE ? uint64_t{0} - e.size() : 0;
         e.set(EventFields::kAllocatorAllocatedBytes, last.allocated_bytes + change);
       }
       last.allocated_bytes = e.allocator_allocated_bytes();

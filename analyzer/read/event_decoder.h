@@ -104,14 +104,15 @@ inline uint64_t zigzag32(uint64_t v) {
 // signed. Only those present: an absent field's 0 would decode to 0, and most events have one or two of
 // the four (a version-2 event: time_delta_us, and device unless it is 0).
 inline void decode_signed_fields(EventFields& e) {
-  if (e.has(EventFields::kTimeDeltaNs)) e.values[EventFields::kTimeDeltaNs] = zigzag64(e.values[EventFields::kTimeDeltaNs]);
-  if (e.has(EventFields::kTimeDeltaUs)) e.values[EventFields::kTimeDeltaUs] = zigzag64(e.values[EventFields::kTimeDeltaUs]);
+  if (e.has(EventFields::kTimeDeltaNs))
+    e.values[EventFields::kTimeDeltaNs] = zigzag64(e.values[EventFields::kTimeDeltaNs]);
+  if (e.has(EventFields::kTimeDeltaUs))
+    e.values[EventFields::kTimeDeltaUs] = zigzag64(e.values[EventFields::kTimeDeltaUs]);
   if (e.has(EventFields::kDevice)) e.values[EventFields::kDevice] = zigzag32(e.values[EventFields::kDevice]);
   if (e.has(EventFields::kResult)) e.values[EventFields::kResult] = zigzag32(e.values[EventFields::kResult]);
 }
-static_assert(EventFields::kSignedFields ==
-              (1u << EventFields::kTimeDeltaNs | 1u << EventFields::kTimeDeltaUs | 1u << EventFields::kDevice |
-               1u << EventFields::kResult));
+static_assert(EventFields::kSignedFields == (1u << EventFields::kTimeDeltaNs | 1u << EventFields::kTimeDeltaUs |
+                                             1u << EventFields::kDevice | 1u << EventFields::kResult));
 
 // Reads the Event's fields in [p, end), each varint with read_varint (event_decoder.cc).
 bool decode_event_fields_bounded(const unsigned char* p, const unsigned char* end, EventFields& e);
@@ -163,9 +164,8 @@ inline bool decode_event_fields_unbounded(const unsigned char* p, const unsigned
         p += 2;  // past the tag
         if (p >= end || !read_varint_unbounded(p, &value)) return false;
       }
-    } else if (tag < 0x80 /* another wire type */ || !read_varint_unbounded(p, &tag) ||
-               (tag & 7) != kWireVarint || (tag >> 3) > EventFields::kLastField || p >= end ||
-               !read_varint_unbounded(p, &value)) {
+    } else if (tag < 0x80 /* another wire type */ || !read_varint_unbounded(p, &tag) || (tag & 7) != kWireVarint ||
+               (tag >> 3) > EventFields::kLastField || p >= end || !read_varint_unbounded(p, &value)) {
       return false;
     }
     e.values[tag >> 3] = value;

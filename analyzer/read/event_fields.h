@@ -5,8 +5,8 @@
 // struct costs one fixed-size reset and one store per field.
 #pragma once
 
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 
 #include "memtrace.pb.h"
@@ -35,10 +35,29 @@ struct alignas(16) EventFields {
 
   // Fields numbered as in proto/memtrace.proto.
   enum Field : uint32_t {
-    kKind = 1, kLayer = 2, kApi = 3, kTimeDeltaNs = 4, kTid = 5, kDevice = 6, kStream = 7, kAddress = 8,
-    kSize = 9, kResult = 10, kStackId = 11, kAllocatorAllocatedBytes = 12, kAllocatorReservedBytes = 13,
-    kDeviceFreeBytes = 14, kDeviceTotalBytes = 15, kHandle = 16, kMemory = 17, kGraph = 18, kCaptureId = 19,
-    kProcessUsedBytes = 20, kOtherProcessesUsedBytes = 21, kContext = 22, kTimeDeltaUs = 23,
+    kKind = 1,
+    kLayer = 2,
+    kApi = 3,
+    kTimeDeltaNs = 4,
+    kTid = 5,
+    kDevice = 6,
+    kStream = 7,
+    kAddress = 8,
+    kSize = 9,
+    kResult = 10,
+    kStackId = 11,
+    kAllocatorAllocatedBytes = 12,
+    kAllocatorReservedBytes = 13,
+    kDeviceFreeBytes = 14,
+    kDeviceTotalBytes = 15,
+    kHandle = 16,
+    kMemory = 17,
+    kGraph = 18,
+    kCaptureId = 19,
+    kProcessUsedBytes = 20,
+    kOtherProcessesUsedBytes = 21,
+    kContext = 22,
+    kTimeDeltaUs = 23,
   };
   // The fields read as zigzag-encoded varints (sint32, sint64).
   static constexpr uint32_t kSignedFields = 1u << kTimeDeltaNs | 1u << kDevice | 1u << kResult | 1u << kTimeDeltaUs;
@@ -95,7 +114,8 @@ struct alignas(16) EventFields {
   // (time_delta_ns) next to slot 5 (tid) is cleared alone.
   void clear_all_but_sticky() {
     typedef uint64_t Zero16 __attribute__((vector_size(16), may_alias));
-    static_assert(kStickyFields == (1u << 2 | 1u << 3 | 1u << 5 | 1u << 6 | 1u << 7) && offsetof(EventFields, values) == 0);
+    static_assert(kStickyFields == (1u << 2 | 1u << 3 | 1u << 5 | 1u << 6 | 1u << 7) &&
+                  offsetof(EventFields, values) == 0);
     auto* v = reinterpret_cast<Zero16*>(this);
     v[0] = Zero16{};  // values[0, 1]
     values[kTimeDeltaNs] = 0;

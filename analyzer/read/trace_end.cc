@@ -18,16 +18,12 @@ std::string end_how_name(const proto::TraceEnd& end) {
 std::string describe_end(const std::optional<proto::TraceEnd>& end) {
   if (!end) return "no end record (cut off: kill -9, crash or write error)";
   switch (end->how()) {
-    case proto::TraceEnd::EXIT:
-      return "process ended normally";
-    case proto::TraceEnd::UNDERSCORE_EXIT:
-      return "ended with _exit";
+    case proto::TraceEnd::EXIT: return "process ended normally";
+    case proto::TraceEnd::UNDERSCORE_EXIT: return "ended with _exit";
     case proto::TraceEnd::SIGNAL:
       return "killed by signal " + std::to_string(end->signal()) + " (" + signal_name(end->signal()) + ")";
-    case proto::TraceEnd::EXEC:
-      return "replaced by exec";
-    default:
-      return "ended in a way this memtrace does not know (" + end_how_name(*end) + ")";
+    case proto::TraceEnd::EXEC: return "replaced by exec";
+    default: return "ended in a way this memtrace does not know (" + end_how_name(*end) + ")";
   }
 }
 

@@ -120,9 +120,8 @@ uint32_t read_header(Input& in, uint64_t* offset) {
     throw TraceError("not a memtrace trace: header tag is not \"MEMTRACE\"", kHeaderTagOffset);
   uint32_t version = load_le32(header + kHeaderVersionOffset);
   if (version < kOldestTraceFormatVersion || version > kTraceFormatVersion)
-    throw TraceError("unsupported trace format version " + std::to_string(version) +
-                         " (this memtrace reads versions " + std::to_string(kOldestTraceFormatVersion) + " to " +
-                         std::to_string(kTraceFormatVersion) + ")",
+    throw TraceError("unsupported trace format version " + std::to_string(version) + " (this memtrace reads versions " +
+                         std::to_string(kOldestTraceFormatVersion) + " to " + std::to_string(kTraceFormatVersion) + ")",
                      kHeaderVersionOffset);
   // A later version may put more in the header payload: skip it, if the file has it.
   uint64_t end = 8 + uint64_t(payload_bytes);
@@ -301,7 +300,8 @@ void decode_frame(Input& in, uint64_t offset, uint64_t bytes, Decoder& decoder,
   while (true) {
     if (zin.pos == zin.size && fed < bytes) {
       size_t want = size_t(std::min<uint64_t>(bytes - fed, in_block.size()));
-      if (in.read_at(offset + fed, in_block.data(), want) != want) throw TraceError("file shrank while read", offset + fed);
+      if (in.read_at(offset + fed, in_block.data(), want) != want)
+        throw TraceError("file shrank while read", offset + fed);
       zin = ZSTD_inBuffer{in_block.data(), want, 0};
       fed += want;
     }
@@ -480,8 +480,7 @@ FrameExtent measure_before_zero_tail(Input& in, uint64_t offset, uint64_t zero_b
 
 // check_cut_frame, for a frame whose bytes end at `*data_end`, or where the file's zero tail begins (a
 // cut inside a block whose bytes the zeros replace): `*data_end` is then where they begin.
-void check_cut_before_zero_tail(Input& in, uint64_t offset, uint64_t zero_begin, Decoder& decoder,
-                                uint64_t* data_end) {
+void check_cut_before_zero_tail(Input& in, uint64_t offset, uint64_t zero_begin, Decoder& decoder, uint64_t* data_end) {
   if (*data_end == in.size()) {
     try {
       check_cut_frame(in, offset, decoder);

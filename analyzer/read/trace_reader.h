@@ -13,10 +13,10 @@
 #include <string>
 #include <type_traits>
 
+#include "memtrace.pb.h"
 #include "read/derived_fields.h"
 #include "read/event_decoder.h"
 #include "read/event_fields.h"
-#include "memtrace.pb.h"
 #include "trace_format.h"  // the header frame, the versions read (kOldestTraceFormatVersion to kTraceFormatVersion)
 
 namespace memtrace {
@@ -105,8 +105,7 @@ constexpr bool sink_reads_allocator_allocated_bytes() {
 // A template so that the per-event path (split, decode, fill in, hand on) is one inlined loop with no
 // call through a pointer per event.
 template <typename Sink>
-  requires TraceSink<std::remove_reference_t<Sink>>
-TraceReadSummary read_trace(const std::string& path, Sink&& sink);
+requires TraceSink<std::remove_reference_t<Sink>> TraceReadSummary read_trace(const std::string& path, Sink&& sink);
 
 // A TraceSink made of two callables, e.g. lambdas: `read_trace(path, SinkOf{on_event, on_record})`.
 template <typename OnEvent, typename OnRecord>
@@ -170,7 +169,7 @@ class RecordSplitterBase : public ChunkSink {
   void note_start();
 
   DerivedFields derived_{kTraceFormatVersion};  // what version 2 leaves out, carried from record to record
-  bool carry_sticky_ = false;  // version 3: sticky fields carried from Event to Event, in `event_`
+  bool carry_sticky_ = false;                   // version 3: sticky fields carried from Event to Event, in `event_`
   // The last Event, as handed on: in version 3 the carried sticky fields' values (across chunks too).
   EventFields event_;
   proto::Record record_;
@@ -294,8 +293,7 @@ class RecordSplitter final : public RecordSplitterBase {
 }  // namespace trace_reader_detail
 
 template <typename Sink>
-  requires TraceSink<std::remove_reference_t<Sink>>
-TraceReadSummary read_trace(const std::string& path, Sink&& sink) {
+requires TraceSink<std::remove_reference_t<Sink>> TraceReadSummary read_trace(const std::string& path, Sink&& sink) {
   trace_reader_detail::RecordSplitter<std::remove_reference_t<Sink>> splitter(sink);
   TraceReadSummary summary = trace_reader_detail::read_chunks(path, splitter);
   summary.records = splitter.records();

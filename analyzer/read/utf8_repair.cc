@@ -70,8 +70,7 @@ bool for_each_length_delimited(unsigned char* begin, unsigned char* end, Visit v
         p += *length;
         break;
       }
-      default:
-        return false;
+      default: return false;
     }
   }
   return true;
@@ -79,11 +78,11 @@ bool for_each_length_delimited(unsigned char* begin, unsigned char* end, Visit v
 
 // The `string` fields of each Record member, by Record field number (see proto/memtrace.proto).
 const std::set<uint32_t>* string_fields_of(uint32_t record_field) {
-  static const std::set<uint32_t> start{3, 4, 7};  // hostname, argv, tracer_version
-  static const std::set<uint32_t> module{1};       // path
+  static const std::set<uint32_t> start{3, 4, 7};      // hostname, argv, tracer_version
+  static const std::set<uint32_t> module{1};           // path
   static const std::set<uint32_t> python_frame{2, 3};  // file, function
-  static const std::set<uint32_t> thread{2};       // name
-  static const std::set<uint32_t> notice{2};       // message
+  static const std::set<uint32_t> thread{2};           // name
+  static const std::set<uint32_t> notice{2};           // message
   switch (record_field) {
     case 1: return &start;
     case 2: return &module;

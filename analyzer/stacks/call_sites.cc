@@ -153,7 +153,8 @@ std::vector<LeakSite> find_leak_sites(const std::vector<LiveAllocation>& live_at
     // years is not told from one of 292).
     int64_t span_ns = saturating_sub(times.back(), times.front());
     int64_t window_ns = saturating_sub(exit_ns, std::min(times.front(), site.first_ns));
-    leak.growing = times.size() >= kMinGrowthAllocations && window_ns > 0 && saturating_mul(span_ns, int64_t{2}) >= window_ns;
+    leak.growing =
+        times.size() >= kMinGrowthAllocations && window_ns > 0 && saturating_mul(span_ns, int64_t{2}) >= window_ns;
     if (leak.growing) {
       leak.growth_count = times.size();
       leak.growth_bytes_per_step = lower_median(sizes);

@@ -11,11 +11,9 @@ std::strong_ordering operator<=>(const PortableFrame& a, const PortableFrame& b)
     case PortableFrame::Kind::kNative:
       if (auto order = *a.module <=> *b.module; order != 0) return order;
       return a.value <=> b.value;
-    case PortableFrame::Kind::kPython:
-      return *a.source <=> *b.source;
+    case PortableFrame::Kind::kPython: return *a.source <=> *b.source;
     case PortableFrame::Kind::kNativeOutsideModules:
-    case PortableFrame::Kind::kPythonNotInTrace:
-      break;
+    case PortableFrame::Kind::kPythonNotInTrace: break;
   }
   return a.value <=> b.value;
 }

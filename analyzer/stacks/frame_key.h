@@ -40,8 +40,8 @@ struct ModuleIdentity {
 // as long as it does); comparisons (==, <=>) read what they point to, so frames of two tables compare by content.
 struct PortableFrame {
   enum class Kind : uint8_t {
-    kNative,                // `module` and `value` = the return address - the module's load address
-    kPython,                // `source`
+    kNative,  // `module` and `value` = the return address - the module's load address
+    kPython,  // `source`
     // A return address in no module of the trace: `value` = the address as the trace wrote it. Without a
     // module there is nothing portable to name it by; two traces agree on it only where the address did not move.
     kNativeOutsideModules,

@@ -42,7 +42,8 @@ Frame FrameResolver::resolve_frame(uint64_t raw) {
   frame.line = native.line;
   frame.file = native.source_file.empty() ? native.module_path : native.source_file;
   if (native.module_name.empty()) frame.function = hex(raw);
-  else if (native.build_id_mismatch) frame.function = native.module_name + "+" + hex(native.module_offset) + " (build id mismatch)";
+  else if (native.build_id_mismatch)
+    frame.function = native.module_name + "+" + hex(native.module_offset) + " (build id mismatch)";
   else if (native.function.empty()) frame.function = native.module_name + "+" + hex(native.module_offset);
   else frame.function = native.function;
   return frame;

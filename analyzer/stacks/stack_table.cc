@@ -68,11 +68,8 @@ void StackTable::add(const proto::Record& record) {
       python_frames_.emplace(f.id(), &*python_sources_.insert(std::move(source)).first);
       break;
     }
-    case proto::Record::kStack:
-      intern(record.stack());
-      break;
-    default:
-      break;
+    case proto::Record::kStack: intern(record.stack()); break;
+    default: break;
   }
 }
 

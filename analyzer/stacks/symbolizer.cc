@@ -4,8 +4,8 @@
 #include <elf.h>
 #include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
-#include <gelf.h>
 #include <fcntl.h>
+#include <gelf.h>
 #include <libelf.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
@@ -55,9 +55,9 @@ int open_elf(const std::string& path, std::string* real_path, struct stat* stat_
   struct statfs fs;
   unsigned char magic[SELFMAG];
   const bool elf = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= SELFMAG &&
-                   uint64_t(st.st_size) <= kMaxElfFileBytes && fstatfs(fd, &fs) == 0 &&
-                   fs.f_type != PROC_SUPER_MAGIC && fs.f_type != SYSFS_MAGIC &&
-                   pread(fd, magic, SELFMAG, 0) == SELFMAG && std::memcmp(magic, ELFMAG, SELFMAG) == 0;
+                   uint64_t(st.st_size) <= kMaxElfFileBytes && fstatfs(fd, &fs) == 0 && fs.f_type != PROC_SUPER_MAGIC &&
+                   fs.f_type != SYSFS_MAGIC && pread(fd, magic, SELFMAG, 0) == SELFMAG &&
+                   std::memcmp(magic, ELFMAG, SELFMAG) == 0;
   if (!elf) {
     close(fd);
     return -1;
@@ -167,7 +167,7 @@ struct Symbolizer::Impl {
   std::vector<std::string> debug_dirs;
   size_t max_files_opened;
   std::map<FileKey, std::unique_ptr<OpenedFile>> files;  // every file whose ELF was read
-  size_t files_read = 0;                                  // ELF reads: files.size() unless one was read twice
+  size_t files_read = 0;                                 // ELF reads: files.size() unless one was read twice
   // Modules with one recorded path and build id try the same files: the first one's resolution serves the rest.
   std::unordered_map<std::string, Resolution> by_path_and_build_id;
   uint64_t modules_not_opened = 0;
@@ -182,9 +182,8 @@ struct Symbolizer::Impl {
       modules.push_back(std::move(loaded));
     }
     // Stable: among modules with one start, the one listed last is found, as in StackTable.
-    std::stable_sort(modules.begin(), modules.end(), [](const LoadedModule& a, const LoadedModule& b) {
-      return a.module.start() < b.module.start();
-    });
+    std::stable_sort(modules.begin(), modules.end(),
+                     [](const LoadedModule& a, const LoadedModule& b) { return a.module.start() < b.module.start(); });
   }
 
   // The file of a module, found and opened the first time a frame falls inside it, so that modules no frame
@@ -341,8 +340,7 @@ struct Symbolizer::Impl {
   }
 };
 
-Symbolizer::Symbolizer(std::vector<proto::Module> modules, std::vector<std::string> debug_dirs,
-                       size_t max_files_opened)
+Symbolizer::Symbolizer(std::vector<proto::Module> modules, std::vector<std::string> debug_dirs, size_t max_files_opened)
     : impl_(std::make_unique<Impl>(std::move(modules), std::move(debug_dirs), max_files_opened)) {}
 Symbolizer::~Symbolizer() = default;
 

@@ -31,8 +31,8 @@ struct NativeFrame {
   uint64_t function_offset = 0;  // return address - the function's start
   std::string source_file;       // empty without debug info
   uint32_t line = 0;
-  bool build_id_mismatch = false;  // the file on disk is not the one that ran: names would be wrong
-  bool module_missing = false;     // the module's file could not be opened
+  bool build_id_mismatch = false;      // the file on disk is not the one that ran: names would be wrong
+  bool module_missing = false;         // the module's file could not be opened
   bool in_python_interpreter = false;  // libpython* or the python executable itself
 };
 

@@ -15,8 +15,7 @@ namespace memtrace {
 // For int64_t and uint64_t (the second operand takes the first's type). Unsigned results stop at 0 and
 // UINT64_MAX, signed ones at INT64_MIN and INT64_MAX.
 template <typename T>
-  requires std::same_as<T, int64_t> || std::same_as<T, uint64_t>
-T saturating_add(T a, std::type_identity_t<T> b) {
+requires std::same_as<T, int64_t> || std::same_as<T, uint64_t> T saturating_add(T a, std::type_identity_t<T> b) {
   T sum;
   if (!__builtin_add_overflow(a, b, &sum)) return sum;
   if constexpr (std::is_signed_v<T>) return b > 0 ? std::numeric_limits<T>::max() : std::numeric_limits<T>::min();
@@ -24,8 +23,7 @@ T saturating_add(T a, std::type_identity_t<T> b) {
 }
 
 template <typename T>
-  requires std::same_as<T, int64_t> || std::same_as<T, uint64_t>
-T saturating_sub(T a, std::type_identity_t<T> b) {
+requires std::same_as<T, int64_t> || std::same_as<T, uint64_t> T saturating_sub(T a, std::type_identity_t<T> b) {
   T difference;
   if (!__builtin_sub_overflow(a, b, &difference)) return difference;
   if constexpr (std::is_signed_v<T>) return b < 0 ? std::numeric_limits<T>::max() : std::numeric_limits<T>::min();
@@ -33,8 +31,7 @@ T saturating_sub(T a, std::type_identity_t<T> b) {
 }
 
 template <typename T>
-  requires std::same_as<T, int64_t> || std::same_as<T, uint64_t>
-T saturating_mul(T a, std::type_identity_t<T> b) {
+requires std::same_as<T, int64_t> || std::same_as<T, uint64_t> T saturating_mul(T a, std::type_identity_t<T> b) {
   T product;
   if (!__builtin_mul_overflow(a, b, &product)) return product;
   if constexpr (std::is_signed_v<T>)

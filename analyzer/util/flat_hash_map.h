@@ -51,7 +51,8 @@ class FlatHashMap {
   // inserted (false: the existing value, unchanged). Always inlined: the memory model calls it for
   // nearly every event, and a call saving and restoring registers costs about half of a probe.
   [[gnu::always_inline]] std::pair<Value*, bool> try_emplace(const Key& key, const Value& value) {
-    if (!can_insert_without_growing()) [[unlikely]] grow();
+    if (!can_insert_without_growing()) [[unlikely]]
+      grow();
     return try_emplace_without_growing(key, value);
   }
   // Whether an insert now leaves the array as it is (try_emplace_without_growing may be called).
@@ -115,7 +116,7 @@ class FlatHashMap {
   static constexpr size_t kMinSlots = 16;
   static constexpr uint64_t kFibonacci = 0x9E3779B97F4A7C15ull;  // 2^64 / golden ratio, odd
 
-  size_t home(const Key& key) const { return size_t((Hash{}(key) * kFibonacci) >> shift_); }
+  size_t home(const Key& key) const { return size_t((Hash{}(key)*kFibonacci) >> shift_); }
 
   [[gnu::noinline]] void grow() {
     std::vector<Slot> old = std::move(slots_);

@@ -71,12 +71,9 @@ std::string format_python_version(uint32_t hex_version) {
   const unsigned level = hex_version >> 4 & 0xF, serial = hex_version & 0xF;
   const char* suffix = level == 0xA ? "a" : level == 0xB ? "b" : level == 0xC ? "rc" : nullptr;
   char text[32];
-  if (level == 0xF)
-    std::snprintf(text, sizeof text, "%u.%u.%u", major, minor, micro);
-  else if (suffix)
-    std::snprintf(text, sizeof text, "%u.%u.%u%s%u", major, minor, micro, suffix, serial);
-  else
-    std::snprintf(text, sizeof text, "0x%08X", hex_version);
+  if (level == 0xF) std::snprintf(text, sizeof text, "%u.%u.%u", major, minor, micro);
+  else if (suffix) std::snprintf(text, sizeof text, "%u.%u.%u%s%u", major, minor, micro, suffix, serial);
+  else std::snprintf(text, sizeof text, "0x%08X", hex_version);
   return text;
 }
 

@@ -92,8 +92,7 @@ std::string json_terminal_safe(std::string_view json_text) {
     }
     if (code_point == 0x7F || (code_point >= 0x80 && code_point <= 0x9F) || reorders_text(code_point))
       append_code_point(out, code_point);
-    else
-      out.append(json_text.substr(i, length));
+    else out.append(json_text.substr(i, length));
     i += length;
   }
   return out;

@@ -11,13 +11,27 @@ namespace memtrace {
 // the block-compressed and video formats, whose elements are not a whole number of bytes each.
 constexpr uint64_t driver_format_element_bytes(unsigned format, unsigned channels) {
   switch (format) {
-    case 0x01: case 0x08: return 1ull * channels;   // UNSIGNED_INT8, SIGNED_INT8
-    case 0x02: case 0x09: case 0x10: return 2ull * channels;  // UNSIGNED_INT16, SIGNED_INT16, HALF
-    case 0x03: case 0x0a: case 0x20: return 4ull * channels;  // UNSIGNED_INT32, SIGNED_INT32, FLOAT
-    case 0xc0: case 0xc6: return 1;                 // UNORM_INT8X1, SNORM_INT8X1: the channels are in the name
-    case 0xc1: case 0xc7: case 0xc3: case 0xc9: return 2;  // INT8X2, INT16X1
-    case 0xc2: case 0xc8: case 0xc4: case 0xca: case 0x50: return 4;  // INT8X4, INT16X2, UNORM_INT_101010_2
-    case 0xc5: case 0xcb: return 8;                 // INT16X4
+    case 0x01:
+    case 0x08: return 1ull * channels;  // UNSIGNED_INT8, SIGNED_INT8
+    case 0x02:
+    case 0x09:
+    case 0x10: return 2ull * channels;  // UNSIGNED_INT16, SIGNED_INT16, HALF
+    case 0x03:
+    case 0x0a:
+    case 0x20: return 4ull * channels;  // UNSIGNED_INT32, SIGNED_INT32, FLOAT
+    case 0xc0:
+    case 0xc6: return 1;  // UNORM_INT8X1, SNORM_INT8X1: the channels are in the name
+    case 0xc1:
+    case 0xc7:
+    case 0xc3:
+    case 0xc9: return 2;  // INT8X2, INT16X1
+    case 0xc2:
+    case 0xc8:
+    case 0xc4:
+    case 0xca:
+    case 0x50: return 4;  // INT8X4, INT16X2, UNORM_INT_101010_2
+    case 0xc5:
+    case 0xcb: return 8;  // INT16X4
     default: return 0;
   }
 }

@@ -98,4 +98,3 @@ MEMTRACE_EXPORT void reportOutOfMemoryToProfiler(int64_t alloc_size, size_t tota
     real(alloc_size, total_allocated, total_reserved, device);
 }
 }  // namespace c10
-

@@ -25,7 +25,7 @@ MEMTRACE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
 }
 
 MEMTRACE_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
-                                           unsigned int elementSizeBytes) {
+                                            unsigned int elementSizeBytes) {
   auto real = real_fn<decltype(&::cuMemAllocPitch_v2)>(kHook_cuMemAllocPitch_v2);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;
@@ -54,8 +54,13 @@ MEMTRACE_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, u
   HookScope scope;
   CUresult r = real(dptr, bytesize, flags);
   if (scope.outermost())
-    record_context_alloc({.layer = Layer::kDriver, .api = Api::kCuMemAllocManaged, .device = current_device(),
-                          .address = dptr ? *dptr : 0, .size = bytesize, .result = r, .memory = Memory::kManaged},
+    record_context_alloc({.layer = Layer::kDriver,
+                          .api = Api::kCuMemAllocManaged,
+                          .device = current_device(),
+                          .address = dptr ? *dptr : 0,
+                          .size = bytesize,
+                          .result = r,
+                          .memory = Memory::kManaged},
                          r == CUDA_SUCCESS, r == kDriverOom);
   return r;
 }
@@ -63,20 +68,25 @@ MEMTRACE_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, u
 namespace {
 // Each stream-ordered call and its _ptsz twin (`per_thread_stream`), which has the same ABI.
 [[gnu::always_inline]] inline CUresult alloc_async(HookId id, bool per_thread_stream, CUdeviceptr* dptr,
-                                                  size_t bytesize, CUstream stream) {
+                                                   size_t bytesize, CUstream stream) {
   auto real = real_fn<decltype(&::cuMemAllocAsync)>(id);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;
   CUresult r = real(dptr, bytesize, stream);
   if (scope.outermost())
-    record_async_alloc({.layer = Layer::kBlock, .api = Api::kCuMemAllocAsync, .device = current_device(),
-                        .stream = stream_value(stream), .address = dptr ? *dptr : 0, .size = bytesize, .result = r},
+    record_async_alloc({.layer = Layer::kBlock,
+                        .api = Api::kCuMemAllocAsync,
+                        .device = current_device(),
+                        .stream = stream_value(stream),
+                        .address = dptr ? *dptr : 0,
+                        .size = bytesize,
+                        .result = r},
                        r == CUDA_SUCCESS, r == kDriverOom, per_thread_stream);
   return r;
 }
 
 [[gnu::always_inline]] inline CUresult alloc_from_pool(HookId id, bool per_thread_stream, CUdeviceptr* dptr,
-                                                      size_t bytesize, CUmemoryPool pool, CUstream stream) {
+                                                       size_t bytesize, CUmemoryPool pool, CUstream stream) {
   auto real = real_fn<decltype(&::cuMemAllocFromPoolAsync)>(id);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;
@@ -84,16 +94,20 @@ namespace {
   if (scope.outermost()) {
     bool ok = r == CUDA_SUCCESS;
     uint64_t address = ok && dptr ? *dptr : 0;
-    record_async_alloc({.layer = Layer::kBlock, .api = Api::kCuMemAllocFromPoolAsync,
-                        .device = pool_block_device(ok, address), .stream = stream_value(stream), .address = address,
-                        .size = bytesize, .result = r},
+    record_async_alloc({.layer = Layer::kBlock,
+                        .api = Api::kCuMemAllocFromPoolAsync,
+                        .device = pool_block_device(ok, address),
+                        .stream = stream_value(stream),
+                        .address = address,
+                        .size = bytesize,
+                        .result = r},
                        ok, r == kDriverOom, per_thread_stream);
   }
   return r;
 }
 
 [[gnu::always_inline]] inline CUresult free_async(HookId id, bool per_thread_stream, CUdeviceptr dptr,
-                                                 CUstream stream) {
+                                                  CUstream stream) {
   auto real = real_fn<decltype(&::cuMemFreeAsync)>(id);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;
@@ -134,19 +148,23 @@ MEMTRACE_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) 
 // cuMemCreate is physical memory (keyed by its handle); map/unmap and address reservations are recorded for
 // the analyzer but are not memory of their own.
 
-MEMTRACE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
-                                     const CUmemAllocationProp* prop, unsigned long long flags) {
+MEMTRACE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
+                                     unsigned long long flags) {
   auto real = real_fn<decltype(&::cuMemCreate)>(kHook_cuMemCreate);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;
   CUresult r = real(handle, size, prop, flags);
   if (scope.outermost()) {
     bool host = prop && host_location(prop->location.type);
-    int device = host                                                        ? current_device()
+    int device = host                                                         ? current_device()
                  : prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id
                                                                               : -1;
-    record_alloc({.layer = Layer::kDriver, .api = Api::kCuMemCreate, .device = device,
-                  .address = handle ? *handle : 0, .size = size, .result = r,
+    record_alloc({.layer = Layer::kDriver,
+                  .api = Api::kCuMemCreate,
+                  .device = device,
+                  .address = handle ? *handle : 0,
+                  .size = size,
+                  .result = r,
                   .memory = host ? Memory::kHostPinned : Memory::kDevice},
                  r == CUDA_SUCCESS, r == kDriverOom);
   }
@@ -198,8 +216,7 @@ MEMTRACE_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;
   CUresult r = real(ptr, size);
-  if (scope.outermost() && r == CUDA_SUCCESS)
-    on_other(EventKind::kAddressFree, Api::kCuMemAddressFree, ptr, size, 0);
+  if (scope.outermost() && r == CUDA_SUCCESS) on_other(EventKind::kAddressFree, Api::kCuMemAddressFree, ptr, size, 0);
   return r;
 }
 
@@ -211,8 +228,12 @@ MEMTRACE_EXPORT CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {
   HookScope scope;
   CUresult r = real(pp, bytesize);
   if (scope.outermost())
-    record_context_alloc({.layer = Layer::kDriver, .api = Api::kCuMemAllocHost, .device = current_device(),
-                          .address = pp ? ptr_value(*pp) : 0, .size = bytesize, .result = r,
+    record_context_alloc({.layer = Layer::kDriver,
+                          .api = Api::kCuMemAllocHost,
+                          .device = current_device(),
+                          .address = pp ? ptr_value(*pp) : 0,
+                          .size = bytesize,
+                          .result = r,
                           .memory = Memory::kHostPinned},
                          r == CUDA_SUCCESS, r == kDriverOom);
   return r;
@@ -224,8 +245,12 @@ MEMTRACE_EXPORT CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int
   HookScope scope;
   CUresult r = real(pp, bytesize, flags);
   if (scope.outermost())
-    record_context_alloc({.layer = Layer::kDriver, .api = Api::kCuMemHostAlloc, .device = current_device(),
-                          .address = pp ? ptr_value(*pp) : 0, .size = bytesize, .result = r,
+    record_context_alloc({.layer = Layer::kDriver,
+                          .api = Api::kCuMemHostAlloc,
+                          .device = current_device(),
+                          .address = pp ? ptr_value(*pp) : 0,
+                          .size = bytesize,
+                          .result = r,
                           .memory = Memory::kHostPinned},
                          r == CUDA_SUCCESS, r == kDriverOom);
   return r;
@@ -247,8 +272,13 @@ MEMTRACE_EXPORT CUresult cuMemHostRegister_v2(void* p, size_t bytesize, unsigned
   HookScope scope;
   CUresult r = real(p, bytesize, flags);
   if (scope.outermost())
-    record_alloc({.layer = Layer::kDriver, .api = Api::kCuMemHostRegister, .device = current_device(),
-                  .address = ptr_value(p), .size = bytesize, .result = r, .memory = Memory::kHostRegistered},
+    record_alloc({.layer = Layer::kDriver,
+                  .api = Api::kCuMemHostRegister,
+                  .device = current_device(),
+                  .address = ptr_value(p),
+                  .size = bytesize,
+                  .result = r,
+                  .memory = Memory::kHostRegistered},
                  r == CUDA_SUCCESS, false);
   return r;
 }
@@ -280,9 +310,13 @@ template <typename Handle>
   bool ok = r == CUDA_SUCCESS;
   int device = current_device();
   uint64_t bytes = ok ? driver_bytes(*handle_out, device) : 0;
-  record_context_alloc({.layer = Layer::kDriver, .api = api, .device = device,
-                        .address = ok ? ptr_value(*handle_out) : 0, .size = bytes ? bytes : element_bytes,
-                        .result = r, .memory = Memory::kArray},
+  record_context_alloc({.layer = Layer::kDriver,
+                        .api = api,
+                        .device = device,
+                        .address = ok ? ptr_value(*handle_out) : 0,
+                        .size = bytes ? bytes : element_bytes,
+                        .result = r,
+                        .memory = Memory::kArray},
                        ok, r == kDriverOom);
 }
 }  // namespace
@@ -305,8 +339,7 @@ MEMTRACE_EXPORT CUresult cuArray3DCreate_v2(CUarray* handle, const CUDA_ARRAY3D_
   CUresult r = real(handle, desc);
   if (scope.outermost())
     record_array(Api::kCuArray3DCreate, r, handle, array_bytes,
-                 desc ? array_element_bytes(desc->Width, desc->Height, desc->Depth, driver_element_bytes(desc), 1)
-                      : 0);
+                 desc ? array_element_bytes(desc->Width, desc->Height, desc->Depth, driver_element_bytes(desc), 1) : 0);
   return r;
 }
 
@@ -318,8 +351,7 @@ MEMTRACE_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* handle, const 
   CUresult r = real(handle, desc, levels);
   if (scope.outermost())
     record_array(Api::kCuMipmappedArrayCreate, r, handle, mipmapped_array_bytes,
-                 desc ? array_element_bytes(desc->Width, desc->Height, desc->Depth, driver_element_bytes(desc),
-                                            levels)
+                 desc ? array_element_bytes(desc->Width, desc->Height, desc->Depth, driver_element_bytes(desc), levels)
                       : 0);
   return r;
 }
@@ -373,8 +405,12 @@ MEMTRACE_EXPORT CUresult cuExternalMemoryGetMappedBuffer(CUdeviceptr* devPtr, CU
   HookScope scope;
   CUresult r = real(devPtr, extMem, bufferDesc);
   if (scope.outermost() && r == CUDA_SUCCESS)
-    record_event({.kind = EventKind::kAlloc, .layer = Layer::kDriver, .api = Api::kCuExternalMemoryGetMappedBuffer,
-                  .device = current_device(), .address = *devPtr, .size = bufferDesc->size,
+    record_event({.kind = EventKind::kAlloc,
+                  .layer = Layer::kDriver,
+                  .api = Api::kCuExternalMemoryGetMappedBuffer,
+                  .device = current_device(),
+                  .address = *devPtr,
+                  .size = bufferDesc->size,
                   .memory = Memory::kImported});
   return r;
 }
@@ -388,8 +424,12 @@ MEMTRACE_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHa
   HookScope scope;
   CUresult r = real(handle, osHandle, type);
   if (scope.outermost() && r == CUDA_SUCCESS)
-    record_event({.kind = EventKind::kAlloc, .layer = Layer::kDriver, .api = Api::kCuMemImportFromShareableHandle,
-                  .device = device_of_handle(*handle), .address = *handle, .memory = Memory::kImported});
+    record_event({.kind = EventKind::kAlloc,
+                  .layer = Layer::kDriver,
+                  .api = Api::kCuMemImportFromShareableHandle,
+                  .device = device_of_handle(*handle),
+                  .address = *handle,
+                  .memory = Memory::kImported});
   return r;
 }
 
@@ -438,8 +478,7 @@ MEMTRACE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev)
 // ---- CUDA driver: graph memory -----------------------------------------------------------------------------
 
 namespace {
-[[gnu::always_inline]] inline CUresult end_capture(HookId id, bool per_thread_stream, CUstream stream,
-                                                  CUgraph* graph) {
+[[gnu::always_inline]] inline CUresult end_capture(HookId id, bool per_thread_stream, CUstream stream, CUgraph* graph) {
   auto real = real_fn<decltype(&::cuStreamEndCapture)>(id);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;

@@ -40,16 +40,20 @@ void record_context_alloc(MemoryEvent e, bool ok, bool out_of_memory) {
   record_alloc(e, ok, out_of_memory);
 }
 
-void on_alloc(Api api, Layer layer, bool ok, bool out_of_memory, uint64_t address, uint64_t size,
-              uint64_t stream, int device, int result) {
-  record_context_alloc({.layer = layer, .api = api, .device = device, .stream = stream, .address = address,
-                        .size = size, .result = result},
+void on_alloc(Api api, Layer layer, bool ok, bool out_of_memory, uint64_t address, uint64_t size, uint64_t stream,
+              int device, int result) {
+  record_context_alloc({.layer = layer,
+                        .api = api,
+                        .device = device,
+                        .stream = stream,
+                        .address = address,
+                        .size = size,
+                        .result = result},
                        ok, out_of_memory);
 }
 
 void on_other(EventKind kind, Api api, uint64_t address, uint64_t size, uint64_t handle) {
-  record_event({.kind = kind, .layer = Layer::kDriver, .api = api, .address = address, .size = size,
-                .handle = handle});
+  record_event({.kind = kind, .layer = Layer::kDriver, .api = api, .address = address, .size = size, .handle = handle});
 }
 
 // Plain stream-ordered allocations come from the current device's pool and need no extra driver call.
@@ -73,9 +77,13 @@ MemoryEvent async_free(const HookScope& scope, Api api, uint64_t address, uint64
 
 void record_import(Api api, uint64_t address) {
   int current = current_device();
-  record_event({.kind = EventKind::kAlloc, .layer = Layer::kDriver, .api = api,
-                .device = device_of_pointer(address, current), .address = address,
-                .size = allocation_range_bytes(address), .memory = Memory::kImported});
+  record_event({.kind = EventKind::kAlloc,
+                .layer = Layer::kDriver,
+                .api = api,
+                .device = device_of_pointer(address, current),
+                .address = address,
+                .size = allocation_range_bytes(address),
+                .memory = Memory::kImported});
 }
 
 void remember_primary_context(int device, uint64_t context) {
@@ -94,8 +102,8 @@ void record_context_destroy(Api api, int device, uint64_t context) {
 void record_graph_captured(Api api, uint64_t stream, const void* graph_out, uint64_t capture_id) {
   if (capture_id == 0 || graph_out == nullptr) return;
   uint64_t graph = ptr_value(*static_cast<void* const*>(graph_out));
-  record_event({.kind = EventKind::kGraphCaptured, .api = api, .stream = stream, .graph = graph,
-                .capture_id = capture_id});
+  record_event(
+      {.kind = EventKind::kGraphCaptured, .api = api, .stream = stream, .graph = graph, .capture_id = capture_id});
 }
 
 void record_instantiate(Api api, uint64_t exec, uint64_t graph) {
@@ -109,8 +117,13 @@ void record_launch(Api api, uint64_t exec, uint64_t stream) {
 }
 
 void record_alloc_node(Api api, uint64_t graph, int device, uint64_t address, uint64_t size) {
-  record_event({.kind = EventKind::kAlloc, .layer = Layer::kBlock, .api = api, .device = device, .address = address,
-                .size = size, .graph = graph});
+  record_event({.kind = EventKind::kAlloc,
+                .layer = Layer::kBlock,
+                .api = api,
+                .device = device,
+                .address = address,
+                .size = size,
+                .graph = graph});
 }
 
 void record_free_node(Api api, uint64_t graph, uint64_t address) {

@@ -32,16 +32,32 @@ struct HandedOut<Own, R(Args...)> {
 }  // namespace
 
 HookSlot g_hooks[kHookCount] = {
-#define MEMTRACE_RUNTIME_HOOK(symbol)                                                                    \
-  {#symbol, nullptr, 0, false,                                                                           \
-   reinterpret_cast<void*>(&HandedOut<&memtrace_own_##symbol, decltype(::symbol)>::call), {nullptr}, {nullptr}},
-#define MEMTRACE_DRIVER_HOOK(symbol, base_name, min_version, per_thread_stream)                           \
-  {#symbol, base_name, min_version, per_thread_stream,                                                    \
-   reinterpret_cast<void*>(&HandedOut<&memtrace_own_##symbol, decltype(::symbol)>::call), {nullptr}, {nullptr}},
+#define MEMTRACE_RUNTIME_HOOK(symbol)                                                        \
+  {                                                                                          \
+      #symbol,                                                                               \
+      nullptr,                                                                               \
+      0,                                                                                     \
+      false,                                                                                 \
+      reinterpret_cast<void*>(&HandedOut<&memtrace_own_##symbol, decltype(::symbol)>::call), \
+      {nullptr},                                                                             \
+      {nullptr}},
+#define MEMTRACE_DRIVER_HOOK(symbol, base_name, min_version, per_thread_stream)           \
+  {#symbol,                                                                               \
+   base_name,                                                                             \
+   min_version,                                                                           \
+   per_thread_stream,                                                                     \
+   reinterpret_cast<void*>(&HandedOut<&memtrace_own_##symbol, decltype(::symbol)>::call), \
+   {nullptr},                                                                             \
+   {nullptr}},
 // Our own hidden name: no other definition can take its place.
-#define MEMTRACE_DRIVER_PROC(symbol, base_name, min_version, per_thread_stream)                           \
-  {#symbol, base_name, min_version, per_thread_stream,                                                    \
-   reinterpret_cast<void*>(&HandedOut<&::symbol, decltype(::symbol)>::call), {nullptr}, {nullptr}},
+#define MEMTRACE_DRIVER_PROC(symbol, base_name, min_version, per_thread_stream) \
+  {#symbol,                                                                     \
+   base_name,                                                                   \
+   min_version,                                                                 \
+   per_thread_stream,                                                           \
+   reinterpret_cast<void*>(&HandedOut<&::symbol, decltype(::symbol)>::call),    \
+   {nullptr},                                                                   \
+   {nullptr}},
 #include "hooks/hooks.def"
 };
 

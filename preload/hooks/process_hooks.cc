@@ -23,7 +23,6 @@
 #include "record/lifecycle.h"
 #include "record/tls.h"
 
-
 namespace memtrace {
 
 // The crash signal whose program handler this thread is running (0 = none): an _exit() from inside that
@@ -140,10 +139,8 @@ bool raised_by_abort(int sig, const siginfo_t* info) {
 // that the runtime has suspended.
 void chain_to_program(int sig, siginfo_t* info, void* context, struct sigaction program, int saved_errno) {
   bool crash = ending_signal(sig)->fault;
-  if (raised_by_abort(sig, info))
-    recorder_finish_from_signal(sig, /*process_dies=*/false);
-  else if (crash)
-    recorder_flush_from_signal();
+  if (raised_by_abort(sig, info)) recorder_finish_from_signal(sig, /*process_dies=*/false);
+  else if (crash) recorder_flush_from_signal();
   if (program.sa_flags & SA_RESETHAND) {
     g_chained[sig].program_action.sa_handler = SIG_DFL;
     g_chained[sig].program_action.sa_flags = 0;
@@ -153,10 +150,8 @@ void chain_to_program(int sig, siginfo_t* info, void* context, struct sigaction 
   int outer = t_handling_signal, outer_any = t_in_program_handler;
   if (crash) t_handling_signal = sig;
   t_in_program_handler = sig;
-  if (program.sa_flags & SA_SIGINFO)
-    program.sa_sigaction(sig, info, context);
-  else
-    program.sa_handler(sig);
+  if (program.sa_flags & SA_SIGINFO) program.sa_sigaction(sig, info, context);
+  else program.sa_handler(sig);
   t_handling_signal = outer;
   t_in_program_handler = outer_any;
 }
@@ -255,10 +250,8 @@ MEMTRACE_EXPORT int siginterrupt(int sig, int flag) noexcept {
   if (sig > 0 && sig < NSIG && g_chained[sig].managed.load()) {
     struct sigaction action;
     if (sigaction(sig, nullptr, &action) != 0) return -1;
-    if (flag)
-      action.sa_flags &= ~SA_RESTART;
-    else
-      action.sa_flags |= SA_RESTART;
+    if (flag) action.sa_flags &= ~SA_RESTART;
+    else action.sa_flags |= SA_RESTART;
     return sigaction(sig, &action, nullptr);
   }
   using SiginterruptFn = int (*)(int, int);
@@ -308,8 +301,7 @@ void finish_for_exit() {
     memtrace::recorder_finish_from_signal(memtrace::t_handling_signal, /*process_dies=*/true);
   else if (memtrace::t_in_program_handler)  // e.g. a SIGTERM handler's _exit: the program's own exit
     memtrace::recorder_finish_from_signal(0, /*process_dies=*/true, memtrace::EndHow::kUnderscoreExit);
-  else
-    memtrace::recorder_finish(memtrace::EndHow::kUnderscoreExit);
+  else memtrace::recorder_finish(memtrace::EndHow::kUnderscoreExit);
 }
 
 MEMTRACE_EXPORT void _exit(int status) {

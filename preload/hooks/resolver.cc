@@ -14,7 +14,6 @@
 #include "hooks/export.h"
 #include "hooks/resolver.h"
 
-
 namespace memtrace {
 namespace {
 
@@ -63,11 +62,19 @@ DriverHelper g_helpers[kHelperCount] = {
     {"cuMemGetInfo", 3020, kNoUpperVersion, "cuMemGetInfo_v2", {nullptr}, {false}},
     {"cuPointerGetAttribute", 4000, kNoUpperVersion, "cuPointerGetAttribute", {nullptr}, {false}},
     {"cuArrayGetMemoryRequirements", 11060, kNoUpperVersion, "cuArrayGetMemoryRequirements", {nullptr}, {false}},
-    {"cuMipmappedArrayGetMemoryRequirements", 11060, kNoUpperVersion, "cuMipmappedArrayGetMemoryRequirements",
-     {nullptr}, {false}},
+    {"cuMipmappedArrayGetMemoryRequirements",
+     11060,
+     kNoUpperVersion,
+     "cuMipmappedArrayGetMemoryRequirements",
+     {nullptr},
+     {false}},
     {"cuMemGetAddressRange", 3020, kNoUpperVersion, "cuMemGetAddressRange_v2", {nullptr}, {false}},
-    {"cuMemGetAllocationPropertiesFromHandle", 10020, kNoUpperVersion, "cuMemGetAllocationPropertiesFromHandle",
-     {nullptr}, {false}},
+    {"cuMemGetAllocationPropertiesFromHandle",
+     10020,
+     kNoUpperVersion,
+     "cuMemGetAllocationPropertiesFromHandle",
+     {nullptr},
+     {false}},
     {"cuStreamGetCaptureInfo", 12030, kNoUpperVersion, "cuStreamGetCaptureInfo_v3", {nullptr}, {false}},
     {"cuCtxGetCurrent", 4000, kNoUpperVersion, "cuCtxGetCurrent", {nullptr}, {false}},
     {"cuMemPoolGetAttribute", 11020, kNoUpperVersion, "cuMemPoolGetAttribute", {nullptr}, {false}},

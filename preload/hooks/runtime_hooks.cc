@@ -55,9 +55,12 @@ MEMTRACE_EXPORT cudaError_t cudaMalloc3D(cudaPitchedPtr* pitchedDevPtr, cudaExte
   if (scope.outermost()) {
     bool ok = r == cudaSuccess;
     uint64_t rows = uint64_t{extent.height} * extent.depth;
-    record_context_alloc({.layer = Layer::kDriver, .api = Api::kCudaMalloc3D, .device = current_device(),
+    record_context_alloc({.layer = Layer::kDriver,
+                          .api = Api::kCudaMalloc3D,
+                          .device = current_device(),
                           .address = ok ? ptr_value(pitchedDevPtr->ptr) : 0,
-                          .size = (ok ? pitchedDevPtr->pitch : extent.width) * rows, .result = r},
+                          .size = (ok ? pitchedDevPtr->pitch : extent.width) * rows,
+                          .result = r},
                          ok, r == kRuntimeOom);
   }
   return r;
@@ -69,8 +72,12 @@ MEMTRACE_EXPORT cudaError_t cudaMallocManaged(void** devPtr, size_t size, unsign
   HookScope scope;
   cudaError_t r = real(devPtr, size, flags);
   if (scope.outermost())
-    record_context_alloc({.layer = Layer::kDriver, .api = Api::kCudaMallocManaged, .device = current_device(),
-                          .address = devPtr ? ptr_value(*devPtr) : 0, .size = size, .result = r,
+    record_context_alloc({.layer = Layer::kDriver,
+                          .api = Api::kCudaMallocManaged,
+                          .device = current_device(),
+                          .address = devPtr ? ptr_value(*devPtr) : 0,
+                          .size = size,
+                          .result = r,
                           .memory = Memory::kManaged},
                          r == cudaSuccess, r == kRuntimeOom);
   return r;
@@ -81,14 +88,18 @@ MEMTRACE_EXPORT cudaError_t cudaMallocManaged(void** devPtr, size_t size, unsign
 namespace {
 // cudaMallocAsync and its _ptsz twin (`per_thread_stream`), which has the same ABI.
 [[gnu::always_inline]] inline cudaError_t malloc_async(HookId id, bool per_thread_stream, void** devPtr, size_t size,
-                                                      cudaStream_t stream) {
+                                                       cudaStream_t stream) {
   auto real = real_fn<decltype(&::cudaMallocAsync)>(id);
   if (!real) return cudaErrorInitializationError;
   HookScope scope;
   cudaError_t r = real(devPtr, size, stream);
   if (scope.outermost())
-    record_async_alloc({.layer = Layer::kBlock, .api = Api::kCudaMallocAsync, .device = current_device(),
-                        .stream = stream_value(stream), .address = devPtr ? ptr_value(*devPtr) : 0, .size = size,
+    record_async_alloc({.layer = Layer::kBlock,
+                        .api = Api::kCudaMallocAsync,
+                        .device = current_device(),
+                        .stream = stream_value(stream),
+                        .address = devPtr ? ptr_value(*devPtr) : 0,
+                        .size = size,
                         .result = r},
                        r == cudaSuccess, r == kRuntimeOom, per_thread_stream);
   return r;
@@ -105,7 +116,7 @@ MEMTRACE_EXPORT cudaError_t cudaMallocAsync_ptsz(void** devPtr, size_t size, cud
 
 namespace {
 [[gnu::always_inline]] inline cudaError_t free_async(HookId id, bool per_thread_stream, void* devPtr,
-                                                    cudaStream_t stream) {
+                                                     cudaStream_t stream) {
   auto real = real_fn<decltype(&::cudaFreeAsync)>(id);
   if (!real) return cudaErrorInitializationError;
   HookScope scope;
@@ -127,7 +138,7 @@ MEMTRACE_EXPORT cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream_t stream
 
 namespace {
 [[gnu::always_inline]] inline cudaError_t malloc_from_pool(HookId id, bool per_thread_stream, void** ptr, size_t size,
-                                                          cudaMemPool_t pool, cudaStream_t stream) {
+                                                           cudaMemPool_t pool, cudaStream_t stream) {
   auto real = real_fn<decltype(&::cudaMallocFromPoolAsync)>(id);
   if (!real) return cudaErrorInitializationError;
   HookScope scope;
@@ -135,17 +146,20 @@ namespace {
   if (scope.outermost()) {
     bool ok = r == cudaSuccess;
     uint64_t address = ok && ptr ? ptr_value(*ptr) : 0;
-    record_async_alloc({.layer = Layer::kBlock, .api = Api::kCudaMallocFromPoolAsync,
-                        .device = pool_block_device(ok, address), .stream = stream_value(stream), .address = address,
-                        .size = size, .result = r},
+    record_async_alloc({.layer = Layer::kBlock,
+                        .api = Api::kCudaMallocFromPoolAsync,
+                        .device = pool_block_device(ok, address),
+                        .stream = stream_value(stream),
+                        .address = address,
+                        .size = size,
+                        .result = r},
                        ok, r == kRuntimeOom, per_thread_stream);
   }
   return r;
 }
 }  // namespace
 
-MEMTRACE_EXPORT cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t pool,
-                                                    cudaStream_t stream) {
+MEMTRACE_EXPORT cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream) {
   return malloc_from_pool(kHook_cudaMallocFromPoolAsync, false, ptr, size, pool, stream);
 }
 
@@ -163,8 +177,12 @@ MEMTRACE_EXPORT cudaError_t cudaMallocHost(void** ptr, size_t size) {
   HookScope scope;
   cudaError_t r = real(ptr, size);
   if (scope.outermost())
-    record_context_alloc({.layer = Layer::kDriver, .api = Api::kCudaMallocHost, .device = current_device(),
-                          .address = ptr ? ptr_value(*ptr) : 0, .size = size, .result = r,
+    record_context_alloc({.layer = Layer::kDriver,
+                          .api = Api::kCudaMallocHost,
+                          .device = current_device(),
+                          .address = ptr ? ptr_value(*ptr) : 0,
+                          .size = size,
+                          .result = r,
                           .memory = Memory::kHostPinned},
                          r == cudaSuccess, r == kRuntimeOom);
   return r;
@@ -176,8 +194,12 @@ MEMTRACE_EXPORT cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int 
   HookScope scope;
   cudaError_t r = real(ptr, size, flags);
   if (scope.outermost())
-    record_context_alloc({.layer = Layer::kDriver, .api = Api::kCudaHostAlloc, .device = current_device(),
-                          .address = ptr ? ptr_value(*ptr) : 0, .size = size, .result = r,
+    record_context_alloc({.layer = Layer::kDriver,
+                          .api = Api::kCudaHostAlloc,
+                          .device = current_device(),
+                          .address = ptr ? ptr_value(*ptr) : 0,
+                          .size = size,
+                          .result = r,
                           .memory = Memory::kHostPinned},
                          r == cudaSuccess, r == kRuntimeOom);
   return r;
@@ -200,8 +222,13 @@ MEMTRACE_EXPORT cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned in
   HookScope scope;
   cudaError_t r = real(ptr, size, flags);
   if (scope.outermost())
-    record_alloc({.layer = Layer::kDriver, .api = Api::kCudaHostRegister, .device = current_device(),
-                  .address = ptr_value(ptr), .size = size, .result = r, .memory = Memory::kHostRegistered},
+    record_alloc({.layer = Layer::kDriver,
+                  .api = Api::kCudaHostRegister,
+                  .device = current_device(),
+                  .address = ptr_value(ptr),
+                  .size = size,
+                  .result = r,
+                  .memory = Memory::kHostRegistered},
                  r == cudaSuccess, false);
   return r;
 }
@@ -234,9 +261,13 @@ template <typename Handle>
   bool ok = r == cudaSuccess;
   int device = current_device();
   uint64_t bytes = ok ? driver_bytes(*array_out, device) : 0;
-  record_context_alloc({.layer = Layer::kDriver, .api = api, .device = device,
-                        .address = ok ? ptr_value(*array_out) : 0, .size = bytes ? bytes : element_bytes,
-                        .result = r, .memory = Memory::kArray},
+  record_context_alloc({.layer = Layer::kDriver,
+                        .api = api,
+                        .device = device,
+                        .address = ok ? ptr_value(*array_out) : 0,
+                        .size = bytes ? bytes : element_bytes,
+                        .result = r,
+                        .memory = Memory::kArray},
                        ok, r == kRuntimeOom);
 }
 }  // namespace
@@ -253,8 +284,8 @@ MEMTRACE_EXPORT cudaError_t cudaMallocArray(cudaArray_t* array, const cudaChanne
   return r;
 }
 
-MEMTRACE_EXPORT cudaError_t cudaMalloc3DArray(cudaArray_t* array, const cudaChannelFormatDesc* desc,
-                                              cudaExtent extent, unsigned int flags) {
+MEMTRACE_EXPORT cudaError_t cudaMalloc3DArray(cudaArray_t* array, const cudaChannelFormatDesc* desc, cudaExtent extent,
+                                              unsigned int flags) {
   auto real = real_fn<decltype(&::cudaMalloc3DArray)>(kHook_cudaMalloc3DArray);
   if (!real) return cudaErrorInitializationError;
   HookScope scope;
@@ -272,8 +303,7 @@ MEMTRACE_EXPORT cudaError_t cudaMallocMipmappedArray(cudaMipmappedArray_t* array
   HookScope scope;
   cudaError_t r = real(array, desc, extent, levels, flags);
   if (scope.outermost())
-    record_array(Api::kCudaMallocMipmappedArray, r, reinterpret_cast<CUmipmappedArray*>(array),
-                 mipmapped_array_bytes,
+    record_array(Api::kCudaMallocMipmappedArray, r, reinterpret_cast<CUmipmappedArray*>(array), mipmapped_array_bytes,
                  array_element_bytes(extent.width, extent.height, extent.depth, runtime_element_bytes(desc), levels));
   return r;
 }
@@ -336,7 +366,7 @@ MEMTRACE_EXPORT cudaError_t cudaDeviceReset() {
 
 namespace {
 [[gnu::always_inline]] inline cudaError_t end_capture(HookId id, bool per_thread_stream, cudaStream_t stream,
-                                                     cudaGraph_t* graph) {
+                                                      cudaGraph_t* graph) {
   auto real = real_fn<decltype(&::cudaStreamEndCapture)>(id);
   if (!real) return cudaErrorInitializationError;
   HookScope scope;
@@ -349,7 +379,7 @@ namespace {
 // The four instantiations differ in their last argument only: flags or a parameter block.
 template <typename Options>
 [[gnu::always_inline]] inline cudaError_t instantiate(HookId id, cudaGraphExec_t* exec, cudaGraph_t graph,
-                                                     Options options) {
+                                                      Options options) {
   auto real = real_fn<cudaError_t (*)(cudaGraphExec_t*, cudaGraph_t, Options)>(id);
   if (!real) return cudaErrorInitializationError;
   HookScope scope;

@@ -6,8 +6,8 @@
 // forward (one relaxed atomic load more than the call itself), and afterwards the sampler writes an event
 // only for a pool whose reserved memory changed.
 #include "hooks/hook_table.h"
-#include "samplers/pool_sampler.h"
 #include "record/recorder.h"
+#include "samplers/pool_sampler.h"
 
 using namespace memtrace;
 
@@ -42,8 +42,8 @@ template <typename Result, typename... Args>
 // ---- driver ------------------------------------------------------------------------------------------------
 
 MEMTRACE_EXPORT CUresult cuStreamSynchronize(CUstream stream) {
-  return synchronize(kHook_cuStreamSynchronize, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS,
-                     Api::kCuStreamSynchronize, stream);
+  return synchronize(kHook_cuStreamSynchronize, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS, Api::kCuStreamSynchronize,
+                     stream);
 }
 MEMTRACE_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream stream) {
   return synchronize(kHook_cuStreamSynchronize_ptsz, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS,
@@ -53,12 +53,12 @@ MEMTRACE_EXPORT CUresult cuCtxSynchronize() {
   return synchronize(kHook_cuCtxSynchronize, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS, Api::kCuCtxSynchronize);
 }
 MEMTRACE_EXPORT CUresult cuCtxSynchronize_v2(CUcontext context) {
-  return synchronize(kHook_cuCtxSynchronize_v2, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS,
-                     Api::kCuCtxSynchronize, context);
+  return synchronize(kHook_cuCtxSynchronize_v2, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS, Api::kCuCtxSynchronize,
+                     context);
 }
 MEMTRACE_EXPORT CUresult cuEventSynchronize(CUevent event) {
-  return synchronize(kHook_cuEventSynchronize, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS,
-                     Api::kCuEventSynchronize, event);
+  return synchronize(kHook_cuEventSynchronize, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS, Api::kCuEventSynchronize,
+                     event);
 }
 
 MEMTRACE_EXPORT CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
@@ -109,8 +109,8 @@ MEMTRACE_EXPORT cudaError_t cudaDeviceSynchronize() {
                      Api::kCudaDeviceSynchronize);
 }
 MEMTRACE_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  return synchronize(kHook_cudaEventSynchronize, cudaErrorInitializationError, cudaSuccess,
-                     Api::kCudaEventSynchronize, event);
+  return synchronize(kHook_cudaEventSynchronize, cudaErrorInitializationError, cudaSuccess, Api::kCudaEventSynchronize,
+                     event);
 }
 
 MEMTRACE_EXPORT cudaError_t cudaMemPoolCreate(cudaMemPool_t* pool, const cudaMemPoolProps* props) {

@@ -16,8 +16,8 @@
 #ifdef MEMTRACE_BENCH_TOGGLE
 #include <atomic>
 namespace memtrace::bench_toggle {
-extern std::atomic<bool> g_recording;                    // true at start
-extern std::atomic<int> g_max_native_frames_python;      // -1 at start: the configured depth
+extern std::atomic<bool> g_recording;                // true at start
+extern std::atomic<int> g_max_native_frames_python;  // -1 at start: the configured depth
 }  // namespace memtrace::bench_toggle
 #define MEMTRACE_BENCH_RECORDING() ::memtrace::bench_toggle::g_recording.load(std::memory_order_relaxed)
 namespace memtrace::bench_toggle {

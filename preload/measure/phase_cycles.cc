@@ -14,9 +14,13 @@
 namespace memtrace::phase_cycles {
 namespace {
 
-const char* const kPhaseNames[kPhaseCount] = {
-    "outside (job's own work since the last event)", "started + device noted", "stack captured",
-    "lock taken", "event encoded and appended", "lock released", "forwarded to libc10"};
+const char* const kPhaseNames[kPhaseCount] = {"outside (job's own work since the last event)",
+                                              "started + device noted",
+                                              "stack captured",
+                                              "lock taken",
+                                              "event encoded and appended",
+                                              "lock released",
+                                              "forwarded to libc10"};
 
 // One slot per thread that marks, written by that thread only (no atomics on the counted path); the report at
 // exit adds them up. Threads past the last slot are not counted.
@@ -24,9 +28,9 @@ struct Slot {
   uint64_t sums[kPhaseCount];
   uint64_t events;  // events that reached kForwarded
   uint64_t unwinds, unwound_frames;
-  uint64_t last;    // the thread's previous mark
-  bool in_hook;     // between kEnter and kForwarded: the other hooks' events (and the writer thread's
-                    // samples) record without a kEnter and are not counted
+  uint64_t last;  // the thread's previous mark
+  bool in_hook;   // between kEnter and kForwarded: the other hooks' events (and the writer thread's
+                  // samples) record without a kEnter and are not counted
 };
 constexpr int kSlots = 256;
 Slot g_slots[kSlots];
@@ -66,8 +70,8 @@ void report() {
             total.sums[p] / n / cycles_per_ns);
   fprintf(stderr, "  %-48s %9.1f cycles %8.1f ns\n", "in the hook, all phases", inside / n, inside / n / cycles_per_ns);
   if (total.unwinds)
-    fprintf(stderr, "  native unwinds: %llu, %.1f frames each (ours included)\n",
-            (unsigned long long)total.unwinds, double(total.unwound_frames) / double(total.unwinds));
+    fprintf(stderr, "  native unwinds: %llu, %.1f frames each (ours included)\n", (unsigned long long)total.unwinds,
+            double(total.unwound_frames) / double(total.unwinds));
 }
 
 Slot* slot() {

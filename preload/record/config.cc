@@ -2,12 +2,12 @@
 
 #include <errno.h>
 
+#include <strings.h>
+#include <unistd.h>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <strings.h>
-#include <unistd.h>
 
 namespace memtrace {
 namespace {

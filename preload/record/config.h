@@ -29,25 +29,25 @@ constexpr uint32_t kDefaultMaxNativeFrames = 32;
 constexpr uint32_t kDefaultMaxNativeFramesWithPython = 16;
 
 struct Config {
-  char output_path[4096];      // MEMTRACE_OUTPUT after placeholder expansion
-  uint32_t flush_interval_ms;  // MEMTRACE_FLUSH_MS, default 200
-  uint32_t max_native_frames;  // MEMTRACE_MAX_FRAMES, default kDefaultMaxNativeFrames, at most 256
+  char output_path[4096];             // MEMTRACE_OUTPUT after placeholder expansion
+  uint32_t flush_interval_ms;         // MEMTRACE_FLUSH_MS, default 200
+  uint32_t max_native_frames;         // MEMTRACE_MAX_FRAMES, default kDefaultMaxNativeFrames, at most 256
   uint32_t max_native_frames_python;  // on a thread with Python frames: MEMTRACE_MAX_FRAMES_PYTHON, else
                                       // MEMTRACE_MAX_FRAMES where set, else kDefaultMaxNativeFramesWithPython
-  bool python_frames;          // MEMTRACE_PYTHON_FRAMES, default 1 (a boolean: see config_bool)
-  size_t buffer_bytes;         // MEMTRACE_BUFFER_MB (each of the two chunk buffers), default 8 MiB
-  bool quiet;                  // MEMTRACE_QUIET=1: no line on stderr when the trace starts or ends
-  bool redact_args;            // MEMTRACE_REDACT_ARGS=1: the command line is not recorded; a value that is not
-                               // a boolean also redacts (the user asked for something: privacy is the safe guess)
-  bool wait_when_full;         // MEMTRACE_FULL_BUFFER=wait: an event that finds both buffers full waits for the
-                               // writer instead of being dropped (=drop, the default)
+  bool python_frames;                 // MEMTRACE_PYTHON_FRAMES, default 1 (a boolean: see config_bool)
+  size_t buffer_bytes;                // MEMTRACE_BUFFER_MB (each of the two chunk buffers), default 8 MiB
+  bool quiet;                         // MEMTRACE_QUIET=1: no line on stderr when the trace starts or ends
+  bool redact_args;                   // MEMTRACE_REDACT_ARGS=1: the command line is not recorded; a value that is not
+                     // a boolean also redacts (the user asked for something: privacy is the safe guess)
+  bool wait_when_full;  // MEMTRACE_FULL_BUFFER=wait: an event that finds both buffers full waits for the
+                        // writer instead of being dropped (=drop, the default)
   // The process's place in its job (TraceStart.rank ... job_id_source in memtrace.proto), read from the
   // launcher's variables, not ours: RANK, LOCAL_RANK, WORLD_SIZE (kNoJobNumber when unset or not a whole number
   // below 2^32; said nowhere, they are not our settings), and SLURM_JOB_ID, else TORCHELASTIC_RUN_ID.
   int64_t rank;
   int64_t local_rank;
   int64_t world_size;
-  char job_id[256];            // empty when neither is set; a longer value is cut at a UTF-8 character
+  char job_id[256];  // empty when neither is set; a longer value is cut at a UTF-8 character
   JobIdSource job_id_source;
 };
 

@@ -37,10 +37,10 @@ class EventEncoder {
     int device = -1;               // the slot whose totals this record wrote or derived, -1 = none
     uint64_t allocated_bytes = 0;  // the totals after this record (what the reader will hold)
     uint64_t reserved_bytes = 0;
-    uint64_t epoch = 0;            // epoch_ when encoded
+    uint64_t epoch = 0;             // epoch_ when encoded
     bool derive_allocated = false;  // the totals left out: the reader derives them
     bool derive_reserved = false;
-    Sticky sticky;                 // this record's sticky fields: what the next one is compared with
+    Sticky sticky;  // this record's sticky fields: what the next one is compared with
   };
 
   // Time zero (TraceStart.start_monotonic_ns); forgets every device's totals.
@@ -184,8 +184,8 @@ class EventEncoder {
   // Every Event reads or writes all of these: they come first, within the first 64 bytes (see prefetch).
   uint64_t start_ns_ = 0;
   uint64_t last_us_ = 0;
-  uint64_t epoch_ = 1;  // only grows: a slot never written (epoch 0) is never derived from
-  Sticky sticky_;             // the sticky fields of the last committed Event
+  uint64_t epoch_ = 1;         // only grows: a slot never written (epoch 0) is never derived from
+  Sticky sticky_;              // the sticky fields of the last committed Event
   uint64_t sticky_epoch_ = 0;  // sticky_ is what the reader holds while equal to epoch_
   DeviceTotals devices_[kDevices];
 };

@@ -74,8 +74,8 @@ void start() {
   }
   Sink* sink = sink_open(g_config.output_path, g_trace_path, sizeof g_trace_path);
   if (!sink) {
-    fprintf(stderr, "memtrace: cannot create trace file %s: %s; not tracing this process\n",
-            g_config.output_path, strerror(errno));
+    fprintf(stderr, "memtrace: cannot create trace file %s: %s; not tracing this process\n", g_config.output_path,
+            strerror(errno));
     return;
   }
   if (!g_writer.begin(sink, g_config.buffer_bytes)) {

@@ -60,12 +60,21 @@ class ProtoWriter : public VarintFields<ProtoWriter> {
   void advance_to(uint8_t* p) { cur_ = p; }
 
   void raw_varint(uint64_t v) {
-    if (!ok_ || static_cast<size_t>(end_ - cur_) < varint_size(v)) { ok_ = false; return; }
-    while (v >= 0x80) { *cur_++ = static_cast<uint8_t>(v) | 0x80; v >>= 7; }
+    if (!ok_ || static_cast<size_t>(end_ - cur_) < varint_size(v)) {
+      ok_ = false;
+      return;
+    }
+    while (v >= 0x80) {
+      *cur_++ = static_cast<uint8_t>(v) | 0x80;
+      v >>= 7;
+    }
     *cur_++ = static_cast<uint8_t>(v);
   }
   void raw_bytes(const void* p, size_t n) {
-    if (!ok_ || static_cast<size_t>(end_ - cur_) < n) { ok_ = false; return; }
+    if (!ok_ || static_cast<size_t>(end_ - cur_) < n) {
+      ok_ = false;
+      return;
+    }
     if (n) std::memcpy(cur_, p, n);
     cur_ += n;
   }
@@ -90,7 +99,10 @@ class ProtoWriter : public VarintFields<ProtoWriter> {
 
   static size_t varint_size(uint64_t v) {
     size_t n = 1;
-    while (v >= 0x80) { v >>= 7; n++; }
+    while (v >= 0x80) {
+      v >>= 7;
+      n++;
+    }
     return n;
   }
 
@@ -125,7 +137,10 @@ class UncheckedFieldWriter : public VarintFields<UncheckedFieldWriter> {
   friend class VarintFields<UncheckedFieldWriter>;
   void raw_varint(uint64_t v) {
     uint8_t* p = cur_;
-    while (v >= 0x80) { *p++ = static_cast<uint8_t>(v) | 0x80; v >>= 7; }
+    while (v >= 0x80) {
+      *p++ = static_cast<uint8_t>(v) | 0x80;
+      v >>= 7;
+    }
     *p++ = static_cast<uint8_t>(v);
     cur_ = p;
   }

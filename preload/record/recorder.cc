@@ -216,7 +216,6 @@ void wait_for_room_locked(const MemoryEvent& e, uint64_t stack_id) {
   }
 }
 
-
 // Starts bringing in, before the stack is captured, the lines the locked section will write: the lock and the
 // fields beside it, the encoder's state and this device's totals, and the chunk buffer where the record will
 // go. Why: after the job's own work between two events they are in L3 at best, and the locked section would
@@ -297,10 +296,8 @@ void record_event(const MemoryEvent& e) {
     if (stack_id == 0) g_stackless++;
   }
   if (!append_event_locked(e, stack_id)) {
-    if (g_config.wait_when_full && !t_never_waits)
-      wait_for_room_locked(e, stack_id);
-    else
-      drop_event_locked();
+    if (g_config.wait_when_full && !t_never_waits) wait_for_room_locked(e, stack_id);
+    else drop_event_locked();
   }
   wake_writer_if_filling_locked();
   MEMTRACE_PHASE(kAppended);

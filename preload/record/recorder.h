@@ -27,12 +27,12 @@ struct MemoryEvent {
   uint64_t device_total_bytes = 0;
   uint64_t handle = 0;
   Memory memory = Memory::kDevice;
-  uint64_t graph = 0;                       // graph memory nodes (see Event.graph in memtrace.proto)
+  uint64_t graph = 0;  // graph memory nodes (see Event.graph in memtrace.proto)
   uint64_t capture_id = 0;
-  bool has_process_usage = false;           // NVML answered: the two figures below are present
+  bool has_process_usage = false;  // NVML answered: the two figures below are present
   uint64_t process_used_bytes = 0;
   uint64_t other_processes_used_bytes = 0;
-  uint64_t context = 0;                     // driver-layer ALLOC: the current CUcontext
+  uint64_t context = 0;  // driver-layer ALLOC: the current CUcontext
 };
 
 // Records one event with the calling thread's stack (for allocations and OOMs). Thread-safe; never throws;

@@ -135,8 +135,8 @@ uint64_t now_ns();
 // external definition cost 7 instructions an event (bench/hot_path_callgrind).
 [[maybe_unused]] static bool append_record_locked(uint32_t kind, const ProtoWriter& inner) {
   if (!inner.ok()) return false;
-  size_t body = ProtoWriter::varint_size(uint64_t{kind} << 3 | 2) + ProtoWriter::varint_size(inner.size()) +
-                inner.size();
+  size_t body =
+      ProtoWriter::varint_size(uint64_t{kind} << 3 | 2) + ProtoWriter::varint_size(inner.size()) + inner.size();
   size_t total = ProtoWriter::varint_size(body) + body;
   ChunkBuffer& b = g_buffers[g_active];
   if (b.size + total > g_config.buffer_bytes) return false;

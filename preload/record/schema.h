@@ -129,8 +129,17 @@ enum class JobIdSource : uint8_t { kNone = 0, kSlurmJobId = 1, kTorchelasticRunI
 
 // Field numbers of the Record oneof and of each message, as in proto/memtrace.proto.
 namespace field {
-enum RecordKind : uint32_t { kStart = 1, kModule = 2, kPythonFrame = 3, kStack = 4, kEvent = 5, kThread = 6,
-                             kNotice = 7, kEnd = 8, kDevice = 9 };
+enum RecordKind : uint32_t {
+  kStart = 1,
+  kModule = 2,
+  kPythonFrame = 3,
+  kStack = 4,
+  kEvent = 5,
+  kThread = 6,
+  kNotice = 7,
+  kEnd = 8,
+  kDevice = 9
+};
 }  // namespace field
 
 // Bit 63 of a Stack frame marks a PythonFrame id (see Stack in memtrace.proto).

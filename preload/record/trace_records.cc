@@ -139,9 +139,10 @@ void check_torch_hook() {
   void* c10 = dlopen("libc10.so", RTLD_NOLOAD | RTLD_LAZY);
   if (!c10) return;
   g_torch_checked = true;
-  void* (*real_dlsym)(void*, const char*) = reinterpret_cast<void* (*)(void*, const char*)>(
-      dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"));
-  if (!real_dlsym) real_dlsym = reinterpret_cast<void* (*)(void*, const char*)>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5"));
+  void* (*real_dlsym)(void*, const char*) =
+      reinterpret_cast<void* (*)(void*, const char*)>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"));
+  if (!real_dlsym)
+    real_dlsym = reinterpret_cast<void* (*)(void*, const char*)>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5"));
   bool found = real_dlsym && real_dlsym(c10, kTorchHookSymbol);
   dlclose(c10);
   if (found) return;
@@ -252,7 +253,6 @@ namespace {
 // stat(2) and write(2) only, both async-signal-safe. The line is built in a static buffer, not on the stack
 // (a handler's alternate stack may be small); every caller holds g_flush_lock, which makes the buffer theirs.
 char g_end_line[sizeof g_trace_path + 96];
-
 
 // Appends `text` to g_end_line at `*at`, cut at the buffer's end.
 void end_line_append(size_t* at, const char* text) {

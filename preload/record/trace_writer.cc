@@ -71,7 +71,10 @@ void* writer_main(void*) {
       clock_gettime(CLOCK_MONOTONIC, &deadline);
       deadline.tv_sec += g_interval_ms / 1000;
       deadline.tv_nsec += static_cast<long>(g_interval_ms % 1000) * 1000000L;
-      if (deadline.tv_nsec >= 1000000000L) { deadline.tv_sec++; deadline.tv_nsec -= 1000000000L; }
+      if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+      }
       pthread_cond_timedwait(&g_wake_cond, &g_wake_lock, &deadline);
     }
     g_wake_requested = false;
@@ -155,8 +158,8 @@ void* make_static_cctx() {
   ZSTD_CCtxParams_setParameter(params, ZSTD_c_checksumFlag, 1);
   // Sized for a source of unknown length, which takes the level's largest parameters, and at least for the
   // largest of the level's source-size tiers (ZSTD_estimateCCtxSize checks each): any chunk fits.
-  const size_t workspace_bytes = std::max(ZSTD_estimateCCtxSize_usingCCtxParams(params),
-                                          ZSTD_estimateCCtxSize(kCompressionLevel));
+  const size_t workspace_bytes =
+      std::max(ZSTD_estimateCCtxSize_usingCCtxParams(params), ZSTD_estimateCCtxSize(kCompressionLevel));
   ZSTD_freeCCtxParams(params);
   void* workspace = mmap(nullptr, workspace_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (workspace == MAP_FAILED) return nullptr;

@@ -6,11 +6,11 @@
 #include <atomic>
 #include <cstring>
 
-#include "record/config.h"
 #include "hooks/resolver.h"
+#include "record/config.h"
+#include "record/recorder.h"
 #include "samplers/nvml_processes.h"
 #include "samplers/pool_sampler.h"
-#include "record/recorder.h"
 
 namespace memtrace {
 
@@ -35,7 +35,7 @@ struct Nvml {
   MemoryInfoFn memory_info;
   ComputeProcessesFn compute_processes;
 };
-Nvml g_nvml;                           // written once before g_nvml_loaded is set
+Nvml g_nvml;  // written once before g_nvml_loaded is set
 std::atomic<bool> g_nvml_loaded{false};
 
 // Devices by CUDA ordinal. A device's bit in g_noted is set by the first thread to see it, which then
@@ -53,9 +53,9 @@ struct DeviceSlot {
 constinit DeviceSlot g_devices[kMaxDevices];
 // A device's bit is set once nothing is left to do for it on the hook path: all of them until the trace starts,
 // and each device's from the first time it is seen after that (its Device record written, its PCI bus id read
-// when NVML is loaded). Why one word for both conditions: every recorded event checks it, usually with the tracer's data evicted by the job's own
-// work since the last event, and one word on a line of its own is one miss where two were two.
-// device_usage_sample_all reads it only once NVML is loaded, when a set bit means the device was seen.
+// when NVML is loaded). Why one word for both conditions: every recorded event checks it, usually with the tracer's
+// data evicted by the job's own work since the last event, and one word on a line of its own is one miss where two were
+// two. device_usage_sample_all reads it only once NVML is loaded, when a set bit means the device was seen.
 alignas(64) std::atomic<uint64_t> g_noted{~uint64_t{0}};
 
 // At most this many processes on one device are looked at; a longer list (NVML_ERROR_INSUFFICIENT_SIZE)
@@ -111,8 +111,11 @@ bool sample_device(int device) {
   if (!handle) return false;
   NvmlMemory memory{};
   if (g_nvml.memory_info(handle, &memory) != kNvmlSuccess) return false;
-  MemoryEvent e{.kind = EventKind::kDeviceUsage, .api = Api::kNvmlSample, .device = device,
-                .device_free_bytes = memory.free, .device_total_bytes = memory.total};
+  MemoryEvent e{.kind = EventKind::kDeviceUsage,
+                .api = Api::kNvmlSample,
+                .device = device,
+                .device_free_bytes = memory.free,
+                .device_total_bytes = memory.total};
   add_process_usage(handle, &e);
   record_event(e);
   return true;
@@ -195,8 +198,7 @@ int device_usage_sample_all() {
   return recorded;
 }
 
-void device_usage_after_oom(int device, Api api, bool have_memory_info, uint64_t free_bytes,
-                            uint64_t total_bytes) {
+void device_usage_after_oom(int device, Api api, bool have_memory_info, uint64_t free_bytes, uint64_t total_bytes) {
   MemoryEvent e{.kind = EventKind::kDeviceUsage, .api = api, .device = device};
   if (have_memory_info) {
     e.device_free_bytes = free_bytes;

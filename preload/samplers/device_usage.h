@@ -35,7 +35,6 @@ namespace memtrace {
 
 // Right after an OOM event on `device`: a DEVICE_USAGE with `api` (the OOM's), cuMemGetInfo's free/total
 // bytes (`have_memory_info` false: none) and, when NVML is loaded, the per-process figures.
-void device_usage_after_oom(int device, Api api, bool have_memory_info, uint64_t free_bytes,
-                            uint64_t total_bytes);
+void device_usage_after_oom(int device, Api api, bool have_memory_info, uint64_t free_bytes, uint64_t total_bytes);
 
 }  // namespace memtrace

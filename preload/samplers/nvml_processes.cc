@@ -11,10 +11,8 @@ ProcessUsage split_process_usage(const NvmlProcessInfo* processes, unsigned coun
     if (processes[i].pid == pid) {
       listed = true;
       // One entry per GPU or compute instance (MIG): a process may be listed more than once.
-      if (used == kNotAvailable)
-        usage.known = false;
-      else
-        usage.process_used_bytes += used;
+      if (used == kNotAvailable) usage.known = false;
+      else usage.process_used_bytes += used;
     } else if (used != kNotAvailable) {
       usage.other_processes_used_bytes += used;
     }

@@ -22,8 +22,8 @@ static_assert(sizeof(NvmlProcessInfo) == 24, "nvmlProcessInfo_v2_t layout");
 // "others" is us. Then neither figure is known: counting ourselves as another process would blame it for
 // our own memory.
 struct ProcessUsage {
-  bool known;                         // false: our figure is not available, or we are not in a non-empty list
-  uint64_t process_used_bytes;        // our pid's usedGpuMemory (summed over our entries)
+  bool known;                           // false: our figure is not available, or we are not in a non-empty list
+  uint64_t process_used_bytes;          // our pid's usedGpuMemory (summed over our entries)
   uint64_t other_processes_used_bytes;  // the sum of the others' (entries without a figure count 0)
 };
 ProcessUsage split_process_usage(const NvmlProcessInfo* processes, unsigned count, unsigned pid);

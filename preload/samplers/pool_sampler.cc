@@ -3,10 +3,10 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include "samplers/device_usage.h"
 #include "hooks/resolver.h"
-#include "samplers/pool_sample_table.h"
 #include "record/recorder.h"
+#include "samplers/device_usage.h"
+#include "samplers/pool_sample_table.h"
 
 namespace memtrace {
 

@@ -60,5 +60,4 @@ void sample_graph_pool(int device, Api api);
 extern std::atomic<int> g_pools_seen;
 inline bool pools_seen() { return g_pools_seen.load(std::memory_order_relaxed) != 0; }
 
-
 }  // namespace memtrace

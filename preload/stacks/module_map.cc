@@ -66,10 +66,8 @@ int visit(dl_phdr_info* info, size_t, void* data) {
 
   ModuleView m{path, info->dlpi_addr, start, end, nullptr, 0};
   m.build_id = find_build_id(info, &m.build_id_size);
-  if (c->emit(m, c->ctx))
-    g_reported.insert(key);
-  else
-    g_emit_refused = true;
+  if (c->emit(m, c->ctx)) g_reported.insert(key);
+  else g_emit_refused = true;
   return 0;
 }
 

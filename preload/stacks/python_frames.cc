@@ -8,60 +8,114 @@
 #include "stacks/python_frames.h"
 
 #include <dlfcn.h>
-#include <unistd.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 
-#include "stacks/intern_table.h"
 #include "record/tls.h"
+#include "stacks/intern_table.h"
 
 namespace memtrace {
 namespace {
 
 // Bounds on every walk, so that a corrupt or cyclic chain cannot hang or overrun the hook.
-constexpr int kMaxFramesWalked = 1024;         // interpreter frames visited per read, shims included
-constexpr uint32_t kMaxStringBytes = 4096;     // longest file or function name returned
+constexpr int kMaxFramesWalked = 1024;           // interpreter frames visited per read, shims included
+constexpr uint32_t kMaxStringBytes = 4096;       // longest file or function name returned
 constexpr int64_t kMaxLineTableBytes = 1 << 20;  // longest co_linetable decoded
 const char kUnknownString[] = "?";
 
 // clang-format off: the layouts are laid out by hand, several fields a line, to compare one with another.
 // CPython 3.11 internal headers (3.11.7): offsetof() of each field, checked by tests/python/layout_check.c.
-constexpr PythonLayout kLayout311 = {
-    .minor_version = 11, .tstate_cframe = 56, .cframe_current_frame = 8, .tstate_current_frame = -1,
-    .frame_code = 32, .frame_previous = 48, .frame_instr = 56, .frame_owner = 69, .frame_is_entry = 68,
-    .owner_generator = 1, .owner_cstack = -1,
-    .code_filename = 112, .code_qualname = 128, .code_linetable = 136, .code_firstlineno = 72,
-    .code_firsttraceable = 168, .code_code_adaptive = 184, .code_version = -1, .object_type = 8, .bytes_size = 16,
-    .bytes_data = 32, .unicode_length = 16, .unicode_state = 32, .unicode_ascii_size = 48,
-    .unicode_utf8_length = 48, .unicode_utf8 = 56, .unicode_compact_mask = 1u << 5,
-    .unicode_ascii_mask = 1u << 6, .runtime_finalizing = 24};
+constexpr PythonLayout kLayout311 = {.minor_version = 11,
+                                     .tstate_cframe = 56,
+                                     .cframe_current_frame = 8,
+                                     .tstate_current_frame = -1,
+                                     .frame_code = 32,
+                                     .frame_previous = 48,
+                                     .frame_instr = 56,
+                                     .frame_owner = 69,
+                                     .frame_is_entry = 68,
+                                     .owner_generator = 1,
+                                     .owner_cstack = -1,
+                                     .code_filename = 112,
+                                     .code_qualname = 128,
+                                     .code_linetable = 136,
+                                     .code_firstlineno = 72,
+                                     .code_firsttraceable = 168,
+                                     .code_code_adaptive = 184,
+                                     .code_version = -1,
+                                     .object_type = 8,
+                                     .bytes_size = 16,
+                                     .bytes_data = 32,
+                                     .unicode_length = 16,
+                                     .unicode_state = 32,
+                                     .unicode_ascii_size = 48,
+                                     .unicode_utf8_length = 48,
+                                     .unicode_utf8 = 56,
+                                     .unicode_compact_mask = 1u << 5,
+                                     .unicode_ascii_mask = 1u << 6,
+                                     .runtime_finalizing = 24};
 
 // CPython 3.12 internal headers (3.12.1). is_entry is gone: each eval-loop call pushes a shim frame
 // owned by the C stack instead.
-constexpr PythonLayout kLayout312 = {
-    .minor_version = 12, .tstate_cframe = 56, .cframe_current_frame = 0, .tstate_current_frame = -1,
-    .frame_code = 0, .frame_previous = 8, .frame_instr = 56, .frame_owner = 70, .frame_is_entry = -1,
-    .owner_generator = 1, .owner_cstack = 3,
-    .code_filename = 112, .code_qualname = 128, .code_linetable = 136, .code_firstlineno = 68,
-    .code_firsttraceable = 176, .code_code_adaptive = 192, .code_version = 92, .object_type = 8, .bytes_size = 16,
-    .bytes_data = 32, .unicode_length = 16, .unicode_state = 32, .unicode_ascii_size = 40,
-    .unicode_utf8_length = 40, .unicode_utf8 = 48, .unicode_compact_mask = 1u << 5,
-    .unicode_ascii_mask = 1u << 6, .runtime_finalizing = 24};
+constexpr PythonLayout kLayout312 = {.minor_version = 12,
+                                     .tstate_cframe = 56,
+                                     .cframe_current_frame = 0,
+                                     .tstate_current_frame = -1,
+                                     .frame_code = 0,
+                                     .frame_previous = 8,
+                                     .frame_instr = 56,
+                                     .frame_owner = 70,
+                                     .frame_is_entry = -1,
+                                     .owner_generator = 1,
+                                     .owner_cstack = 3,
+                                     .code_filename = 112,
+                                     .code_qualname = 128,
+                                     .code_linetable = 136,
+                                     .code_firstlineno = 68,
+                                     .code_firsttraceable = 176,
+                                     .code_code_adaptive = 192,
+                                     .code_version = 92,
+                                     .object_type = 8,
+                                     .bytes_size = 16,
+                                     .bytes_data = 32,
+                                     .unicode_length = 16,
+                                     .unicode_state = 32,
+                                     .unicode_ascii_size = 40,
+                                     .unicode_utf8_length = 40,
+                                     .unicode_utf8 = 48,
+                                     .unicode_compact_mask = 1u << 5,
+                                     .unicode_ascii_mask = 1u << 6,
+                                     .runtime_finalizing = 24};
 // clang-format on
 
 // Word indices into CPython 3.13's _Py_DebugOffsets (Include/internal/pycore_runtime.h): a char[8]
 // cookie followed only by uint64_t members, so each member is one 8-byte word.
 enum DebugOffsetWord313 : int {
-  kDoVersion = 1, kDoFreeThreaded = 2, kDoRuntimeFinalizing = 4, kDoThreadCurrentFrame = 23,
-  kDoFramePrevious = 29, kDoFrameExecutable = 30, kDoFrameInstrPtr = 31, kDoFrameOwner = 33,
-  kDoCodeFilename = 35, kDoCodeQualname = 37, kDoCodeLinetable = 38, kDoCodeFirstlineno = 39,
-  kDoCodeAdaptive = 43, kDoObjectType = 45, kDoBytesSize = 65, kDoBytesData = 66, kDoUnicodeState = 68,
-  kDoUnicodeLength = 69, kDoUnicodeAsciiSize = 70,
+  kDoVersion = 1,
+  kDoFreeThreaded = 2,
+  kDoRuntimeFinalizing = 4,
+  kDoThreadCurrentFrame = 23,
+  kDoFramePrevious = 29,
+  kDoFrameExecutable = 30,
+  kDoFrameInstrPtr = 31,
+  kDoFrameOwner = 33,
+  kDoCodeFilename = 35,
+  kDoCodeQualname = 37,
+  kDoCodeLinetable = 38,
+  kDoCodeFirstlineno = 39,
+  kDoCodeAdaptive = 43,
+  kDoObjectType = 45,
+  kDoBytesSize = 65,
+  kDoBytesData = 66,
+  kDoUnicodeState = 68,
+  kDoUnicodeLength = 69,
+  kDoUnicodeAsciiSize = 70,
   kDoWords313 = 73,  // sizeof(_Py_DebugOffsets) / 8 in 3.13.0
 };
 // 3.13 fields _Py_DebugOffsets does not publish (3.13.0 headers): _co_firsttraceable, co_version.
@@ -70,12 +124,12 @@ constexpr int32_t kCodeVersion313 = 92;
 
 struct Reader {
   PythonLayout layout;
-  uintptr_t runtime;            // &_PyRuntime
-  void* (*get_tstate)();        // PyGILState_GetThisThreadState: a thread-local read, NULL without Python
-  uintptr_t code_type;          // &PyCode_Type
-  uintptr_t unicode_type;       // &PyUnicode_Type
-  uintptr_t bytes_type;         // &PyBytes_Type
-  uintptr_t eval_begin;         // [eval_begin, eval_end) = _PyEval_EvalFrameDefault's machine code
+  uintptr_t runtime;       // &_PyRuntime
+  void* (*get_tstate)();   // PyGILState_GetThisThreadState: a thread-local read, NULL without Python
+  uintptr_t code_type;     // &PyCode_Type
+  uintptr_t unicode_type;  // &PyUnicode_Type
+  uintptr_t bytes_type;    // &PyBytes_Type
+  uintptr_t eval_begin;    // [eval_begin, eval_end) = _PyEval_EvalFrameDefault's machine code
   uintptr_t eval_end;
 };
 
@@ -84,9 +138,7 @@ std::atomic<int> g_support{static_cast<int>(PythonSupport::kAbsent)};
 pthread_mutex_t g_init_mutex = PTHREAD_MUTEX_INITIALIZER;
 char g_unsupported_reason[200];
 
-bool supported() {
-  return g_support.load(std::memory_order_acquire) == static_cast<int>(PythonSupport::kSupported);
-}
+bool supported() { return g_support.load(std::memory_order_acquire) == static_cast<int>(PythonSupport::kSupported); }
 
 // ---- raw reads: never through NULL, never with a missing offset ----
 template <class T>
@@ -169,8 +221,7 @@ int32_t read_signed_varint(TableCursor* c) {
 // before the field stores, so a reader that sees any new field also sees the entry as being written.
 inline bool begin_entry_write(std::atomic<uint32_t>& entry_sequence, uint32_t* sequence) {
   *sequence = entry_sequence.load(std::memory_order_relaxed);
-  if ((*sequence & 1) ||
-      !entry_sequence.compare_exchange_strong(*sequence, *sequence + 1, std::memory_order_acquire)) {
+  if ((*sequence & 1) || !entry_sequence.compare_exchange_strong(*sequence, *sequence + 1, std::memory_order_acquire)) {
     return false;
   }
   std::atomic_thread_fence(std::memory_order_release);
@@ -256,9 +307,9 @@ struct FrameCacheEntry {
   std::atomic<uintptr_t> line_table;
   std::atomic<uintptr_t> filename;
   std::atomic<uintptr_t> qualname;
-  std::atomic<uint64_t> offset_and_line;  // offset_bytes << 32 | line
-  std::atomic<uint64_t> lengths;          // file_len << 32 | function_len
-  std::atomic<uint64_t> key;              // content hash of (file, function, line); see PythonFrameView::key
+  std::atomic<uint64_t> offset_and_line;         // offset_bytes << 32 | line
+  std::atomic<uint64_t> lengths;                 // file_len << 32 | function_len
+  std::atomic<uint64_t> key;                     // content hash of (file, function, line); see PythonFrameView::key
   std::atomic<uint32_t> before_first_traceable;  // 1: offset before _co_firsttraceable (is_incomplete)
   std::atomic<uint32_t> code_version;            // code_version_of(code) when stored
 };
@@ -299,8 +350,7 @@ int64_t ascii_length(uintptr_t object) {
 }
 
 // Fills `view` (all but ends_eval_call) from the cache; false on a miss.
-bool frame_cache_lookup(uintptr_t code, uint32_t offset_bytes, PythonFrameView* view,
-                        bool* before_first_traceable) {
+bool frame_cache_lookup(uintptr_t code, uint32_t offset_bytes, PythonFrameView* view, bool* before_first_traceable) {
   FrameCacheEntry& e = frame_slot(code, offset_bytes);
   uint32_t before = e.sequence.load(std::memory_order_acquire);
   if (before & 1) return false;
@@ -440,7 +490,7 @@ struct WalkMemoEntry {
   uintptr_t frame;  // the triple walked at this depth; frame 0: nothing remembered
   uintptr_t code;
   uintptr_t instr;
-  CodeRefs refs;    // what the code object pointed at when the result was made
+  CodeRefs refs;          // what the code object pointed at when the result was made
   uint32_t code_version;  // code_version_of(code) then; 0 on 3.11 (then the lengths are checked)
   uint32_t file_len;
   uint32_t function_len;
@@ -486,15 +536,23 @@ WalkMemo* thread_walk_memo() {
 
 void walk_memo_store(WalkMemoEntry* m, uintptr_t frame, uintptr_t code, uintptr_t instr, const CodeRefs& refs,
                      const PythonFrameView& view, bool before_first_traceable) {
-  *m = WalkMemoEntry{frame,          code,          instr,     refs,     code_version_of(code),
-                     view.file_len, view.function_len, view.line, view.key, before_first_traceable};
+  *m = WalkMemoEntry{frame,
+                     code,
+                     instr,
+                     refs,
+                     code_version_of(code),
+                     view.file_len,
+                     view.function_len,
+                     view.line,
+                     view.key,
+                     before_first_traceable};
 }
 
 // Resolves the frame `frame` of `code` at `instr` into `view` (all but ends_eval_call) and remembers the result
 // in `m` (when not NULL); returns whether the instruction precedes the first traceable one. Out of line: the
 // walk's loop stays small for the case it is made for, a memo hit.
-__attribute__((noinline)) bool resolve_and_remember(WalkMemoEntry* m, uintptr_t frame, uintptr_t code,
-                                                    uintptr_t instr, PythonFrameView* view) {
+__attribute__((noinline)) bool resolve_and_remember(WalkMemoEntry* m, uintptr_t frame, uintptr_t code, uintptr_t instr,
+                                                    PythonFrameView* view) {
   ++t_frames_resolved;
   int64_t offset_bytes =
       static_cast<int64_t>(instr - (code + static_cast<uintptr_t>(g_reader.layout.code_code_adaptive)));
@@ -654,14 +712,15 @@ bool resolve_reader(uint32_t hex, Reader* r) {
   r->code_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyCode_Type"));
   r->unicode_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyUnicode_Type"));
   r->bytes_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyBytes_Type"));
-  const char* missing = !r->runtime ? "_PyRuntime"
-                        : !r->get_tstate ? "PyGILState_GetThisThreadState"
-                        : !r->code_type ? "PyCode_Type"
+  const char* missing = !r->runtime        ? "_PyRuntime"
+                        : !r->get_tstate   ? "PyGILState_GetThisThreadState"
+                        : !r->code_type    ? "PyCode_Type"
                         : !r->unicode_type ? "PyUnicode_Type"
-                        : !r->bytes_type ? "PyBytes_Type" : nullptr;
+                        : !r->bytes_type   ? "PyBytes_Type"
+                                           : nullptr;
   if (missing) {
-    snprintf(g_unsupported_reason, sizeof g_unsupported_reason,
-             "CPython %u.%u does not export %s", major, minor, missing);
+    snprintf(g_unsupported_reason, sizeof g_unsupported_reason, "CPython %u.%u does not export %s", major, minor,
+             missing);
     return false;
   }
   void* eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
@@ -675,13 +734,11 @@ bool resolve_reader(uint32_t hex, Reader* r) {
   if (major == 3 && minor == 13) {
     const char* why = "";
     if (python_layout_from_debug_offsets(reinterpret_cast<const void*>(r->runtime), &r->layout, &why)) return true;
-    snprintf(g_unsupported_reason, sizeof g_unsupported_reason,
-             "CPython %u.%u: %s", major, minor, why);
+    snprintf(g_unsupported_reason, sizeof g_unsupported_reason, "CPython %u.%u: %s", major, minor, why);
     return false;
   }
   snprintf(g_unsupported_reason, sizeof g_unsupported_reason,
-           "CPython %u.%u has no frame reader (3.11, 3.12 and 3.13 have one)",
-           major, minor);
+           "CPython %u.%u has no frame reader (3.11, 3.12 and 3.13 have one)", major, minor);
   return false;
 }
 
@@ -858,9 +915,7 @@ int python_frames_read(PythonFrameView* out, int capacity, bool* cut) {
 
 uint64_t python_frames_resolved() { return t_frames_resolved; }
 
-bool python_is_eval_pc(uintptr_t pc) {
-  return supported() && pc >= g_reader.eval_begin && pc < g_reader.eval_end;
-}
+bool python_is_eval_pc(uintptr_t pc) { return supported() && pc >= g_reader.eval_begin && pc < g_reader.eval_end; }
 
 void python_eval_range(uintptr_t* begin, uintptr_t* end) {
   bool ok = supported();

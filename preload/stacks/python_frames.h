@@ -41,8 +41,8 @@ struct PythonFrameView {
   uint32_t file_len;
   const char* function;  // co_qualname
   uint32_t function_len;
-  uint32_t line;         // 1-based source line of the instruction being executed, 0 when unknown
-  uint64_t key;          // python_frame_key(file, function, line): equal content gives an equal key
+  uint32_t line;  // 1-based source line of the instruction being executed, 0 when unknown
+  uint64_t key;   // python_frame_key(file, function, line): equal content gives an equal key
   // True for the outermost Python frame run by one call of the interpreter's evaluation loop
   // (_PyEval_EvalFrameDefault). Used to splice the frames in place of the native loop frames.
   bool ends_eval_call;
@@ -88,35 +88,35 @@ bool python_is_finalizing();
 // 3.11 and 3.12: from the built-in tables, derived with offsetof() from that version's internal headers.
 // 3.13: from _Py_DebugOffsets at the start of _PyRuntime, plus the few fields it does not publish.
 struct PythonLayout {
-  uint32_t minor_version;          // 11 for CPython 3.11 ...
-  int32_t tstate_cframe;           // PyThreadState.cframe (3.11, 3.12); -1 on 3.13
-  int32_t cframe_current_frame;    // _PyCFrame.current_frame (3.11, 3.12); -1 on 3.13
-  int32_t tstate_current_frame;    // PyThreadState.current_frame (3.13); -1 before
-  int32_t frame_code;              // _PyInterpreterFrame.f_code (3.11, 3.12) / f_executable (3.13)
-  int32_t frame_previous;          // _PyInterpreterFrame.previous
-  int32_t frame_instr;             // .prev_instr (3.11, 3.12: last instruction started) / .instr_ptr (3.13)
-  int32_t frame_owner;             // .owner, one byte (enum _frameowner)
-  int32_t frame_is_entry;          // .is_entry, one byte (3.11 only)
-  int32_t owner_generator;         // FRAME_OWNED_BY_GENERATOR
-  int32_t owner_cstack;            // FRAME_OWNED_BY_CSTACK (3.12+: the shim frame each eval-loop call pushes)
-  int32_t code_filename;           // PyCodeObject.co_filename (str)
-  int32_t code_qualname;           // PyCodeObject.co_qualname (str)
-  int32_t code_linetable;          // PyCodeObject.co_linetable (bytes, PEP 626/657 location table)
-  int32_t code_firstlineno;        // PyCodeObject.co_firstlineno (int)
-  int32_t code_firsttraceable;     // PyCodeObject._co_firsttraceable (int, in code units)
-  int32_t code_code_adaptive;      // PyCodeObject.co_code_adaptive (first instruction)
-  int32_t code_version;            // PyCodeObject.co_version (uint32_t, 3.12+): see python_frames.cc; -1 on 3.11
-  int32_t object_type;             // PyObject.ob_type
-  int32_t bytes_size;              // PyVarObject.ob_size of a bytes object
-  int32_t bytes_data;              // PyBytesObject.ob_sval
-  int32_t unicode_length;          // PyASCIIObject.length (code points)
-  int32_t unicode_state;           // PyASCIIObject.state (bit field, read as a uint32_t)
-  int32_t unicode_ascii_size;      // sizeof(PyASCIIObject): where compact ASCII data starts
-  int32_t unicode_utf8_length;     // PyCompactUnicodeObject.utf8_length
-  int32_t unicode_utf8;            // PyCompactUnicodeObject.utf8 (cached UTF-8, may be NULL)
-  uint32_t unicode_compact_mask;   // state.compact bit within the uint32_t at unicode_state
-  uint32_t unicode_ascii_mask;     // state.ascii bit
-  int32_t runtime_finalizing;      // _PyRuntimeState._finalizing (PyThreadState*, non-NULL once finalizing)
+  uint32_t minor_version;         // 11 for CPython 3.11 ...
+  int32_t tstate_cframe;          // PyThreadState.cframe (3.11, 3.12); -1 on 3.13
+  int32_t cframe_current_frame;   // _PyCFrame.current_frame (3.11, 3.12); -1 on 3.13
+  int32_t tstate_current_frame;   // PyThreadState.current_frame (3.13); -1 before
+  int32_t frame_code;             // _PyInterpreterFrame.f_code (3.11, 3.12) / f_executable (3.13)
+  int32_t frame_previous;         // _PyInterpreterFrame.previous
+  int32_t frame_instr;            // .prev_instr (3.11, 3.12: last instruction started) / .instr_ptr (3.13)
+  int32_t frame_owner;            // .owner, one byte (enum _frameowner)
+  int32_t frame_is_entry;         // .is_entry, one byte (3.11 only)
+  int32_t owner_generator;        // FRAME_OWNED_BY_GENERATOR
+  int32_t owner_cstack;           // FRAME_OWNED_BY_CSTACK (3.12+: the shim frame each eval-loop call pushes)
+  int32_t code_filename;          // PyCodeObject.co_filename (str)
+  int32_t code_qualname;          // PyCodeObject.co_qualname (str)
+  int32_t code_linetable;         // PyCodeObject.co_linetable (bytes, PEP 626/657 location table)
+  int32_t code_firstlineno;       // PyCodeObject.co_firstlineno (int)
+  int32_t code_firsttraceable;    // PyCodeObject._co_firsttraceable (int, in code units)
+  int32_t code_code_adaptive;     // PyCodeObject.co_code_adaptive (first instruction)
+  int32_t code_version;           // PyCodeObject.co_version (uint32_t, 3.12+): see python_frames.cc; -1 on 3.11
+  int32_t object_type;            // PyObject.ob_type
+  int32_t bytes_size;             // PyVarObject.ob_size of a bytes object
+  int32_t bytes_data;             // PyBytesObject.ob_sval
+  int32_t unicode_length;         // PyASCIIObject.length (code points)
+  int32_t unicode_state;          // PyASCIIObject.state (bit field, read as a uint32_t)
+  int32_t unicode_ascii_size;     // sizeof(PyASCIIObject): where compact ASCII data starts
+  int32_t unicode_utf8_length;    // PyCompactUnicodeObject.utf8_length
+  int32_t unicode_utf8;           // PyCompactUnicodeObject.utf8 (cached UTF-8, may be NULL)
+  uint32_t unicode_compact_mask;  // state.compact bit within the uint32_t at unicode_state
+  uint32_t unicode_ascii_mask;    // state.ascii bit
+  int32_t runtime_finalizing;     // _PyRuntimeState._finalizing (PyThreadState*, non-NULL once finalizing)
 };
 
 // The source line of the instruction `offset_bytes` bytes after a code object's first instruction, decoded

@@ -8,9 +8,9 @@
 
 #include <atomic>
 
-#include "stacks/intern_table.h"
 #include "measure/phase_cycles.h"
 #include "record/schema.h"
+#include "stacks/intern_table.h"
 
 namespace memtrace {
 namespace {

@@ -19,8 +19,8 @@ LiveAllocation alloc(int32_t device, uint64_t stack_id, uint64_t size, int64_t t
 }
 
 TEST(CallSites, GroupsByDeviceAndStackLargestFirst) {
-  std::vector<CallSite> sites = group_by_call_site(
-      {alloc(0, 1, 100, 0), alloc(0, 1, 50, 0), alloc(0, 2, 300, 0), alloc(1, 1, 10, 0)});
+  std::vector<CallSite> sites =
+      group_by_call_site({alloc(0, 1, 100, 0), alloc(0, 1, 50, 0), alloc(0, 2, 300, 0), alloc(1, 1, 10, 0)});
   ASSERT_EQ(sites.size(), 3u);
   EXPECT_EQ(sites[0].stack_id, 2u);  // 300 bytes in 1
   EXPECT_EQ(sites[0].bytes, 300u);
@@ -29,7 +29,7 @@ TEST(CallSites, GroupsByDeviceAndStackLargestFirst) {
   EXPECT_EQ(sites[1].device, 0);
   EXPECT_EQ(sites[1].bytes, 150u);
   EXPECT_EQ(sites[1].count, 2u);
-  EXPECT_EQ(sites[2].device, 1);     // same stack on device 1 is its own site
+  EXPECT_EQ(sites[2].device, 1);  // same stack on device 1 is its own site
   EXPECT_EQ(sites[2].bytes, 10u);
 }
 
@@ -38,12 +38,17 @@ TEST(CallSites, GrowingSitesComeFirstWithMedianStepAndInterval) {
   std::vector<LiveAllocation> live = {
       // Site 1: 4 allocations at 1, 3, 5, 7 s: span 6 s >= 10 / 2 -> growing.
       //   sizes sorted 4096, 4096, 4096, 8192: lower median 4096; intervals 2, 2, 2 s: median 2 s.
-      alloc(0, 1, 4096, 1 * kSecond), alloc(0, 1, 4096, 3 * kSecond), alloc(0, 1, 8192, 5 * kSecond),
+      alloc(0, 1, 4096, 1 * kSecond),
+      alloc(0, 1, 4096, 3 * kSecond),
+      alloc(0, 1, 8192, 5 * kSecond),
       alloc(0, 1, 4096, 7 * kSecond),
       // Site 2: 3 x 1 MiB at 1, 2, 3 s: span 2 s < 5 s -> not growing, but the most bytes (3,145,728).
-      alloc(0, 2, 1 << 20, 1 * kSecond), alloc(0, 2, 1 << 20, 2 * kSecond), alloc(0, 2, 1 << 20, 3 * kSecond),
+      alloc(0, 2, 1 << 20, 1 * kSecond),
+      alloc(0, 2, 1 << 20, 2 * kSecond),
+      alloc(0, 2, 1 << 20, 3 * kSecond),
       // Site 3: 2 allocations spanning 9 s: fewer than 3 -> not growing.
-      alloc(0, 3, 1000, 0), alloc(0, 3, 1000, 9 * kSecond),
+      alloc(0, 3, 1000, 0),
+      alloc(0, 3, 1000, 9 * kSecond),
   };
   std::vector<LeakSite> leaks = find_leak_sites(live, duration);
   ASSERT_EQ(leaks.size(), 3u);
@@ -64,8 +69,8 @@ TEST(CallSites, GrowingSitesComeFirstWithMedianStepAndInterval) {
 
 TEST(CallSites, SpanOfExactlyHalfTheTraceGrows) {
   // 0, 2.5, 5 s in a 10 s trace: span 5 s = half. Intervals 2.5, 2.5 s.
-  std::vector<LeakSite> leaks = find_leak_sites(
-      {alloc(0, 1, 64, 0), alloc(0, 1, 64, 2'500'000'000), alloc(0, 1, 64, 5 * kSecond)}, 10 * kSecond);
+  std::vector<LeakSite> leaks =
+      find_leak_sites({alloc(0, 1, 64, 0), alloc(0, 1, 64, 2'500'000'000), alloc(0, 1, 64, 5 * kSecond)}, 10 * kSecond);
   ASSERT_EQ(leaks.size(), 1u);
   EXPECT_TRUE(leaks[0].growing);
   EXPECT_DOUBLE_EQ(leaks[0].median_interval_s, 2.5);

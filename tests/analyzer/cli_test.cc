@@ -1,8 +1,8 @@
 // The memtrace executable itself: exit codes, the one-line error, and the JSON/CSV outputs scripts use.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <filesystem>
@@ -143,8 +143,8 @@ TEST(Cli, HelpOfEachCommandIsTheUsageOnStandardOutput) {
   const CliResult top = run_memtrace("--help");
   EXPECT_EQ(top.exit_code, 0);
   EXPECT_EQ(top.out.rfind("usage: memtrace run [-o PATH] -- CMD ARGS...", 0), 0u);
-  for (const char* args : {"summary --help", "leaks x.mtrace -h", "oom --json --help", "timeline --help",
-                           "run --help", "run -o x.mtrace --help"}) {
+  for (const char* args : {"summary --help", "leaks x.mtrace -h", "oom --json --help", "timeline --help", "run --help",
+                           "run -o x.mtrace --help"}) {
     CliResult r = run_memtrace(args);
     EXPECT_EQ(r.exit_code, 0) << args;
     EXPECT_EQ(r.out, top.out) << args;
@@ -185,7 +185,8 @@ TEST(Cli, SummaryJsonHasTheDocumentedKeys) {
   EXPECT_EQ(j["leaks"][0]["bytes"], 3 * test::kMiB);
   EXPECT_EQ(j["leaks"][0]["count"], 3);
   EXPECT_EQ(j["leaks"][0]["growing"], true);
-  EXPECT_EQ(j["leaks"][0]["frames"][0], (nlohmann::json{{"function", "train_step"}, {"file", "train.py"}, {"line", 42}, {"python", true}}));
+  EXPECT_EQ(j["leaks"][0]["frames"][0],
+            (nlohmann::json{{"function", "train_step"}, {"file", "train.py"}, {"line", 42}, {"python", true}}));
   EXPECT_TRUE(j["ooms"].is_array());
 }
 
@@ -196,7 +197,8 @@ TEST(Cli, SummaryTextShowsBytesAndFrames) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("peak allocated 5.00 MiB (5,242,880 B) at 0.004 s"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("      train.py:42 train_step\n"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("GROWS step after step: 3 allocations of 1.00 MiB (1,048,576 B) each"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GROWS step after step: 3 allocations of 1.00 MiB (1,048,576 B) each"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("TORCH_HOOK_MISSING"), std::string::npos) << r.out;
 }
 
@@ -215,8 +217,9 @@ TEST(Cli, UnsymbolizedNativeFramesAreOneLineUnlessAllFrames) {
   test::write_file(path, b.bytes());
   CliResult r = run_memtrace("leaks " + path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("      [3 frames in libgone.so: not symbolized on this machine, --all-frames shows the offsets]\n"
-                       "      job.py:3 run\n"),
+  EXPECT_NE(r.out.find(
+                "      [3 frames in libgone.so: not symbolized on this machine, --all-frames shows the offsets]\n"
+                "      job.py:3 run\n"),
             std::string::npos)
       << r.out;
   r = run_memtrace("leaks " + path + " --all-frames");
@@ -230,7 +233,9 @@ TEST(Cli, UnsymbolizedNativeFramesAreOneLineUnlessAllFrames) {
 
 TEST(Cli, TimelineCsvOneRowPerChange) {
   test::TraceBuilder b;
-  b.start().event(test::driver_alloc(0, 0xA000, 1000, 500'000'000)).event(test::driver_alloc(0, 0xB000, 24, 250'000'000));
+  b.start()
+      .event(test::driver_alloc(0, 0xA000, 1000, 500'000'000))
+      .event(test::driver_alloc(0, 0xB000, 24, 250'000'000));
   b.event(test::driver_free(0, 0xA000, 250'000'000)).end_chunk();
   std::string path = test::temp_path("timeline.mtrace");
   test::write_file(path, b.bytes());
@@ -349,8 +354,8 @@ TEST(Cli, TruncatedTraceGivesItsLastCompleteTimestamp) {
                        "last complete event at 0.003 s (2023-11-14 22:13:20.003 UTC)\n"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("  TRUNCATED: the writer was cut off; read up to byte " +
-                       std::to_string(b.chunk_offsets()[2]) + " of " + std::to_string(b.bytes().size() - 3)),
+  EXPECT_NE(r.out.find("  TRUNCATED: the writer was cut off; read up to byte " + std::to_string(b.chunk_offsets()[2]) +
+                       " of " + std::to_string(b.bytes().size() - 3)),
             std::string::npos)
       << r.out;
   r = run_memtrace("summary " + path + " --json");
@@ -390,7 +395,8 @@ TEST(Cli, TeardownFreesAreFreedAndUnderTraceHealth) {
 // `shell_prefix` MEMTRACE_BIN `args` through the shell, e.g. with a `timeout 10` or a `ulimit` in front.
 CliResult run_memtrace_with(const std::string& shell_prefix, const std::string& args) {
   std::string out = test::temp_path("cli.out"), err = test::temp_path("cli.err");
-  int status = std::system((shell_prefix + " " + std::string(MEMTRACE_BIN) + " " + args + " >" + out + " 2>" + err).c_str());
+  int status =
+      std::system((shell_prefix + " " + std::string(MEMTRACE_BIN) + " " + args + " >" + out + " 2>" + err).c_str());
   CliResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.out = slurp(out);
@@ -408,16 +414,19 @@ TEST(Cli, AFifoOrADeviceIsRefusedAtOnce) {
     SCOPED_TRACE(command);
     CliResult r = run_memtrace_with("timeout 10", std::string(command) + " " + fifo);
     EXPECT_EQ(r.exit_code, 2);
-    EXPECT_EQ(r.err, "memtrace: " + fifo + ": is a FIFO (named pipe), not a regular file (a trace is read from a file, twice)\n");
+    EXPECT_EQ(r.err, "memtrace: " + fifo +
+                         ": is a FIFO (named pipe), not a regular file (a trace is read from a file, twice)\n");
     EXPECT_EQ(r.out, "");
   }
   CliResult r = run_memtrace_with("timeout 10", "summary /dev/zero");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "memtrace: /dev/zero: is a character device, not a regular file (a trace is read from a file, twice)\n");
+  EXPECT_EQ(r.err,
+            "memtrace: /dev/zero: is a character device, not a regular file (a trace is read from a file, twice)\n");
   // /dev/stdin is a FIFO here: `echo | memtrace summary /dev/stdin`.
   r = run_memtrace_with("echo |", "summary /dev/stdin");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "memtrace: /dev/stdin: is a FIFO (named pipe), not a regular file (a trace is read from a file, twice)\n");
+  EXPECT_EQ(r.err,
+            "memtrace: /dev/stdin: is a FIFO (named pipe), not a regular file (a trace is read from a file, twice)\n");
 }
 
 TEST(Cli, TwoTracesJoinedAreOneLineNamingTheSecondsByte) {

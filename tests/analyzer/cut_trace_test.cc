@@ -2,8 +2,8 @@
 // at many others. The chunk boundaries and each chunk's records are found here independently of the
 // reader (ZSTD_findFrameCompressedSize, one-shot decompression, protobuf's CodedInputStream), and the
 // numbers of every readable prefix are checked against a replay of exactly those records.
-#include <gtest/gtest.h>
 #include <google/protobuf/io/coded_stream.h>
+#include <gtest/gtest.h>
 #include <zstd.h>
 
 #include <fstream>
@@ -200,7 +200,8 @@ TEST_F(CutRealTrace, DamagedByteAnywhereInAChunkIsAnErrorAtThatChunk) {
         EXPECT_TRUE(a->read.truncated);
         EXPECT_EQ(a->read.complete_bytes, c.begin);
         EXPECT_EQ(a->read.chunks, trace_->chunks.size() - 1);
-        EXPECT_EQ(a->read.tail, std::to_string(c.end - c.begin) + " bytes that are not a chunk (no zstd frame starts there)");
+        EXPECT_EQ(a->read.tail,
+                  std::to_string(c.end - c.begin) + " bytes that are not a chunk (no zstd frame starts there)");
         continue;
       }
       try {
@@ -218,7 +219,8 @@ TEST_F(CutRealTrace, ACutFollowedByZerosReadsTheCompleteChunksBeforeIt) {
   // data of the last chunk partly or never written, zeros in its place. Cuts in the last three chunks,
   // then 4 KiB of zeros: every complete chunk is read, and the tail is said as it is.
   std::string path = test::temp_path("cut-zeros-real.mtrace");
-  const std::string why = " bytes of zeros (the file's size was extended but its data never written, as when the machine stops)";
+  const std::string why =
+      " bytes of zeros (the file's size was extended but its data never written, as when the machine stops)";
   size_t tried = 0;
   for (size_t i = trace_->chunks.size() - 3; i < trace_->chunks.size(); ++i) {
     const Chunk& c = trace_->chunks[i];

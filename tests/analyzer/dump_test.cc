@@ -36,13 +36,16 @@ TEST(Dump, ExampleTraceRecordByRecord) {
   ASSERT_EQ(lines.size(), 147u);
   std::map<std::string, int> kinds;
   for (const std::string& line : lines) ++kinds[nlohmann::json::parse(line)["record"].get<std::string>()];
-  EXPECT_EQ(kinds, (std::map<std::string, int>{{"end", 1}, {"event", 63}, {"module", 67}, {"python_frame", 5},
-                                               {"stack", 8}, {"start", 1}, {"thread", 2}}));
-  EXPECT_EQ(lines[0],
-            R"({"argv":["python3","/work/main/examples/torch_saved_oom.py",)"
-            R"("/work/main/build/gpu-check/torch_saved_oom.truth.json"],"flush_interval_ms":200,"hostname":"vm",)"
-            R"("job_id":"","job_id_source":"JOB_ID_NONE","pid":1318,"ppid":1317,"python_frames":51119088,"record":"start","start_monotonic_ns":111339895880,)"
-            R"("start_unix_ns":1795983096250758284,"tracer_version":"memtrace 0.1.0"})");
+  EXPECT_EQ(
+      kinds,
+      (std::map<std::string, int>{
+          {"end", 1}, {"event", 63}, {"module", 67}, {"python_frame", 5}, {"stack", 8}, {"start", 1}, {"thread", 2}}));
+  EXPECT_EQ(
+      lines[0],
+      R"({"argv":["python3","/work/main/examples/torch_saved_oom.py",)"
+      R"("/work/main/build/gpu-check/torch_saved_oom.truth.json"],"flush_interval_ms":200,"hostname":"vm",)"
+      R"("job_id":"","job_id_source":"JOB_ID_NONE","pid":1318,"ppid":1317,"python_frames":51119088,"record":"start","start_monotonic_ns":111339895880,)"
+      R"("start_unix_ns":1795983096250758284,"tracer_version":"memtrace 0.1.0"})");
   EXPECT_EQ(lines[1], R"({"name":"python3","record":"thread","tid":1318})");
   EXPECT_EQ(lines[2], R"({"file":"/work/main/examples/torch_saved_oom.py","function":"build_activations","id":1,)"
                       R"("line":30,"record":"python_frame"})");

@@ -106,11 +106,11 @@ TEST(EventDecoder, ReadsAnEventOfMoreThan127Bytes) {
   proto::Record record;
   proto::Event& e = *record.mutable_event();
   e.set_kind(proto::ALLOC);
-  for (auto set : {&proto::Event::set_stream, &proto::Event::set_address, &proto::Event::set_size,
-                   &proto::Event::set_stack_id, &proto::Event::set_device_free_bytes,
-                   &proto::Event::set_device_total_bytes, &proto::Event::set_handle, &proto::Event::set_graph,
-                   &proto::Event::set_capture_id, &proto::Event::set_allocator_allocated_bytes,
-                   &proto::Event::set_allocator_reserved_bytes, &proto::Event::set_context})
+  for (auto set :
+       {&proto::Event::set_stream, &proto::Event::set_address, &proto::Event::set_size, &proto::Event::set_stack_id,
+        &proto::Event::set_device_free_bytes, &proto::Event::set_device_total_bytes, &proto::Event::set_handle,
+        &proto::Event::set_graph, &proto::Event::set_capture_id, &proto::Event::set_allocator_allocated_bytes,
+        &proto::Event::set_allocator_reserved_bytes, &proto::Event::set_context})
     (e.*set)(~uint64_t{0});
   const std::string bytes = record.SerializeAsString();
   ASSERT_EQ(bytes.size(), 3u + 138u);  // tag 0x2A, the two length bytes, the event
@@ -259,13 +259,13 @@ TEST(EventDecoder, ShortRecordDecoderAgreesWithTheGeneralOne) {
   e.set_time_delta_us(-2);
   const std::vector<std::string> records = {
       tracer_event.SerializeAsString(),
-      {0x2A, 0x00},                                // an empty Event
-      {0x2A},                                      // one byte: the tag alone
-      {0x2A, 0x03, 0x08, 0x01},                    // the Event's length says 3, 2 follow
-      {0x2A, 0x01, 0x08, 0x01},                    // ... says 1, 2 follow
-      {0x12, 0x02, 0x08, 0x01},                    // another record kind (field 2)
-      {0x2A, char(0x82), 0x00, 0x08, 0x01},        // the Event's length in two bytes
-      {0x2A, 0x02, 0x00, 0x01},                    // field 0
+      {0x2A, 0x00},                          // an empty Event
+      {0x2A},                                // one byte: the tag alone
+      {0x2A, 0x03, 0x08, 0x01},              // the Event's length says 3, 2 follow
+      {0x2A, 0x01, 0x08, 0x01},              // ... says 1, 2 follow
+      {0x12, 0x02, 0x08, 0x01},              // another record kind (field 2)
+      {0x2A, char(0x82), 0x00, 0x08, 0x01},  // the Event's length in two bytes
+      {0x2A, 0x02, 0x00, 0x01},              // field 0
   };
   for (const std::string& bytes : records) {
     SCOPED_TRACE(testing::PrintToString(bytes));

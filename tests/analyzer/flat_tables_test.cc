@@ -12,9 +12,9 @@
 
 #include "model/block_index.h"
 #include "model/first_allocation_times.h"
-#include "util/flat_hash_map.h"
 #include "model/live_table.h"
 #include "model/segment_map.h"
+#include "util/flat_hash_map.h"
 
 namespace memtrace {
 namespace {
@@ -177,8 +177,8 @@ TEST(LiveTable, StopsRememberingFreedKeysAtTheLimit) {
 TEST(LiveTable, IteratesInPoolOrderReusingTheLastFreedSlot) {
   LiveTable t(8);
   for (uint64_t a : {0xA0, 0xB0, 0xC0}) t.insert(allocation(AddressSpace::kPoolBlock, a, 1));  // slots 0, 1, 2
-  t.erase(*t.find(AddressSpace::kPoolBlock, 0xB0));  // frees slot 1
-  t.insert(allocation(AddressSpace::kPoolBlock, 0xD0, 1));  // takes slot 1
+  t.erase(*t.find(AddressSpace::kPoolBlock, 0xB0));                                            // frees slot 1
+  t.insert(allocation(AddressSpace::kPoolBlock, 0xD0, 1));                                     // takes slot 1
   std::vector<uint64_t> order;
   t.for_each([&](const LiveAllocation& a) { order.push_back(a.address); });
   EXPECT_EQ(order, (std::vector<uint64_t>{0xA0, 0xD0, 0xC0}));
@@ -187,7 +187,7 @@ TEST(LiveTable, IteratesInPoolOrderReusingTheLastFreedSlot) {
 TEST(LiveTable, ReusesFreedSlotsLastFreedFirstThenGrows) {
   LiveTable t(8);
   for (uint64_t a : {0xA0, 0xB0, 0xC0, 0xD0}) t.insert(allocation(AddressSpace::kPoolBlock, a, 1));  // slots 0-3
-  for (uint64_t a : {0xB0, 0xD0, 0xA0}) t.erase(*t.find(AddressSpace::kPoolBlock, a));  // frees 1, 3, 0
+  for (uint64_t a : {0xB0, 0xD0, 0xA0}) t.erase(*t.find(AddressSpace::kPoolBlock, a));               // frees 1, 3, 0
   // Slots taken in the reverse order of their frees: 0, 3, 1; then a new slot 4.
   for (uint64_t a : {0x10, 0x20, 0x30, 0x40}) t.insert(allocation(AddressSpace::kPoolBlock, a, 1));
   std::vector<uint64_t> order;
@@ -236,15 +236,18 @@ TEST(BlockIndex, RebuildSortsBlocksSetAsideFromTheAscendingRunAndMergesThem) {
   for (uint64_t i = 0; i <= BlockIndex::kMinLoggedChanges; ++i) index.add(0x1000 * (i + 1), 1);  // drops the log
   // Pool order: 0x2000, 0x5000, 0x6000, 0x7000 rise and stay; 0x1000, 0x3000 and 0x4000 come after a
   // higher address and are set aside; 0x8000 comes after 0x7000, above every one set aside.
-  std::vector<Block> pool_order = {{0x2000, 2}, {0x5000, 5}, {0x1000, 1}, {0x6000, 6}, {0x4000, 4},
-                                   {0x7000, 7}, {0x3000, 3}, {0x8000, 8}};
-  EXPECT_EQ(index.sorted([&](std::vector<Block>& all) { all = pool_order; }),
-            (std::vector<Block>{{0x1000, 1}, {0x2000, 2}, {0x3000, 3}, {0x4000, 4}, {0x5000, 5}, {0x6000, 6},
-                                {0x7000, 7}, {0x8000, 8}}));
+  std::vector<Block> pool_order = {{0x2000, 2}, {0x5000, 5}, {0x1000, 1}, {0x6000, 6},
+                                   {0x4000, 4}, {0x7000, 7}, {0x3000, 3}, {0x8000, 8}};
+  EXPECT_EQ(
+      index.sorted([&](std::vector<Block>& all) { all = pool_order; }),
+      (std::vector<Block>{
+          {0x1000, 1}, {0x2000, 2}, {0x3000, 3}, {0x4000, 4}, {0x5000, 5}, {0x6000, 6}, {0x7000, 7}, {0x8000, 8}}));
   // Descending: only the first stays, all the others are set aside.
   BlockIndex descending;
   for (uint64_t i = 0; i <= BlockIndex::kMinLoggedChanges; ++i) descending.add(0x1000 * (i + 1), 1);
-  EXPECT_EQ(descending.sorted([](std::vector<Block>& all) { all = {{0x3000, 3}, {0x2000, 2}, {0x1000, 1}}; }),
+  EXPECT_EQ(descending.sorted([](std::vector<Block>& all) {
+    all = {{0x3000, 3}, {0x2000, 2}, {0x1000, 1}};
+  }),
             (std::vector<Block>{{0x1000, 1}, {0x2000, 2}, {0x3000, 3}}));
 }
 
@@ -321,8 +324,8 @@ TEST(SiteFirstTimes, IdsPastTheLimitGoToTheHashTableWithoutGrowingTheArray) {
   constexpr uint64_t kLimit = SiteFirstTimes::kMaxDenseStackId;
   times.note(1, 10);
   times.note(uint64_t(1) << 62, 20);
-  times.note(kLimit, 30);      // the first id past the array's limit
-  times.note(kLimit - 1, 40);  // the last id the array takes: it grows to the limit, no further
+  times.note(kLimit, 30);             // the first id past the array's limit
+  times.note(kLimit - 1, 40);         // the last id the array takes: it grows to the limit, no further
   times.note(uint64_t(1) << 62, 50);  // not the first
   EXPECT_EQ(times.array_size(), kLimit);
   EXPECT_EQ(all_times(times),

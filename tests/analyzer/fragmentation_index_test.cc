@@ -81,16 +81,16 @@ class RandomEvents {
   proto::Event next() {
     int32_t device = int32_t(pick(2));
     switch (pick(20)) {
-      case 0: case 1: case 2:
-        return driver_alloc(device, address(), segment_size());
-      case 3:
-        return driver_free(device, address());
-      case 4:
-        return driver_alloc(device, 0x10000 + pick(8), segment_size(), 0, 0, proto::CU_MEM_CREATE);
-      case 5:
-        return make_event(proto::FREE, proto::LAYER_DRIVER, proto::CU_MEM_RELEASE, device, 0x10000 + pick(8), 0);
-      case 6: case 7: {
-        proto::Event e = make_event(proto::MAP, proto::LAYER_DRIVER, proto::CU_MEM_MAP, device, address(), segment_size());
+      case 0:
+      case 1:
+      case 2: return driver_alloc(device, address(), segment_size());
+      case 3: return driver_free(device, address());
+      case 4: return driver_alloc(device, 0x10000 + pick(8), segment_size(), 0, 0, proto::CU_MEM_CREATE);
+      case 5: return make_event(proto::FREE, proto::LAYER_DRIVER, proto::CU_MEM_RELEASE, device, 0x10000 + pick(8), 0);
+      case 6:
+      case 7: {
+        proto::Event e =
+            make_event(proto::MAP, proto::LAYER_DRIVER, proto::CU_MEM_MAP, device, address(), segment_size());
         e.set_handle(0x10000 + pick(8));
         return e;
       }
@@ -105,10 +105,11 @@ class RandomEvents {
           return e;
         }
         [[fallthrough]];
-      case 11: case 12: case 13: case 14:
-        return torch_event(proto::FREE, device, address(), 0, 0, reserved());
-      default:
-        return torch_event(proto::ALLOC, device, address(), block_size(), 0, reserved());
+      case 11:
+      case 12:
+      case 13:
+      case 14: return torch_event(proto::FREE, device, address(), 0, 0, reserved());
+      default: return torch_event(proto::ALLOC, device, address(), block_size(), 0, reserved());
     }
   }
 
@@ -170,23 +171,28 @@ class RandomPages {
 
   proto::Event next() {
     switch (pick(16)) {
-      case 0: case 1: case 2: case 3: {
-        proto::Event e = make_event(proto::MAP, proto::LAYER_DRIVER, proto::CU_MEM_MAP, 0, slot(), pick(12) ? 0x100 : 0x200);
+      case 0:
+      case 1:
+      case 2:
+      case 3: {
+        proto::Event e =
+            make_event(proto::MAP, proto::LAYER_DRIVER, proto::CU_MEM_MAP, 0, slot(), pick(12) ? 0x100 : 0x200);
         e.set_handle(handle());
         return e;
       }
-      case 4: case 5: case 6:
+      case 4:
+      case 5:
+      case 6:
         return make_event(proto::UNMAP, proto::LAYER_DRIVER, proto::CU_MEM_UNMAP, 0, slot(), 0x100 * (1 + pick(2)));
-      case 7:
-        return driver_alloc(int32_t(pick(2)), handle(), 0x100, 0, 0, proto::CU_MEM_CREATE);
+      case 7: return driver_alloc(int32_t(pick(2)), handle(), 0x100, 0, 0, proto::CU_MEM_CREATE);
       case 8:
         if (pick(2)) return make_event(proto::FREE, proto::LAYER_DRIVER, proto::CU_MEM_RELEASE, 0, handle(), 0);
         return make_event(pick(2) ? proto::ADDRESS_RESERVE : proto::ADDRESS_FREE, proto::LAYER_DRIVER,
                           proto::CU_MEM_ADDRESS_RESERVE, -1, 0x100000 + pick(12) * 0x400, 0x100 * (1 + pick(16)));
-      case 9: case 10: case 11:
-        return torch_event(proto::FREE, int32_t(pick(2)), slot() + 0x40 * pick(4), 0, 0, 0x1000);
-      default:
-        return torch_event(proto::ALLOC, int32_t(pick(2)), slot() + 0x40 * pick(4), 0x40 * pick(3), 0, 0x1000);
+      case 9:
+      case 10:
+      case 11: return torch_event(proto::FREE, int32_t(pick(2)), slot() + 0x40 * pick(4), 0, 0, 0x1000);
+      default: return torch_event(proto::ALLOC, int32_t(pick(2)), slot() + 0x40 * pick(4), 0x40 * pick(3), 0, 0x1000);
     }
   }
 
@@ -228,8 +234,9 @@ TEST(IncrementalFragmentation, ManyOverlappingSegmentsStopBeingKeptAndSayUnknown
     MemoryModel kept, walked;
     kept.set_incremental_fragmentation(true);
     for (uint64_t i = 0; i < n; ++i) {
-      for (const proto::Event& e : {driver_alloc(0, kBase + i * 0x1000, 0x10000000),
-                                    torch_event(proto::ALLOC, 0, kBase + i * 0x1000, 0x100, (i + 1) * 0x100, n * 0x10000000)}) {
+      for (const proto::Event& e :
+           {driver_alloc(0, kBase + i * 0x1000, 0x10000000),
+            torch_event(proto::ALLOC, 0, kBase + i * 0x1000, 0x100, (i + 1) * 0x100, n * 0x10000000)}) {
         kept.apply(e);
         walked.apply(e);
       }

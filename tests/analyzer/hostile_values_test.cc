@@ -8,11 +8,11 @@
 #include <climits>
 #include <sstream>
 
-#include "stacks/call_sites.h"
-#include "util/checked_math.h"
 #include "model/first_allocation_times.h"
 #include "model/memory_model.h"
+#include "stacks/call_sites.h"
 #include "trace_builder.h"
+#include "util/checked_math.h"
 
 namespace memtrace {
 namespace {
@@ -107,22 +107,24 @@ TEST(HostileValues, CallSiteArraysOfAllDevicesShareOneBudget) {
   EXPECT_EQ(model.site_array_entries_left(), 0u);
   model.apply(driver_alloc(2, 0x3000, kMiB, 10, 5));
   EXPECT_EQ(model.site_array_entries_left(), 0u);
-  std::map<std::pair<int32_t, uint64_t>, int64_t> expected = {
-      {{0, last_dense_id}, 10}, {{1, last_dense_id}, 20}, {{2, 5}, 30}};
+  std::map<std::pair<int32_t, uint64_t>, int64_t> expected = {{{0, last_dense_id}, 10},
+                                                              {{1, last_dense_id}, 20},
+                                                              {{2, 5}, 30}};
   EXPECT_EQ(model.first_allocation_ns(), expected);
 }
 
 proto::Event graph_node(proto::EventKind kind, uint64_t address, uint64_t size, uint64_t graph) {
-  proto::Event e = make_event(kind, proto::LAYER_BLOCK,
-                              kind == proto::ALLOC ? proto::CU_GRAPH_ADD_MEM_ALLOC_NODE : proto::CU_GRAPH_ADD_MEM_FREE_NODE,
-                              0, address, size, 1000);
+  proto::Event e =
+      make_event(kind, proto::LAYER_BLOCK,
+                 kind == proto::ALLOC ? proto::CU_GRAPH_ADD_MEM_ALLOC_NODE : proto::CU_GRAPH_ADD_MEM_FREE_NODE, 0,
+                 address, size, 1000);
   e.set_graph(graph);
   return e;
 }
 proto::Event graph_event(proto::EventKind kind, uint64_t exec, uint64_t graph) {
   proto::Event e = make_event(kind, proto::LAYER_UNKNOWN,
-                              kind == proto::GRAPH_INSTANTIATE ? proto::CU_GRAPH_INSTANTIATE : proto::CU_GRAPH_LAUNCH, 0,
-                              exec, 0, 1000);
+                              kind == proto::GRAPH_INSTANTIATE ? proto::CU_GRAPH_INSTANTIATE : proto::CU_GRAPH_LAUNCH,
+                              0, exec, 0, 1000);
   e.set_graph(graph);
   return e;
 }
@@ -136,9 +138,9 @@ proto::Event pool_free(uint64_t address) {
 TEST(HostileValues, GraphLaunchesPastTheReplayBudgetAreCountedNotReplayed) {
   MemoryModel model;
   model.set_graph_replay_budget(6, 0);
-  for (const proto::Event& e : {graph_node(proto::ALLOC, 0xA000000, kMiB, 0x6A),
-                                graph_node(proto::ALLOC, 0xB000000, 2 * kMiB, 0x6A),
-                                graph_node(proto::FREE, 0xA000000, 0, 0x6A), graph_event(proto::GRAPH_INSTANTIATE, 0xE1, 0x6A)})
+  for (const proto::Event& e :
+       {graph_node(proto::ALLOC, 0xA000000, kMiB, 0x6A), graph_node(proto::ALLOC, 0xB000000, 2 * kMiB, 0x6A),
+        graph_node(proto::FREE, 0xA000000, 0, 0x6A), graph_event(proto::GRAPH_INSTANTIATE, 0xE1, 0x6A)})
     model.apply(e);
   for (int launch = 0; launch < 4; ++launch) {
     model.apply(graph_event(proto::GRAPH_LAUNCH, 0xE1, 0));
@@ -247,8 +249,8 @@ TEST(HostileValues, CallSiteBytesSaturate) {
 // intervals are INT64_MAX (saturated) and INT64_MAX - 1, whose lower median is the second.
 TEST(HostileValues, LeakGrowthOfTimesAtTheEndsOfInt64) {
   auto at = [](int64_t time_ns) {
-    return LiveAllocation{.space = AddressSpace::kTorchBlock, .device = 0, .size_bytes = kHalf, .stack_id = 1,
-                          .time_ns = time_ns};
+    return LiveAllocation{
+        .space = AddressSpace::kTorchBlock, .device = 0, .size_bytes = kHalf, .stack_id = 1, .time_ns = time_ns};
   };
   std::vector<LeakSite> leaks =
       find_leak_sites({at(INT64_MIN), at(0), at(INT64_MAX - 1)}, INT64_MAX, {{{0, 1}, INT64_MIN}}, SiteGrouping());
@@ -315,7 +317,7 @@ std::string hostile_trace() {
   test::TraceBuilder b;
   b.start();
   for (const proto::Event& e : torch_events_with_a_lost_free()) b.event(e);
-  b.event(driver_alloc(4096, 0x9000000, kMiB, 1000));           // e7: ordinal past 1023
+  b.event(driver_alloc(4096, 0x9000000, kMiB, 1000));             // e7: ordinal past 1023
   b.event(driver_alloc(0, 0xA000000, kMaxPlausibleBytes, 1000));  // e8: 1 PiB
   b.event(test::finalizing(INT64_MAX));                           // e9: 292 years later
   b.end_chunk();
@@ -343,12 +345,18 @@ TEST(HostileValues, HealthShowsEachNewCountOnItsOwnLine) {
   EXPECT_EQ(trace["implausible_sizes"], 1);
   EXPECT_EQ(trace["implausible_time_deltas"], 1);
   EXPECT_FALSE(trace.contains("graph_launches_not_replayed"));
-  EXPECT_EQ(trace["allocated_vs_pytorch"],
-            (nlohmann::json{{"events", 3}, {"first_event", 3}, {"first_time_s", 4e-6}, {"device", 0},
-                            {"memtrace_bytes", 3 * kMiB}, {"pytorch_bytes", 2 * kMiB}}));
-  EXPECT_EQ(trace["allocated_above_reserved"],
-            (nlohmann::json{{"events", 1}, {"first_event", 6}, {"first_time_s", 7e-6}, {"device", 0},
-                            {"allocated_bytes", 9 * kMiB}, {"reserved_bytes", 8 * kMiB}}));
+  EXPECT_EQ(trace["allocated_vs_pytorch"], (nlohmann::json{{"events", 3},
+                                                           {"first_event", 3},
+                                                           {"first_time_s", 4e-6},
+                                                           {"device", 0},
+                                                           {"memtrace_bytes", 3 * kMiB},
+                                                           {"pytorch_bytes", 2 * kMiB}}));
+  EXPECT_EQ(trace["allocated_above_reserved"], (nlohmann::json{{"events", 1},
+                                                               {"first_event", 6},
+                                                               {"first_time_s", 7e-6},
+                                                               {"device", 0},
+                                                               {"allocated_bytes", 9 * kMiB},
+                                                               {"reserved_bytes", 8 * kMiB}}));
 }
 
 // The OOM report's "N s earlier" of a sample 2^63 - 1 ns before the failure at most: a sample at INT64_MIN
@@ -359,13 +367,13 @@ TEST(HostileValues, OomSampleAgeSaturates) {
   proto::Event sample = make_event(proto::DEVICE_USAGE, proto::LAYER_UNKNOWN, proto::NVML_SAMPLE, 0, 0, 0, INT64_MIN);
   sample.set_device_free_bytes(kMiB);
   sample.set_device_total_bytes(8 * kMiB);
-  b.event(sample);                          // t = INT64_MIN
-  b.event(test::finalizing(INT64_MAX));     // t = -1
+  b.event(sample);                       // t = INT64_MIN
+  b.event(test::finalizing(INT64_MAX));  // t = -1
   proto::Event oom = make_event(proto::OOM, proto::LAYER_DRIVER, proto::CUDA_MALLOC, 0, 0, 2 * kMiB, INT64_MAX);
   oom.set_result(2);
   oom.set_device_free_bytes(kMiB);
   oom.set_device_total_bytes(8 * kMiB);
-  b.event(oom);                             // t = INT64_MAX - 1
+  b.event(oom);  // t = INT64_MAX - 1
   b.end_chunk();
   std::string path = test::temp_path("hostile-oom-times.mtrace");
   test::write_file(path, b.bytes());

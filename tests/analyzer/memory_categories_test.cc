@@ -48,9 +48,9 @@ proto::Event vmm_unmap(uint64_t address, uint64_t size) {
   return make_event(proto::UNMAP, proto::LAYER_DRIVER, proto::CU_MEM_UNMAP, 0, address, size, 1000);
 }
 proto::Event address_reserve(proto::EventKind kind, uint64_t address, uint64_t size) {
-  return make_event(kind, proto::LAYER_DRIVER, kind == proto::ADDRESS_RESERVE ? proto::CU_MEM_ADDRESS_RESERVE
-                                                                               : proto::CU_MEM_ADDRESS_FREE,
-                    -1, address, size, 1000);
+  return make_event(kind, proto::LAYER_DRIVER,
+                    kind == proto::ADDRESS_RESERVE ? proto::CU_MEM_ADDRESS_RESERVE : proto::CU_MEM_ADDRESS_FREE, -1,
+                    address, size, 1000);
 }
 proto::Event torch_block(proto::EventKind kind, int32_t device, uint64_t address, uint64_t size, uint64_t reserved) {
   proto::Event e = make_event(kind, proto::LAYER_BLOCK, proto::TORCH_ALLOCATOR, device, address, size, 1000);
@@ -60,9 +60,9 @@ proto::Event torch_block(proto::EventKind kind, int32_t device, uint64_t address
 
 TEST(MemoryCategories, PoolReservedIsTheLatestSampleAndBlocksStandInBeforeTheFirst) {
   std::vector<proto::Event> events = {
-      driver_alloc(0, 0x100000, 2 * kMiB, 1000),          // e0: cudaMalloc 2 MiB
-      pool_block(proto::ALLOC, 0, 0x7000000, 3 * kMiB),   // e1: block 3 MiB, no sample yet
-      pool_sample(0, 0xAAA, 32 * kMiB),                   // e2: the pool reserved 32 MiB
+      driver_alloc(0, 0x100000, 2 * kMiB, 1000),                         // e0: cudaMalloc 2 MiB
+      pool_block(proto::ALLOC, 0, 0x7000000, 3 * kMiB),                  // e1: block 3 MiB, no sample yet
+      pool_sample(0, 0xAAA, 32 * kMiB),                                  // e2: the pool reserved 32 MiB
       pool_block(proto::FREE, 0, 0x7000000, 0, proto::CUDA_FREE_ASYNC),  // e3: block freed, pool keeps 32
       pool_sample(0, 0xAAA, 0, proto::CUDA_STREAM_SYNCHRONIZE),          // e4: released at the sync
   };
@@ -76,9 +76,11 @@ TEST(MemoryCategories, PoolReservedIsTheLatestSampleAndBlocksStandInBeforeTheFir
   // e2: pools = max(32, 3) = 32: driver 34, allocated 3
   // e3: pools = max(32, 0) = 32: driver 34, allocated 0
   // e4: pools = 0: driver 2, allocated 0
-  std::vector<DeviceTotals> expected = {
-      {2 * kMiB, 2 * kMiB, 2 * kMiB}, {3 * kMiB, 5 * kMiB, 5 * kMiB}, {3 * kMiB, 34 * kMiB, 34 * kMiB},
-      {0, 34 * kMiB, 34 * kMiB}, {0, 2 * kMiB, 2 * kMiB}};
+  std::vector<DeviceTotals> expected = {{2 * kMiB, 2 * kMiB, 2 * kMiB},
+                                        {3 * kMiB, 5 * kMiB, 5 * kMiB},
+                                        {3 * kMiB, 34 * kMiB, 34 * kMiB},
+                                        {0, 34 * kMiB, 34 * kMiB},
+                                        {0, 2 * kMiB, 2 * kMiB}};
   EXPECT_EQ(rows, expected);
   const DeviceState& d = model.devices().at(0);
   EXPECT_EQ(d.peak_reserved().bytes, 34 * kMiB);
@@ -90,8 +92,8 @@ TEST(MemoryCategories, PoolReservedIsTheLatestSampleAndBlocksStandInBeforeTheFir
 
 TEST(MemoryCategories, PoolSamplesAddUpOverPoolsAndAFreeFromAnotherDeviceIsChargedToItsOwn) {
   MemoryModel model = replay({
-      pool_block(proto::ALLOC, 1, 0x9000000, 4 * kMiB),   // device 1 block 4 MiB
-      pool_sample(1, 0xA1, 8 * kMiB),                     // default pool of device 1: 8 MiB
+      pool_block(proto::ALLOC, 1, 0x9000000, 4 * kMiB),  // device 1 block 4 MiB
+      pool_sample(1, 0xA1, 8 * kMiB),                    // default pool of device 1: 8 MiB
       pool_block(proto::ALLOC, 1, 0x9800000, 1 * kMiB, proto::CUDA_MALLOC_FROM_POOL_ASYNC),
       pool_sample(1, 0xB2, 2 * kMiB, proto::CUDA_MALLOC_FROM_POOL_ASYNC),  // a user pool: 2 MiB
       pool_sample(1, 0xA1, 6 * kMiB, proto::CU_MEM_POOL_TRIM_TO),          // trimmed to 6 MiB
@@ -113,16 +115,16 @@ TEST(MemoryCategories, VmmHandleCountsFromCreateUntilTheLaterOfReleaseAndLastUnm
   model.set_totals_callback([&](int32_t, int64_t, const DeviceTotals& t) { driver.push_back(t.driver_bytes); });
   for (const auto& e : std::vector<proto::Event>{
            address_reserve(proto::ADDRESS_RESERVE, 0x40000000, 64 * kMiB),  // address space only
-           vmm_create(0, 0x11, 2 * kMiB),                     // driver 2 MiB
+           vmm_create(0, 0x11, 2 * kMiB),                                   // driver 2 MiB
            vmm_map(0x40000000, 2 * kMiB, 0x11),
-           vmm_map(0x40200000, 2 * kMiB, 0x11),               // mapped twice: still 2 MiB
-           vmm_release(0x11),                                 // released while mapped: still held
-           vmm_unmap(0x40000000, 2 * kMiB),                   // one mapping left: still held
-           vmm_unmap(0x40200000, 2 * kMiB),                   // last unmap: freed -> 0
-           vmm_create(0, 0x12, 4 * kMiB),                     // 4 MiB
+           vmm_map(0x40200000, 2 * kMiB, 0x11),  // mapped twice: still 2 MiB
+           vmm_release(0x11),                    // released while mapped: still held
+           vmm_unmap(0x40000000, 2 * kMiB),      // one mapping left: still held
+           vmm_unmap(0x40200000, 2 * kMiB),      // last unmap: freed -> 0
+           vmm_create(0, 0x12, 4 * kMiB),        // 4 MiB
            vmm_map(0x40000000, 4 * kMiB, 0x12),
-           vmm_unmap(0x40000000, 4 * kMiB),                   // unmapped first: still held
-           vmm_release(0x12),                                 // release after the unmap: freed -> 0
+           vmm_unmap(0x40000000, 4 * kMiB),  // unmapped first: still held
+           vmm_release(0x12),                // release after the unmap: freed -> 0
            address_reserve(proto::ADDRESS_FREE, 0x40000000, 64 * kMiB),
        })
     model.apply(e);
@@ -137,20 +139,20 @@ TEST(MemoryCategories, VmmHandleCountsFromCreateUntilTheLaterOfReleaseAndLastUnm
 
 TEST(MemoryCategories, HostMemoryIsNeverChargedToADevice) {
   MemoryModel model = replay({
-      driver_alloc(0, 0x7f0000000000, 8 * kMiB, 1000, 0, proto::CUDA_MALLOC_HOST),     // pinned 8
+      driver_alloc(0, 0x7f0000000000, 8 * kMiB, 1000, 0, proto::CUDA_MALLOC_HOST),  // pinned 8
       with_memory(driver_alloc(0, 0x7f1000000000, 1 * kMiB, 1000, 0, proto::CU_MEM_HOST_ALLOC),
-                  proto::MEMORY_HOST_PINNED),                                          // pinned 9
-      driver_alloc(0, 0x55550000, 3 * kMiB, 1000, 0, proto::CUDA_HOST_REGISTER),       // registered 3
-      with_memory(vmm_create(0, 0x21, 2 * kMiB), proto::MEMORY_HOST_PINNED),            // host cuMemCreate: pinned 11
-      driver_alloc(0, 0x200000, 1 * kMiB),                                             // device: 1
-      driver_free(0, 0x7f0000000000, 1000, proto::CUDA_FREE_HOST),                     // pinned 3
-      driver_free(0, 0x55550000, 1000, proto::CUDA_HOST_UNREGISTER),                   // registered 0
+                  proto::MEMORY_HOST_PINNED),                                     // pinned 9
+      driver_alloc(0, 0x55550000, 3 * kMiB, 1000, 0, proto::CUDA_HOST_REGISTER),  // registered 3
+      with_memory(vmm_create(0, 0x21, 2 * kMiB), proto::MEMORY_HOST_PINNED),      // host cuMemCreate: pinned 11
+      driver_alloc(0, 0x200000, 1 * kMiB),                                        // device: 1
+      driver_free(0, 0x7f0000000000, 1000, proto::CUDA_FREE_HOST),                // pinned 3
+      driver_free(0, 0x55550000, 1000, proto::CUDA_HOST_UNREGISTER),              // registered 0
   });
   EXPECT_EQ(model.totals(0), (DeviceTotals{1 * kMiB, 1 * kMiB, 1 * kMiB}));
   EXPECT_EQ(model.devices().at(0).peak_driver.bytes, 1 * kMiB);
   const ProcessTotals& p = model.process_totals();
-  EXPECT_EQ(p.host_pinned_bytes, 3 * kMiB);          // 1 + 2 left
-  EXPECT_EQ(p.peak_host_pinned.bytes, 11 * kMiB);    // 8 + 1 + 2
+  EXPECT_EQ(p.host_pinned_bytes, 3 * kMiB);        // 1 + 2 left
+  EXPECT_EQ(p.peak_host_pinned.bytes, 11 * kMiB);  // 8 + 1 + 2
   EXPECT_EQ(p.host_registered_bytes, 0u);
   EXPECT_EQ(p.peak_host_registered.bytes, 3 * kMiB);
   // Leak candidates are device memory only: the 1 MiB cudaMalloc.
@@ -160,10 +162,10 @@ TEST(MemoryCategories, HostMemoryIsNeverChargedToADevice) {
 
 TEST(MemoryCategories, ArraysAreDeviceMemoryInTheirOwnCategoryAndManagedIsChargedToNoDevice) {
   MemoryModel model = replay({
-      driver_alloc(0, 0x5000, 6 * kMiB, 1000, 0, proto::CU_ARRAY_CREATE),          // array 6
-      driver_alloc(0, 0x6000, 2 * kMiB, 1000, 0, proto::CUDA_MALLOC_3D_ARRAY),     // array 8
-      driver_alloc(0, 0x300000, 5 * kMiB, 1000, 0, proto::CUDA_MALLOC_MANAGED),    // managed 5
-      driver_free(0, 0x5000, 1000, proto::CU_ARRAY_DESTROY),                       // array 2
+      driver_alloc(0, 0x5000, 6 * kMiB, 1000, 0, proto::CU_ARRAY_CREATE),        // array 6
+      driver_alloc(0, 0x6000, 2 * kMiB, 1000, 0, proto::CUDA_MALLOC_3D_ARRAY),   // array 8
+      driver_alloc(0, 0x300000, 5 * kMiB, 1000, 0, proto::CUDA_MALLOC_MANAGED),  // managed 5
+      driver_free(0, 0x5000, 1000, proto::CU_ARRAY_DESTROY),                     // array 2
   });
   const DeviceState& d = model.devices().at(0);
   EXPECT_EQ(d.array_bytes, 2 * kMiB);
@@ -176,13 +178,13 @@ TEST(MemoryCategories, ArraysAreDeviceMemoryInTheirOwnCategoryAndManagedIsCharge
 
 TEST(MemoryCategories, ImportsAreListedAndNeverCounted) {
   MemoryModel model = replay({
-      driver_alloc(0, 0x400000, 1 * kMiB),                                                    // own 1 MiB
-      driver_alloc(0, 0x10000000, 16 * kMiB, 1000, 0, proto::CUDA_IPC_OPEN_MEM_HANDLE),      // imported 16
+      driver_alloc(0, 0x400000, 1 * kMiB),                                                          // own 1 MiB
+      driver_alloc(0, 0x10000000, 16 * kMiB, 1000, 0, proto::CUDA_IPC_OPEN_MEM_HANDLE),             // imported 16
       driver_alloc(0, 0x20000000, 4 * kMiB, 1000, 0, proto::CU_EXTERNAL_MEMORY_GET_MAPPED_BUFFER),  // 20
-      driver_alloc(0, 0x31, 0, 1000, 0, proto::CU_MEM_IMPORT_FROM_SHAREABLE_HANDLE),          // size unknown
-      vmm_map(0x50000000, 2 * kMiB, 0x31),                                  // its mapping says 2 MiB: 22
+      driver_alloc(0, 0x31, 0, 1000, 0, proto::CU_MEM_IMPORT_FROM_SHAREABLE_HANDLE),                // size unknown
+      vmm_map(0x50000000, 2 * kMiB, 0x31),  // its mapping says 2 MiB: 22
       make_event(proto::FREE, proto::LAYER_DRIVER, proto::CUDA_IPC_CLOSE_MEM_HANDLE, 0, 0x10000000, 0),  // 6
-      driver_free(0, 0x20000000, 1000, proto::CU_MEM_FREE),                                   // 2
+      driver_free(0, 0x20000000, 1000, proto::CU_MEM_FREE),                                              // 2
   });
   const DeviceState& d = model.devices().at(0);
   EXPECT_EQ(d.imported_bytes, 2 * kMiB);
@@ -213,17 +215,18 @@ TEST(MemoryCategories, GraphMemoryNodesAreMemoryOnlyAtLaunch) {
   std::vector<DeviceTotals> rows;
   model.set_totals_callback([&](int32_t, int64_t, const DeviceTotals& t) { rows.push_back(t); });
   for (const auto& e : std::vector<proto::Event>{
-           captured_alloc, captured_free, captured, node,                                      // no memory yet
+           captured_alloc, captured_free, captured, node,  // no memory yet
            graph_event(proto::GRAPH_INSTANTIATE, proto::CU_GRAPH_INSTANTIATE, 0xE1, 0x6A),
            graph_event(proto::GRAPH_LAUNCH, proto::CU_GRAPH_LAUNCH, 0xE1, 0),  // 3 live, freed, 5 live
-           pool_sample(0, 0, 8 * kMiB, proto::CU_GRAPH_LAUNCH),               // graph pool: 8 MiB
-           pool_block(proto::FREE, 0, 0xB000000, 0, proto::CUDA_FREE_ASYNC),  // the 5 MiB block freed
+           pool_sample(0, 0, 8 * kMiB, proto::CU_GRAPH_LAUNCH),                // graph pool: 8 MiB
+           pool_block(proto::FREE, 0, 0xB000000, 0, proto::CUDA_FREE_ASYNC),   // the 5 MiB block freed
        })
     model.apply(e);
   // Nothing before the launch. The launch replays the nodes in order: 3 MiB live, freed, 5 MiB live,
   // so blocks reach 5 at most. After it: allocated 5, pools = max(no sample, blocks 5) = 5. After the
   // graph pool's sample: pools = max(8, 5) = 8. After the free: allocated 0, pools 8.
-  std::vector<DeviceTotals> expected = {{5 * kMiB, 5 * kMiB, 5 * kMiB}, {5 * kMiB, 8 * kMiB, 8 * kMiB},
+  std::vector<DeviceTotals> expected = {{5 * kMiB, 5 * kMiB, 5 * kMiB},
+                                        {5 * kMiB, 8 * kMiB, 8 * kMiB},
                                         {0, 8 * kMiB, 8 * kMiB}};
   EXPECT_EQ(rows, expected);
   const DeviceState& d = model.devices().at(0);
@@ -242,17 +245,18 @@ TEST(MemoryCategories, LaunchOfAnUnknownExecutableGraphIsCounted) {
 }
 
 TEST(MemoryCategories, ContextDestroyFreesWhatTheDriverFreesWithTheContextAndNotVmmOrImports) {
-  proto::Event destroy = make_event(proto::CONTEXT_DESTROY, proto::LAYER_UNKNOWN, proto::CUDA_DEVICE_RESET, 0, 0, 0, 1000);
+  proto::Event destroy =
+      make_event(proto::CONTEXT_DESTROY, proto::LAYER_UNKNOWN, proto::CUDA_DEVICE_RESET, 0, 0, 0, 1000);
   MemoryModel model = replay({
-      driver_alloc(0, 0x100000, 1 * kMiB),                                          // freed
-      driver_alloc(0, 0x5000, 2 * kMiB, 1000, 0, proto::CUDA_MALLOC_ARRAY),          // freed
-      driver_alloc(0, 0x300000, 4 * kMiB, 1000, 0, proto::CU_MEM_ALLOC_MANAGED),     // freed
-      driver_alloc(0, 0x7f0000000000, 8 * kMiB, 1000, 0, proto::CU_MEM_ALLOC_HOST),  // freed
-      pool_block(proto::ALLOC, 0, 0x9000000, 16 * kMiB),                            // freed
-      pool_sample(0, 0xA1, 32 * kMiB),                                              // the pool goes
-      vmm_create(0, 0x11, 64 * kMiB),                                               // kept
+      driver_alloc(0, 0x100000, 1 * kMiB),                                              // freed
+      driver_alloc(0, 0x5000, 2 * kMiB, 1000, 0, proto::CUDA_MALLOC_ARRAY),             // freed
+      driver_alloc(0, 0x300000, 4 * kMiB, 1000, 0, proto::CU_MEM_ALLOC_MANAGED),        // freed
+      driver_alloc(0, 0x7f0000000000, 8 * kMiB, 1000, 0, proto::CU_MEM_ALLOC_HOST),     // freed
+      pool_block(proto::ALLOC, 0, 0x9000000, 16 * kMiB),                                // freed
+      pool_sample(0, 0xA1, 32 * kMiB),                                                  // the pool goes
+      vmm_create(0, 0x11, 64 * kMiB),                                                   // kept
       driver_alloc(0, 0x10000000, 128 * kMiB, 1000, 0, proto::CU_IPC_OPEN_MEM_HANDLE),  // kept
-      driver_alloc(1, 0x200000, 256 * kMiB),                                        // other device: kept
+      driver_alloc(1, 0x200000, 256 * kMiB),                                            // other device: kept
       destroy,
   });
   const DeviceState& d = model.devices().at(0);
@@ -279,15 +283,16 @@ proto::Event in_context(proto::Event e, uint64_t context) {
 
 TEST(MemoryCategories, DestroyingACreatedContextFreesOnlyItsOwnAllocations) {
   constexpr uint64_t kPrimary = 0xC0, kCreated = 0xC1;
-  proto::Event destroy = make_event(proto::CONTEXT_DESTROY, proto::LAYER_UNKNOWN, proto::CU_CTX_DESTROY, 0, kCreated, 0, 1000);
+  proto::Event destroy =
+      make_event(proto::CONTEXT_DESTROY, proto::LAYER_UNKNOWN, proto::CU_CTX_DESTROY, 0, kCreated, 0, 1000);
   proto::Event reset = make_event(proto::CONTEXT_DESTROY, proto::LAYER_UNKNOWN, proto::CU_DEVICE_PRIMARY_CTX_RESET, 0,
                                   kPrimary, 0, 1000);
   MemoryModel model;
   std::vector<uint64_t> driver;
   model.set_totals_callback([&](int32_t, int64_t, const DeviceTotals& t) { driver.push_back(t.driver_bytes); });
   for (const auto& e : std::vector<proto::Event>{
-           in_context(driver_alloc(0, 0x100000, 2 * kMiB, 1000), kPrimary),                           // 2
-           pool_block(proto::ALLOC, 0, 0x9000000, 4 * kMiB),                                          // 6 (block, no context)
+           in_context(driver_alloc(0, 0x100000, 2 * kMiB, 1000), kPrimary),  // 2
+           pool_block(proto::ALLOC, 0, 0x9000000, 4 * kMiB),                 // 6 (block, no context)
            in_context(driver_alloc(0, 0x800000, 64 * kMiB, 1000, 0, proto::CU_MEM_ALLOC), kCreated),  // 70
            in_context(vmm_create(0, 0x11, 16 * kMiB), kCreated),                                      // 86
            destroy,  // the created context's cuMemAlloc only: 86 - 64 = 22
@@ -312,7 +317,7 @@ proto::Event usage(int32_t device, uint64_t free_bytes, uint64_t total_bytes, st
 TEST(MemoryCategories, DeviceUsageComparesNvmlWithWhatTheEventsAccountFor) {
   constexpr uint64_t kGiB = 1024 * kMiB;
   MemoryModel model = replay({
-      usage(0, 79 * kGiB, 80 * kGiB, 500 * kMiB, 0),        // context only: accounted 0
+      usage(0, 79 * kGiB, 80 * kGiB, 500 * kMiB, 0),  // context only: accounted 0
       driver_alloc(0, 0x100000, 1 * kGiB, 1000),
       usage(0, 70 * kGiB, 80 * kGiB, 1524 * kMiB, 8 * kGiB),  // accounted 1 GiB, process 1.5 GiB - 12 MiB
       driver_free(0, 0x100000, 1000),
@@ -345,8 +350,7 @@ TEST(MemoryCategories, FragmentationFromBlocksInsideSegments) {
   //   0x1000000 (16 MiB): the program's own cudaMalloc, holds no block: not a segment
   constexpr uint64_t kKiB = 1024;
   MemoryModel model = replay({
-      driver_alloc(0, 0x000000 + 0x10000000, 2 * kMiB),
-      driver_alloc(0, 0x400000 + 0x10000000, 8 * kMiB),
+      driver_alloc(0, 0x000000 + 0x10000000, 2 * kMiB), driver_alloc(0, 0x400000 + 0x10000000, 8 * kMiB),
       driver_alloc(0, 0x1000000 + 0x10000000, 16 * kMiB),
       torch_block(proto::ALLOC, 0, 0x000000 + 0x10000000, 256 * kKiB, 26 * kMiB),
       torch_block(proto::ALLOC, 0, 0x100000 + 0x10000000, 512 * kKiB, 26 * kMiB),
@@ -390,10 +394,14 @@ TEST(MemoryCategories, FragmentationOfExpandableSegmentsJoinsContiguousMappings)
   //   tail 0x40400000-0x40600000 = 2 MiB -> largest 2 MiB
   MemoryModel model = replay({
       address_reserve(proto::ADDRESS_RESERVE, 0x40000000, 64 * kMiB),
-      vmm_create(0, 0x11, 2 * kMiB), vmm_map(0x40000000, 2 * kMiB, 0x11),
-      vmm_create(0, 0x12, 2 * kMiB), vmm_map(0x40200000, 2 * kMiB, 0x12),
-      vmm_create(0, 0x13, 2 * kMiB), vmm_map(0x40400000, 2 * kMiB, 0x13),
-      vmm_create(0, 0x14, 2 * kMiB), vmm_map(0x40800000, 2 * kMiB, 0x14),
+      vmm_create(0, 0x11, 2 * kMiB),
+      vmm_map(0x40000000, 2 * kMiB, 0x11),
+      vmm_create(0, 0x12, 2 * kMiB),
+      vmm_map(0x40200000, 2 * kMiB, 0x12),
+      vmm_create(0, 0x13, 2 * kMiB),
+      vmm_map(0x40400000, 2 * kMiB, 0x13),
+      vmm_create(0, 0x14, 2 * kMiB),
+      vmm_map(0x40800000, 2 * kMiB, 0x14),
       torch_block(proto::ALLOC, 0, 0x40000000, 1 * kMiB, 8 * kMiB),
       torch_block(proto::ALLOC, 0, 0x40300000, 1 * kMiB, 8 * kMiB),
   });
@@ -414,18 +422,21 @@ TEST(MemoryCategories, SegmentsPyTorchGivesBackLowerItsReservedUntilItsNextRepor
   std::vector<uint64_t> reserved;
   model.set_totals_callback([&](int32_t, int64_t, const DeviceTotals& t) { reserved.push_back(t.reserved_bytes); });
   for (const auto& e : {
-           driver_alloc(0, 0x10000000, 2 * kMiB), driver_alloc(0, 0x20000000, 2 * kMiB),
+           driver_alloc(0, 0x10000000, 2 * kMiB),
+           driver_alloc(0, 0x20000000, 2 * kMiB),
            torch_block(proto::ALLOC, 0, 0x10000000, 1 * kMiB, 4 * kMiB),
            torch_block(proto::ALLOC, 0, 0x20000000, 1 * kMiB, 4 * kMiB),
            torch_block(proto::FREE, 0, 0x20000000, 0, 4 * kMiB),
            driver_free(0, 0x20000000),
-           driver_alloc(0, 0x30000000, 16 * kMiB), driver_free(0, 0x30000000),
+           driver_alloc(0, 0x30000000, 16 * kMiB),
+           driver_free(0, 0x30000000),
            torch_block(proto::ALLOC, 0, 0x10100000, 512 * 1024, 2 * kMiB),
        })
     model.apply(e);
   // The first rows come before any report: the layer hint is unknown to a plain replay, so reserved is
   // the driver total there (e0: 2, e1: 4); from e2 on it is PyTorch's.
-  std::vector<uint64_t> expected = {2 * kMiB, 4 * kMiB, 4 * kMiB, 4 * kMiB, 4 * kMiB, 2 * kMiB, 2 * kMiB, 2 * kMiB, 2 * kMiB};
+  std::vector<uint64_t> expected = {2 * kMiB, 4 * kMiB, 4 * kMiB, 4 * kMiB, 4 * kMiB,
+                                    2 * kMiB, 2 * kMiB, 2 * kMiB, 2 * kMiB};
   EXPECT_EQ(reserved, expected);
 
   // Expandable segments: reservation at 0x40000000, pages of 2 MiB at +0, +2, +4 MiB, a block in the
@@ -434,13 +445,20 @@ TEST(MemoryCategories, SegmentsPyTorchGivesBackLowerItsReservedUntilItsNextRepor
   MemoryModel expandable = replay({
       address_reserve(proto::ADDRESS_RESERVE, 0x40000000, 64 * kMiB),
       address_reserve(proto::ADDRESS_RESERVE, 0x80000000, 64 * kMiB),
-      vmm_create(0, 0x11, 2 * kMiB), vmm_map(0x40000000, 2 * kMiB, 0x11),
-      vmm_create(0, 0x12, 2 * kMiB), vmm_map(0x40200000, 2 * kMiB, 0x12),
-      vmm_create(0, 0x13, 2 * kMiB), vmm_map(0x40400000, 2 * kMiB, 0x13),
-      vmm_create(0, 0x21, 2 * kMiB), vmm_map(0x80000000, 2 * kMiB, 0x21),
+      vmm_create(0, 0x11, 2 * kMiB),
+      vmm_map(0x40000000, 2 * kMiB, 0x11),
+      vmm_create(0, 0x12, 2 * kMiB),
+      vmm_map(0x40200000, 2 * kMiB, 0x12),
+      vmm_create(0, 0x13, 2 * kMiB),
+      vmm_map(0x40400000, 2 * kMiB, 0x13),
+      vmm_create(0, 0x21, 2 * kMiB),
+      vmm_map(0x80000000, 2 * kMiB, 0x21),
       torch_block(proto::ALLOC, 0, 0x40000000, 1 * kMiB, 6 * kMiB),
-      vmm_unmap(0x40200000, 4 * kMiB), vmm_release(0x12), vmm_release(0x13),
-      vmm_unmap(0x80000000, 2 * kMiB), vmm_release(0x21),
+      vmm_unmap(0x40200000, 4 * kMiB),
+      vmm_release(0x12),
+      vmm_release(0x13),
+      vmm_unmap(0x80000000, 2 * kMiB),
+      vmm_release(0x21),
   });
   EXPECT_EQ(expandable.devices().at(0).totals().reserved_bytes, 2 * kMiB);
 }

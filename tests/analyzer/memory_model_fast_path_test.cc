@@ -50,7 +50,8 @@ std::string describe(const MemoryModel& model) {
      << " " << h.error_result_allocations << " " << h.failed_frees << " " << h.teardown_frees << " "
      << h.backward_timestamps << " " << h.managed_allocations << "\n";
   os << "live " << model.live_allocations() << " ooms " << model.ooms().size() << " now " << model.now_ns() << "\n";
-  for (const auto& [site, ns] : model.first_allocation_ns()) os << "site " << site.first << "/" << site.second << "@" << ns << "\n";
+  for (const auto& [site, ns] : model.first_allocation_ns())
+    os << "site " << site.first << "/" << site.second << "@" << ns << "\n";
   return os.str();
 }
 
@@ -75,8 +76,12 @@ uint64_t expect_same_as_general_path(const std::vector<proto::Event>& events, st
   std::vector<Row> fast_rows, general_rows;
   fast.set_layer_hints(hints);
   general.set_layer_hints(hints);
-  fast.set_totals_callback([&](int32_t d, int64_t t, const DeviceTotals& totals) { fast_rows.push_back({d, t, totals}); });
-  general.set_totals_callback([&](int32_t d, int64_t t, const DeviceTotals& totals) { general_rows.push_back({d, t, totals}); });
+  fast.set_totals_callback([&](int32_t d, int64_t t, const DeviceTotals& totals) {
+    fast_rows.push_back({d, t, totals});
+  });
+  general.set_totals_callback([&](int32_t d, int64_t t, const DeviceTotals& totals) {
+    general_rows.push_back({d, t, totals});
+  });
   for (size_t i = 0; i < events.size(); ++i) {
     fast.apply(events[i]);
     general.apply(events[i]);
@@ -129,17 +134,17 @@ std::vector<proto::Event> mixed_sequence() {
       graph_node,                                                              // 16
       torch_event(proto::ALLOC, 0, 0, 0, 0, 2 * kMiB, 10),                     // 17: address 0
       make_event(proto::ALLOC, proto::LAYER_BLOCK, proto::CUDA_MALLOC_ASYNC, 0, 0x700000, 96 * kKiB, 10),  // 18: pool
-      torch_event(proto::ALLOC, 0, 0x160000, 16 * kKiB, 0, 2 * kMiB, 10, 6),   // 19: fast, blocks + pool
+      torch_event(proto::ALLOC, 0, 0x160000, 16 * kKiB, 0, 2 * kMiB, 10, 6),  // 19: fast, blocks + pool
       with_tid(make_event(proto::OOM, proto::LAYER_DRIVER, proto::CUDA_MALLOC, 0, 0, 64 * kMiB, 10), 7),  // 20
       with_tid(torch_event(proto::ALLOC, 0, 0x170000, 8 * kKiB, 0, 2 * kMiB, 10, 6), 8),  // 21: pending OOM
       with_tid(torch_event(proto::ALLOC, 0, 0x171000, 8 * kKiB, 0, 2 * kMiB, 10, 6), 7),  // 22: pending OOM
-      torch_event(proto::ALLOC, 0, 0x172000, 8 * kKiB, 0, 2 * kMiB, 10, 6),    // 23: fast again
-      no_device_free,                                                          // 24: device -1, of 23
-      backwards,                                                               // 25: fast, time goes back
-      driver_free(0, 0x100000, 10),                                            // 26: segment given back
-      torch_event(proto::FREE, 0, 0x180000, 0, 0, 0, 10),                      // 27: fast
-      torch_event(proto::ALLOC, 2, 0xa00000, kMiB, 0, kMiB, 10, 1),            // 28: new device 2
-      torch_event(proto::ALLOC, 2, 0xb00000, kMiB, 0, 2 * kMiB, 10, 1),        // 29: fast (no segments)
+      torch_event(proto::ALLOC, 0, 0x172000, 8 * kKiB, 0, 2 * kMiB, 10, 6),               // 23: fast again
+      no_device_free,                                                                     // 24: device -1, of 23
+      backwards,                                                                          // 25: fast, time goes back
+      driver_free(0, 0x100000, 10),                                                       // 26: segment given back
+      torch_event(proto::FREE, 0, 0x180000, 0, 0, 0, 10),                                 // 27: fast
+      torch_event(proto::ALLOC, 2, 0xa00000, kMiB, 0, kMiB, 10, 1),                       // 28: new device 2
+      torch_event(proto::ALLOC, 2, 0xb00000, kMiB, 0, 2 * kMiB, 10, 1),                   // 29: fast (no segments)
   };
 }
 
@@ -162,17 +167,19 @@ TEST(MemoryModelFastPath, SameFirstAllocationTimesWhateverTheStackId) {
       torch_event(proto::ALLOC, 0, 0x100000, 4 * kKiB, 0, 2 * kMiB, 10, 2),    // 1: general, site 0/2 at 20
       torch_event(proto::ALLOC, 0, 0x101000, 4 * kKiB, 0, 2 * kMiB, 10, 2),    // 2: fast, 0/2 stays 20
       torch_event(proto::ALLOC, 0, 0x102000, 4 * kKiB, 0, 2 * kMiB, 10, 300),  // 3: fast, 0/300 at 40
-      torch_event(proto::ALLOC, 0, 0x103000, 4 * kKiB, 0, 2 * kMiB, 10, huge), // 4: general (past the array), 0/huge at 50
-      torch_event(proto::ALLOC, 0, 0x104000, 4 * kKiB, 0, 2 * kMiB, 10, huge), // 5: general, stays 50
-      driver_alloc(1, 0x900000, 2 * kMiB, 10, 2),                              // 6: site 1/2 at 70
-      torch_event(proto::ALLOC, 1, 0x900000, 4 * kKiB, 0, 2 * kMiB, 10, 300),  // 7: general (layers), 1/300 at 80
-      torch_event(proto::ALLOC, 0, 0x105000, 4 * kKiB, 0, 2 * kMiB, 10, 1),    // 8: general, 0/1 at 90
+      torch_event(proto::ALLOC, 0, 0x103000, 4 * kKiB, 0, 2 * kMiB, 10,
+                  huge),  // 4: general (past the array), 0/huge at 50
+      torch_event(proto::ALLOC, 0, 0x104000, 4 * kKiB, 0, 2 * kMiB, 10, huge),  // 5: general, stays 50
+      driver_alloc(1, 0x900000, 2 * kMiB, 10, 2),                               // 6: site 1/2 at 70
+      torch_event(proto::ALLOC, 1, 0x900000, 4 * kKiB, 0, 2 * kMiB, 10, 300),   // 7: general (layers), 1/300 at 80
+      torch_event(proto::ALLOC, 0, 0x105000, 4 * kKiB, 0, 2 * kMiB, 10, 1),     // 8: general, 0/1 at 90
   };
   EXPECT_EQ(expect_same_as_general_path(events), 2u);  // 2, 3
   MemoryModel model;
   for (const auto& e : events) model.apply(e);
-  std::map<std::pair<int32_t, uint64_t>, int64_t> expected = {
-      {{0, 1}, 90}, {{0, 2}, 20}, {{0, 7}, 10}, {{0, 300}, 40}, {{0, huge}, 50}, {{1, 2}, 70}, {{1, 300}, 80}};
+  std::map<std::pair<int32_t, uint64_t>, int64_t> expected = {{{0, 1}, 90},   {{0, 2}, 20},    {{0, 7}, 10},
+                                                              {{0, 300}, 40}, {{0, huge}, 50}, {{1, 2}, 70},
+                                                              {{1, 300}, 80}};
   EXPECT_EQ(model.first_allocation_ns(), expected);
 }
 
@@ -223,11 +230,11 @@ TEST(MemoryModelFastPath, GrowthOfTheLiveTableTakesTheGeneralPath) {
 TEST(MemoryModelFastPath, PeaksOfBlocksAndReservedOnFastEvents) {
   MemoryModel model;
   std::vector<proto::Event> events = {
-      driver_alloc(0, 0x100000, 4 * kMiB, 100),                                // e0 driver 4 MiB
-      torch_event(proto::ALLOC, 0, 0x100000, kMiB, 0, 2 * kMiB, 100),          // e1 blocks 1 MiB (general)
-      torch_event(proto::ALLOC, 0, 0x200000, 2 * kMiB, 0, 3 * kMiB, 100),      // e2 blocks 3 MiB, reserved 3
-      torch_event(proto::FREE, 0, 0x100000, 0, 0, 4 * kMiB, 100),              // e3 blocks 2 MiB, reserved 4
-      torch_event(proto::ALLOC, 0, 0x100000, 512 * kKiB, 0, 1 * kMiB, 100),    // e4 blocks 2.5 MiB, reserved 1
+      driver_alloc(0, 0x100000, 4 * kMiB, 100),                              // e0 driver 4 MiB
+      torch_event(proto::ALLOC, 0, 0x100000, kMiB, 0, 2 * kMiB, 100),        // e1 blocks 1 MiB (general)
+      torch_event(proto::ALLOC, 0, 0x200000, 2 * kMiB, 0, 3 * kMiB, 100),    // e2 blocks 3 MiB, reserved 3
+      torch_event(proto::FREE, 0, 0x100000, 0, 0, 4 * kMiB, 100),            // e3 blocks 2 MiB, reserved 4
+      torch_event(proto::ALLOC, 0, 0x100000, 512 * kKiB, 0, 1 * kMiB, 100),  // e4 blocks 2.5 MiB, reserved 1
   };
   for (const auto& e : events) model.apply(e);
   EXPECT_EQ(model.fast_path_events(), 3u);  // e2, e3, e4
@@ -276,8 +283,10 @@ TEST(MemoryModelFastPath, AllocatedPeakRaisedByExactlyTheEventsThatRaiseIt) {
 
 TEST(LiveTable, EraseOfAFoundEntryRemembersTheFreeUpToTheLimit) {
   LiveTable table(1);  // remembers one freed key
-  ASSERT_EQ(table.insert(LiveAllocation{.space = AddressSpace::kTorchBlock, .size_bytes = 10, .address = 0x10}), nullptr);
-  ASSERT_EQ(table.insert(LiveAllocation{.space = AddressSpace::kTorchBlock, .size_bytes = 20, .address = 0x20}), nullptr);
+  ASSERT_EQ(table.insert(LiveAllocation{.space = AddressSpace::kTorchBlock, .size_bytes = 10, .address = 0x10}),
+            nullptr);
+  ASSERT_EQ(table.insert(LiveAllocation{.space = AddressSpace::kTorchBlock, .size_bytes = 20, .address = 0x20}),
+            nullptr);
   EXPECT_FALSE(table.find_entry(AddressSpace::kPoolBlock, 0x10));  // another space
   LiveTable::Found first = table.find_entry(AddressSpace::kTorchBlock, 0x10);
   ASSERT_TRUE(first);
@@ -292,7 +301,8 @@ TEST(LiveTable, EraseOfAFoundEntryRemembersTheFreeUpToTheLimit) {
   EXPECT_EQ(table.size(), 0u);
   EXPECT_EQ(table.freed_remembered(), 1u);
   // Both slots are free again: a new allocation at 0x20 is live and found.
-  ASSERT_EQ(table.insert(LiveAllocation{.space = AddressSpace::kTorchBlock, .size_bytes = 30, .address = 0x20}), nullptr);
+  ASSERT_EQ(table.insert(LiveAllocation{.space = AddressSpace::kTorchBlock, .size_bytes = 30, .address = 0x20}),
+            nullptr);
   EXPECT_EQ(table.find(AddressSpace::kTorchBlock, 0x20)->size_bytes, 30u);
   EXPECT_EQ(table.size(), 1u);
 }
@@ -347,7 +357,8 @@ TEST(MemoryModelFastPath, SlotsThatNarrowToZeroAndAFreesMemoryTakeTheGeneralPath
 // the ended allocation, a live key is returned unchanged, and a whole assignment reads back as given.
 TEST(LiveTable, EmplaceForOverwriteReusesTheSlotAndChangesNothingAtALiveKey) {
   LiveTable table(4);
-  ASSERT_EQ(table.insert(LiveAllocation{.space = AddressSpace::kTorchBlock, .size_bytes = 10, .address = 0x10}), nullptr);
+  ASSERT_EQ(table.insert(LiveAllocation{.space = AddressSpace::kTorchBlock, .size_bytes = 10, .address = 0x10}),
+            nullptr);
   LiveTable::Found first = table.find_entry(AddressSpace::kTorchBlock, 0x10);
   ASSERT_TRUE(first);
   table.erase(first);  // slot 0 is free again

@@ -32,7 +32,9 @@ MemoryModel replay(const std::vector<proto::Event>& events, std::vector<Row>* ro
   MemoryModel model;
   model.set_layer_hints(std::move(hints));
   if (rows)
-    model.set_totals_callback([rows](int32_t d, int64_t t, const DeviceTotals& totals) { rows->push_back({d, t, totals}); });
+    model.set_totals_callback([rows](int32_t d, int64_t t, const DeviceTotals& totals) {
+      rows->push_back({d, t, totals});
+    });
   for (const auto& e : events) model.apply(e);
   model.finish();
   return model;
@@ -42,11 +44,11 @@ MemoryModel replay(const std::vector<proto::Event>& events, std::vector<Row>* ro
 // a 4 MiB segment and a 4 MiB block in it. One event every 1000 ns.
 std::vector<proto::Event> torch_sequence() {
   return {
-      driver_alloc(0, 0x1000, 2 * kMiB, 1000),                                   // e0 driver 2 MiB
+      driver_alloc(0, 0x1000, 2 * kMiB, 1000),                                       // e0 driver 2 MiB
       torch_event(proto::ALLOC, 0, 0x1000, 512 * 1024, 512 * 1024, 2 * kMiB, 1000),  // e1 blocks 0.5 MiB
       torch_event(proto::ALLOC, 0, 0x81000, kMiB, 1536 * 1024, 2 * kMiB, 1000),      // e2 blocks 1.5 MiB
       torch_event(proto::FREE, 0, 0x1000, 0, kMiB, 2 * kMiB, 1000),                  // e3 blocks 1 MiB
-      driver_alloc(0, 0x400000, 4 * kMiB, 1000),                                 // e4 driver 6 MiB
+      driver_alloc(0, 0x400000, 4 * kMiB, 1000),                                     // e4 driver 6 MiB
       torch_event(proto::ALLOC, 0, 0x400000, 4 * kMiB, 5 * kMiB, 6 * kMiB, 1000),    // e5 blocks 5 MiB
       torch_event(proto::FREE, 0, 0x400000, 0, kMiB, 6 * kMiB, 1000),                // e6 blocks 1 MiB
   };
@@ -56,9 +58,9 @@ TEST(MemoryModel, TorchBlocksGiveAllocatedAndReservedDriverGivesDriver) {
   MemoryModel model = replay(torch_sequence());
   const DeviceState& d = model.devices().at(0);
   DeviceTotals final_totals = d.totals();
-  EXPECT_EQ(final_totals.allocated_bytes, kMiB);      // only the 1 MiB block of e2 is live
-  EXPECT_EQ(final_totals.reserved_bytes, 6 * kMiB);   // PyTorch's own figure from e6
-  EXPECT_EQ(final_totals.driver_bytes, 6 * kMiB);     // 2 + 4 MiB segments
+  EXPECT_EQ(final_totals.allocated_bytes, kMiB);     // only the 1 MiB block of e2 is live
+  EXPECT_EQ(final_totals.reserved_bytes, 6 * kMiB);  // PyTorch's own figure from e6
+  EXPECT_EQ(final_totals.driver_bytes, 6 * kMiB);    // 2 + 4 MiB segments
   // Peak allocated: 1 MiB + 4 MiB blocks at e5 (t = 6 x 1000 ns). Not e0's 2 MiB segment, which came
   // before PyTorch's first report.
   EXPECT_EQ(d.peak_allocated().bytes, 5 * kMiB);
@@ -95,10 +97,10 @@ TEST(MemoryModel, TimelineRowsWithLayerHintsFromAFirstPass) {
 
 TEST(MemoryModel, DriverOnlyAllTotalsAreDriver) {
   std::vector<proto::Event> events = {
-      driver_alloc(0, 0xA000, 1000, 10),                                    // e0 1000
-      driver_alloc(0, 0xB000, 3000, 10, 0, proto::CU_MEM_ALLOC),            // e1 4000
-      driver_free(0, 0xA000, 10),                                           // e2 3000 (size from e0)
-      driver_alloc(0, 0xC000, 500, 10, 0, proto::CU_MEM_ALLOC_PITCH),       // e3 3500
+      driver_alloc(0, 0xA000, 1000, 10),                               // e0 1000
+      driver_alloc(0, 0xB000, 3000, 10, 0, proto::CU_MEM_ALLOC),       // e1 4000
+      driver_free(0, 0xA000, 10),                                      // e2 3000 (size from e0)
+      driver_alloc(0, 0xC000, 500, 10, 0, proto::CU_MEM_ALLOC_PITCH),  // e3 3500
   };
   MemoryModel model = replay(events);
   const DeviceState& d = model.devices().at(0);
@@ -143,7 +145,8 @@ TEST(MemoryModel, FreeWhileAnotherDeviceIsCurrentChargesTheAllocationsDevice) {
 
 TEST(MemoryModel, DoubleAndUnknownFreesAreCountedNeverBelowZero) {
   std::vector<proto::Event> events = {
-      driver_alloc(0, 0xA000, 100), driver_free(0, 0xA000),
+      driver_alloc(0, 0xA000, 100),
+      driver_free(0, 0xA000),
       driver_free(0, 0xA000),  // double free
       driver_free(0, 0xBAD),   // never allocated
       driver_free(0, 0),       // cudaFree(nullptr): a no-op, not counted
@@ -157,8 +160,7 @@ TEST(MemoryModel, DoubleAndUnknownFreesAreCountedNeverBelowZero) {
 
 TEST(MemoryModel, ManagedMemoryIsTrackedButNotCharged) {
   std::vector<proto::Event> events = {
-      driver_alloc(0, 0x9000, 1024 * kMiB, 0, 0, proto::CUDA_MALLOC_MANAGED),
-      driver_alloc(0, 0xA000, 256),
+      driver_alloc(0, 0x9000, 1024 * kMiB, 0, 0, proto::CUDA_MALLOC_MANAGED), driver_alloc(0, 0xA000, 256),
       driver_free(0, 0x9000),  // frees the managed allocation: known, still nothing charged
   };
   MemoryModel model = replay(events);
@@ -174,8 +176,9 @@ TEST(MemoryModel, ManagedMemoryIsTrackedButNotCharged) {
 TEST(MemoryModel, VmmHandlesAreChargedFromCreateToReleaseMapsOnlyCounted) {
   std::vector<proto::Event> events = {
       driver_alloc(0, 0x1, 2 * kMiB, 0, 0, proto::CU_MEM_CREATE),  // handle 0x1
-      driver_alloc(0, 0x1, 100),                                     // pointer 0x1: another namespace
-      make_event(proto::ADDRESS_RESERVE, proto::LAYER_DRIVER, proto::CU_MEM_ADDRESS_RESERVE, 0, 0x7f0000000000, 64 * kMiB),
+      driver_alloc(0, 0x1, 100),                                   // pointer 0x1: another namespace
+      make_event(proto::ADDRESS_RESERVE, proto::LAYER_DRIVER, proto::CU_MEM_ADDRESS_RESERVE, 0, 0x7f0000000000,
+                 64 * kMiB),
       make_event(proto::MAP, proto::LAYER_DRIVER, proto::CU_MEM_MAP, 0, 0x7f0000000000, 2 * kMiB),
       make_event(proto::UNMAP, proto::LAYER_DRIVER, proto::CU_MEM_UNMAP, 0, 0x7f0000000000, 2 * kMiB),
       make_event(proto::ADDRESS_FREE, proto::LAYER_DRIVER, proto::CU_MEM_ADDRESS_FREE, 0, 0x7f0000000000, 64 * kMiB),
@@ -183,7 +186,7 @@ TEST(MemoryModel, VmmHandlesAreChargedFromCreateToReleaseMapsOnlyCounted) {
   };
   MemoryModel model = replay(events);
   const DeviceState& d = model.devices().at(0);
-  EXPECT_EQ(d.totals().driver_bytes, 100u);       // the pointer is still live
+  EXPECT_EQ(d.totals().driver_bytes, 100u);        // the pointer is still live
   EXPECT_EQ(d.peak_driver.bytes, 2 * kMiB + 100);  // 2,097,252
   EXPECT_EQ(d.peak_driver.event_index, 1u);
   const TraceHealth& h = model.health();
@@ -230,12 +233,12 @@ TEST(MemoryModel, DriverFailuresBeforeAnAllocatorOomOfTheSameThreadAreFoldedInto
   proto::Event retried_ok = driver_alloc(0, 0xC000, 32, 10);
   retried_ok.set_tid(3);
   MemoryModel model = replay({
-      oom(proto::LAYER_DRIVER, proto::CUDA_MALLOC, 20 * kMiB, 3),      // thread 3 fails, then succeeds:
-      retried_ok,                                                      //   a real OOM of its own
-      oom(proto::LAYER_DRIVER, proto::CUDA_MALLOC, 20 * kMiB, 1),      // thread 1: segment request fails
-      other_thread_alloc,                                              // thread 2 in between
-      oom(proto::LAYER_DRIVER, proto::CUDA_MALLOC, 20 * kMiB, 1),      // thread 1: retry after emptying the cache
-      oom(proto::LAYER_BLOCK, proto::TORCH_ALLOCATOR, 18 * kMiB, 1),   // thread 1: PyTorch reports the OOM
+      oom(proto::LAYER_DRIVER, proto::CUDA_MALLOC, 20 * kMiB, 3),     // thread 3 fails, then succeeds:
+      retried_ok,                                                     //   a real OOM of its own
+      oom(proto::LAYER_DRIVER, proto::CUDA_MALLOC, 20 * kMiB, 1),     // thread 1: segment request fails
+      other_thread_alloc,                                             // thread 2 in between
+      oom(proto::LAYER_DRIVER, proto::CUDA_MALLOC, 20 * kMiB, 1),     // thread 1: retry after emptying the cache
+      oom(proto::LAYER_BLOCK, proto::TORCH_ALLOCATOR, 18 * kMiB, 1),  // thread 1: PyTorch reports the OOM
   });
   ASSERT_EQ(model.ooms().size(), 2u);
   EXPECT_EQ(model.ooms()[0].tid, 3u);
@@ -254,7 +257,7 @@ TEST(MemoryModel, AllocationAtALiveAddressReplacesItAndIsCounted) {
 
 std::vector<proto::Event> finalizing_sequence(bool with_finalizing) {
   std::vector<proto::Event> events = {
-      driver_alloc(0, 0x100000, 2 * kMiB, 1000, 9),                          // segment: not the allocated kind
+      driver_alloc(0, 0x100000, 2 * kMiB, 1000, 9),                         // segment: not the allocated kind
       torch_event(proto::ALLOC, 0, 0x100000, 100, 100, 2 * kMiB, 1000, 1),  // A
       torch_event(proto::ALLOC, 0, 0x100100, 200, 300, 2 * kMiB, 1000, 2),  // B
   };
@@ -328,9 +331,9 @@ proto::Event with_result(proto::Event e, int32_t result) {
 TEST(MemoryModel, TeardownFreesCountAsFreedAndAreCounted) {
   // 1000 + 24 B allocated; 0xA000 freed during teardown (result 4 = CUDA_ERROR_DEINITIALIZED) and
   // 0xB000's free refused with result 1 (CUDA_ERROR_INVALID_VALUE): driver = 1024 - 1000 = 24 B.
-  MemoryModel m = replay({driver_alloc(0, 0xA000, 1000), driver_alloc(0, 0xB000, 24),
-                          with_result(driver_free(0, 0xA000), kTeardownFreeResult),
-                          with_result(driver_free(0, 0xB000), 1)});
+  MemoryModel m =
+      replay({driver_alloc(0, 0xA000, 1000), driver_alloc(0, 0xB000, 24),
+              with_result(driver_free(0, 0xA000), kTeardownFreeResult), with_result(driver_free(0, 0xB000), 1)});
   const DeviceState& d = m.devices().at(0);
   EXPECT_EQ(d.totals().driver_bytes, 24u);
   EXPECT_EQ(d.driver_frees, 1u);

@@ -1,7 +1,7 @@
 // `memtrace oom` as users run it: the text report, the --json keys, a trace without failures, bad input.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <fstream>
@@ -132,12 +132,31 @@ TEST(OomCli, JsonHasTheDocumentedKeys) {
   const nlohmann::json& o = j["ooms"][0];
   std::vector<std::string> keys;
   for (const auto& [key, value] : o.items()) keys.push_back(key);
-  EXPECT_EQ(keys, (std::vector<std::string>{
-                      "allocated_bytes", "allocator_layer", "api", "device", "device_free_bytes",
-                      "device_total_bytes", "device_usage", "diagnoses", "driver_attempts", "driver_bytes",
-                      "fragmentation", "frames", "growing_call_site_count", "growing_call_sites", "layer",
-                      "live_call_site_count", "live_call_sites", "native_frames_cut", "number",
-                      "python_frames_cut", "requested_bytes", "reserved_bytes", "result", "tid", "time_s"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"allocated_bytes",
+                                            "allocator_layer",
+                                            "api",
+                                            "device",
+                                            "device_free_bytes",
+                                            "device_total_bytes",
+                                            "device_usage",
+                                            "diagnoses",
+                                            "driver_attempts",
+                                            "driver_bytes",
+                                            "fragmentation",
+                                            "frames",
+                                            "growing_call_site_count",
+                                            "growing_call_sites",
+                                            "layer",
+                                            "live_call_site_count",
+                                            "live_call_sites",
+                                            "native_frames_cut",
+                                            "number",
+                                            "python_frames_cut",
+                                            "requested_bytes",
+                                            "reserved_bytes",
+                                            "result",
+                                            "tid",
+                                            "time_s"}));
   EXPECT_EQ(o["number"], 1);
   EXPECT_EQ(o["requested_bytes"], 100 * kMiB);
   EXPECT_EQ(o["device_free_bytes"], 24 * kMiB);
@@ -149,24 +168,25 @@ TEST(OomCli, JsonHasTheDocumentedKeys) {
   EXPECT_EQ(o["python_frames_cut"], false);
   // accounted = this process's driver total, 40 MiB; NVML's 41 MiB less that = 1 MiB unattributed.
   EXPECT_EQ(o["device_usage"], (nlohmann::json{{"time_s", 0.002},
-                                              {"api", "CUDA_MALLOC"},
-                                              {"after_oom", true},
-                                              {"device_free_bytes", 24 * kMiB},
-                                              {"device_total_bytes", 64 * kMiB},
-                                              {"process_used_bytes", 41 * kMiB},
-                                              {"other_processes_used_bytes", 0},
-                                              {"accounted_bytes", 40 * kMiB},
-                                              {"context_and_unattributed_bytes", kMiB}}));
+                                               {"api", "CUDA_MALLOC"},
+                                               {"after_oom", true},
+                                               {"device_free_bytes", 24 * kMiB},
+                                               {"device_total_bytes", 64 * kMiB},
+                                               {"process_used_bytes", 41 * kMiB},
+                                               {"other_processes_used_bytes", 0},
+                                               {"accounted_bytes", 40 * kMiB},
+                                               {"context_and_unattributed_bytes", kMiB}}));
   EXPECT_EQ(o["fragmentation"], (nlohmann::json{{"reserved_minus_allocated_bytes", 0},
-                                               {"segments_known", false},
-                                               {"segment_count", nullptr},
-                                               {"largest_free_block_bytes", nullptr}}));
+                                                {"segments_known", false},
+                                                {"segment_count", nullptr},
+                                                {"largest_free_block_bytes", nullptr}}));
   EXPECT_EQ(o["live_call_sites"][0]["bytes"], 40 * kMiB);
   EXPECT_EQ(o["live_call_sites"][0]["count"], 1);
   EXPECT_EQ(o["growing_call_site_count"], 0);
   EXPECT_EQ(o["diagnoses"], (nlohmann::json::array({{{"cause", "request_exceeds_device"},
-                                                      {"text", "the request alone is larger than the device: 100.00 "
-                                                               "MiB requested, the device has 64.00 MiB in all"}}})));
+                                                     {"text",
+                                                      "the request alone is larger than the device: 100.00 "
+                                                      "MiB requested, the device has 64.00 MiB in all"}}})));
 }
 
 }  // namespace

@@ -3,12 +3,12 @@
 #include <gtest/gtest.h>
 
 #include "analysis/analysis.h"
-#include "stacks/frames.h"
 #include "analysis/oom_diagnosis.h"
-#include "report/json/oom_json.h"
 #include "analysis/oom_report.h"
 #include "oom_test_events.h"
+#include "report/json/oom_json.h"
 #include "report/text/oom_text.h"
+#include "stacks/frames.h"
 
 namespace memtrace {
 namespace {
@@ -91,9 +91,9 @@ TEST(OomReport, RequestLargerThanTheDevice) {
 // allocated 100 / 1000 = 10%, reserved - allocated = 0, one allocation.
 std::vector<proto::Event> other_process_events(bool sample_after_oom) {
   std::vector<proto::Event> events = {
-      driver_alloc(0, 0x10000000, 100 * kMiB, kSecond, 11),                                          // t = 1 s
+      driver_alloc(0, 0x10000000, 100 * kMiB, kSecond, 11),                                               // t = 1 s
       device_usage(proto::NVML_SAMPLE, 0, 300 * kMiB, 1000 * kMiB, 150 * kMiB, 550 * kMiB, kSecond, 99),  // t = 2 s
-      cuda_malloc_oom(0, 300 * kMiB, 200 * kMiB, 1000 * kMiB, kSecond, 10),                            // t = 3 s
+      cuda_malloc_oom(0, 300 * kMiB, 200 * kMiB, 1000 * kMiB, kSecond, 10),                               // t = 3 s
   };
   if (sample_after_oom)
     events.push_back(device_usage(proto::CUDA_MALLOC, 0, 200 * kMiB, 1000 * kMiB, 150 * kMiB, 650 * kMiB, 0));
@@ -141,14 +141,15 @@ TEST(OomReport, WithoutASampleAfterTheFailureTheLatestBeforeIsUsed) {
 // stack 10 has 2 allocations (< 3: no growth), no NVML sample.
 TEST(OomReport, LiveTensorsFillTheCardAndDriverFailuresAreFoldedIntoPyTorchsOom) {
   constexpr uint64_t seg = 0x10000000;
-  Report r = report_of("live-tensors", {
-      driver_alloc(0, seg, 900 * kMiB, kMs, 11),
-      torch_event(proto::ALLOC, 0, seg, 300 * kMiB, 300 * kMiB, 900 * kMiB, kMs, 10),
-      torch_event(proto::ALLOC, 0, seg + 300 * kMiB, 300 * kMiB, 600 * kMiB, 900 * kMiB, 0, 10),
-      torch_event(proto::ALLOC, 0, seg + 600 * kMiB, 300 * kMiB, 900 * kMiB, 900 * kMiB, 0, 11),
-      cuda_malloc_oom(0, 200 * kMiB, 100 * kMiB, 1000 * kMiB, kSecond, 12),
-      torch_oom(0, 200 * kMiB, 100 * kMiB, 1000 * kMiB, 900 * kMiB, 900 * kMiB, 0, 12),
-  });
+  Report r = report_of("live-tensors",
+                       {
+                           driver_alloc(0, seg, 900 * kMiB, kMs, 11),
+                           torch_event(proto::ALLOC, 0, seg, 300 * kMiB, 300 * kMiB, 900 * kMiB, kMs, 10),
+                           torch_event(proto::ALLOC, 0, seg + 300 * kMiB, 300 * kMiB, 600 * kMiB, 900 * kMiB, 0, 10),
+                           torch_event(proto::ALLOC, 0, seg + 600 * kMiB, 300 * kMiB, 900 * kMiB, 900 * kMiB, 0, 11),
+                           cuda_malloc_oom(0, 200 * kMiB, 100 * kMiB, 1000 * kMiB, kSecond, 12),
+                           torch_oom(0, 200 * kMiB, 100 * kMiB, 1000 * kMiB, 900 * kMiB, 900 * kMiB, 0, 12),
+                       });
   ASSERT_EQ(r.oom.total, 1u);
   ASSERT_EQ(r.oom.detailed.size(), 1u);
   const OomDetail& d = r.oom.detailed[0];
@@ -180,15 +181,16 @@ TEST(OomReport, LiveTensorsFillTheCardAndDriverFailuresAreFoldedIntoPyTorchsOom)
 // 220 / 450 = 48% < 80%, two allocations per stack (no growth), no NVML sample.
 TEST(OomReport, FragmentationWhenReservedButUnallocatedHasNoBlockLargeEnough) {
   constexpr uint64_t a = 0x10000000, b = 0x40000000;
-  Report r = report_of("fragmentation", {
-      driver_alloc(0, a, 200 * kMiB, kMs, 11),
-      driver_alloc(0, b, 200 * kMiB, 0, 11),
-      torch_event(proto::ALLOC, 0, a, 60 * kMiB, 60 * kMiB, 400 * kMiB, kMs, 10),
-      torch_event(proto::ALLOC, 0, a + 100 * kMiB, 60 * kMiB, 120 * kMiB, 400 * kMiB, 0, 10),
-      torch_event(proto::ALLOC, 0, b, 50 * kMiB, 170 * kMiB, 400 * kMiB, 0, 11),
-      torch_event(proto::ALLOC, 0, b + 120 * kMiB, 50 * kMiB, 220 * kMiB, 400 * kMiB, 0, 11),
-      torch_oom(0, 100 * kMiB, 50 * kMiB, 450 * kMiB, 220 * kMiB, 400 * kMiB, kSecond, 12),
-  });
+  Report r = report_of("fragmentation",
+                       {
+                           driver_alloc(0, a, 200 * kMiB, kMs, 11),
+                           driver_alloc(0, b, 200 * kMiB, 0, 11),
+                           torch_event(proto::ALLOC, 0, a, 60 * kMiB, 60 * kMiB, 400 * kMiB, kMs, 10),
+                           torch_event(proto::ALLOC, 0, a + 100 * kMiB, 60 * kMiB, 120 * kMiB, 400 * kMiB, 0, 10),
+                           torch_event(proto::ALLOC, 0, b, 50 * kMiB, 170 * kMiB, 400 * kMiB, 0, 11),
+                           torch_event(proto::ALLOC, 0, b + 120 * kMiB, 50 * kMiB, 220 * kMiB, 400 * kMiB, 0, 11),
+                           torch_oom(0, 100 * kMiB, 50 * kMiB, 450 * kMiB, 220 * kMiB, 400 * kMiB, kSecond, 12),
+                       });
   ASSERT_EQ(r.oom.detailed.size(), 1u);
   const OomDetail& d = r.oom.detailed[0];
   EXPECT_EQ(d.totals.allocated_bytes, 220 * kMiB);
@@ -263,14 +265,15 @@ TEST(OomReport, SitesPerOomLimitsTheListsNotTheCounts) {
 // failed cudaMalloc and PyTorch's own OOM. The failure is still one OOM (after 1 failed driver
 // allocation), described by the sample taken after PyTorch's report (others 700 MiB), not the first one.
 TEST(OomReport, SamplesAfterEachFailureDoNotSplitAPyTorchOom) {
-  Report r = report_of("folding-with-samples", {
-      driver_alloc(0, 0x10000000, 2 * kMiB, kMs, 11),
-      torch_event(proto::ALLOC, 0, 0x10000000, kMiB, kMiB, 2 * kMiB, 0, 10),
-      cuda_malloc_oom(0, 200 * kMiB, 100 * kMiB, 1000 * kMiB, kMs, 12),
-      device_usage(proto::CUDA_MALLOC, 0, 100 * kMiB, 1000 * kMiB, 50 * kMiB, 690 * kMiB),
-      torch_oom(0, 200 * kMiB, 100 * kMiB, 1000 * kMiB, kMiB, 2 * kMiB, 0, 12),
-      device_usage(proto::TORCH_ALLOCATOR, 0, 100 * kMiB, 1000 * kMiB, 50 * kMiB, 700 * kMiB),
-  });
+  Report r = report_of("folding-with-samples",
+                       {
+                           driver_alloc(0, 0x10000000, 2 * kMiB, kMs, 11),
+                           torch_event(proto::ALLOC, 0, 0x10000000, kMiB, kMiB, 2 * kMiB, 0, 10),
+                           cuda_malloc_oom(0, 200 * kMiB, 100 * kMiB, 1000 * kMiB, kMs, 12),
+                           device_usage(proto::CUDA_MALLOC, 0, 100 * kMiB, 1000 * kMiB, 50 * kMiB, 690 * kMiB),
+                           torch_oom(0, 200 * kMiB, 100 * kMiB, 1000 * kMiB, kMiB, 2 * kMiB, 0, 12),
+                           device_usage(proto::TORCH_ALLOCATOR, 0, 100 * kMiB, 1000 * kMiB, 50 * kMiB, 700 * kMiB),
+                       });
   ASSERT_EQ(r.oom.total, 1u);
   ASSERT_EQ(r.oom.detailed.size(), 1u);
   const OomDetail& d = r.oom.detailed[0];
@@ -297,9 +300,9 @@ TEST(OomReport, OnlyTheFirstHundredOomsGetDetail) {
 // An OOM on device 4096, an ordinal no CUDA device has, is counted by the model and not replayed (it used to
 // make the report take the last listed OOM of an empty list); the one on device 0 after it is the only OOM.
 TEST(OomReport, AnOomOfAnOrdinalNoDeviceHasIsNotTracked) {
-  Report r = report_of("bad-device-oom", {driver_alloc(0, 0x1000, kMiB, kMs, 11),
-                                          cuda_malloc_oom(4096, 7 * kMiB, 0, 64 * kMiB, kMs, 10),
-                                          cuda_malloc_oom(0, 5 * kMiB, 0, 64 * kMiB, kMs, 10)});
+  Report r = report_of("bad-device-oom",
+                       {driver_alloc(0, 0x1000, kMiB, kMs, 11), cuda_malloc_oom(4096, 7 * kMiB, 0, 64 * kMiB, kMs, 10),
+                        cuda_malloc_oom(0, 5 * kMiB, 0, 64 * kMiB, kMs, 10)});
   EXPECT_EQ(r.analysis->model.health().events_with_bad_device, 1u);
   EXPECT_EQ(r.oom.total, 1u);
   ASSERT_EQ(r.oom.detailed.size(), 1u);
@@ -313,13 +316,12 @@ TEST(OomReport, AnOomOfAnOrdinalNoDeviceHasIsNotTracked) {
 // slack, 7 visits: #1 takes 3, #2 the last 4, #3 finds none left. With 6 visits (slack alone): #1 takes 3,
 // and #2 would need 4 of the 3 left, so #2 and #3 go without. The other figures are there either way.
 TEST(OomReport, CallSiteWalksStopAtTheWorkBudgetAndLaterOomsGoWithout) {
-  Report r = report_of("site-budget", {driver_alloc(0, 0x10000000, kMiB, kMs, 11),
-                                       driver_alloc(0, 0x20000000, 2 * kMiB, kMs, 11),
-                                       driver_alloc(0, 0x30000000, 4 * kMiB, kMs, 12),
-                                       cuda_malloc_oom(0, 100 * kMiB, 0, 64 * kMiB, kMs, 10),
-                                       driver_alloc(0, 0x40000000, 8 * kMiB, kMs, 10),
-                                       cuda_malloc_oom(0, 100 * kMiB, 0, 64 * kMiB, kMs, 10),
-                                       cuda_malloc_oom(0, 100 * kMiB, 0, 64 * kMiB, kMs, 10)});
+  Report r =
+      report_of("site-budget",
+                {driver_alloc(0, 0x10000000, kMiB, kMs, 11), driver_alloc(0, 0x20000000, 2 * kMiB, kMs, 11),
+                 driver_alloc(0, 0x30000000, 4 * kMiB, kMs, 12), cuda_malloc_oom(0, 100 * kMiB, 0, 64 * kMiB, kMs, 10),
+                 driver_alloc(0, 0x40000000, 8 * kMiB, kMs, 10), cuda_malloc_oom(0, 100 * kMiB, 0, 64 * kMiB, kMs, 10),
+                 cuda_malloc_oom(0, 100 * kMiB, 0, 64 * kMiB, kMs, 10)});
   ASSERT_EQ(r.analysis->model.next_event_index(), 7u);
   ASSERT_EQ(r.oom.detailed.size(), 3u);
   EXPECT_EQ(r.oom.first_without_call_sites(), 3u);  // the default budget: 2^20 + 4 x 7 visits
@@ -380,15 +382,15 @@ TEST(OomReport, CallSiteWalksStopAtTheWorkBudgetAndLaterOomsGoWithout) {
 // Figures chosen to make every rule but the first apply at once (not a real device), to check the order.
 TEST(OomDiagnosis, EveryCauseThatAppliesInTriageOrder) {
   OomDetail d;
-  d.oom.requested_bytes = 500 * kMiB;         // fits the 1000 MiB device
-  d.oom.device_free_bytes = 10 * kMiB;        // < 500 requested
+  d.oom.requested_bytes = 500 * kMiB;   // fits the 1000 MiB device
+  d.oom.device_free_bytes = 10 * kMiB;  // < 500 requested
   d.oom.device_total_bytes = 1000 * kMiB;
   d.usage = DeviceUsage{};
-  d.usage->other_processes_used_bytes = 400 * kMiB;  // > 300 MiB driver total
+  d.usage->other_processes_used_bytes = 400 * kMiB;              // > 300 MiB driver total
   d.totals = DeviceTotals{900 * kMiB, 2900 * kMiB, 300 * kMiB};  // allocated 90%
   d.fragmentation.reserved_minus_allocated_bytes = 2500 * kMiB;  // >= 500 requested
   d.fragmentation.segments_known = true;
-  d.fragmentation.largest_free_block_bytes = 100 * kMiB;         // < 500 requested
+  d.fragmentation.largest_free_block_bytes = 100 * kMiB;  // < 500 requested
   d.growing_site_count = 1;
   EXPECT_EQ(causes(d), (std::vector<std::string>{"other_processes", "live_tensors", "fragmentation", "growth"}));
 }
@@ -397,7 +399,7 @@ TEST(OomDiagnosis, EveryCauseThatAppliesInTriageOrder) {
 // every other rule would apply too, and none of them could have made room for it.
 TEST(OomDiagnosis, RequestLargerThanTheDeviceIsTheOnlyCause) {
   OomDetail d;
-  d.oom.requested_bytes = 2000 * kMiB;        // > the 1000 MiB device
+  d.oom.requested_bytes = 2000 * kMiB;  // > the 1000 MiB device
   d.oom.device_free_bytes = 10 * kMiB;
   d.oom.device_total_bytes = 1000 * kMiB;
   d.usage = DeviceUsage{};

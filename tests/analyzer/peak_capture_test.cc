@@ -151,7 +151,7 @@ std::vector<proto::Event> random_events(uint64_t seed, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     int32_t device = int32_t(pick(2));
     uint64_t base = 0x10000000ull * uint64_t(device + 1);
-    uint64_t block = base + 0x1000 * pick(24);   // inside the first of two 64 KiB segments, or past it
+    uint64_t block = base + 0x1000 * pick(24);  // inside the first of two 64 KiB segments, or past it
     uint64_t segment = base + 0x10000 * pick(2);
     uint64_t size = 0x100 * (1 + pick(16));
     uint64_t stack = 1 + pick(4);
@@ -159,16 +159,26 @@ std::vector<proto::Event> random_events(uint64_t seed, size_t n) {
     switch (pick(10)) {
       case 0: events.push_back(driver_alloc(device, segment, 0x10000, 1, stack)); break;
       case 1: events.push_back(driver_free(device, segment, 1)); break;
-      case 2: case 3:
+      case 2:
+      case 3:
         if (torch_reports) events.push_back(torch_event(proto::ALLOC, device, block, size, 0, 0x20000, 1, stack));
-        else events.push_back(make_event(proto::ALLOC, proto::LAYER_BLOCK, proto::CUDA_MALLOC_ASYNC, device, block, size, 1, stack));
+        else
+          events.push_back(
+              make_event(proto::ALLOC, proto::LAYER_BLOCK, proto::CUDA_MALLOC_ASYNC, device, block, size, 1, stack));
         break;
-      case 4: case 5:
+      case 4:
+      case 5:
         if (torch_reports) events.push_back(torch_event(proto::FREE, device, block, 0, 0, 0x20000, 1));
         else events.push_back(make_event(proto::FREE, proto::LAYER_BLOCK, proto::CUDA_FREE_ASYNC, device, block, 0, 1));
         break;
-      case 6: events.push_back(driver_alloc(device, base + 0x800000 + 0x1000 * pick(4), size, 1, stack, proto::CUDA_MALLOC_ARRAY)); break;
-      case 7: events.push_back(driver_alloc(device, base + 0x900000 + 0x1000 * pick(4), size, 1, stack, proto::CUDA_MALLOC_MANAGED)); break;
+      case 6:
+        events.push_back(
+            driver_alloc(device, base + 0x800000 + 0x1000 * pick(4), size, 1, stack, proto::CUDA_MALLOC_ARRAY));
+        break;
+      case 7:
+        events.push_back(
+            driver_alloc(device, base + 0x900000 + 0x1000 * pick(4), size, 1, stack, proto::CUDA_MALLOC_MANAGED));
+        break;
       case 8: events.push_back(driver_free(device, base + 0x800000 + 0x1000 * pick(4), 1)); break;
       default: {
         proto::Event e = make_event(proto::DEVICE_USAGE, proto::LAYER_UNKNOWN, proto::NVML_SAMPLE, device, 0, 0, 1);

@@ -1,8 +1,8 @@
 // What `summary` and `timeline` print of the memory categories, fragmentation and DEVICE_USAGE: run
 // the memtrace executable on small hand-made traces and compare with values worked out by hand.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <fstream>

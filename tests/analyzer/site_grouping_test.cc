@@ -78,8 +78,8 @@ TEST_F(SiteGroupingTest, AddressesInTheInterpretersModulesOnly) {
 // interpreter frames: one site.
 TEST_F(SiteGroupingTest, StacksDifferingOnlyInInterpreterFramesAreOneSite) {
   add_stack(7, {kLibffi + 0x10, kLibpython + 0x100, py(1), py(2), py(3), kLibpython + 0x900});
-  add_stack(8, {kLibffi + 0x10, kLibpython + 0x100, py(1), kLibpython + 0x200, kLibpython + 0x300,
-                kLibpython + 0x100, py(2), py(3), kLibpython + 0x900, kPythonExe + 0x10});
+  add_stack(8, {kLibffi + 0x10, kLibpython + 0x100, py(1), kLibpython + 0x200, kLibpython + 0x300, kLibpython + 0x100,
+                py(2), py(3), kLibpython + 0x900, kPythonExe + 0x10});
   // Stack 7: 4 allocations of 4 MiB later on; stack 8: the first one, 4 MiB. And stack 7 on device 1 apart.
   std::vector<LiveAllocation> live = {alloc(0, 8, 4 << 20, 1), alloc(0, 7, 4 << 20, 2), alloc(0, 7, 4 << 20, 3),
                                       alloc(0, 7, 4 << 20, 4), alloc(0, 7, 4 << 20, 5), alloc(1, 7, 100, 6)};
@@ -91,8 +91,8 @@ TEST_F(SiteGroupingTest, StacksDifferingOnlyInInterpreterFramesAreOneSite) {
   EXPECT_EQ(sites[0].bytes, 20u << 20);  // 5 x 4 MiB = 20971520
   EXPECT_EQ(sites[0].count, 5u);
   EXPECT_EQ(sites[0].stack_count, 2u);
-  EXPECT_EQ(sites[0].stack_id, 7u);      // 16 MiB against stack 8's 4 MiB: its frames are shown
-  EXPECT_EQ(sites[1].device, 1);         // the same stack on another device stays its own site
+  EXPECT_EQ(sites[0].stack_id, 7u);  // 16 MiB against stack 8's 4 MiB: its frames are shown
+  EXPECT_EQ(sites[1].device, 1);     // the same stack on another device stays its own site
   EXPECT_EQ(sites[1].bytes, 100u);
   EXPECT_EQ(sites[1].count, 1u);
   EXPECT_EQ(sites[1].stack_count, 1u);
@@ -109,8 +109,8 @@ TEST_F(SiteGroupingTest, StacksDifferingInANonInterpreterFrameAreTwoSites) {
   add_stack(1, {kLibffi + 0x10, kLibpython + 0x100, py(1), py(2)});
   add_stack(2, {kLibffi + 0x20, kLibpython + 0x100, py(1), py(2)});
   SiteGrouping grouping(stacks);
-  std::vector<CallSite> sites = group_by_call_site({alloc(0, 1, 300, 0), alloc(0, 2, 100, 0), alloc(0, 2, 100, 0)},
-                                                   grouping);
+  std::vector<CallSite> sites =
+      group_by_call_site({alloc(0, 1, 300, 0), alloc(0, 2, 100, 0), alloc(0, 2, 100, 0)}, grouping);
   ASSERT_EQ(sites.size(), 2u);
   EXPECT_EQ(sites[0].stack_id, 1u);  // 300 bytes in 1
   EXPECT_EQ(sites[0].bytes, 300u);
@@ -143,8 +143,10 @@ TEST_F(SiteGroupingTest, PythonFramesAndCutMarksSeparateSites) {
 // not separate sites; on whole stacks they do (an embedding program calling Python from two places).
 TEST_F(SiteGroupingTest, OuterNativeFramesOfCutStacksDoNotSeparateSites) {
   add_stack(1, {kLibffi + 0x10, py(1), kLibpython + 0x100, py(2), kLibpython + 0x900, kLibc + 0x10}, true);
-  add_stack(2, {kLibffi + 0x10, py(1), kLibpython + 0x100, kLibpython + 0x200, kLibpython + 0x300, py(2),
-                kLibpython + 0x900}, true);
+  add_stack(2,
+            {kLibffi + 0x10, py(1), kLibpython + 0x100, kLibpython + 0x200, kLibpython + 0x300, py(2),
+             kLibpython + 0x900},
+            true);
   add_stack(3, {kLibffi + 0x10, py(1), py(2), kLibc + 0x10});
   add_stack(4, {kLibffi + 0x10, py(1), py(2), kLibc + 0x20});
   add_stack(5, {kLibffi + 0x10, py(1), py(2)});

@@ -146,9 +146,9 @@ TEST(SiteKey, GroupingInOneTraceFollowsTheFrames) {
   test::TraceBuilder b = program(at);
   b.python_frame(1, "train.py", "step", 42).python_frame(2, "train.py", "step", 43);
   b.stack(1, {at.torch + 0x10, at.python + 0x5000, kPy | 1});
-  b.stack(2, {at.torch + 0x10, at.python + 0x6000, kPy | 1});  // other interpreter frame only: stack 1's site
-  b.stack(3, {at.torch + 0x10, kPy | 2});                      // other line: a site of its own
-  b.stack(4, {at.torch + 0x11, kPy | 1});                      // other offset: a site of its own
+  b.stack(2, {at.torch + 0x10, at.python + 0x6000, kPy | 1});          // other interpreter frame only: stack 1's site
+  b.stack(3, {at.torch + 0x10, kPy | 2});                              // other line: a site of its own
+  b.stack(4, {at.torch + 0x11, kPy | 1});                              // other offset: a site of its own
   b.stack(5, {at.torch + 0x10, kPy | 1}, /*native_frames_cut=*/true);  // cut: a site of its own
   auto stacks = load(b, "site-key-grouping.mtrace");
   SiteGrouping grouping(*stacks);

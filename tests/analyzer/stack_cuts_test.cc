@@ -1,20 +1,20 @@
 // Stacks the tracer cut short (Stack.native_frames_cut / python_frames_cut): the line the text reports print
 // where the missing frames belong, and the two keys of each stack object in --json.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include "analysis_trace.h"
-#include "util/format.h"
-#include "stacks/frames.h"
+#include "read/trace_reader.h"
 #include "report/text/report_text.h"
+#include "stacks/frames.h"
 #include "stacks/stack_table.h"
 #include "stacks/symbolizer.h"
-#include "read/trace_reader.h"
+#include "util/format.h"
 
 namespace memtrace {
 namespace {
@@ -81,9 +81,10 @@ TEST(StackCuts, TextMarksEachCutAfterTheLastFrameOfItsKind) {
   EXPECT_EQ(printed(11),
             "      0x1000\n"
             "      train.py:50 <module>\n");
-  EXPECT_EQ(printed(12),
-            "      0x3000\n"
-            "      ... native frames stop here: the tracer's limit (MEMTRACE_MAX_FRAMES / MEMTRACE_MAX_FRAMES_PYTHON)\n");
+  EXPECT_EQ(
+      printed(12),
+      "      0x3000\n"
+      "      ... native frames stop here: the tracer's limit (MEMTRACE_MAX_FRAMES / MEMTRACE_MAX_FRAMES_PYTHON)\n");
   EXPECT_EQ(printed(99), "      (no stack)\n");  // an id the trace never defined: no frames, no cut line
 }
 
@@ -175,7 +176,6 @@ TEST(StackCuts, Ordinals) {
   EXPECT_EQ(ordinal(123), "123rd");
   EXPECT_EQ(ordinal(128), "128th");
 }
-
 
 // Three cudaMallocs at 1, 2, 3 ms, one from each stack, none freed: 3 MiB from stack 10, 2 MiB from 11, 1 MiB from
 // 12. Peak driver memory and live at exit are all three: every list holds stack 10, then 11, then 12.
@@ -272,11 +272,11 @@ TEST(RecordLimits, ModulesListedInDescendingOrderAreFound) {
     stacks.add(r);
   }
   EXPECT_EQ(stacks.modules().size(), kCount);
-  EXPECT_TRUE(stacks.in_python_interpreter(0x100000));                    // module 0
+  EXPECT_TRUE(stacks.in_python_interpreter(0x100000));                              // module 0
   EXPECT_TRUE(stacks.in_python_interpreter(0x100000 + 50'000 * 0x2000 + 0xfff));    // module 50,000's last byte
   EXPECT_FALSE(stacks.in_python_interpreter(0x100000 + 50'000 * 0x2000 + 0x1000));  // the gap after it
-  EXPECT_FALSE(stacks.in_python_interpreter(0x100000 + 50'001 * 0x2000));  // module 50,001: libfoo
-  EXPECT_FALSE(stacks.in_python_interpreter(0xfffff));                     // below every module
+  EXPECT_FALSE(stacks.in_python_interpreter(0x100000 + 50'001 * 0x2000));           // module 50,001: libfoo
+  EXPECT_FALSE(stacks.in_python_interpreter(0xfffff));                              // below every module
   // Two modules at one start: the one listed last is found.
   proto::Record later;
   later.mutable_module()->set_path("/usr/lib/libpython3.12.so.1.0");
@@ -471,7 +471,8 @@ TEST(RecordLimits, ReportsSayWhatWasCutAndStayBounded) {
   const std::string path = oversized_records_file();
   const std::string text = test::memtrace_stdout("summary " + path);
   EXPECT_NE(text.find("  stacks longer than the tracer writes: 1 (cut to 256 native + 128 Python frames)\n"
-                      "  strings longer than the tracer writes: 1 (cut, marked " + kEllipsis + "[truncated])\n"),
+                      "  strings longer than the tracer writes: 1 (cut, marked " +
+                      kEllipsis + "[truncated])\n"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("      " + std::string(4096, 'f') + kEllipsis + "[truncated 904 bytes]:7 step\n"),

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "trace_builder.h"
 #include "read/trace_reader.h"
+#include "trace_builder.h"
 
 namespace memtrace {
 namespace {
@@ -62,12 +62,12 @@ struct Sticky {
   bool operator==(const Sticky&) const = default;
 };
 std::ostream& operator<<(std::ostream& out, const Sticky& s) {
-  return out << "{layer " << s.layer << ", api " << s.api << ", tid " << s.tid << ", device " << s.device
-             << ", stream " << s.stream << "}";
+  return out << "{layer " << s.layer << ", api " << s.api << ", tid " << s.tid << ", device " << s.device << ", stream "
+             << s.stream << "}";
 }
 
 struct Read {
-  std::vector<EventFields> events;  // as read_trace's sink gets them
+  std::vector<EventFields> events;     // as read_trace's sink gets them
   std::vector<proto::Event> messages;  // as the RecordCallback overload gives them
 };
 
@@ -110,7 +110,7 @@ TEST(StickyFields, AbsentFieldsCarryWithinAChunkAndAnExplicitZeroIsKept) {
   test::TraceBuilder b(3);
   b.start();
   b.event(full(proto::ALLOC, kDriver, proto::CUDA_MALLOC, 7, 1, 0x50, 0x1000, 512));  // all written
-  b.event(bare(proto::FREE, 0x1000));                                                  // all carried
+  b.event(bare(proto::FREE, 0x1000));                                                 // all carried
   proto::Event zero_device = bare(proto::ALLOC, 0x2000, 64);
   zero_device.set_device(0);  // written: 0 after device 1
   zero_device.set_api(proto::CUDA_FREE);

@@ -12,8 +12,8 @@
 #include <sstream>
 
 #include "cli/commands.h"
-#include "report/json/report_json.h"
 #include "cli/report_session.h"
+#include "report/json/report_json.h"
 #include "stacks/symbolizer.h"
 #include "trace_builder.h"
 
@@ -146,14 +146,17 @@ TEST(Symbolizer, OpensOnlyRegularElfFilesOutsideKernelFilesystems) {
   const std::string text_file = (dir / "libtext.so").string();
   test::write_file(text_file, "not an ELF file\n");
   const std::string magic_only = (dir / "libmagic.so").string();
-  test::write_file(magic_only, std::string("\x7f" "ELF", 4) + std::string(60, '\0'));  // the magic, no ELF
+  test::write_file(magic_only, std::string("\x7f"
+                                           "ELF",
+                                           4) +
+                                   std::string(60, '\0'));  // the magic, no ELF
   // The first 14 bytes of a bzip2 file: libdw decompresses what is not ELF, and spun forever on this.
   const std::string bzip2_start = (dir / "libbzip2.so").string();
   test::write_file(bzip2_start, std::string("BZh91AY&SY\x06\xc1\xf4\x82", 14));
   const std::string to_proc = (dir / "libproc.so").string();
   fs::create_symlink("/proc/self/status", to_proc);
-  const std::vector<std::string> paths = {fifo,    text_file,          magic_only,        bzip2_start,
-                                          to_proc, dir.string(),       "/proc/self/status", "/proc/self/exe",
+  const std::vector<std::string> paths = {fifo,        text_file,          magic_only,          bzip2_start,
+                                          to_proc,     dir.string(),       "/proc/self/status", "/proc/self/exe",
                                           "/dev/zero", "/sys/kernel/notes"};
   for (const std::string& path : paths) {
     SCOPED_TRACE(path);
@@ -317,7 +320,8 @@ TEST(Symbolizer, ReportsSayHowManyModulesWereNotOpened) {
   std::ostringstream with, without;
   print_health(with, *analysis, 3);
   print_health(without, *analysis);
-  EXPECT_NE(with.str().find("\n  modules not symbolized (the trace names more than 4,096 files) 3\n"), std::string::npos)
+  EXPECT_NE(with.str().find("\n  modules not symbolized (the trace names more than 4,096 files) 3\n"),
+            std::string::npos)
       << with.str();
   EXPECT_EQ(without.str().find("modules not symbolized"), std::string::npos);
 

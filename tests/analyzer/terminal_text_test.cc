@@ -24,10 +24,17 @@ TEST(TerminalSafe, ShowsControlCharactersVisibly) {
 }
 
 TEST(TerminalSafe, ShowsC1ControlsAndBidiOverridesAsCodePoints) {
-  EXPECT_EQ(terminal_safe("\xc2\x9b" "2J"), "\\u009b2J");         // U+009B, CSI
+  EXPECT_EQ(terminal_safe("\xc2\x9b"
+                          "2J"),
+            "\\u009b2J");                                          // U+009B, CSI
   EXPECT_EQ(terminal_safe("\xc2\x80\xc2\x9f"), "\\u0080\\u009f");  // the first and last C1 controls
-  EXPECT_EQ(terminal_safe("ab\xe2\x80\xae" "cd"), "ab\\u202ecd");  // U+202E RIGHT-TO-LEFT OVERRIDE
-  EXPECT_EQ(terminal_safe("\xe2\x81\xa6" "x" "\xe2\x81\xa9"), "\\u2066x\\u2069");
+  EXPECT_EQ(terminal_safe("ab\xe2\x80\xae"
+                          "cd"),
+            "ab\\u202ecd");  // U+202E RIGHT-TO-LEFT OVERRIDE
+  EXPECT_EQ(terminal_safe("\xe2\x81\xa6"
+                          "x"
+                          "\xe2\x81\xa9"),
+            "\\u2066x\\u2069");
 }
 
 TEST(TerminalSafe, EscapesBackslashesSoThatEscapesCannotBeForged) {
@@ -44,10 +51,10 @@ TEST(TerminalSafe, LeavesPrintableUtf8Alone) {
 }
 
 TEST(TerminalSafe, ShowsBytesThatAreNotUtf8AsHex) {
-  EXPECT_EQ(terminal_safe("\x9b"), "\\x9b");                     // a C1 control as a raw byte
-  EXPECT_EQ(terminal_safe("\xc0\xaf"), "\\xc0\\xaf");             // overlong '/'
-  EXPECT_EQ(terminal_safe("\xed\xa0\x80"), "\\xed\\xa0\\x80");    // a UTF-16 surrogate
-  EXPECT_EQ(terminal_safe("ok\xe6\x97"), "ok\\xe6\\x97");         // cut short
+  EXPECT_EQ(terminal_safe("\x9b"), "\\x9b");                             // a C1 control as a raw byte
+  EXPECT_EQ(terminal_safe("\xc0\xaf"), "\\xc0\\xaf");                    // overlong '/'
+  EXPECT_EQ(terminal_safe("\xed\xa0\x80"), "\\xed\\xa0\\x80");           // a UTF-16 surrogate
+  EXPECT_EQ(terminal_safe("ok\xe6\x97"), "ok\\xe6\\x97");                // cut short
   EXPECT_EQ(terminal_safe("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // past U+10FFFF
 }
 
@@ -165,7 +172,8 @@ TEST(TerminalSafe, ErrorLinesShowTheFileNameEscaped) {
   ASSERT_NE(std::system(("'" + std::string(MEMTRACE_BIN) + "' summary '" + path + "' 2>'" + err + "'").c_str()), 0);
   std::ifstream in(err);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(text, "memtrace: " + terminal_safe(path) + ": not a memtrace trace: no memtrace header frame (at byte 0)\n");
+  EXPECT_EQ(text,
+            "memtrace: " + terminal_safe(path) + ": not a memtrace trace: no memtrace header frame (at byte 0)\n");
   EXPECT_NE(text.find("bad\\x1b[31m\\n.mtrace"), std::string::npos) << text;
 }
 

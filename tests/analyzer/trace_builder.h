@@ -149,7 +149,8 @@ inline proto::Event driver_free(int32_t device, uint64_t address, int64_t delta_
 inline proto::Event torch_event(proto::EventKind kind, int32_t device, uint64_t address, uint64_t size,
                                 uint64_t allocated_total, uint64_t reserved_total, int64_t delta_ns = 0,
                                 uint64_t stack_id = 0) {
-  proto::Event e = make_event(kind, proto::LAYER_BLOCK, proto::TORCH_ALLOCATOR, device, address, size, delta_ns, stack_id);
+  proto::Event e =
+      make_event(kind, proto::LAYER_BLOCK, proto::TORCH_ALLOCATOR, device, address, size, delta_ns, stack_id);
   e.set_allocator_allocated_bytes(allocated_total);
   e.set_allocator_reserved_bytes(reserved_total);
   return e;

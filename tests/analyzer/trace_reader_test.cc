@@ -2,8 +2,8 @@
 // "truncated" (everything before it kept), and damaged files are clean TraceErrors with the byte offset.
 #include <gtest/gtest.h>
 
-#include "trace_builder.h"
 #include "read/trace_reader.h"
+#include "trace_builder.h"
 
 #include <zstd.h>
 
@@ -18,7 +18,10 @@ using test::TraceBuilder;
 TraceBuilder three_chunks() {
   TraceBuilder b;
   b.start().event(test::driver_alloc(0, 0xA000, 100)).event(test::driver_alloc(0, 0xB000, 200)).end_chunk();
-  b.event(test::driver_free(0, 0xA000)).event(test::driver_alloc(0, 0xC000, 300)).event(test::driver_alloc(0, 0xD000, 400)).end_chunk();
+  b.event(test::driver_free(0, 0xA000))
+      .event(test::driver_alloc(0, 0xC000, 300))
+      .event(test::driver_alloc(0, 0xD000, 400))
+      .end_chunk();
   b.event(test::driver_free(0, 0xB000)).event(test::driver_free(0, 0xC000)).end_chunk();
   return b;
 }
@@ -165,7 +168,8 @@ TEST(TraceReader, ChecksumMismatchInMiddleChunkIsAnErrorAtThatChunk) {
 
 TEST(TraceReader, GarbageInPlaceOfMiddleChunkIsAnError) {
   TraceBuilder b = three_chunks();
-  std::string bytes = b.bytes().substr(0, b.chunk_offsets()[1]) + "garbage, not zstd" + b.bytes().substr(b.chunk_offsets()[2]);
+  std::string bytes =
+      b.bytes().substr(0, b.chunk_offsets()[1]) + "garbage, not zstd" + b.bytes().substr(b.chunk_offsets()[2]);
   TraceError e = read_error("garbage.mtrace", bytes);
   EXPECT_EQ(std::string(e.what()).rfind("corrupt chunk: ", 0), 0u) << e.what();
   EXPECT_EQ(e.byte_offset(), b.chunk_offsets()[1]);
@@ -220,7 +224,10 @@ TEST(TraceReader, FrameDeclaringAbsurdContentIsRefused) {
   // Content size 2^33 = 8 GiB, then one empty last raw block (0x01 0x00 0x00) and a checksum.
   std::string size(8, '\0');
   size[4] = 2;  // 2^33 little-endian
-  std::string frame = frame_with_header(std::string("\xc4\x58", 2) + size + std::string("\x01\x00\x00" "abcd", 7));
+  std::string frame = frame_with_header(std::string("\xc4\x58", 2) + size +
+                                        std::string("\x01\x00\x00"
+                                                    "abcd",
+                                                    7));
   TraceError e = read_error("absurd-content.mtrace", test::header_frame() + frame);
   EXPECT_STREQ(e.what(), "corrupt chunk: frame declares 8589934592 bytes of content (a chunk has at most 4096 MiB)");
   EXPECT_EQ(e.byte_offset(), 24u);
@@ -229,7 +236,10 @@ TEST(TraceReader, FrameDeclaringAbsurdContentIsRefused) {
 TEST(TraceReader, FrameAskingForAHugeWindowIsRefused) {
   // Descriptor 0x04: no content size, not single-segment, checksum. Window descriptor 0xA0: exponent
   // 20, 2^(10 + 20) = 1 GiB of window that zstd would allocate.
-  std::string frame = frame_with_header(std::string("\x04\xa0\x01\x00\x00" "abcd", 9));
+  std::string frame =
+      frame_with_header(std::string("\x04\xa0\x01\x00\x00"
+                                    "abcd",
+                                    9));
   TraceError e = read_error("huge-window.mtrace", test::header_frame() + frame);
   EXPECT_STREQ(e.what(), "corrupt chunk: frame asks for a window of 2^30 bytes (at most 2^24 are allowed)");
 }
@@ -332,11 +342,11 @@ TEST(TraceReader, SinkGetsTheSameRecordsWhetherAChunkIsDecodedWholeOrInPieces) {
     CountingSink sink;
     TraceReadSummary s = read_trace(path, sink);
     EXPECT_EQ(sink.events, 30000u);
-    EXPECT_EQ(sink.size_sum, 450015000u);             // 30,000 * 30,001 / 2
-    EXPECT_EQ(sink.address_sum, 1843261440000u);      // 0x1000 = 4096 times that: 4096 * 450,015,000
-    EXPECT_EQ(sink.stacks, 300u);                     // one per 100 events
-    EXPECT_EQ(sink.stack_frames, 12000u);             // 300 * 40
-    EXPECT_EQ(sink.other_records, 1u);                // the start
+    EXPECT_EQ(sink.size_sum, 450015000u);         // 30,000 * 30,001 / 2
+    EXPECT_EQ(sink.address_sum, 1843261440000u);  // 0x1000 = 4096 times that: 4096 * 450,015,000
+    EXPECT_EQ(sink.stacks, 300u);                 // one per 100 events
+    EXPECT_EQ(sink.stack_frames, 12000u);         // 300 * 40
+    EXPECT_EQ(sink.other_records, 1u);            // the start
     EXPECT_EQ(s.records, 30301u);
     EXPECT_EQ(s.chunks, 1u);
     EXPECT_FALSE(s.truncated);
@@ -344,7 +354,8 @@ TEST(TraceReader, SinkGetsTheSameRecordsWhetherAChunkIsDecodedWholeOrInPieces) {
 }
 
 // What a machine that stops leaves: the file's size was extended, its data never written.
-const char kZerosWhy[] = " bytes of zeros (the file's size was extended but its data never written, as when the machine stops)";
+const char kZerosWhy[] =
+    " bytes of zeros (the file's size was extended but its data never written, as when the machine stops)";
 
 TEST(TraceReader, ZerosAfterTheLastChunkReadAsACut) {
   TraceBuilder b = three_chunks();
@@ -369,7 +380,8 @@ TEST(TraceReader, GarbageAfterTheLastChunkReadsAsACut) {
     EXPECT_EQ(r.records, 8u);
     EXPECT_TRUE(r.summary.truncated);
     EXPECT_EQ(r.summary.complete_bytes, b.bytes().size());
-    EXPECT_EQ(r.summary.tail, std::to_string(garbage.size()) + " bytes that are not a chunk (no zstd frame starts there)");
+    EXPECT_EQ(r.summary.tail,
+              std::to_string(garbage.size()) + " bytes that are not a chunk (no zstd frame starts there)");
   }
 }
 
@@ -429,8 +441,8 @@ TEST(TraceReader, ZerosInPlaceOfAMiddleChunkAreAnError) {
   std::string bytes = b.bytes();
   std::fill(bytes.begin() + long(b.chunk_offsets()[1]), bytes.begin() + long(b.chunk_offsets()[2]), '\0');
   TraceError e = read_error("zeroed-middle.mtrace", bytes);
-  EXPECT_EQ(std::string(e.what()),
-            "corrupt chunk: not a zstd frame (a complete chunk follows at byte " + std::to_string(b.chunk_offsets()[2]) + ")");
+  EXPECT_EQ(std::string(e.what()), "corrupt chunk: not a zstd frame (a complete chunk follows at byte " +
+                                       std::to_string(b.chunk_offsets()[2]) + ")");
   EXPECT_EQ(e.byte_offset(), b.chunk_offsets()[1]);
 }
 
@@ -441,7 +453,8 @@ TEST(TraceReader, SkippableFrameRunningPastLaterChunksIsAnError) {
   std::string skippable("\x5e\x2a\x4d\x18\xff\xff\x00\x00", 8);  // magic 0x184D2A5E, 65,535 bytes of payload
   size_t at = b.chunk_offsets()[2];
   TraceError e = read_error("long-skippable.mtrace", b.bytes().substr(0, at) + skippable + b.bytes().substr(at));
-  EXPECT_EQ(std::string(e.what()), "corrupt chunk: its size runs past the complete chunk at byte " + std::to_string(at + 8));
+  EXPECT_EQ(std::string(e.what()),
+            "corrupt chunk: its size runs past the complete chunk at byte " + std::to_string(at + 8));
   EXPECT_EQ(e.byte_offset(), at);
   ReadResult r = read_bytes("skippable-tail.mtrace", b.bytes() + skippable);
   EXPECT_EQ(r.records, 8u);

@@ -1,9 +1,9 @@
 // Text that is not UTF-8 (argv, paths, names cut mid-character) must not cost the whole record.
 #include <gtest/gtest.h>
 
-#include "trace_builder.h"
 #include "read/trace_reader.h"
 #include "read/utf8_repair.h"
+#include "trace_builder.h"
 
 namespace memtrace {
 namespace {
@@ -16,18 +16,22 @@ std::string repaired(std::string text, size_t* count = nullptr) {
 
 TEST(Utf8Repair, ValidTextIsUnchanged) {
   size_t n = 1;
-  EXPECT_EQ(repaired("train.py \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", &n), "train.py \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
+  EXPECT_EQ(repaired("train.py \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", &n),
+            "train.py \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
   EXPECT_EQ(n, 0u);
 }
 
 TEST(Utf8Repair, EachInvalidByteBecomesAQuestionMark) {
   size_t n = 0;
-  EXPECT_EQ(repaired("a\xff" "b", &n), "a?b");
+  EXPECT_EQ(repaired("a\xff"
+                     "b",
+                     &n),
+            "a?b");
   EXPECT_EQ(n, 1u);
   EXPECT_EQ(repaired("cut \xe2\x82", &n), "cut ??");  // a 3-byte sequence cut after 2
   EXPECT_EQ(n, 2u);
-  EXPECT_EQ(repaired("\xc0\xaf"), "??");          // overlong '/'
-  EXPECT_EQ(repaired("\xed\xa0\x80"), "???");     // a UTF-16 surrogate
+  EXPECT_EQ(repaired("\xc0\xaf"), "??");            // overlong '/'
+  EXPECT_EQ(repaired("\xed\xa0\x80"), "???");       // a UTF-16 surrogate
   EXPECT_EQ(repaired("\xf4\x90\x80\x80"), "????");  // above U+10FFFF
 }
 

@@ -101,8 +101,8 @@ void* fake_c10_cuda_malloc(size_t size, int device) {
   if (!ptr) ptr = take_tail(d, block_size, small, &segment);
   if (!ptr) ptr = take_new_segment(d, device, block_size, small, &segment);
   if (!ptr) {
-    c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(block_size), d.stats.allocated_bytes,
-                                     d.stats.reserved_bytes, cuda_device(device));
+    c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(block_size), d.stats.allocated_bytes, d.stats.reserved_bytes,
+                                     cuda_device(device));
     return nullptr;
   }
   segment->live_blocks++;

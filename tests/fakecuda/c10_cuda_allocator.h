@@ -30,5 +30,4 @@ void* fake_c10_cuda_malloc(size_t size, int device);
 void fake_c10_cuda_free(void* ptr);
 void fake_c10_cuda_empty_cache();
 FakeAllocatorStats fake_c10_cuda_stats(int device);
-
 }

@@ -94,9 +94,7 @@ uint64_t device_free_bytes(int device) {
   return s.total_bytes - s.used_bytes[device];
 }
 
-bool freed_with_context(MemoryKind kind) {
-  return kind != MemoryKind::kPhysical && kind != MemoryKind::kImported;
-}
+bool freed_with_context(MemoryKind kind) { return kind != MemoryKind::kPhysical && kind != MemoryKind::kImported; }
 
 uintptr_t memory_allocate(int device, uint64_t size, MemoryKind kind, const void* context) {
   State& s = state();
@@ -124,10 +122,8 @@ namespace {
 // Caller holds the lock.
 void release_locked(State& s, std::map<uintptr_t, Allocation>::iterator it) {
   if (charged(it->second.kind)) s.used_bytes[it->second.device] -= it->second.size;
-  if (s.reuse_addresses)
-    s.released_by_size.emplace(it->second.size, it->first);
-  else
-    munmap(reinterpret_cast<void*>(it->first), it->second.size);
+  if (s.reuse_addresses) s.released_by_size.emplace(it->second.size, it->first);
+  else munmap(reinterpret_cast<void*>(it->first), it->second.size);
   s.allocations.erase(it);
 }
 }  // namespace

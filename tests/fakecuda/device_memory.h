@@ -12,15 +12,15 @@ namespace fakecuda {
 
 // How a block of fake device memory was obtained; decides whether it is charged to its device.
 enum class MemoryKind {
-  kDevice,   // cuMemAlloc / cuMemAllocPitch: charged
-  kPool,     // cuMemAllocAsync / cuMemAllocFromPoolAsync: charged (the pool releases it at free)
-  kManaged,  // cuMemAllocManaged: not charged (managed pages migrate on demand; no device reservation)
-  kPhysical, // cuMemCreate: charged, has no address (the handle is what identifies it)
-  kArray,    // cuArrayCreate, cuArray3DCreate, cuMipmappedArrayCreate: charged (the array's backing memory)
-  kHost,     // cuMemAllocHost / cuMemHostAlloc: page-locked host memory, never charged to a device
-  kImported, // cuIpcOpenMemHandle, cuExternalMemoryGetMappedBuffer: another process's (or API's) memory
-  kGraph,    // a graph's memory node (cuGraphAddMemAllocNode, an allocation during stream capture): an
-             // address only; the double runs no graph, so the memory is never charged
+  kDevice,    // cuMemAlloc / cuMemAllocPitch: charged
+  kPool,      // cuMemAllocAsync / cuMemAllocFromPoolAsync: charged (the pool releases it at free)
+  kManaged,   // cuMemAllocManaged: not charged (managed pages migrate on demand; no device reservation)
+  kPhysical,  // cuMemCreate: charged, has no address (the handle is what identifies it)
+  kArray,     // cuArrayCreate, cuArray3DCreate, cuMipmappedArrayCreate: charged (the array's backing memory)
+  kHost,      // cuMemAllocHost / cuMemHostAlloc: page-locked host memory, never charged to a device
+  kImported,  // cuIpcOpenMemHandle, cuExternalMemoryGetMappedBuffer: another process's (or API's) memory
+  kGraph,     // a graph's memory node (cuGraphAddMemAllocNode, an allocation during stream capture): an
+              // address only; the double runs no graph, so the memory is never charged
 };
 
 // What a context's destruction (cuCtxDestroy, cuDevicePrimaryCtxReset) frees, as the real driver does:

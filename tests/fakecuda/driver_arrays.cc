@@ -46,8 +46,7 @@ uint64_t format_bytes(CUarray_format format) {
 uint64_t at_least_one(size_t n) { return n == 0 ? 1 : n; }
 
 uint64_t level_bytes(const CUDA_ARRAY3D_DESCRIPTOR& d, unsigned level) {
-  uint64_t elements = at_least_one(d.Width >> level) * at_least_one(d.Height >> level) *
-                      at_least_one(d.Depth >> level);
+  uint64_t elements = at_least_one(d.Width >> level) * at_least_one(d.Height >> level) * at_least_one(d.Depth >> level);
   uint64_t bytes = elements * d.NumChannels * format_bytes(d.Format);
   return (bytes + kArrayAlignmentBytes - 1) / kArrayAlignmentBytes * kArrayAlignmentBytes;
 }

@@ -125,9 +125,9 @@ CUresult cuStreamGetCaptureInfo_v3(CUstream stream, CUstreamCaptureStatus* statu
   if (count) *count = 0;
   return capture_info(stream, false, status, id, graph);
 }
-CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream stream, CUstreamCaptureStatus* status, cuuint64_t* id,
-                                        CUgraph* graph, const CUgraphNode** dependencies,
-                                        const CUgraphEdgeData** edges, size_t* count) {
+CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream stream, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
+                                        const CUgraphNode** dependencies, const CUgraphEdgeData** edges,
+                                        size_t* count) {
   if (dependencies) *dependencies = nullptr;
   if (edges) *edges = nullptr;
   if (count) *count = 0;

@@ -128,15 +128,9 @@ CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdevi
   MemoryKind kind;
   if (!memory_lookup(pointer, &device, &start, &size, &kind)) return CUDA_ERROR_INVALID_VALUE;
   switch (attribute) {
-    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-      *static_cast<int*>(data) = device;
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-      *static_cast<CUdeviceptr*>(data) = start;
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-      *static_cast<size_t*>(data) = size;
-      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *static_cast<int*>(data) = device; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr*>(data) = start; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<size_t*>(data) = size; return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:  // null for memory that is not a pool block
       *static_cast<CUmemoryPool*>(data) = pool_of_block(start);
       return CUDA_SUCCESS;
@@ -145,8 +139,7 @@ CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdevi
                                           : kind == MemoryKind::kHost  ? CU_MEMORYTYPE_HOST
                                                                        : CU_MEMORYTYPE_DEVICE;
       return CUDA_SUCCESS;
-    default:
-      return CUDA_ERROR_INVALID_VALUE;
+    default: return CUDA_ERROR_INVALID_VALUE;
   }
 }
 

@@ -37,7 +37,8 @@ struct Entry {
   void* function;
 };
 
-#define FAKECUDA_ENTRY(base, version, ptsz, fn) {base, version, ptsz, reinterpret_cast<void*>(&fn)}
+#define FAKECUDA_ENTRY(base, version, ptsz, fn) \
+  { base, version, ptsz, reinterpret_cast<void*>(&fn) }
 const Entry kEntries[] = {
     FAKECUDA_ENTRY("cuGetProcAddress", 11030, false, cuGetProcAddress),
     FAKECUDA_ENTRY("cuGetProcAddress", 12000, false, cuGetProcAddress_v2),
@@ -176,8 +177,6 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version, c
 }
 
 // Test-only: how many times either resolver ABI was called in this process (through any pointer).
-unsigned long fakecuda_proc_address_lookups() {
-  return g_lookups.load();
-}
+unsigned long fakecuda_proc_address_lookups() { return g_lookups.load(); }
 
 }  // extern "C"

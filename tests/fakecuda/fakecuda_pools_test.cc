@@ -130,12 +130,12 @@ TEST(FakeNvml, ReportsThisProcessTheOthersAndWhatIsFree) {
   auto processes =
       reinterpret_cast<int (*)(void*, unsigned*, Process*)>(dlsym(nvml, "nvmlDeviceGetComputeRunningProcesses_v3"));
   ASSERT_TRUE(init && by_bus_id && memory_info && processes);
-  setenv("FAKENVML_CONTEXT_BYTES", "3145728", 1);                  // 3 MiB
-  setenv("FAKENVML_OTHER_PROCESS_BYTES", "1048576,10485760", 1);   // device 1: 10 MiB
+  setenv("FAKENVML_CONTEXT_BYTES", "3145728", 1);                 // 3 MiB
+  setenv("FAKENVML_OTHER_PROCESS_BYTES", "1048576,10485760", 1);  // device 1: 10 MiB
   ASSERT_EQ(init(), 0);
   void* device = nullptr;
   EXPECT_EQ(by_bus_id("0000:c1:00.0", &device), 6);  // NVML_ERROR_NOT_FOUND: no such bus
-  ASSERT_EQ(by_bus_id("0000:be:00.0", &device), 0);   // CUDA ordinal 1
+  ASSERT_EQ(by_bus_id("0000:be:00.0", &device), 0);  // CUDA ordinal 1
   CUdeviceptr block = 0;
   ASSERT_EQ(cuMemAlloc(&block, 5 * kMiB), CUDA_SUCCESS);
   Memory memory{};

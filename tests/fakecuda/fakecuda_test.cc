@@ -79,7 +79,7 @@ TEST(Driver, AllocationBeyondFreeMemoryFailsAndChargesNothing) {
   EXPECT_EQ(cuMemAlloc_v2(&b, 30 * kMiB), CUDA_ERROR_OUT_OF_MEMORY);
   EXPECT_EQ(free_bytes(), 24 * kMiB);
   bind(1);
-  EXPECT_EQ(free_bytes(), 64 * kMiB);  // device 1 untouched
+  EXPECT_EQ(free_bytes(), 64 * kMiB);        // device 1 untouched
   EXPECT_EQ(cuMemFree_v2(a), CUDA_SUCCESS);  // freeing device 0 memory while device 1 is current
   bind(0);
   EXPECT_EQ(free_bytes(), 64 * kMiB);
@@ -91,16 +91,16 @@ TEST(Driver, PitchManagedAndPoolAccounting) {
   CUdeviceptr pitched = 0, managed = 0, pooled = 0;
   size_t pitch = 0;
   ASSERT_EQ(cuMemAllocPitch_v2(&pitched, &pitch, 1000, 100, 4), CUDA_SUCCESS);
-  EXPECT_EQ(pitch, 1024u);                          // 1000 rounded up to 512
-  EXPECT_EQ(free_bytes(), kTotalBytes - 102400);    // 1024 * 100
+  EXPECT_EQ(pitch, 1024u);                        // 1000 rounded up to 512
+  EXPECT_EQ(free_bytes(), kTotalBytes - 102400);  // 1024 * 100
   ASSERT_EQ(cuMemAllocManaged(&managed, 8 * kMiB, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
-  EXPECT_EQ(free_bytes(), kTotalBytes - 102400);    // managed memory is not charged
+  EXPECT_EQ(free_bytes(), kTotalBytes - 102400);  // managed memory is not charged
   ASSERT_EQ(cuMemAllocAsync(&pooled, 2 * kMiB, nullptr), CUDA_SUCCESS);
   EXPECT_EQ(free_bytes(), kTotalBytes - 102400 - 2 * kMiB);
   int device = -1;
   EXPECT_EQ(cuPointerGetAttribute(&device, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, pooled + 5), CUDA_SUCCESS);
   EXPECT_EQ(device, 0);
-  EXPECT_EQ(cuMemFree_v2(pooled), CUDA_SUCCESS);    // cuMemFree of pool memory is legal
+  EXPECT_EQ(cuMemFree_v2(pooled), CUDA_SUCCESS);  // cuMemFree of pool memory is legal
   EXPECT_EQ(cuMemFree_v2(managed), CUDA_SUCCESS);
   EXPECT_EQ(cuMemFree_v2(pitched), CUDA_SUCCESS);
   EXPECT_EQ(free_bytes(), kTotalBytes);
@@ -171,7 +171,7 @@ TEST(Driver, ContextResetFreesWhatTheDriverFreesWithAContext) {
   ASSERT_EQ(cuMemCreate(&handle, 2 * kMiB, &prop, 0), CUDA_SUCCESS);
   EXPECT_EQ(free_bytes(), kTotalBytes - 3 * kMiB - 65536 - 2 * kMiB);
   ASSERT_EQ(cuDevicePrimaryCtxReset_v2(1), CUDA_SUCCESS);
-  EXPECT_EQ(free_bytes(), kTotalBytes - 2 * kMiB);  // the VMM handle outlives the context
+  EXPECT_EQ(free_bytes(), kTotalBytes - 2 * kMiB);                   // the VMM handle outlives the context
   EXPECT_EQ(cuMemFree_v2(device_memory), CUDA_ERROR_INVALID_VALUE);  // already gone
   EXPECT_EQ(cuMemFreeHost(pinned), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuMemRelease(handle), CUDA_SUCCESS);

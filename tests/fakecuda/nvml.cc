@@ -123,8 +123,8 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(void* handle, unsigned int*
   if (!device || !count) return NVML_ERROR_INVALID_ARGUMENT;
   nvmlProcessInfo_t listed[2];
   unsigned n = 0;
-  unsigned long long own = env_u64("FAKENVML_PROCESSES_NOT_AVAILABLE") == 1 ? NVML_VALUE_NOT_AVAILABLE
-                                                                           : own_bytes(device->ordinal);
+  unsigned long long own =
+      env_u64("FAKENVML_PROCESSES_NOT_AVAILABLE") == 1 ? NVML_VALUE_NOT_AVAILABLE : own_bytes(device->ordinal);
   unsigned own_pid = env_u64("FAKENVML_OWN_PID") ? static_cast<unsigned>(env_u64("FAKENVML_OWN_PID"))
                                                  : static_cast<unsigned>(getpid());
   nvmlProcessInfo_t self{own_pid, own, 0, 0};

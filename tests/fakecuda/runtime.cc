@@ -73,7 +73,7 @@ struct Driver {
   decltype(&cuGraphCreate) graph_create = nullptr;
   decltype(&cuGraphAddMemAllocNode) graph_add_mem_alloc_node = nullptr;
   decltype(&cuGraphAddMemFreeNode) graph_add_mem_free_node = nullptr;
-  decltype(&cuGraphInstantiateWithFlags) graph_instantiate = nullptr;            // "cuGraphInstantiate" at 12000
+  decltype(&cuGraphInstantiateWithFlags) graph_instantiate = nullptr;  // "cuGraphInstantiate" at 12000
   decltype(&cuGraphInstantiateWithFlags) graph_instantiate_with_flags = nullptr;
   decltype(&cuGraphLaunch) graph_launch = nullptr;
   decltype(&cuGraphLaunch) graph_launch_ptsz = nullptr;
@@ -200,7 +200,6 @@ cudaError_t with_driver(Call call) {
   return d ? call(*d) : error;
 }
 
-
 template <typename Fn, typename... Args>
 cudaError_t allocate(void** pointer, Fn fn, Args... args) {
   if (!pointer) return cudaErrorInvalidValue;
@@ -253,9 +252,7 @@ cudaError_t cudaMalloc(void** pointer, size_t size) {
 }
 
 cudaError_t cudaMallocPitch(void** pointer, size_t* pitch, size_t width, size_t height) {
-  return with_driver([&](const Driver& d) {
-    return allocate(pointer, d.mem_alloc_pitch, pitch, width, height, 4u);
-  });
+  return with_driver([&](const Driver& d) { return allocate(pointer, d.mem_alloc_pitch, pitch, width, height, 4u); });
 }
 
 cudaError_t cudaMallocManaged(void** pointer, size_t size, unsigned int flags) {
@@ -263,9 +260,8 @@ cudaError_t cudaMallocManaged(void** pointer, size_t size, unsigned int flags) {
 }
 
 cudaError_t cudaFree(void* pointer) {
-  return with_driver([&](const Driver& d) {
-    return to_runtime_error(d.mem_free(reinterpret_cast<CUdeviceptr>(pointer)));
-  });
+  return with_driver(
+      [&](const Driver& d) { return to_runtime_error(d.mem_free(reinterpret_cast<CUdeviceptr>(pointer))); });
 }
 
 cudaError_t cudaMallocAsync(void** pointer, size_t size, cudaStream_t stream) {
@@ -289,21 +285,17 @@ cudaError_t cudaFreeAsync_ptsz(void* pointer, cudaStream_t stream) {
 }
 
 cudaError_t cudaMallocFromPoolAsync(void** pointer, size_t size, cudaMemPool_t pool, cudaStream_t stream) {
-  return with_driver([&](const Driver& d) {
-    return allocate(pointer, d.mem_alloc_from_pool_async, size, pool, stream);
-  });
+  return with_driver(
+      [&](const Driver& d) { return allocate(pointer, d.mem_alloc_from_pool_async, size, pool, stream); });
 }
 
 cudaError_t cudaMallocFromPoolAsync_ptsz(void** pointer, size_t size, cudaMemPool_t pool, cudaStream_t stream) {
-  return with_driver([&](const Driver& d) {
-    return allocate(pointer, d.mem_alloc_from_pool_async_ptsz, size, pool, stream);
-  });
+  return with_driver(
+      [&](const Driver& d) { return allocate(pointer, d.mem_alloc_from_pool_async_ptsz, size, pool, stream); });
 }
 
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
-  return with_driver([&](const Driver& d) {
-    return to_runtime_error(d.device_get_default_mem_pool(pool, device));
-  });
+  return with_driver([&](const Driver& d) { return to_runtime_error(d.device_get_default_mem_pool(pool, device)); });
 }
 
 // ---- host memory, arrays, imports, teardown, graphs ----------------------------------------------------
@@ -323,18 +315,17 @@ bool array_format(const cudaChannelFormatDesc* desc, CUarray_format* format, uns
   *channels = (desc->x != 0) + (desc->y != 0) + (desc->z != 0) + (desc->w != 0);
   switch (desc->f) {
     case cudaChannelFormatKindUnsigned:
-      *format = desc->x == 8 ? CU_AD_FORMAT_UNSIGNED_INT8 : desc->x == 16 ? CU_AD_FORMAT_UNSIGNED_INT16
-                                                                            : CU_AD_FORMAT_UNSIGNED_INT32;
+      *format = desc->x == 8    ? CU_AD_FORMAT_UNSIGNED_INT8
+                : desc->x == 16 ? CU_AD_FORMAT_UNSIGNED_INT16
+                                : CU_AD_FORMAT_UNSIGNED_INT32;
       break;
     case cudaChannelFormatKindSigned:
-      *format = desc->x == 8 ? CU_AD_FORMAT_SIGNED_INT8 : desc->x == 16 ? CU_AD_FORMAT_SIGNED_INT16
-                                                                          : CU_AD_FORMAT_SIGNED_INT32;
+      *format = desc->x == 8    ? CU_AD_FORMAT_SIGNED_INT8
+                : desc->x == 16 ? CU_AD_FORMAT_SIGNED_INT16
+                                : CU_AD_FORMAT_SIGNED_INT32;
       break;
-    case cudaChannelFormatKindFloat:
-      *format = desc->x == 16 ? CU_AD_FORMAT_HALF : CU_AD_FORMAT_FLOAT;
-      break;
-    default:
-      return false;
+    case cudaChannelFormatKindFloat: *format = desc->x == 16 ? CU_AD_FORMAT_HALF : CU_AD_FORMAT_FLOAT; break;
+    default: return false;
   }
   return true;
 }
@@ -383,8 +374,8 @@ cudaError_t cudaMalloc3DArray(cudaArray_t* array, const cudaChannelFormatDesc* d
   return call_driver(&Driver::array_3d_create, reinterpret_cast<CUarray*>(array), &d);
 }
 
-cudaError_t cudaMallocMipmappedArray(cudaMipmappedArray_t* array, const cudaChannelFormatDesc* desc,
-                                     cudaExtent extent, unsigned int levels, unsigned int flags) {
+cudaError_t cudaMallocMipmappedArray(cudaMipmappedArray_t* array, const cudaChannelFormatDesc* desc, cudaExtent extent,
+                                     unsigned int levels, unsigned int flags) {
   CUDA_ARRAY3D_DESCRIPTOR d;
   if (!array || !array_3d_descriptor(desc, extent, &d)) return cudaErrorInvalidValue;
   d.Flags = flags;

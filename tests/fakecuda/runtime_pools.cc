@@ -43,8 +43,7 @@ PoolDriver load() {
   auto bootstrap = reinterpret_cast<ResolverV2>(dlsym(libcuda, "cuGetProcAddress_v2"));
   ResolverV2 resolver = nullptr;
   if (!bootstrap || !lookup(bootstrap, "cuGetProcAddress", 12000, &resolver)) return d;
-  d.loaded = lookup(resolver, "cuInit", 2000, &d.init) &&
-             lookup(resolver, "cuMemPoolCreate", 11020, &d.pool_create) &&
+  d.loaded = lookup(resolver, "cuInit", 2000, &d.init) && lookup(resolver, "cuMemPoolCreate", 11020, &d.pool_create) &&
              lookup(resolver, "cuMemPoolDestroy", 11020, &d.pool_destroy) &&
              lookup(resolver, "cuMemPoolTrimTo", 11020, &d.pool_trim_to) &&
              lookup(resolver, "cuMemPoolSetAttribute", 11020, &d.pool_set_attribute) &&

@@ -48,16 +48,16 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/analysis.h"
+#include "analysis/oom_report.h"
 #include "cli/commands.h"
 #include "export/record_dump.h"
-#include "stacks/frames.h"
 #include "memtrace.pb.h"
-#include "report/json/oom_json.h"
-#include "analysis/oom_report.h"
-#include "report/text/oom_text.h"
 #include "pipeline_input.h"
+#include "report/json/oom_json.h"
 #include "report/json/report_json.h"
+#include "report/text/oom_text.h"
 #include "report/text/report_text.h"
+#include "stacks/frames.h"
 #include "stacks/symbolizer.h"
 
 extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
@@ -115,8 +115,12 @@ void check_text(const std::string& text, const char* what) {
       size_t from = i < 60 ? 0 : i - 60;
       nlohmann::json context = text.substr(from, 120);
       finding(std::string(what) + ": control byte 0x" + (c < 16 ? "0" : "") +
-              [&] { char b[4]; std::snprintf(b, sizeof b, "%x", c); return std::string(b); }() + " at offset " +
-              std::to_string(i) + " of the text output, near " +
+              [&] {
+                char b[4];
+                std::snprintf(b, sizeof b, "%x", c);
+                return std::string(b);
+              }() +
+              " at offset " + std::to_string(i) + " of the text output, near " +
               context.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace));
     }
   }
@@ -125,11 +129,11 @@ void check_text(const std::string& text, const char* what) {
 // Keys whose numbers are identifiers or values the trace states itself (not totals the analyzer computes).
 bool stated_by_trace(const std::string& key) {
   static const char* const kKeys[] = {"address", "stack_id", "tid", "pid", "ppid", "start_monotonic_ns",
-                                      "start_unix_ns", "last_event_unix_ns", "line", "id", "handle", "signal",
-                                      "result", "graph", "stream", "context", "requested_bytes",
-                                      "device_free_bytes", "device_total_bytes", "process_used_bytes",
-                                      "other_processes_used_bytes", "python", "max_native_frames",
-                                      "max_native_frames_python", "code", "flush_interval_ms",
+                                      "start_unix_ns", "last_event_unix_ns", "line", "id", "handle", "signal", "result",
+                                      "graph", "stream", "context", "requested_bytes", "device_free_bytes",
+                                      "device_total_bytes", "process_used_bytes", "other_processes_used_bytes",
+                                      "python", "max_native_frames", "max_native_frames_python", "code",
+                                      "flush_interval_ms",
                                       // Counts the tracer states (TraceEnd.dropped_events, Notice.count).
                                       "dropped_events", "count"};
   for (const char* k : kKeys)
@@ -209,10 +213,12 @@ void check_peaks(const memtrace::Analysis& a, const char* what) {
     memtrace::DeviceTotals totals = state.totals();
     if (state.peak_allocated().bytes < totals.allocated_bytes)
       finding(std::string(what) + ": device " + std::to_string(device) + " peak allocated " +
-              std::to_string(state.peak_allocated().bytes) + " < final allocated " + std::to_string(totals.allocated_bytes));
+              std::to_string(state.peak_allocated().bytes) + " < final allocated " +
+              std::to_string(totals.allocated_bytes));
     if (state.peak_reserved().bytes < totals.reserved_bytes)
       finding(std::string(what) + ": device " + std::to_string(device) + " peak reserved " +
-              std::to_string(state.peak_reserved().bytes) + " < final reserved " + std::to_string(totals.reserved_bytes));
+              std::to_string(state.peak_reserved().bytes) + " < final reserved " +
+              std::to_string(totals.reserved_bytes));
   }
 }
 
@@ -221,7 +227,8 @@ memtrace::TextOptions text_options(const memtrace::Analysis& a, uint8_t flags) {
   memtrace::TextOptions options;
   if (unsigned top = flags >> memtrace::fuzz::kTopShift) options.top = top;
   options.all_frames = flags & memtrace::fuzz::kAllFrames;
-  if (const auto& start = a.info.start; start && start->has_max_native_frames() && start->has_max_native_frames_python()) {
+  if (const auto& start = a.info.start;
+      start && start->has_max_native_frames() && start->has_max_native_frames_python()) {
     options.max_native_frames = start->max_native_frames();
     options.max_native_frames_python = start->max_native_frames_python();
   }
@@ -413,15 +420,26 @@ enum Mutation {
   kCrossOver,
   kMutationCount
 };
-const char* const kMutationNames[kMutationCount] = {
-    "field_interesting", "field_copied",  "field_cleared",  "duplicate_record", "delete_record",
-    "swap_records",      "move_record",   "insert_record",  "blow_up_string",   "blow_up_stack",
-    "split_chunk",       "merge_chunks",  "change_version", "flip_flag",        "to_raw_file",
-    "bytes_of_record",   "bytes_of_input", "cross_over"};
+const char* const kMutationNames[kMutationCount] = {"field_interesting", "field_copied",   "field_cleared",
+                                                    "duplicate_record",  "delete_record",  "swap_records",
+                                                    "move_record",       "insert_record",  "blow_up_string",
+                                                    "blow_up_stack",     "split_chunk",    "merge_chunks",
+                                                    "change_version",    "flip_flag",      "to_raw_file",
+                                                    "bytes_of_record",   "bytes_of_input", "cross_over"};
 
 // Kinds of inserted records: Event of each EventKind (0..14, 15 = an unknown kind), then the others.
-enum InsertKind { kInsertEventFirst = 0, kInsertEventLast = 15, kInsertStack, kInsertModule, kInsertPythonFrame,
-                  kInsertNotice, kInsertEnd, kInsertStart, kInsertThread, kInsertKindCount };
+enum InsertKind {
+  kInsertEventFirst = 0,
+  kInsertEventLast = 15,
+  kInsertStack,
+  kInsertModule,
+  kInsertPythonFrame,
+  kInsertNotice,
+  kInsertEnd,
+  kInsertStart,
+  kInsertThread,
+  kInsertKindCount
+};
 
 struct Stats {
   std::array<uint64_t, kMutationCount> mutations{};
@@ -458,17 +476,52 @@ void count(Mutation m) {
 // Classes of values, so that a copied value lands where it means something (a stack id in stack_id).
 enum ValueClass { kAddress, kStackId, kPythonId, kSize, kDevice, kTid, kTime, kOther, kClassCount };
 
-const uint64_t kInteresting[] = {0, 1, 2, 3, 4, 7, 8, 16, 64, 127, 128, 255, 256, 512, 1000, 1024, 4096, 65535, 65536,
-                                 1u << 20, 2u << 20, 1u << 30, 0x7fffffff, 0x80000000, 0xffffffff, 1ull << 32,
-                                 (1ull << 32) + 1, 1000000000, 1ull << 40, 141ull << 30, 1000000000000000000ull,
-                                 (1ull << 62), (1ull << 63) - 1, 1ull << 63, (1ull << 63) + 1, UINT64_MAX - 1,
-                                 UINT64_MAX, uint64_t(int64_t(INT32_MIN)), uint64_t(int64_t(-2)),
-                                 0x7f0000000000ull, 0x7f0000001000ull};
+const uint64_t kInteresting[] = {0,
+                                 1,
+                                 2,
+                                 3,
+                                 4,
+                                 7,
+                                 8,
+                                 16,
+                                 64,
+                                 127,
+                                 128,
+                                 255,
+                                 256,
+                                 512,
+                                 1000,
+                                 1024,
+                                 4096,
+                                 65535,
+                                 65536,
+                                 1u << 20,
+                                 2u << 20,
+                                 1u << 30,
+                                 0x7fffffff,
+                                 0x80000000,
+                                 0xffffffff,
+                                 1ull << 32,
+                                 (1ull << 32) + 1,
+                                 1000000000,
+                                 1ull << 40,
+                                 141ull << 30,
+                                 1000000000000000000ull,
+                                 (1ull << 62),
+                                 (1ull << 63) - 1,
+                                 1ull << 63,
+                                 (1ull << 63) + 1,
+                                 UINT64_MAX - 1,
+                                 UINT64_MAX,
+                                 uint64_t(int64_t(INT32_MIN)),
+                                 uint64_t(int64_t(-2)),
+                                 0x7f0000000000ull,
+                                 0x7f0000001000ull};
 
-const int32_t kApis[] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
-                         22, 23, 24, 25, 26, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46,
-                         47, 48, 49, 50, 60, 61, 62, 63, 64, 65, 66, 67, 68, 69, 70, 71, 72, 73, 80, 81, 82, 83,
-                         84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94, 100, 101, 255};
+const int32_t kApis[] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17,  18,  19,
+                         20, 21, 22, 23, 24, 25, 26, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40,  41,  42,
+                         43, 44, 45, 46, 47, 48, 49, 50, 60, 61, 62, 63, 64, 65, 66, 67, 68, 69,  70,  71,
+                         72, 73, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94, 100, 101, 255};
 
 class Mutator {
  public:
@@ -625,10 +678,30 @@ class Mutator {
 
   // A long string of `n` bytes (mostly printable) with control characters, escape sequences, invalid UTF-8.
   std::string hostile_string(size_t n) {
-    static const char* const kPieces[] = {"\x1b]0;title\x07", "\x1b[2J", "\x1b[31m", "\r", "\n", "\t", "\x7f",
-                                          "\x08", "" /* a NUL byte */, "\xff", "\xc3", "\xc0\x80",
-                                          "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe2\x80\xae", "%s%n", "\\", "\"",
-                                          "(", "[", ".*", "+0x", "::", "/"};
+    static const char* const kPieces[] = {"\x1b]0;title\x07",
+                                          "\x1b[2J",
+                                          "\x1b[31m",
+                                          "\r",
+                                          "\n",
+                                          "\t",
+                                          "\x7f",
+                                          "\x08",
+                                          "" /* a NUL byte */,
+                                          "\xff",
+                                          "\xc3",
+                                          "\xc0\x80",
+                                          "\xed\xa0\x80",
+                                          "\xf4\x90\x80\x80",
+                                          "\xe2\x80\xae",
+                                          "%s%n",
+                                          "\\",
+                                          "\"",
+                                          "(",
+                                          "[",
+                                          ".*",
+                                          "+0x",
+                                          "::",
+                                          "/"};
     std::string s;
     char filler = char('a' + below(26));
     while (s.size() < n) {
@@ -733,7 +806,8 @@ class Mutator {
       case proto::Record::kStack:
         add(kStackId, r.stack().id());
         max_id_ = std::max(max_id_, r.stack().id());
-        for (int i = 0; i < std::min(r.stack().frames_size(), 4); ++i) add(kAddress, r.stack().frames(i) & ~(uint64_t(1) << 63));
+        for (int i = 0; i < std::min(r.stack().frames_size(), 4); ++i)
+          add(kAddress, r.stack().frames(i) & ~(uint64_t(1) << 63));
         break;
       case proto::Record::kModule:
         add(kAddress, r.module().load_address());
@@ -751,7 +825,8 @@ class Mutator {
   }
   uint64_t next_id() { return ++max_id_; }
   uint64_t frame() {
-    if (!pools_[kPythonId].empty() && chance(30)) return (uint64_t(1) << 63) | pools_[kPythonId][below(pools_[kPythonId].size())];
+    if (!pools_[kPythonId].empty() && chance(30))
+      return (uint64_t(1) << 63) | pools_[kPythonId][below(pools_[kPythonId].size())];
     return value(kAddress);
   }
 
@@ -764,28 +839,49 @@ class Mutator {
     auto enum_value = [&](int64_t known) { return int(chance(80) ? below(uint64_t(known)) : interesting()); };
     switch (field) {
       case 1: e->set_kind(proto::EventKind(clear ? 0 : enum_value(16))); return true;
-      case 2: if (clear) e->clear_layer(); else e->set_layer(proto::Layer(enum_value(4))); return true;
+      case 2:
+        if (clear) e->clear_layer();
+        else e->set_layer(proto::Layer(enum_value(4)));
+        return true;
       case 3:
         if (clear) e->clear_api();
         else e->set_api(proto::Api(chance(80) ? kApis[below(std::size(kApis))] : int(interesting())));
         return true;
       case 4: e->set_time_delta_ns(clear ? 0 : int64_t(pick(how, kTime))); return true;
-      case 5: if (clear) e->clear_tid(); else e->set_tid(uint32_t(pick(how, kTid))); return true;
-      case 6: if (clear) e->clear_device(); else e->set_device(int32_t(pick(how, kDevice))); return true;
-      case 7: if (clear) e->clear_stream(); else e->set_stream(pick(how, kAddress)); return true;
+      case 5:
+        if (clear) e->clear_tid();
+        else e->set_tid(uint32_t(pick(how, kTid)));
+        return true;
+      case 6:
+        if (clear) e->clear_device();
+        else e->set_device(int32_t(pick(how, kDevice)));
+        return true;
+      case 7:
+        if (clear) e->clear_stream();
+        else e->set_stream(pick(how, kAddress));
+        return true;
       case 8: e->set_address(clear ? 0 : pick(how, kAddress)); return true;
       case 9: e->set_size(clear ? 0 : pick(how, kSize)); return true;
       case 10: e->set_result(clear ? 0 : int32_t(pick(how, kOther))); return true;
       case 11: e->set_stack_id(clear ? 0 : pick(how, kStackId)); return true;
-      case 12: if (clear) e->clear_allocator_allocated_bytes(); else e->set_allocator_allocated_bytes(pick(how, kSize)); return true;
-      case 13: if (clear) e->clear_allocator_reserved_bytes(); else e->set_allocator_reserved_bytes(pick(how, kSize)); return true;
+      case 12:
+        if (clear) e->clear_allocator_allocated_bytes();
+        else e->set_allocator_allocated_bytes(pick(how, kSize));
+        return true;
+      case 13:
+        if (clear) e->clear_allocator_reserved_bytes();
+        else e->set_allocator_reserved_bytes(pick(how, kSize));
+        return true;
       case 14: e->set_device_free_bytes(clear ? 0 : pick(how, kSize)); return true;
       case 15: e->set_device_total_bytes(clear ? 0 : pick(how, kSize)); return true;
       case 16: e->set_handle(clear ? 0 : pick(how, kAddress)); return true;
       case 17: e->set_memory(proto::Memory(clear ? 0 : enum_value(7))); return true;
       case 18: e->set_graph(clear ? 0 : pick(how, kAddress)); return true;
       case 19: e->set_capture_id(clear ? 0 : pick(how, kAddress)); return true;
-      case 20: if (clear) e->clear_process_used_bytes(); else e->set_process_used_bytes(pick(how, kSize)); return true;
+      case 20:
+        if (clear) e->clear_process_used_bytes();
+        else e->set_process_used_bytes(pick(how, kSize));
+        return true;
       case 21:
         if (clear) e->clear_other_processes_used_bytes();
         else e->set_other_processes_used_bytes(pick(how, kSize));
@@ -838,12 +934,18 @@ class Mutator {
       case 2: s->set_start_unix_ns(clear ? 0 : pick(how, kTime)); return true;
       case 3: s->set_flush_interval_ms(clear ? 0 : uint32_t(pick(how, kOther))); return true;
       case 4: s->set_python_frames(clear ? 0 : uint32_t(pick(how, kOther))); return true;
-      case 5: if (clear) s->clear_max_native_frames(); else s->set_max_native_frames(uint32_t(pick(how, kOther))); return true;
+      case 5:
+        if (clear) s->clear_max_native_frames();
+        else s->set_max_native_frames(uint32_t(pick(how, kOther)));
+        return true;
       case 6:
         if (clear) s->clear_max_native_frames_python();
         else s->set_max_native_frames_python(uint32_t(pick(how, kOther)));
         return true;
-      default: if (clear) s->clear_argv(); else s->add_argv("--arg"); return true;
+      default:
+        if (clear) s->clear_argv();
+        else s->add_argv("--arg");
+        return true;
     }
   }
   bool mutate_end(proto::TraceEnd* end, Mutation how) {
@@ -1016,9 +1118,7 @@ bool apply(Mutator& m, PipelineInput& in, Mutation how, size_t size_now) {
       in.version = v;
       return true;
     }
-    case kFlipFlag:
-      in.flags ^= uint8_t(1u << m.below(8));
-      return true;
+    case kFlipFlag: in.flags ^= uint8_t(1u << m.below(8)); return true;
     case kToRawFile: {
       std::string file = memtrace::fuzz::trace_file(in);
       if (file.size() + 1 > m.max_size()) return false;
@@ -1037,8 +1137,7 @@ bool apply(Mutator& m, PipelineInput& in, Mutation how, size_t size_now) {
       bytes = std::move(buffer);
       return true;
     }
-    default:
-      return false;
+    default: return false;
   }
 }
 
@@ -1097,7 +1196,8 @@ extern "C" size_t LLVMFuzzerCustomCrossOver(const uint8_t* data1, size_t size1, 
   size_t end = begin + m.below(from.records.size() - begin + 1);
   RecordRef at = insert_position(m, first);
   auto& records = first.chunks[at.chunk].records;
-  records.insert(records.begin() + long(at.index), from.records.begin() + long(begin), from.records.begin() + long(end));
+  records.insert(records.begin() + long(at.index), from.records.begin() + long(begin),
+                 from.records.begin() + long(end));
   std::string result = memtrace::fuzz::serialize_input(first);
   if (result.size() > max_out_size) return 0;
   count(kCrossOver);

@@ -138,16 +138,19 @@ PipelineInput graphs() {
   PipelineInput in;
   add(&in, start_record());
   add_stack(&in);
-  proto::Record captured_alloc = event(proto::ALLOC, proto::LAYER_BLOCK, proto::CUDA_MALLOC_ASYNC, 0, 0xA000000, 3 * kMiB, 1);
+  proto::Record captured_alloc =
+      event(proto::ALLOC, proto::LAYER_BLOCK, proto::CUDA_MALLOC_ASYNC, 0, 0xA000000, 3 * kMiB, 1);
   captured_alloc.mutable_event()->set_capture_id(7);
   proto::Record captured_free = event(proto::FREE, proto::LAYER_BLOCK, proto::CUDA_FREE_ASYNC, 0, 0xA000000, 0, 1);
   captured_free.mutable_event()->set_capture_id(7);
   proto::Record captured = event(proto::GRAPH_CAPTURED, proto::LAYER_UNKNOWN, proto::CU_STREAM_END_CAPTURE, 0, 0, 0);
   captured.mutable_event()->set_graph(0x6A);
   captured.mutable_event()->set_capture_id(7);
-  proto::Record node = event(proto::ALLOC, proto::LAYER_BLOCK, proto::CU_GRAPH_ADD_MEM_ALLOC_NODE, 0, 0xB000000, 5 * kMiB, 1);
+  proto::Record node =
+      event(proto::ALLOC, proto::LAYER_BLOCK, proto::CU_GRAPH_ADD_MEM_ALLOC_NODE, 0, 0xB000000, 5 * kMiB, 1);
   node.mutable_event()->set_graph(0x6A);
-  proto::Record instantiate = event(proto::GRAPH_INSTANTIATE, proto::LAYER_UNKNOWN, proto::CU_GRAPH_INSTANTIATE, 0, 0xE1, 0);
+  proto::Record instantiate =
+      event(proto::GRAPH_INSTANTIATE, proto::LAYER_UNKNOWN, proto::CU_GRAPH_INSTANTIATE, 0, 0xE1, 0);
   instantiate.mutable_event()->set_graph(0x6A);
   proto::Record launch = event(proto::GRAPH_LAUNCH, proto::LAYER_UNKNOWN, proto::CU_GRAPH_LAUNCH, 0, 0xE1, 0);
   proto::Record sample = event(proto::POOL_RESERVED, proto::LAYER_UNKNOWN, proto::CU_GRAPH_LAUNCH, 0, 0, 8 * kMiB);
@@ -163,7 +166,8 @@ PipelineInput vmm() {
   add(&in, start_record());
   add_stack(&in);
   add(&in, event(proto::ALLOC, proto::LAYER_DRIVER, proto::CU_MEM_CREATE, 0, 0x1, 2 * kMiB, 1));
-  add(&in, event(proto::ADDRESS_RESERVE, proto::LAYER_DRIVER, proto::CU_MEM_ADDRESS_RESERVE, 0, 0x7f0000000000, 64 * kMiB));
+  add(&in,
+      event(proto::ADDRESS_RESERVE, proto::LAYER_DRIVER, proto::CU_MEM_ADDRESS_RESERVE, 0, 0x7f0000000000, 64 * kMiB));
   proto::Record map = event(proto::MAP, proto::LAYER_DRIVER, proto::CU_MEM_MAP, 0, 0x7f0000000000, 2 * kMiB);
   map.mutable_event()->set_handle(0x1);
   add(&in, map);
@@ -188,7 +192,8 @@ PipelineInput oom_devices_finalizing() {
   add(&in, thread);
   uint64_t events = 0;
   for (int32_t device : {0, 1}) {
-    add(&in, event(proto::ALLOC, proto::LAYER_DRIVER, proto::CUDA_MALLOC, device, 0x7000000000 + uint64_t(device) * 0x100000000, 20 * kMiB, 1));
+    add(&in, event(proto::ALLOC, proto::LAYER_DRIVER, proto::CUDA_MALLOC, device,
+                   0x7000000000 + uint64_t(device) * 0x100000000, 20 * kMiB, 1));
     proto::Record block = event(proto::ALLOC, proto::LAYER_BLOCK, proto::TORCH_ALLOCATOR, device,
                                 0x7000000000 + uint64_t(device) * 0x100000000, 8 * kMiB, 1);
     block.mutable_event()->set_allocator_allocated_bytes(8 * kMiB);
@@ -224,8 +229,10 @@ PipelineInput oom_devices_finalizing() {
 }
 
 int edge_cases(const std::string& dir) {
-  const std::pair<const char*, PipelineInput> seeds[] = {
-      {"edge_graphs_v3.bin", graphs()}, {"edge_vmm_v3.bin", vmm()}, {"edge_oom_devices_finalizing_v1.bin", oom_devices_finalizing()}};
+  const std::pair<const char*, PipelineInput> seeds[] = {{"edge_graphs_v3.bin", graphs()},
+                                                         {"edge_vmm_v3.bin", vmm()},
+                                                         {"edge_oom_devices_finalizing_v1.bin",
+                                                          oom_devices_finalizing()}};
   for (const auto& [name, in] : seeds) {
     std::string path = dir + "/" + name;
     if (!write_file(path, memtrace::fuzz::serialize_input(in))) {

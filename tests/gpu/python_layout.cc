@@ -18,11 +18,11 @@ int main() {
     return 1;
   }
   int differences = 0;
-#define MEMTRACE_PRINT_FIELD(name)                                                                 \
-  {                                                                                                \
-    const auto reader = static_cast<long long>(layout.name);                                      \
-    const auto headers = static_cast<long long>(expected.name);                                   \
-    differences += reader != headers;                                                              \
+#define MEMTRACE_PRINT_FIELD(name)                                                                                     \
+  {                                                                                                                    \
+    const auto reader = static_cast<long long>(layout.name);                                                           \
+    const auto headers = static_cast<long long>(expected.name);                                                        \
+    differences += reader != headers;                                                                                  \
     std::printf("%-24s reader %6lld headers %6lld%s\n", #name, reader, headers, reader != headers ? "  DIFFERS" : ""); \
   }
   MEMTRACE_LAYOUT_FIELDS(MEMTRACE_PRINT_FIELD)

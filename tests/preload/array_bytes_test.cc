@@ -17,14 +17,14 @@ TEST(ArrayBytes, DriverFormatsCountTheirChannels) {
 TEST(ArrayBytes, RuntimeFormatsAreTheirBits) {
   EXPECT_EQ(runtime_format_element_bytes(32, 32, 32, 32), 16u);  // float4: 128 bits
   EXPECT_EQ(runtime_format_element_bytes(8, 0, 0, 0), 1u);
-  EXPECT_EQ(runtime_format_element_bytes(0, 0, 0, 0), 0u);        // NV12 and other special kinds say nothing
+  EXPECT_EQ(runtime_format_element_bytes(0, 0, 0, 0), 0u);  // NV12 and other special kinds say nothing
 }
 
 TEST(ArrayBytes, AbsentDimensionsCountOne) {
-  EXPECT_EQ(array_element_bytes(1000, 0, 0, 4, 1), 4000u);            // 1000 floats
-  EXPECT_EQ(array_element_bytes(100, 10, 0, 16, 1), 16000u);          // 100 x 10 float4
-  EXPECT_EQ(array_element_bytes(300, 200, 5, 1, 1), 300000u);         // 300 x 200 x 5 uchar
-  EXPECT_EQ(array_element_bytes(300, 200, 5, 1, 0), 300000u);         // 0 levels: a plain array
+  EXPECT_EQ(array_element_bytes(1000, 0, 0, 4, 1), 4000u);     // 1000 floats
+  EXPECT_EQ(array_element_bytes(100, 10, 0, 16, 1), 16000u);   // 100 x 10 float4
+  EXPECT_EQ(array_element_bytes(300, 200, 5, 1, 1), 300000u);  // 300 x 200 x 5 uchar
+  EXPECT_EQ(array_element_bytes(300, 200, 5, 1, 0), 300000u);  // 0 levels: a plain array
 }
 
 TEST(ArrayBytes, MipmapLevelsHalveDownToOne) {

@@ -141,9 +141,8 @@ TEST(ConfigLoad, ABadMaxFramesLeavesBothDepthsAtTheirDefaults) {
     testing::internal::CaptureStderr();
     config_load(&c);
     // The value is quoted, so that a blank around it shows.
-    EXPECT_EQ(testing::internal::GetCapturedStderr(),
-              "memtrace: MEMTRACE_MAX_FRAMES=\"" + std::string(bad) +
-                  "\" is not a whole number from 0 to 256; using 32\n");
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), "memtrace: MEMTRACE_MAX_FRAMES=\"" + std::string(bad) +
+                                                          "\" is not a whole number from 0 to 256; using 32\n");
     EXPECT_EQ(c.max_native_frames, 32u) << bad;
     EXPECT_EQ(c.max_native_frames_python, 16u) << bad;
   }
@@ -274,7 +273,7 @@ TEST(RecentIds, RemembersTheLastKeyOfEachSlotOnly) {
   r.remember(1, 12);         // and replaces it
   EXPECT_EQ(r.find(1), 12u);
   EXPECT_EQ(r.find(5), 0u);
-  r.remember(6, 13);         // slot 2: slot 1 is left alone
+  r.remember(6, 13);  // slot 2: slot 1 is left alone
   EXPECT_EQ(r.find(1), 12u);
   EXPECT_EQ(r.find(6), 13u);
   r.clear();

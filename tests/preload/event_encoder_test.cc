@@ -19,8 +19,13 @@ constexpr uint64_t kMiB = 1 << 20;
 
 MemoryEvent torch(EventKind kind, int32_t device, uint64_t address, uint64_t size, uint64_t allocated,
                   uint64_t reserved) {
-  return MemoryEvent{.kind = kind, .layer = Layer::kBlock, .api = Api::kTorchAllocator, .device = device,
-                     .address = address, .size = size, .allocator_allocated_bytes = allocated,
+  return MemoryEvent{.kind = kind,
+                     .layer = Layer::kBlock,
+                     .api = Api::kTorchAllocator,
+                     .device = device,
+                     .address = address,
+                     .size = size,
+                     .allocator_allocated_bytes = allocated,
                      .allocator_reserved_bytes = reserved};
 }
 
@@ -63,11 +68,11 @@ TEST(EventEncoder, SequenceWithALossAndAChunkBoundary) {
   expect_fields(encode(enc, torch(EventKind::kAlloc, 0, 0x1000, 512, 512, 2 * kMiB), kStartNs + 1'500),
                 {1, 512, 2 * kMiB}, "first alloc");
   // t 2999 -> 2 us, delta 1. 512 + 1024 = 1536 and reserved unchanged: both derived.
-  expect_fields(encode(enc, torch(EventKind::kAlloc, 0, 0x1200, 1024, 1536, 2 * kMiB), kStartNs + 2'999),
-                {1, -1, -1}, "second alloc");
+  expect_fields(encode(enc, torch(EventKind::kAlloc, 0, 0x1200, 1024, 1536, 2 * kMiB), kStartNs + 2'999), {1, -1, -1},
+                "second alloc");
   // t 3000 -> 3 us, delta 1. 1536 - 512 = 1024: derived.
-  expect_fields(encode(enc, torch(EventKind::kFree, 0, 0x1000, 512, 1024, 2 * kMiB), kStartNs + 3'000),
-                {1, -1, -1}, "free");
+  expect_fields(encode(enc, torch(EventKind::kFree, 0, 0x1000, 512, 1024, 2 * kMiB), kStartNs + 3'000), {1, -1, -1},
+                "free");
   // t 10000 -> 10 us, delta 7. 1024 + 4096 = 5120 derived; reserved grew to 4 MiB: written.
   const uint64_t reserved = 4 * kMiB;
   expect_fields(encode(enc, torch(EventKind::kAlloc, 0, 0x200000, 4096, 5120, reserved), kStartNs + 10'000),
@@ -83,8 +88,12 @@ TEST(EventEncoder, SequenceWithALossAndAChunkBoundary) {
   expect_fields(encode(enc, torch(EventKind::kAlloc, 0, 0x1400, 256, 1536, reserved), kStartNs + 12'999),
                 {0, 1536, int64_t(reserved)}, "first event of the chunk");
   // t 1000000 -> 1000 us, delta 988. A driver allocation carries no totals.
-  MemoryEvent segment{.kind = EventKind::kAlloc, .layer = Layer::kDriver, .api = Api::kCudaMalloc, .device = 0,
-                      .address = 0x7f0000000000, .size = 2 * kMiB};
+  MemoryEvent segment{.kind = EventKind::kAlloc,
+                      .layer = Layer::kDriver,
+                      .api = Api::kCudaMalloc,
+                      .device = 0,
+                      .address = 0x7f0000000000,
+                      .size = 2 * kMiB};
   proto::Event driver = encode(enc, segment, kStartNs + 1'000'000);
   expect_fields(driver, {988, -1, -1}, "driver alloc");
   EXPECT_EQ(driver.api(), proto::CUDA_MALLOC);
@@ -93,8 +102,8 @@ TEST(EventEncoder, SequenceWithALossAndAChunkBoundary) {
   expect_fields(encode(enc, torch(EventKind::kAlloc, 1, 0x2000, 100, 100, 2 * kMiB), kStartNs + 1'000'500),
                 {0, 100, 2 * kMiB}, "device 1");
   // t 1002000 -> 1002 us, delta 2. Device 0 again: 1536 + 64 = 1600, derived across the other two.
-  expect_fields(encode(enc, torch(EventKind::kAlloc, 0, 0x1500, 64, 1600, reserved), kStartNs + 1'002'000),
-                {2, -1, -1}, "device 0 after device 1");
+  expect_fields(encode(enc, torch(EventKind::kAlloc, 0, 0x1500, 64, 1600, reserved), kStartNs + 1'002'000), {2, -1, -1},
+                "device 0 after device 1");
   // t 1003000 -> 1003 us, delta 1. PyTorch says 1500, not 1600 - 64 = 1536: written.
   expect_fields(encode(enc, torch(EventKind::kFree, 0, 0x1500, 64, 1500, reserved), kStartNs + 1'003'000),
                 {1, 1500, -1}, "a total that does not follow");
@@ -111,11 +120,24 @@ TEST(EventEncoder, SequenceWithALossAndAChunkBoundary) {
 TEST(EventEncoder, OtherFieldsAsInVersionOne) {
   EventEncoder enc;
   enc.begin(kStartNs);
-  MemoryEvent e{.kind = EventKind::kDeviceUsage, .layer = Layer::kDriver, .api = Api::kNvmlSample, .device = -1,
-                .stream = 0x7f00, .address = 0x7f1234560000, .size = 1ull << 40, .result = 2,
-                .device_free_bytes = 5, .device_total_bytes = 6, .handle = 99, .memory = Memory::kHostPinned,
-                .graph = 0xabc, .capture_id = 11, .has_process_usage = true, .process_used_bytes = 0,
-                .other_processes_used_bytes = 12, .context = 13};
+  MemoryEvent e{.kind = EventKind::kDeviceUsage,
+                .layer = Layer::kDriver,
+                .api = Api::kNvmlSample,
+                .device = -1,
+                .stream = 0x7f00,
+                .address = 0x7f1234560000,
+                .size = 1ull << 40,
+                .result = 2,
+                .device_free_bytes = 5,
+                .device_total_bytes = 6,
+                .handle = 99,
+                .memory = Memory::kHostPinned,
+                .graph = 0xabc,
+                .capture_id = 11,
+                .has_process_usage = true,
+                .process_used_bytes = 0,
+                .other_processes_used_bytes = 12,
+                .context = 13};
   proto::Event x = encode(enc, e, kStartNs + 5'000'000);
   EXPECT_EQ(x.kind(), proto::DEVICE_USAGE);
   EXPECT_EQ(x.layer(), proto::LAYER_DRIVER);
@@ -262,8 +284,7 @@ TEST(EventEncoder, StickyFieldsWrittenOnlyWhenTheyChange) {
   // Another thread: tid 9 written (0 + 100 = 100 derived).
   EXPECT_EQ(hex_bytes(enc, torch(EventKind::kAlloc, 0, 0, 100, 100, 1000), 9, t), "08 01 28 09 48 64");
   // Device 1: device written (zigzag 2), and its totals (its first TORCH_ALLOCATOR event).
-  EXPECT_EQ(hex_bytes(enc, torch(EventKind::kAlloc, 1, 0, 100, 100, 1000), 9, t),
-            "08 01 30 02 48 64 60 64 68 e8 07");
+  EXPECT_EQ(hex_bytes(enc, torch(EventKind::kAlloc, 1, 0, 100, 100, 1000), 9, t), "08 01 30 02 48 64 60 64 68 e8 07");
   // Back to device 0, the default, written explicitly (30 00); stream 0x10 (38 10). Device 0's totals:
   // 100 - 100 = 0, derived.
   EXPECT_EQ(hex_bytes(enc, with_stream(torch(EventKind::kFree, 0, 0, 100, 0, 1000), 0x10), 9, t),
@@ -271,8 +292,8 @@ TEST(EventEncoder, StickyFieldsWrittenOnlyWhenTheyChange) {
   // tid and stream back to 0: both written as tag + 0. 0 + 100 = 100 derived.
   EXPECT_EQ(hex_bytes(enc, torch(EventKind::kAlloc, 0, 0, 100, 100, 1000), 0, t), "08 01 28 00 38 00 48 64");
   // A driver allocation: layer 1 and api 1 written; no totals (not TORCH_ALLOCATOR).
-  MemoryEvent driver{.kind = EventKind::kAlloc, .layer = Layer::kDriver, .api = Api::kCudaMalloc, .device = 0,
-                     .size = 100};
+  MemoryEvent driver{
+      .kind = EventKind::kAlloc, .layer = Layer::kDriver, .api = Api::kCudaMalloc, .device = 0, .size = 100};
   EXPECT_EQ(hex_bytes(enc, driver, 0, t), "08 01 10 01 18 01 48 64");
   // Layer and api back to 0 (LAYER_UNKNOWN, API_UNKNOWN): written as tag + 0.
   MemoryEvent finalizing{.kind = EventKind::kPythonFinalizing, .device = 0};
@@ -321,11 +342,25 @@ TEST(EventEncoder, UncommittedRecordLeavesTheStickyFields) {
 // (ok() false) when even the checked calls run out of room.
 TEST(EventEncoder, CheckedAndUncheckedWritersGiveTheSameBytes) {
   // Every field set, the longest values: each varint 10 bytes (values >= 2^63), device -1 (zigzag 1).
-  MemoryEvent e{.kind = EventKind::kAlloc, .layer = Layer::kBlock, .api = Api::kTorchAllocator, .device = -1,
-                .stream = ~0ull, .address = ~0ull, .size = ~0ull, .result = -2, .allocator_allocated_bytes = ~0ull,
-                .allocator_reserved_bytes = ~0ull, .device_free_bytes = ~0ull, .device_total_bytes = ~0ull,
-                .handle = ~0ull, .graph = ~0ull, .capture_id = ~0ull, .has_process_usage = true,
-                .process_used_bytes = ~0ull, .other_processes_used_bytes = ~0ull, .context = ~0ull};
+  MemoryEvent e{.kind = EventKind::kAlloc,
+                .layer = Layer::kBlock,
+                .api = Api::kTorchAllocator,
+                .device = -1,
+                .stream = ~0ull,
+                .address = ~0ull,
+                .size = ~0ull,
+                .result = -2,
+                .allocator_allocated_bytes = ~0ull,
+                .allocator_reserved_bytes = ~0ull,
+                .device_free_bytes = ~0ull,
+                .device_total_bytes = ~0ull,
+                .handle = ~0ull,
+                .graph = ~0ull,
+                .capture_id = ~0ull,
+                .has_process_usage = true,
+                .process_used_bytes = ~0ull,
+                .other_processes_used_bytes = ~0ull,
+                .context = ~0ull};
   auto encode_into = [&](size_t room, std::string* out) {
     EventEncoder enc;
     enc.begin(kStartNs);
@@ -360,12 +395,26 @@ TEST(EventEncoder, TheLongestEventFitsKMaxEventBytes) {
   // PyTorch API (so that both totals are written: a device outside 0..63 never derives them), the other
   // enums at 255, every 64-bit value ~0, device and result INT32_MIN, tid ~0u, and the most negative time
   // delta the encoder can form: an event at the latest time (UINT64_MAX ns) committed, then one at the start.
-  MemoryEvent e{.kind = static_cast<EventKind>(255), .layer = static_cast<Layer>(255), .api = Api::kTorchAllocator,
-                .device = INT32_MIN, .stream = ~0ull, .address = ~0ull, .size = ~0ull, .result = INT32_MIN,
-                .allocator_allocated_bytes = ~0ull, .allocator_reserved_bytes = ~0ull, .device_free_bytes = ~0ull,
-                .device_total_bytes = ~0ull, .handle = ~0ull, .memory = static_cast<Memory>(255), .graph = ~0ull,
-                .capture_id = ~0ull, .has_process_usage = true, .process_used_bytes = ~0ull,
-                .other_processes_used_bytes = ~0ull, .context = ~0ull};
+  MemoryEvent e{.kind = static_cast<EventKind>(255),
+                .layer = static_cast<Layer>(255),
+                .api = Api::kTorchAllocator,
+                .device = INT32_MIN,
+                .stream = ~0ull,
+                .address = ~0ull,
+                .size = ~0ull,
+                .result = INT32_MIN,
+                .allocator_allocated_bytes = ~0ull,
+                .allocator_reserved_bytes = ~0ull,
+                .device_free_bytes = ~0ull,
+                .device_total_bytes = ~0ull,
+                .handle = ~0ull,
+                .memory = static_cast<Memory>(255),
+                .graph = ~0ull,
+                .capture_id = ~0ull,
+                .has_process_usage = true,
+                .process_used_bytes = ~0ull,
+                .other_processes_used_bytes = ~0ull,
+                .context = ~0ull};
   EventEncoder enc;
   enc.begin(kStartNs);
   uint8_t buf[EventEncoder::kMaxEventBytes];

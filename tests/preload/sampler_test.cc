@@ -13,15 +13,15 @@ constexpr uint64_t kMiB = 1 << 20;
 TEST(PoolSampleTable, WritesFirstSamplesAndChangesOnly) {
   PoolSampleTable t;
   EXPECT_FALSE(t.contains(0xA0, 0));
-  EXPECT_TRUE(t.update(0xA0, 0, 0));          // a pool's first sample is written, even of 0 bytes
+  EXPECT_TRUE(t.update(0xA0, 0, 0));  // a pool's first sample is written, even of 0 bytes
   EXPECT_TRUE(t.contains(0xA0, 0));
-  EXPECT_FALSE(t.update(0xA0, 0, 0));         // unchanged
-  EXPECT_TRUE(t.update(0xA0, 0, 4 * kMiB));   // grew
+  EXPECT_FALSE(t.update(0xA0, 0, 0));        // unchanged
+  EXPECT_TRUE(t.update(0xA0, 0, 4 * kMiB));  // grew
   EXPECT_FALSE(t.update(0xA0, 0, 4 * kMiB));
-  EXPECT_TRUE(t.update(0xA0, 0, 2 * kMiB));   // shrank
-  EXPECT_TRUE(t.update(0xB0, 1, 2 * kMiB));   // another pool, same size: its own first sample
-  EXPECT_TRUE(t.update(0, 1, 6 * kMiB));      // device 1's graph pool is pool 0 of device 1 ...
-  EXPECT_TRUE(t.update(0, 0, 6 * kMiB));      // ... and device 0's another slot
+  EXPECT_TRUE(t.update(0xA0, 0, 2 * kMiB));  // shrank
+  EXPECT_TRUE(t.update(0xB0, 1, 2 * kMiB));  // another pool, same size: its own first sample
+  EXPECT_TRUE(t.update(0, 1, 6 * kMiB));     // device 1's graph pool is pool 0 of device 1 ...
+  EXPECT_TRUE(t.update(0, 0, 6 * kMiB));     // ... and device 0's another slot
   EXPECT_FALSE(t.update(0, 1, 6 * kMiB));
   EXPECT_EQ(t.size(), 4);
   EXPECT_EQ(t.device_of(0xB0), 1);
@@ -50,7 +50,7 @@ TEST(PoolSampleTable, ListsPoolsButNotGraphPoolsAndFreesSlots) {
 TEST(PoolSampleTable, SynchronizationSamplesNeverBringBackARemovedPool) {
   PoolSampleTable t;
   t.update(0xA0, 0, 4 * kMiB);
-  EXPECT_TRUE(t.update(0xA0, 0, 2 * kMiB, /*add=*/false));  // a pool in the table: as usual
+  EXPECT_TRUE(t.update(0xA0, 0, 2 * kMiB, /*add=*/false));   // a pool in the table: as usual
   EXPECT_EQ(t.remove(0xA0), 1);                              // destroyed by another thread meanwhile
   EXPECT_FALSE(t.update(0xA0, 0, 2 * kMiB, /*add=*/false));  // the synchronization's late sample: dropped
   EXPECT_FALSE(t.contains(0xA0, 0));
@@ -60,17 +60,16 @@ TEST(PoolSampleTable, SynchronizationSamplesNeverBringBackARemovedPool) {
 TEST(PoolSampleTable, FullTableSamplesNoNewPool) {
   PoolSampleTable t;
   for (uint64_t pool = 1; pool <= PoolSampleTable::kSlots; pool++) EXPECT_TRUE(t.update(pool, 0, pool));
-  EXPECT_FALSE(t.update(1000, 0, 5));           // 65th pool: no slot, nothing written
+  EXPECT_FALSE(t.update(1000, 0, 5));  // 65th pool: no slot, nothing written
   EXPECT_FALSE(t.contains(1000, 0));
-  EXPECT_TRUE(t.update(1, 0, 7));               // the pools in the table go on
+  EXPECT_TRUE(t.update(1, 0, 7));  // the pools in the table go on
   EXPECT_EQ(t.remove(2), 1);
-  EXPECT_TRUE(t.update(1000, 0, 5));            // a freed slot takes the new one
+  EXPECT_TRUE(t.update(1000, 0, 5));  // a freed slot takes the new one
 }
 
 TEST(NvmlProcesses, SplitsOwnUseFromOthers) {
   // Us (pid 40) twice, as MIG lists one entry per compute instance: 100 + 28 = 128 MiB; others 300 + 50 MiB.
-  NvmlProcessInfo list[] = {{7, 300 * kMiB, 0, 0}, {40, 100 * kMiB, 1, 0}, {9, 50 * kMiB, 0, 0},
-                            {40, 28 * kMiB, 2, 0}};
+  NvmlProcessInfo list[] = {{7, 300 * kMiB, 0, 0}, {40, 100 * kMiB, 1, 0}, {9, 50 * kMiB, 0, 0}, {40, 28 * kMiB, 2, 0}};
   ProcessUsage u = split_process_usage(list, 4, 40);
   EXPECT_TRUE(u.known);
   EXPECT_EQ(u.process_used_bytes, 128 * kMiB);

@@ -72,7 +72,8 @@ __attribute__((noinline)) void* capture_cut_and_complete(void* arg) {
   auto* out = static_cast<CutCaptures*>(arg);
   memtrace::capture_stack(&out->one, /*max_native=*/1, /*max_native_with_python=*/1, /*with_python=*/false, kPath + 1);
   asm volatile("" ::: "memory");
-  memtrace::capture_stack(&out->eight, /*max_native=*/8, /*max_native_with_python=*/8, /*with_python=*/false, kPath + 1);
+  memtrace::capture_stack(&out->eight, /*max_native=*/8, /*max_native_with_python=*/8, /*with_python=*/false,
+                          kPath + 1);
   asm volatile("" ::: "memory");
   return nullptr;
 }

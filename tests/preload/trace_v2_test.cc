@@ -83,8 +83,13 @@ Read read(const std::string& name, const std::string& bytes) {
 }
 
 MemoryEvent torch(EventKind kind, int32_t device, uint64_t size, uint64_t allocated, uint64_t reserved) {
-  return MemoryEvent{.kind = kind, .layer = Layer::kBlock, .api = Api::kTorchAllocator, .device = device,
-                     .address = 0x1000, .size = size, .allocator_allocated_bytes = allocated,
+  return MemoryEvent{.kind = kind,
+                     .layer = Layer::kBlock,
+                     .api = Api::kTorchAllocator,
+                     .device = device,
+                     .address = 0x1000,
+                     .size = size,
+                     .allocator_allocated_bytes = allocated,
                      .allocator_reserved_bytes = reserved};
 }
 
@@ -96,23 +101,27 @@ std::string hand_made_trace() {
     uint64_t t_ns;  // after kStartNs
   };
   const uint64_t r4 = 4 * kMiB;
-  const MemoryEvent segment{.kind = EventKind::kAlloc, .layer = Layer::kDriver, .api = Api::kCudaMalloc,
-                            .device = 0, .address = 0x7f0000000000, .size = 2 * kMiB};
+  const MemoryEvent segment{.kind = EventKind::kAlloc,
+                            .layer = Layer::kDriver,
+                            .api = Api::kCudaMalloc,
+                            .device = 0,
+                            .address = 0x7f0000000000,
+                            .size = 2 * kMiB};
   const std::vector<Step> first_chunk = {
-      {torch(EventKind::kAlloc, 0, 512, 512, 2 * kMiB), 1'500},   // 1 us
-      {torch(EventKind::kAlloc, 0, 1024, 1536, 2 * kMiB), 2'999}, // 2 us: both derived
-      {torch(EventKind::kFree, 0, 512, 1024, 2 * kMiB), 3'000},   // 3 us: both derived
-      {torch(EventKind::kAlloc, 0, 4096, 5120, r4), 10'000},      // 10 us: allocated derived
+      {torch(EventKind::kAlloc, 0, 512, 512, 2 * kMiB), 1'500},    // 1 us
+      {torch(EventKind::kAlloc, 0, 1024, 1536, 2 * kMiB), 2'999},  // 2 us: both derived
+      {torch(EventKind::kFree, 0, 512, 1024, 2 * kMiB), 3'000},    // 3 us: both derived
+      {torch(EventKind::kAlloc, 0, 4096, 5120, r4), 10'000},       // 10 us: allocated derived
   };
   const std::vector<Step> after_loss = {
       {torch(EventKind::kFree, 0, 4096, 1280, r4), 12'345},  // 12 us, both written
   };
   const std::vector<Step> second_chunk = {
-      {torch(EventKind::kAlloc, 0, 256, 1536, r4), 12'999},       // 12 us
-      {segment, 1'000'000},                                       // 1000 us
+      {torch(EventKind::kAlloc, 0, 256, 1536, r4), 12'999},          // 12 us
+      {segment, 1'000'000},                                          // 1000 us
       {torch(EventKind::kAlloc, 1, 100, 100, 2 * kMiB), 1'000'500},  // 1000 us, device 1
-      {torch(EventKind::kAlloc, 0, 64, 1600, r4), 1'002'000},     // 1002 us: both derived
-      {torch(EventKind::kFree, 0, 64, 1500, r4), 1'003'000},      // 1003 us: allocated written
+      {torch(EventKind::kAlloc, 0, 64, 1600, r4), 1'002'000},        // 1002 us: both derived
+      {torch(EventKind::kFree, 0, 64, 1500, r4), 1'003'000},         // 1003 us: allocated written
       {torch(EventKind::kOom, 0, 1ull << 30, 1500, r4), 1'004'000},  // 1004 us: both derived
   };
   // The thread of each event (the recorder passes gettid()): 7, then 8 from the OOM on.
@@ -195,8 +204,7 @@ TEST(TraceV2, ASinkThatDoesNotReadAllocatedGetsReservedDerivedAndAllocatedAsWrit
   read_trace(path, sink);
   ASSERT_EQ(sink.events.size(), 11u);
   const std::vector<uint64_t> reserved = {2 * kMiB, 2 * kMiB, 2 * kMiB, r4, r4, r4, 0, 2 * kMiB, r4, r4, r4};
-  const std::vector<bool> allocated_written = {true, false, false, false, true, true, false, true, false, true,
-                                               false};
+  const std::vector<bool> allocated_written = {true, false, false, false, true, true, false, true, false, true, false};
   const std::vector<uint64_t> allocated = {512, 0, 0, 0, 1280, 1536, 0, 100, 0, 1500, 0};
   for (size_t i = 0; i < sink.events.size(); ++i) {
     SCOPED_TRACE("event " + std::to_string(i));

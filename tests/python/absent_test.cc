@@ -15,8 +15,7 @@ TEST(PythonFramesWithoutReader, InitReadAndQueriesAreInert) {
 #if MEMTRACE_EXPECT_UNSUPPORTED
   EXPECT_EQ(support, PythonSupport::kUnsupported);
   // The version comes from the name of the file that defines Py_IsInitialized (libpython3.10.so.1.0).
-  EXPECT_STREQ(python_frames_unsupported_reason(),
-               "CPython 3.10 has no frame reader (3.11, 3.12 and 3.13 have one)");
+  EXPECT_STREQ(python_frames_unsupported_reason(), "CPython 3.10 has no frame reader (3.11, 3.12 and 3.13 have one)");
 #else
   EXPECT_EQ(support, PythonSupport::kAbsent);
   EXPECT_STREQ(python_frames_unsupported_reason(), "");

@@ -75,10 +75,8 @@ PyObject* probe(PyObject*, PyObject* arg) {
   if (label == nullptr) return nullptr;
   std::string label_copy = label;
   Capture capture;
-  Py_BEGIN_ALLOW_THREADS
-  capture = read_frames(label_copy);
-  Py_END_ALLOW_THREADS
-  std::lock_guard<std::mutex> lock(g_mutex);
+  Py_BEGIN_ALLOW_THREADS capture = read_frames(label_copy);
+  Py_END_ALLOW_THREADS std::lock_guard<std::mutex> lock(g_mutex);
   g_captures.push_back(std::move(capture));
   Py_RETURN_NONE;
 }
@@ -99,11 +97,10 @@ PyObject* note(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-PyMethodDef g_methods[] = {
-    {"probe", probe, METH_O, "record the caller's frames as python_frames_read sees them"},
-    {"note", note, METH_VARARGS, "record a number for the tests"},
-    {"cache_utf8", cache_utf8, METH_O, "cache the UTF-8 form of a str"},
-    {nullptr, nullptr, 0, nullptr}};
+PyMethodDef g_methods[] = {{"probe", probe, METH_O, "record the caller's frames as python_frames_read sees them"},
+                           {"note", note, METH_VARARGS, "record a number for the tests"},
+                           {"cache_utf8", cache_utf8, METH_O, "cache the UTF-8 form of a str"},
+                           {nullptr, nullptr, 0, nullptr}};
 PyModuleDef g_module = {PyModuleDef_HEAD_INIT, "_mtprobe", nullptr, -1, g_methods};
 PyObject* init_probe_module() { return PyModule_Create(&g_module); }
 
@@ -208,7 +205,11 @@ TEST(PythonFrames, SecondPythonThread) {
 // "größe" is not ASCII: its text is only readable once CPython has cached its UTF-8 form.
 TEST(PythonFrames, NonAsciiNamesNeedTheCachedUtf8) {
   expect_frames("non-ascii-uncached", {{kScript, "?", 37, false}, {kScript, "<module>", 49, true}});
-  expect_frames("non-ascii-cached", {{kScript, "gr\xC3\xB6\xC3\x9F" "e", 37, false}, {kScript, "<module>", 51, true}});
+  expect_frames("non-ascii-cached", {{kScript,
+                                      "gr\xC3\xB6\xC3\x9F"
+                                      "e",
+                                      37, false},
+                                     {kScript, "<module>", 51, true}});
 }
 
 // The read keeps the innermost 64 frames. 64 frames in all: every one kept, nothing cut, the outermost <module>.
@@ -306,12 +307,12 @@ TEST(PythonFramesWalkMemo, AChangedOuterFrameIsResolved) {
 // One activation of twice() at two instructions: the same frame and code with another instruction pointer is
 // resolved again (first: twice and memo_cases at line 90, 2; second: twice alone, 1).
 TEST(PythonFramesWalkMemo, TheSameFrameAtAnotherInstructionIsResolved) {
-  expect_frames_resolving("memo-offset-first",
-                          {{kScript, "twice", 79, false}, {kScript, "memo_cases", 90, false}, {kScript, "<module>", 110, true}},
-                          2);
-  expect_frames_resolving("memo-offset-second",
-                          {{kScript, "twice", 80, false}, {kScript, "memo_cases", 90, false}, {kScript, "<module>", 110, true}},
-                          1);
+  expect_frames_resolving(
+      "memo-offset-first",
+      {{kScript, "twice", 79, false}, {kScript, "memo_cases", 90, false}, {kScript, "<module>", 110, true}}, 2);
+  expect_frames_resolving(
+      "memo-offset-second",
+      {{kScript, "twice", 80, false}, {kScript, "memo_cases", 90, false}, {kScript, "<module>", 110, true}}, 1);
 }
 
 // Eight functions made from one code object with another file name each, each freed before the next is made:
@@ -416,8 +417,8 @@ void compare_lines(PyObject* code) {
 // Compiles the source of a few stdlib modules and compares the lines of all their code.
 void compare_stdlib_lines() {
   for (const char* module : {"threading", "json.decoder", "inspect", "dataclasses"}) {
-    PyObject* source = PyObject_CallMethod(PyImport_ImportModule("inspect"), "getsource", "O",
-                                           PyImport_ImportModule(module));
+    PyObject* source =
+        PyObject_CallMethod(PyImport_ImportModule("inspect"), "getsource", "O", PyImport_ImportModule(module));
     if (source == nullptr) {
       PyErr_Print();
       continue;

@@ -1,7 +1,7 @@
 #include "report/json/report_json.h"
 
-#include "util/format.h"
 #include "read/trace_end.h"
+#include "util/format.h"
 
 namespace memtrace {
 
@@ -34,8 +34,8 @@ json with_site_stack(json fields, const CallSite& site, FrameResolver& resolver)
 
 namespace {
 json mismatch_json(const FigureMismatch& m, const char* replay_key, const char* trace_key) {
-  return {{"events", m.events},           {"first_event", m.event_index},  {"first_time_s", seconds(m.time_ns)},
-          {"device", m.device},           {replay_key, m.replay_bytes},   {trace_key, m.trace_bytes}};
+  return {{"events", m.events}, {"first_event", m.event_index}, {"first_time_s", seconds(m.time_ns)},
+          {"device", m.device}, {replay_key, m.replay_bytes},   {trace_key, m.trace_bytes}};
 }
 
 // The health figures of values no tracer writes, each only where non-zero (a clean trace's report has none).
@@ -114,9 +114,8 @@ json trace_json(const Analysis& a) {
     // The tracer's native depth per stack (null: a trace from a tracer that did not record it).
     trace["max_native_frames"] =
         a.info.start->has_max_native_frames() ? json(a.info.start->max_native_frames()) : json(nullptr);
-    trace["max_native_frames_python"] = a.info.start->has_max_native_frames_python()
-                                            ? json(a.info.start->max_native_frames_python())
-                                            : json(nullptr);
+    trace["max_native_frames_python"] =
+        a.info.start->has_max_native_frames_python() ? json(a.info.start->max_native_frames_python()) : json(nullptr);
     // CLOCK_MONOTONIC at time zero: every time_s is seconds since this moment.
     trace["start_monotonic_ns"] = a.info.start->start_monotonic_ns();
   }
@@ -156,8 +155,7 @@ json device_usage_json(const std::optional<DeviceUsage>& u) {
           {"process_used_bytes", optional_bytes(u->process_used_bytes)},
           {"other_processes_used_bytes", optional_bytes(u->other_processes_used_bytes)},
           {"accounted_bytes", u->accounted_bytes},
-          {"context_and_unattributed_bytes",
-           u->process_used_bytes ? json(u->unattributed_bytes()) : json(nullptr)}};
+          {"context_and_unattributed_bytes", u->process_used_bytes ? json(u->unattributed_bytes()) : json(nullptr)}};
 }
 
 json process_json(const Analysis& a) {
@@ -210,10 +208,12 @@ json devices_json(const Analysis& a, FrameResolver& resolver) {
     };
     auto at_peak = a.fragmentation_at_peak.find(device);
     auto final_fragmentation = a.final_fragmentation.find(device);
-    entry["fragmentation"] = {
-        {"at_peak_allocated", at_peak == a.fragmentation_at_peak.end() ? json(nullptr) : fragmentation_json(at_peak->second)},
-        {"final", final_fragmentation == a.final_fragmentation.end() ? json(nullptr)
-                                                                     : fragmentation_json(final_fragmentation->second)}};
+    entry["fragmentation"] = {{"at_peak_allocated", at_peak == a.fragmentation_at_peak.end()
+                                                        ? json(nullptr)
+                                                        : fragmentation_json(at_peak->second)},
+                              {"final", final_fragmentation == a.final_fragmentation.end()
+                                            ? json(nullptr)
+                                            : fragmentation_json(final_fragmentation->second)}};
     auto peak = a.live_at_peak.find(device);
     entry["live_at_peak"] = peak == a.live_at_peak.end() ? json::array() : sites_json(peak->second, resolver);
     out.push_back(std::move(entry));

@@ -18,7 +18,7 @@ nlohmann::json with_stack(nlohmann::json site, const ResolvedStack& stack);
 // frames alone (call_sites.h, SiteGrouping), `merged_stack_count`: how many. Absent for a site of one stack, so
 // that reports where nothing merges read as before.
 nlohmann::json with_site_stack(nlohmann::json fields, const CallSite& site, FrameResolver& resolver);
-nlohmann::json trace_json(const Analysis& analysis);    // `trace`: events, truncated, health, notices
+nlohmann::json trace_json(const Analysis& analysis);  // `trace`: events, truncated, health, notices
 // Adds to `trace` (trace_json's) what the symbolizer counted (`modules_not_opened`, only where not zero): call it
 // once the report's frames are resolved.
 void add_symbolizer_health(nlohmann::json& trace, const Symbolizer& symbolizer);

@@ -1,8 +1,8 @@
 #include "report/text/oom_text.h"
 
+#include "analysis/oom_diagnosis.h"
 #include "util/checked_math.h"
 #include "util/format.h"
-#include "analysis/oom_diagnosis.h"
 
 namespace memtrace {
 namespace {
@@ -17,13 +17,14 @@ void print_usage(std::ostream& out, const OomDetail& d) {
   }
   const DeviceUsage& u = *d.usage;
   if (d.usage_after_oom) out << "right after the failure";
-  else out << "latest before the failure (" << format_seconds(seconds(saturating_sub(d.oom.time_ns, u.time_ns))) << " earlier)";
+  else
+    out << "latest before the failure (" << format_seconds(seconds(saturating_sub(d.oom.time_ns, u.time_ns)))
+        << " earlier)";
   out << ": free " << format_bytes(u.device_free_bytes) << " of " << format_bytes(u.device_total_bytes);
   if (u.process_used_bytes && u.other_processes_used_bytes)
     out << "; NVML: this process " << format_bytes(*u.process_used_bytes) << ", other processes "
         << format_bytes(*u.other_processes_used_bytes);
-  else
-    out << "; no NVML figures";
+  else out << "; no NVML figures";
   out << '\n';
 }
 
@@ -31,8 +32,7 @@ void print_fragmentation(std::ostream& out, const Fragmentation& f) {
   out << "  largest free block inside reserved memory: ";
   if (f.segments_known)
     out << format_bytes(f.largest_free_block_bytes) << " (" << count_of(f.segment_count, "segment") << ")";
-  else
-    out << "not known (no allocator segments in the trace)";
+  else out << "not known (no allocator segments in the trace)";
   out << "; reserved but unallocated " << format_bytes(f.reserved_minus_allocated_bytes) << '\n';
 }
 
@@ -81,7 +81,8 @@ void print_detail(std::ostream& out, size_t number, const OomDetail& d, FrameRes
   out << "\n  call site:\n";
   print_frames(out, resolver.resolve(o.stack_id), options);
   out << "  device:            ";
-  if (o.device_total_bytes) out << "free " << format_bytes(o.device_free_bytes) << " of " << format_bytes(o.device_total_bytes) << '\n';
+  if (o.device_total_bytes)
+    out << "free " << format_bytes(o.device_free_bytes) << " of " << format_bytes(o.device_total_bytes) << '\n';
   else out << "free/total not recorded\n";
   out << "  this process:      allocated " << format_bytes(d.totals.allocated_bytes) << ", reserved "
       << format_bytes(d.totals.reserved_bytes) << ", driver " << format_bytes(d.totals.driver_bytes) << '\n';
@@ -99,8 +100,8 @@ void print_oom_report(std::ostream& out, const Analysis& analysis, const OomRepo
   print_trace_overview(out, analysis);
   out << "\nFailed allocations: " << with_thousands(report.total);
   if (report.total > report.detailed.size())
-    out << " (the first " << report.detailed.size() << " in detail, " << with_thousands(report.total - report.detailed.size())
-        << " more only counted)";
+    out << " (the first " << report.detailed.size() << " in detail, "
+        << with_thousands(report.total - report.detailed.size()) << " more only counted)";
   out << '\n';
   if (size_t n = report.first_without_call_sites(); n < report.detailed.size())
     out << "live call sites not listed for OOMs #" << n + 1 << " and later: " << kSitesNotListedReason << '\n';

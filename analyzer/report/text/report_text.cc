@@ -1,11 +1,10 @@
 #include "report/text/report_text.h"
 
-
 #include <algorithm>
 
+#include "read/trace_end.h"
 #include "util/format.h"
 #include "util/terminal_text.h"
-#include "read/trace_end.h"
 
 namespace memtrace {
 namespace {
@@ -76,8 +75,8 @@ void print_frames(std::ostream& out, const ResolvedStack& stack, const TextOptio
   const bool has_python = python_count > 0;
   // Where the last native frame kept is one of the interpreter's, hidden in this view, the cut is said in the
   // hidden-frames line instead: a line of its own would stand after frames that are not where the cut is.
-  const bool cut_at_hidden = native_cut && native_count && !options.all_frames &&
-                             frames[last_native].in_python_interpreter;
+  const bool cut_at_hidden =
+      native_cut && native_count && !options.all_frames && frames[last_native].in_python_interpreter;
   if (native_cut && native_count == 0) print_native_cut(out, has_python, options);
   size_t hidden = 0;
   std::vector<const Frame*> run;  // pending unsymbolized frames
@@ -121,8 +120,8 @@ void print_site_frames(std::ostream& out, const CallSite& site, FrameResolver& r
 namespace {
 
 void print_peak(std::ostream& out, const char* name, const Peak& peak) {
-  out << "  peak " << name << format_bytes(peak.bytes) << " at " << format_seconds(seconds(peak.time_ns))
-      << " (event " << with_thousands(peak.event_index) << ")\n";
+  out << "  peak " << name << format_bytes(peak.bytes) << " at " << format_seconds(seconds(peak.time_ns)) << " (event "
+      << with_thousands(peak.event_index) << ")\n";
 }
 
 std::string last_complete_event(const Analysis& a);
@@ -155,8 +154,7 @@ void print_fragmentation(std::ostream& out, const char* when, const Fragmentatio
   if (f.segments_known)
     out << ", " << count_of(f.segment_count, "segment") << ", largest free block "
         << format_bytes(f.largest_free_block_bytes);
-  else
-    out << " (segments unknown: no PyTorch blocks)";
+  else out << " (segments unknown: no PyTorch blocks)";
   out << '\n';
 }
 
@@ -166,8 +164,7 @@ void print_usage(std::ostream& out, const char* when, const DeviceUsage& u) {
   if (u.process_used_bytes)
     out << "process " << format_bytes(*u.process_used_bytes) << " = accounted " << format_bytes(u.accounted_bytes)
         << " + context and unattributed " << format_bytes(u.unattributed_bytes());
-  else
-    out << "accounted " << format_bytes(u.accounted_bytes) << " (no per-process figure: NVML unavailable)";
+  else out << "accounted " << format_bytes(u.accounted_bytes) << " (no per-process figure: NVML unavailable)";
   if (u.other_processes_used_bytes) out << "; other processes " << format_bytes(*u.other_processes_used_bytes);
   out << "; device free " << format_bytes(u.device_free_bytes) << " of " << format_bytes(u.device_total_bytes) << '\n';
 }
@@ -211,8 +208,7 @@ void print_trace_overview(std::ostream& out, const Analysis& a) {
       << " over " << format_seconds(seconds(a.duration_ns())) << '\n';
   if (a.read.truncated)
     out << "  TRUNCATED: the writer was cut off; read up to byte " << with_thousands(a.read.complete_bytes) << " of "
-        << with_thousands(a.read.file_bytes) << ", last complete event at "
-        << last_complete_event(a) << '\n';
+        << with_thousands(a.read.file_bytes) << ", last complete event at " << last_complete_event(a) << '\n';
   if (a.read.truncated && !a.read.tail.empty())
     out << "  after byte " << with_thousands(a.read.complete_bytes) << ": " << a.read.tail << '\n';
 }
@@ -222,7 +218,8 @@ void print_devices(std::ostream& out, const Analysis& a, FrameResolver& resolver
     DeviceTotals final_totals = d.totals();
     out << "\nDevice " << device
         << (d.allocator_layer_seen ? " (PyTorch allocator layer seen)"
-                                   : d.block_layer_seen ? " (pool blocks seen)" : " (driver level only)")
+            : d.block_layer_seen   ? " (pool blocks seen)"
+                                   : " (driver level only)")
         << '\n';
     print_peak(out, "allocated ", d.peak_allocated());
     print_peak(out, "reserved  ", d.peak_reserved());
@@ -230,8 +227,8 @@ void print_devices(std::ostream& out, const Analysis& a, FrameResolver& resolver
     out << "  final allocated " << format_bytes(final_totals.allocated_bytes) << ", reserved "
         << format_bytes(final_totals.reserved_bytes) << ", driver " << format_bytes(final_totals.driver_bytes) << '\n';
     out << "  driver allocations " << with_thousands(d.driver_allocations) << " (" << with_thousands(d.driver_frees)
-        << " freed), block allocations " << with_thousands(d.block_allocations) << " ("
-        << with_thousands(d.block_frees) << " freed)\n";
+        << " freed), block allocations " << with_thousands(d.block_allocations) << " (" << with_thousands(d.block_frees)
+        << " freed)\n";
     print_categories(out, d);
     if (auto f = a.fragmentation_at_peak.find(device); f != a.fragmentation_at_peak.end())
       print_fragmentation(out, "at peak allocated", f->second);
@@ -249,7 +246,8 @@ void print_devices(std::ostream& out, const Analysis& a, FrameResolver& resolver
     if (sites.size() > options.top) out << " (top " << options.top << " shown)";
     out << '\n';
     for (size_t i = 0; i < sites.size() && i < options.top; ++i) {
-      out << "    #" << i + 1 << ' ' << format_bytes(sites[i].bytes) << " in " << count_of(sites[i].count, "allocation") << '\n';
+      out << "    #" << i + 1 << ' ' << format_bytes(sites[i].bytes) << " in " << count_of(sites[i].count, "allocation")
+          << '\n';
       print_site_frames(out, sites[i], resolver, options);
     }
   }
@@ -271,8 +269,9 @@ void print_process(std::ostream& out, const Analysis& a) {
 
 void print_leaks(std::ostream& out, const Analysis& a, FrameResolver& resolver, const TextOptions& options) {
   out << "\nLive at exit (leak candidates, "
-      << (a.model.finalizing_time_ns() ? "at Python finalization " + format_seconds(seconds(*a.model.finalizing_time_ns()))
-                                       : std::string("at end of trace"))
+      << (a.model.finalizing_time_ns()
+              ? "at Python finalization " + format_seconds(seconds(*a.model.finalizing_time_ns()))
+              : std::string("at end of trace"))
       << "): " << count_of(a.leaks.size(), "call site");
   if (a.leaks.size() > options.top) out << " (top " << options.top << " shown)";
   out << '\n';
@@ -302,7 +301,8 @@ void print_ooms(std::ostream& out, const Analysis& a, FrameResolver& resolver, c
         << proto::Api_Name(o.api) << "): requested " << format_bytes(o.requested_bytes) << ", free "
         << format_bytes(o.device_free_bytes) << " of " << format_bytes(o.device_total_bytes);
     if (o.driver_attempts)
-      out << " (after " << o.driver_attempts << " failed driver allocation" << (o.driver_attempts > 1 ? "s" : "") << ")";
+      out << " (after " << o.driver_attempts << " failed driver allocation" << (o.driver_attempts > 1 ? "s" : "")
+          << ")";
     out << '\n';
     print_frames(out, resolver.resolve(o.stack_id), options);
   }
@@ -362,8 +362,9 @@ void print_health(std::ostream& out, const Analysis& a, uint64_t modules_not_ope
       << describe_end(a.info.end) << ", " << (a.read.truncated ? "last complete event at " : "last event at ")
       << last_complete_event(a) << '\n';
   out << "  PyTorch allocator layer: " << (a.allocator_layer_seen() ? "seen" : "not seen") << '\n';
-  out << "  unknown frees " << h.unknown_frees << ", double frees " << h.double_frees << ", allocations at a live address "
-      << h.duplicate_allocations << ", failed allocations " << a.model.failed_allocation_count() << '\n';
+  out << "  unknown frees " << h.unknown_frees << ", double frees " << h.double_frees
+      << ", allocations at a live address " << h.duplicate_allocations << ", failed allocations "
+      << a.model.failed_allocation_count() << '\n';
   if (h.teardown_frees)
     out << "  teardown frees " << with_thousands(h.teardown_frees)
         << " (freed while CUDA was shutting down, counted as freed)\n";
@@ -371,8 +372,7 @@ void print_health(std::ostream& out, const Analysis& a, uint64_t modules_not_ope
     out << "  launches of graphs never seen instantiated " << with_thousands(h.unknown_graph_launches) << '\n';
   if (h.graph_nodes_not_kept)
     out << "  graph memory nodes not kept (too many) " << with_thousands(h.graph_nodes_not_kept) << '\n';
-  if (h.backward_timestamps)
-    out << "  timestamps going backwards " << with_thousands(h.backward_timestamps) << '\n';
+  if (h.backward_timestamps) out << "  timestamps going backwards " << with_thousands(h.backward_timestamps) << '\n';
   print_hostile_values(out, h);
   if (a.read.records_with_invalid_text)
     out << "  " << with_thousands(a.read.records_with_invalid_text)
@@ -390,8 +390,8 @@ void print_health(std::ostream& out, const Analysis& a, uint64_t modules_not_ope
     out << "  stack or Python frame ids defined again: " << with_thousands(cuts.ids_redefined)
         << " (the first definition kept)\n";
   if (modules_not_opened)
-    out << "  modules not symbolized (the trace names more than " << with_thousands(kMaxFilesOpened)
-        << " files) " << with_thousands(modules_not_opened) << '\n';
+    out << "  modules not symbolized (the trace names more than " << with_thousands(kMaxFilesOpened) << " files) "
+        << with_thousands(modules_not_opened) << '\n';
   for (const proto::Notice& n : a.info.notices) {
     out << "  notice " << (proto::Notice_Code_Name(n.code()).empty() ? "code " : "") << notice_code_name(n.code());
     if (!n.message().empty()) out << ": " << terminal_safe(n.message());

@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(argv[1], "wait") == 0) {
     void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOLOAD | RTLD_LAZY);
     auto calls = reinterpret_cast<unsigned (*)()>(nvml ? dlsym(nvml, "fakenvml_memory_info_calls") : nullptr);
-    if (!calls) return 4;  // the tracer did not load NVML
+    if (!calls) return 4;                                          // the tracer did not load NVML
     for (int i = 0; i < 2000 && calls() == 0; i++) usleep(10000);  // up to 20 s on a loaded machine
     return calls() > 0 ? 0 : 5;
   }

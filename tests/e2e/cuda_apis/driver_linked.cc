@@ -11,9 +11,9 @@ int main() {
   E2E_OK(cuInit(0));
   E2E_OK(cuDevicePrimaryCtxRetain(&context, 0));
   E2E_OK(cuCtxSetCurrent(context));
-  E2E_OK(cuMemAllocAsync(&pooled, 2 * kMiB, nullptr));      // device 0's first event is a pool block
+  E2E_OK(cuMemAllocAsync(&pooled, 2 * kMiB, nullptr));  // device 0's first event is a pool block
   E2E_OK(cuMemAlloc(&big, 5 * kMiB));
-  E2E_OK(cuMemAllocPitch(&pitched, &pitch, 300, 10, 4));    // 10 rows of 512 bytes: never freed
+  E2E_OK(cuMemAllocPitch(&pitched, &pitch, 300, 10, 4));                // 10 rows of 512 bytes: never freed
   E2E_OK(cuMemAllocManaged(&managed, 7 * kMiB, CU_MEM_ATTACH_GLOBAL));  // not device memory: never charged
   E2E_OK(cuMemFreeAsync(pooled, nullptr));
   E2E_OK(cuMemFree(big));

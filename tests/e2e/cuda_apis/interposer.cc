@@ -32,7 +32,8 @@ __attribute__((destructor)) void report() {
                         g_mallocs.load(), g_frees.load(), g_driver_allocs.load(), g_driver_frees.load());
   int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
   if (fd < 0) return;
-  if (write(fd, line, static_cast<size_t>(n)) < 0) {}
+  if (write(fd, line, static_cast<size_t>(n)) < 0) {
+  }
   close(fd);
 }
 

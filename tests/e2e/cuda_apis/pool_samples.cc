@@ -28,8 +28,8 @@ int main() {
   E2E_OK(cudaMallocAsync(&d, 7 * kMiB, nullptr));  // used 9, reserved 10
   E2E_OK(cudaFreeAsync(d, nullptr));               // used 2
   E2E_OK(cudaEventCreate(&event));
-  E2E_OK(cudaEventSynchronize(event));             // max(2, 8): reserved 8
-  E2E_OK(cudaMemPoolTrimTo(pool0, 3 * kMiB));      // max(2, 3) rounded up: reserved 4
+  E2E_OK(cudaEventSynchronize(event));         // max(2, 8): reserved 8
+  E2E_OK(cudaMemPoolTrimTo(pool0, 3 * kMiB));  // max(2, 3) rounded up: reserved 4
   E2E_OK(cudaEventDestroy(event));
 
   // A pool of device 1, created and used while device 0 is current.
@@ -38,18 +38,18 @@ int main() {
   props.location.type = cudaMemLocationTypeDevice;
   props.location.id = 1;
   cudaMemPool_t user;
-  E2E_OK(cudaMemPoolCreate(&user, &props));                        // first sample: 0
-  E2E_OK(cudaMallocFromPoolAsync(&e, 5 * kMiB, user, nullptr));   // used 5, reserved 6
-  E2E_OK(cudaFreeAsync(e, nullptr));                               // used 0
-  E2E_OK(cudaStreamSynchronize(nullptr));                          // user: 0; pool0: max(2, 8) > 4: unchanged
-  E2E_OK(cudaMallocFromPoolAsync(&f, 1 * kMiB, user, nullptr));   // used 1, reserved 2
+  E2E_OK(cudaMemPoolCreate(&user, &props));                      // first sample: 0
+  E2E_OK(cudaMallocFromPoolAsync(&e, 5 * kMiB, user, nullptr));  // used 5, reserved 6
+  E2E_OK(cudaFreeAsync(e, nullptr));                             // used 0
+  E2E_OK(cudaStreamSynchronize(nullptr));                        // user: 0; pool0: max(2, 8) > 4: unchanged
+  E2E_OK(cudaMallocFromPoolAsync(&f, 1 * kMiB, user, nullptr));  // used 1, reserved 2
   E2E_OK(cudaFreeAsync(f, nullptr));
-  E2E_OK(cudaMemPoolDestroy(user));                                // its memory goes with it: 0
+  E2E_OK(cudaMemPoolDestroy(user));  // its memory goes with it: 0
 
   // The graph memory pool of device 0: 6 MiB reserved, 2 MiB in use by graphs; a trim keeps the 2.
   void* driver = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
-  auto set_graph_memory =
-      reinterpret_cast<void (*)(int, uint64_t, uint64_t)>(driver ? dlsym(driver, "fakecuda_set_graph_memory") : nullptr);
+  auto set_graph_memory = reinterpret_cast<void (*)(int, uint64_t, uint64_t)>(
+      driver ? dlsym(driver, "fakecuda_set_graph_memory") : nullptr);
   if (!set_graph_memory) return 4;
   set_graph_memory(0, 6 * kMiB, 2 * kMiB);
   E2E_OK(cudaDeviceGraphMemTrim(0));  // reserved 2

@@ -25,13 +25,13 @@ int main() {
   E2E_OK(cuDevicePrimaryCtxRetain(&context, 0));
   E2E_OK(cuCtxSetCurrent(context));
   E2E_OK(cuDeviceGetMemPool(&pool0, 0));
-  E2E_OK(cuMemAllocAsync(&a, 3 * kMiB, nullptr));       // reserved 4
+  E2E_OK(cuMemAllocAsync(&a, 3 * kMiB, nullptr));  // reserved 4
   E2E_OK(cuMemFreeAsync(a, nullptr));
   E2E_OK(cuCtxSynchronize());                           // reserved 0
   E2E_OK(cuMemAllocAsync_ptsz(&b, 1 * kMiB, nullptr));  // reserved 2
   E2E_OK(cuMemFreeAsync(b, nullptr));
-  E2E_OK(cuStreamSynchronize_ptsz(nullptr));            // reserved 0
-  E2E_OK(cuMemAllocAsync(&c, 2 * kMiB, nullptr));       // reserved 2
+  E2E_OK(cuStreamSynchronize_ptsz(nullptr));       // reserved 0
+  E2E_OK(cuMemAllocAsync(&c, 2 * kMiB, nullptr));  // reserved 2
   E2E_OK(cuMemFreeAsync(c, nullptr));
 
   // cuCtxSynchronize as the CUDA 13 runtime gets it: through the resolver, with the context argument.
@@ -47,16 +47,16 @@ int main() {
   props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
   props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   props.location.id = 1;
-  E2E_OK(cuMemPoolCreate(&user, &props));                     // first sample: 0
+  E2E_OK(cuMemPoolCreate(&user, &props));                        // first sample: 0
   E2E_OK(cuMemAllocFromPoolAsync(&d, 3 * kMiB, user, nullptr));  // reserved 4
   E2E_OK(cuMemFreeAsync(d, nullptr));
-  E2E_OK(cuMemPoolTrimTo(user, 1 * kMiB));                    // max(0, 1) rounded up: 2
-  E2E_OK(cuMemPoolDestroy(user));                             // 0
+  E2E_OK(cuMemPoolTrimTo(user, 1 * kMiB));  // max(0, 1) rounded up: 2
+  E2E_OK(cuMemPoolDestroy(user));           // 0
 
   E2E_OK(cuEventCreate(&event, 0));
   E2E_OK(cuMemAllocAsync(&e, 1 * kMiB, nullptr));  // pool0 reserved 2
   E2E_OK(cuMemFreeAsync(e, nullptr));
-  E2E_OK(cuEventSynchronize(event));               // pool0 reserved 0
+  E2E_OK(cuEventSynchronize(event));  // pool0 reserved 0
   E2E_OK(cuEventDestroy(event));
 
   fakecuda_set_graph_memory(1, 4 * kMiB, 2 * kMiB);

@@ -23,8 +23,8 @@ int main() {
   decltype(&::cuMemAlloc_v2) alloc = nullptr;
   CUdriverProcAddressQueryResult found;
   CUdeviceptr device_memory = 0;
-  E2E_OK(cuGetProcAddress_v2("cuMemAlloc", reinterpret_cast<void**>(&alloc), 12000, CU_GET_PROC_ADDRESS_DEFAULT,
-                             &found));
+  E2E_OK(
+      cuGetProcAddress_v2("cuMemAlloc", reinterpret_cast<void**>(&alloc), 12000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
   E2E_OK(alloc(&device_memory, kMiB));
   E2E_OK(cuMemFree(device_memory));
 

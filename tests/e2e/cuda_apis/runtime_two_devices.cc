@@ -20,7 +20,7 @@ int main() {
   E2E_OK(cudaSetDevice(1));
   E2E_OK(cudaMallocAsync(&p, 1 * kMiB, nullptr));  // device 1's first event is a pool block
   E2E_OK(cudaMalloc(&c, 16 * kMiB));
-  E2E_OK(cudaFree(b));  // device 0 memory, freed while device 1 is current
+  E2E_OK(cudaFree(b));                             // device 0 memory, freed while device 1 is current
   E2E_OK(cudaMallocAsync(&q, 2 * kMiB, nullptr));  // never freed
   E2E_OK(cudaFreeAsync(p, nullptr));
   E2E_OK(cudaFree(c));

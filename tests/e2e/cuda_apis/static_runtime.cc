@@ -15,7 +15,7 @@ int main() {
   void *p, *a, *q, *pitched;
   size_t pitch = 0;
   E2E_OK(cudaSetDevice(0));
-  E2E_OK(cudaMallocAsync(&p, 1 * kMiB, nullptr));        // device 0's first event is a pool block
+  E2E_OK(cudaMallocAsync(&p, 1 * kMiB, nullptr));  // device 0's first event is a pool block
   E2E_OK(cudaMalloc(&a, 3 * kMiB));
   E2E_OK(cudaMallocAsync_ptsz(&q, 2 * kMiB, nullptr));
   E2E_OK(cudaFree(a));

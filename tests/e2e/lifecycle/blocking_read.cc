@@ -40,7 +40,8 @@ std::string g_probe;
 void hup_handler(int) {
   int fd = open(g_marker, O_WRONLY | O_CREAT | O_APPEND, 0644);
   if (fd >= 0) {
-    if (write(fd, "handler 1\n", 10) < 0) {}
+    if (write(fd, "handler 1\n", 10) < 0) {
+    }
     close(fd);
   }
 }
@@ -131,7 +132,8 @@ int main(int argc, char** argv) {
   if (n == 1) std::printf("read: %c\n", c);
   else std::printf("read: %s\n", n < 0 && read_errno == EINTR ? "EINTR" : "something else");
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
   std::printf("child exit status %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
   E2E_OK(cudaFree(p));
   return 0;

@@ -1,8 +1,8 @@
 // Allocates and frees without pause until it is killed, publishing its progress.
 // Usage: e2e_busy_loop PROGRESS_FILE
 // Iteration i (0, 1, 2, ...): alloc ((i % 64) + 1) x 64 KiB, free it: events 2i and 2i + 1. After each
-// iteration (then a 200 us pause) the number of completed iterations is stored in the first 8 bytes of PROGRESS_FILE (a shared
-// mapping, so the checker reads it without a pipe or a syscall from this side).
+// iteration (then a 200 us pause) the number of completed iterations is stored in the first 8 bytes of PROGRESS_FILE (a
+// shared mapping, so the checker reads it without a pipe or a syscall from this side).
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -43,7 +43,8 @@ void write_marker(int sig, const char* suffix) {
   line[n++] = '\n';
   int fd = open(g_marker, O_WRONLY | O_CREAT | O_APPEND, 0644);
   if (fd >= 0) {
-    if (write(fd, line, n) < 0) {}
+    if (write(fd, line, n) < 0) {
+    }
     close(fd);
   }
 }

@@ -36,7 +36,8 @@ void program_handler(int sig) {
   line[n++] = '\n';
   int fd = open(g_marker, O_WRONLY | O_CREAT | O_APPEND, 0644);
   if (fd >= 0) {
-    if (write(fd, line, n) < 0) {}
+    if (write(fd, line, n) < 0) {
+    }
     close(fd);
   }
   g_handled = 1;

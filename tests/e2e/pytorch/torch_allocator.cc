@@ -28,18 +28,18 @@ struct Allocator {
 };
 
 void run_block_sequence(const Allocator& a) {
-  void* b1 = a.malloc_block(1000, 0);     // 1024-byte block, new 2 MiB small segment
-  void* b2 = a.malloc_block(3 * kMiB, 0); // new 4 MiB large segment
-  void* b3 = a.malloc_block(500000, 0);   // 500224-byte block from the small segment's tail: kept
+  void* b1 = a.malloc_block(1000, 0);      // 1024-byte block, new 2 MiB small segment
+  void* b2 = a.malloc_block(3 * kMiB, 0);  // new 4 MiB large segment
+  void* b3 = a.malloc_block(500000, 0);    // 500224-byte block from the small segment's tail: kept
   a.free_block(b2);
-  void* b4 = a.malloc_block(3 * kMiB, 0); // reuses b2's cached block
-  void* b5 = a.malloc_block(5 * kMiB, 0); // new 6 MiB segment: the peak
+  void* b4 = a.malloc_block(3 * kMiB, 0);  // reuses b2's cached block
+  void* b5 = a.malloc_block(5 * kMiB, 0);  // new 6 MiB segment: the peak
   a.free_block(b5);
   a.free_block(b4);
-  a.empty_cache();                        // the 4 MiB and 6 MiB segments go back to cudaFree
-  void* b6 = a.malloc_block(1000, 0);     // small segment's tail: kept
+  a.empty_cache();                     // the 4 MiB and 6 MiB segments go back to cudaFree
+  void* b6 = a.malloc_block(1000, 0);  // small segment's tail: kept
   a.free_block(b1);
-  void* b7 = a.malloc_block(2048, 1);     // device 1: new 2 MiB small segment, kept cached
+  void* b7 = a.malloc_block(2048, 1);  // device 1: new 2 MiB small segment, kept cached
   a.free_block(b7);
   if (!b1 || !b2 || !b3 || !b4 || !b5 || !b6 || !b7) std::exit(3);
 }
@@ -64,10 +64,8 @@ int main(int argc, char** argv) {
   auto stats = must_find<decltype(&fake_c10_cuda_stats)>(c10_cuda, "fake_c10_cuda_stats");
   auto counters = must_find<decltype(&fake_c10_counters)>(c10_cuda, "fake_c10_counters");  // from libc10.so
 
-  if (oom)
-    run_oom_sequence(allocator);
-  else
-    run_block_sequence(allocator);
+  if (oom) run_oom_sequence(allocator);
+  else run_block_sequence(allocator);
 
   FakeC10Counters c = counters();
   std::printf("{\"memory_usage_calls\": %llu, \"out_of_memory_calls\": %llu, \"net_alloc_bytes\": %lld",
@@ -75,12 +73,11 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(c.out_of_memory_calls), static_cast<long long>(c.net_alloc_bytes));
   for (int device = 0; device < 2; ++device) {
     FakeAllocatorStats s = stats(device);
-    std::printf(", \"device%d\": {\"allocated_bytes\": %llu, \"reserved_bytes\": %llu, "
-                "\"max_allocated_bytes\": %llu, \"max_reserved_bytes\": %llu}",
-                device, static_cast<unsigned long long>(s.allocated_bytes),
-                static_cast<unsigned long long>(s.reserved_bytes),
-                static_cast<unsigned long long>(s.max_allocated_bytes),
-                static_cast<unsigned long long>(s.max_reserved_bytes));
+    std::printf(
+        ", \"device%d\": {\"allocated_bytes\": %llu, \"reserved_bytes\": %llu, "
+        "\"max_allocated_bytes\": %llu, \"max_reserved_bytes\": %llu}",
+        device, static_cast<unsigned long long>(s.allocated_bytes), static_cast<unsigned long long>(s.reserved_bytes),
+        static_cast<unsigned long long>(s.max_allocated_bytes), static_cast<unsigned long long>(s.max_reserved_bytes));
   }
   std::printf("}\n");
   return 0;
