@@ -1,5 +1,5 @@
 // The framing of a .mtrace file: the constants of what surrounds the Record messages of memtrace.proto,
-// shared by the writer (preload/trace_writer.cc) and every reader (analyzer/trace_reader.cc, the bench
+// shared by the writer (preload/record/trace_writer.cc) and every reader (analyzer/read/trace_reader.cc, the bench
 // generators, the fuzzers, tests/analyzer/trace_builder.h; tests/e2e/trace_file.py parses the lines below).
 // Plain constexpr and <cstdint> only: the tracer includes it, built without exceptions or a protobuf runtime.
 //

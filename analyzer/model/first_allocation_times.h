@@ -2,7 +2,7 @@
 // leak report measures a site's growth from it (call_sites.h, find_leak_sites).
 //
 // Nearly every ALLOC of a PyTorch trace asks whether its call site is new. The tracer numbers stacks
-// 1, 2, 3... in the order it first sees them (preload/intern_table.h; memtrace.proto: ids are never
+// 1, 2, 3... in the order it first sees them (preload/stacks/intern_table.h; memtrace.proto: ids are never
 // reused), so a device's times are an array indexed by stack id: one bounds test and one load per ALLOC
 // instead of a hash probe. Stack ids come from the file, though: ids at or past kMaxDenseStackId (only a
 // damaged or hostile trace has a million distinct stacks) go to a hash table instead, so that one huge id

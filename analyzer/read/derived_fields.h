@@ -73,7 +73,7 @@ class DerivedFields {
   static void derive_totals(EventFields& e, DeviceTotals& last) {
     if constexpr (kDeriveAllocated) {
       if (!e.has_allocator_allocated_bytes()) {
-        // Unsigned arithmetic, as the writer's (preload/event_encoder.h).
+        // Unsigned arithmetic, as the writer's (preload/record/event_encoder.h).
         uint64_t change = e.kind() == proto::ALLOC ? e.size() : e.kind() == proto::FREE ? uint64_t{0} - e.size() : 0;
         e.set(EventFields::kAllocatorAllocatedBytes, last.allocated_bytes + change);
       }

@@ -57,7 +57,7 @@ struct TraceReadSummary {
   std::string tail;
 };
 
-// The tracer's chunks are at most its buffer size (MEMTRACE_BUFFER_MB <= 4096, preload/config.cc); a
+// The tracer's chunks are at most its buffer size (MEMTRACE_BUFFER_MB <= 4096, preload/record/config.cc); a
 // frame that declares or decompresses to more is corrupt. Memory does not depend on it (a chunk this
 // large streams), it bounds the work one damaged frame can cause.
 inline constexpr uint64_t kMaxChunkBytes = 4ull << 30;

@@ -28,24 +28,24 @@ bool is_python_interpreter_module(const std::string& basename);
 // What the tracer writes at most (preload/). A record past these was not written by it, but by a damaged or
 // hostile file; the analyzer keeps what the tracer could have written and marks the rest cut, so that the time and
 // memory a report takes, and the size of its output, stay bounded whatever the file holds.
-// Native frames per stack: MEMTRACE_MAX_FRAMES and MEMTRACE_MAX_FRAMES_PYTHON are at most 256 (preload/config.cc),
-// the size of the capture's buffer (kMaxNativeFrames, preload/stack_capture.h).
+// Native frames per stack: MEMTRACE_MAX_FRAMES and MEMTRACE_MAX_FRAMES_PYTHON are at most 256 (preload/record/config.cc),
+// the size of the capture's buffer (kMaxNativeFrames, preload/stacks/stack_capture.h).
 inline constexpr size_t kMaxNativeFramesPerStack = 256;
-// Python frames per stack: the innermost 128 (kMaxPythonFrames, preload/stack_capture.h).
+// Python frames per stack: the innermost 128 (kMaxPythonFrames, preload/stacks/stack_capture.h).
 inline constexpr size_t kMaxPythonFramesPerStack = 128;
-// A Python file or function name: kMaxStringBytes, preload/python_frames.cc.
+// A Python file or function name: kMaxStringBytes, preload/stacks/python_frames.cc.
 inline constexpr size_t kMaxPythonTextBytes = 4096;
 // A module's path: PATH_MAX. dl_iterate_phdr names files the loader opened by path, and the main program's path
-// is read into PATH_MAX bytes (preload/module_map.cc).
+// is read into PATH_MAX bytes (preload/stacks/module_map.cc).
 inline constexpr size_t kMaxModulePathBytes = 4096;
-// The host name: gethostname into 256 bytes (preload/recorder.cc).
+// The host name: gethostname into 256 bytes (preload/record/trace_records.cc).
 inline constexpr size_t kMaxHostnameBytes = 255;
-// The command line: /proc/self/cmdline read into 8192 bytes, NUL-separated (preload/recorder.cc), so the
+// The command line: /proc/self/cmdline read into 8192 bytes, NUL-separated (preload/record/trace_records.cc), so the
 // arguments together with one separator between each two fill at most 8191 bytes (and number at most 4096).
 inline constexpr size_t kMaxCommandLineBytes = 8191;
 // TraceStart.tracer_version: the tracer writes "memtrace " and its version; 255 bytes is room to spare.
 inline constexpr size_t kMaxTracerVersionBytes = 255;
-// A notice's message: cut to 512 bytes by the tracer (append_notice_locked, preload/recorder.cc).
+// A notice's message: cut to 512 bytes by the tracer (append_notice_locked, preload/record/recorder.cc).
 inline constexpr size_t kMaxNoticeMessageBytes = 512;
 // TraceStart.job_id and Device.name: the tracer writes at most 255 bytes of each.
 inline constexpr size_t kMaxJobIdBytes = 255;

@@ -193,7 +193,7 @@ bool TraceWriter::begin(Sink* sink, size_t max_chunk_bytes) {
   frame_ = static_cast<uint8_t*>(p);
 
   // The file header (proto/trace_format.h): a zstd skippable frame, so that the whole file is a zstd stream.
-  // kTraceFormatVersion is the Event encoding of preload/event_encoder.h.
+  // kTraceFormatVersion is the Event encoding of preload/record/event_encoder.h.
   uint8_t header[kHeaderBytes];
   encode_header_frame(kTraceFormatVersion, header);
   return sink_->write(header, sizeof header);

@@ -1,5 +1,5 @@
 // Trace formats v2 and v3 end to end: what the tracer's Event encoder (preload/record/event_encoder.h, version 3:
-// allocator totals and sticky fields left out) writes, the analyzer's reader (analyzer/trace_reader.cc,
+// allocator totals and sticky fields left out) writes, the analyzer's reader (analyzer/read/trace_reader.cc,
 // derived_fields.h) reads back as the Events a version-1 trace of the same run gives: times within 1 us,
 // everything else identical.
 #include <gtest/gtest.h>
