@@ -64,9 +64,33 @@ std::string input_name(const std::string& command) {
   return terminal_safe(trace.empty() ? command : trace);
 }
 
+// What CLI11 could not place (the app allows extras so that they get our words, not CLI11's list of them): an
+// option-looking one is an unknown option unless it came after `--` in `args` (CLI11 hands the extras back out of
+// order, with or without the separator), else one is an argument too many (a second TRACE).
+void refuse_extras(const CLI::App& memtrace, const std::vector<std::string>& args) {
+  std::vector<std::string> extras = memtrace.remaining(true);  // the commands' and memtrace's own
+  std::erase(extras, std::string("--"));                       // the separator, when CLI11 keeps it
+  if (extras.empty()) return;
+  const auto separator = std::find(args.begin(), args.end(), "--");
+  for (const std::string& extra : extras) {
+    const bool after_separator = separator != args.end() && std::find(separator + 1, args.end(), extra) != args.end();
+    if (!after_separator && extra.size() > 1 && extra[0] == '-') throw UsageError("unknown option '" + extra + "'");
+  }
+  throw UsageError("unexpected argument '" + extras.front() + "'");
+}
+
+// CLI11's "--top: 1 required N missing" as "--top needs a value".
+std::string missing_value_message(const CLI::ArgumentMismatch& e) {
+  const std::string what = e.what();
+  const size_t colon = what.find(": ");
+  return colon == std::string::npos ? what : what.substr(0, colon) + " needs a value";
+}
+
 // The command that `memtrace` parsed: `commands` are add_commands' (in the order of its subcommands).
-int run_parsed(const CLI::App& memtrace, const std::vector<RunCommand>& commands) {
+int run_parsed(const CLI::App& memtrace, const std::vector<RunCommand>& commands,
+               const std::vector<std::string>& args) {
   std::vector<const CLI::App*> all = memtrace.get_subcommands({});
+  refuse_extras(memtrace, args);
   for (size_t i = 0; i < all.size(); ++i)
     if (all[i]->parsed()) return commands[i]();
   throw UsageError("no command given");  // require_subcommand(1) leaves none unparsed
@@ -97,6 +121,7 @@ int run_memtrace(const std::vector<std::string>& args) {
   // value counts, as it always did.
   memtrace.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeFirst);
   memtrace.require_subcommand(1);
+  memtrace.allow_extras();  // inherited by the commands: refuse_extras names what is left over
   const std::vector<RunCommand> commands = add_commands(memtrace, std::move(program));
   try {
     if (first == "help") throw CLI::CallForHelp();
@@ -104,13 +129,15 @@ int run_memtrace(const std::vector<std::string>& args) {
       throw UsageError((first.empty() || first[0] != '-' ? "unknown command '" : "unknown option '") + first + "'");
     std::reverse(cli_args.begin(), cli_args.end());  // CLI11 takes the arguments last first
     memtrace.parse(cli_args);
-    return run_parsed(memtrace, commands);
+    return run_parsed(memtrace, commands, args);
   } catch (const CLI::CallForHelp&) {
     std::cout << help_text(memtrace);
     return kExitOk;
   } catch (const CLI::CallForAllHelp&) {
     std::cout << help_text(memtrace);
     return kExitOk;
+  } catch (const CLI::ArgumentMismatch& e) {
+    return usage_error(missing_value_message(e));
   } catch (const CLI::ParseError& e) {
     return usage_error(e.what());
   } catch (const UsageError& e) {

@@ -76,13 +76,23 @@ TEST(CommandLine, AnUnknownOptionIsOneLineNamingItAndExit1) {
                               "timeline x.mtrace --csv --bogus", "dump x.mtrace --bogus", "run --bogus -- true"}) {
     MemtraceRun r = run_memtrace_binary(command);
     EXPECT_EQ(r.exit_code, 1) << command;
-    EXPECT_EQ(first_line(r.err), "memtrace: The following argument was not expected: --bogus\n") << command;
+    EXPECT_EQ(first_line(r.err), "memtrace: unknown option '--bogus'\n") << command;
     EXPECT_EQ(r.err.substr(r.err.find('\n') + 1).rfind("usage: memtrace run", 0), 0u) << command;  // the synopsis
     EXPECT_EQ(r.out, "") << command;
   }
   MemtraceRun r = run_memtrace_binary("--bogus");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(first_line(r.err), "memtrace: unknown option '--bogus'\n");
+  // An unknown option with a value after the trace, and an argument too many: named in the same words.
+  r = run_memtrace_binary("summary x.mtrace --TOP 1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(first_line(r.err), "memtrace: unknown option '--TOP'\n");
+  r = run_memtrace_binary("leaks x.mtrace y.mtrace");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(first_line(r.err), "memtrace: unexpected argument 'y.mtrace'\n");
+  r = run_memtrace_binary("summary x.mtrace -- --json");  // after --, an argument too many, not an option
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(first_line(r.err), "memtrace: unexpected argument '--json'\n");
   r = run_memtrace_binary("frobnicate x.mtrace");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(first_line(r.err), "memtrace: unknown command 'frobnicate'\n");
@@ -91,10 +101,10 @@ TEST(CommandLine, AnUnknownOptionIsOneLineNamingItAndExit1) {
 TEST(CommandLine, AValueOptionWithoutItsValueIsAUsageError) {
   MemtraceRun r = run_memtrace_binary("summary x.mtrace --top");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(first_line(r.err), "memtrace: --top: 1 required N missing\n");
+  EXPECT_EQ(first_line(r.err), "memtrace: --top needs a value\n");
   r = run_memtrace_binary("run -o");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(first_line(r.err), "memtrace: --output: 1 required PATH missing\n");
+  EXPECT_EQ(first_line(r.err), "memtrace: --output needs a value\n");
 }
 
 TEST(CommandLine, NoTraceIsAUsageErrorAndAMissingOneExit2NamingIt) {
