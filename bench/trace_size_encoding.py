@@ -18,8 +18,12 @@ measured as written only: its records already carry A and B.
 Then what each Event field costs after compression: the size with that field dropped from every event,
 subtracted from the size as written.
 """
+import pathlib
 import subprocess
 import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "e2e"))
+import trace_file  # noqa: E402  (the trace format's constants, read from proto/trace_format.h)
 
 
 def read_varint(data, i):
@@ -153,12 +157,16 @@ def main():
 
 
 def header_version(path):
-    """The format version of the trace's header frame (proto/memtrace.proto)."""
+    """The format version of the trace's header frame, at the offsets proto/trace_format.h gives (read by
+    tests/e2e/trace_file.py, which restates none of them)."""
+    tag = trace_file.HEADER_TAG
+    tag_at = trace_file.FORMAT["kHeaderTagOffset"]
+    version_at = trace_file.HEADER_VERSION_OFFSET
     with open(path, "rb") as f:
-        header = f.read(24)
-    if len(header) < 24 or header[8:16] != b"MEMTRACE":
+        header = f.read(trace_file.HEADER_BYTES)
+    if len(header) < trace_file.HEADER_BYTES or header[tag_at:tag_at + len(tag)] != tag:
         sys.exit(f"trace_size_encoding: {path}: not a memtrace trace")
-    return int.from_bytes(header[16:20], "little")
+    return int.from_bytes(header[version_at:version_at + 4], "little")
 
 
 def compressed_size(stream):
