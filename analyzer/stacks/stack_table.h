@@ -28,8 +28,8 @@ bool is_python_interpreter_module(const std::string& basename);
 // What the tracer writes at most (preload/). A record past these was not written by it, but by a damaged or
 // hostile file; the analyzer keeps what the tracer could have written and marks the rest cut, so that the time and
 // memory a report takes, and the size of its output, stay bounded whatever the file holds.
-// Native frames per stack: MEMTRACE_MAX_FRAMES and MEMTRACE_MAX_FRAMES_PYTHON are at most 256 (preload/record/config.cc),
-// the size of the capture's buffer (kMaxNativeFrames, preload/stacks/stack_capture.h).
+// Native frames per stack: MEMTRACE_MAX_FRAMES and MEMTRACE_MAX_FRAMES_PYTHON are at most 256
+// (preload/record/config.cc), the size of the capture's buffer (kMaxNativeFrames, preload/stacks/stack_capture.h).
 inline constexpr size_t kMaxNativeFramesPerStack = 256;
 // Python frames per stack: the innermost 128 (kMaxPythonFrames, preload/stacks/stack_capture.h).
 inline constexpr size_t kMaxPythonFramesPerStack = 128;

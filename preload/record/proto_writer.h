@@ -6,7 +6,8 @@
 // copy (two descriptor pools registering the same file). The analyzer parses what this writes with the
 // generated lite classes, and tests/preload/proto_writer_test.cc checks the two agree field by field.
 //
-// Field numbers are spelled out at the call sites (preload/record/recorder.cc, trace_records.cc) next to the .proto names.
+// Field numbers are spelled out at the call sites (preload/record/recorder.cc, trace_records.cc) next to the .proto
+// names.
 #pragma once
 #include <cstddef>
 #include <cstdint>
