@@ -1,6 +1,6 @@
 """PyTorch jobs whose iterations, peak breakdown and backward allocations memtrace must report exactly.
 
-    python3 iteration_jobs.py JOB TRUTH_JSON        JOB: train | eval_graph | hf_eval | generate | nvtx
+    python3 iteration_jobs.py JOB TRUTH_JSON        JOB: one of JOBS below
 
 Each job runs a loop of ITERATIONS passes on cuda:0 and writes what PyTorch itself measured to TRUTH_JSON:
   iterations                        passes of the loop
@@ -20,6 +20,8 @@ hf_eval:    a Hugging Face GPT-2 (random weights, 4 layers) evaluated without to
             pass's loss: every pass keeps its graph (the trap as users meet it).
 generate:   greedy decoding, one token per pass, with a growing key/value cache (torch.no_grad()).
 nvtx:       the train job inside torch.cuda.nvtx ranges "step", "forward", "backward", "optimizer".
+train_prewarmed: the train job after a backward on the CPU, before any CUDA call: PyTorch starts its autograd
+            device threads at the first backward, so they were running before the tracer started.
 """
 import inspect
 import json
@@ -153,13 +155,19 @@ def hf_eval():
                    "leak_line": line_of(hf_eval, "# keeps the graph")}
 
 
-JOBS = {"train": train, "nvtx": lambda: train(nvtx=True), "eval_graph": eval_graph, "hf_eval": hf_eval,
+def train_prewarmed():
+    leaf = torch.ones(4, requires_grad=True)
+    (leaf * 2).sum().backward()  # on the CPU: starts the autograd engine's device threads before CUDA is touched
+    return train()
+
+
+JOBS = {"train": train, "train_prewarmed": train_prewarmed, "nvtx": lambda: train(nvtx=True), "eval_graph": eval_graph, "hf_eval": hf_eval,
         "generate": generate}
 
 
 def main():
     if len(sys.argv) != 3 or sys.argv[1] not in JOBS:
-        sys.exit("usage: iteration_jobs.py train|eval_graph|hf_eval|generate|nvtx TRUTH_JSON")
+        sys.exit("usage: iteration_jobs.py " + "|".join(JOBS) + " TRUTH_JSON")
     job = sys.argv[1]
     torch.manual_seed(0)
     after, truth = JOBS[job]()
