@@ -4,8 +4,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sstream>
+
 #include "analysis/diff.h"
 #include "analysis_trace.h"
+#include "report/text/diff_text.h"
 
 namespace memtrace {
 namespace {
@@ -294,6 +297,72 @@ TEST(Diff, JsonHasEverySiteWithBothSides) {
   EXPECT_EQ(sites[3]["frames"][1]["function"], "old_cache");  // from BEFORE, the only trace that has it
   EXPECT_EQ(sites[4]["status"], "unchanged");
   EXPECT_EQ(sites[4]["peak_change_bytes"], 0);
+}
+
+// The figures the iterations and breakdown analyses add (TraceFigures' optional inputs), set by hand on the two
+// traces' figures: BEFORE 12 iterations, allocated +2 MiB per iteration, B keeping 2 MiB per iteration; AFTER 40
+// iterations, +512 KiB per iteration, B keeping 512 KiB; categories parameters 4 -> 4 MiB, activations 6 -> 5
+// MiB, and temporaries only in AFTER (2 MiB).
+TEST(Diff, GrowthPerIterationAndCategoriesWhereBothTracesHaveThem) {
+  auto before = analyze_trace(before_trace(), true), after = analyze_trace(after_trace(), true);
+  TraceFigures one = gather_trace_figures(*before), two = gather_trace_figures(*after);
+  auto site = [](TraceFigures& f, uint64_t stack_id) -> SiteFigures& {
+    return *std::find_if(f.sites.begin(), f.sites.end(), [&](const SiteFigures& s) { return s.stack_id == stack_id; });
+  };
+  one.iterations = 12, two.iterations = 40;
+  one.growth_per_iteration_measured = two.growth_per_iteration_measured = true;
+  one.devices[0].growth_per_iteration_bytes = 2 * kMiB;
+  two.devices[0].growth_per_iteration_bytes = 512 * 1024;
+  site(one, 10 + kB).growth_per_iteration_bytes = 2 * kMiB;
+  site(two, 70 + kB).growth_per_iteration_bytes = 512 * 1024;
+  one.devices[0].category_bytes = {{"parameters", 4 * kMiB}, {"activations", 6 * kMiB}};
+  two.devices[0].category_bytes = {{"parameters", 4 * kMiB}, {"temporaries", 2 * kMiB}, {"activations", 5 * kMiB}};
+  const DiffResult d = diff(one, two);
+  EXPECT_EQ(d.growth, GrowthMeasure::kPerIteration);  // preferred to the per-step growth both also have
+  EXPECT_EQ(d.iterations_before, 12u);
+  EXPECT_EQ(d.iterations_after, 40u);
+  ASSERT_EQ(d.devices.size(), 1u);
+  EXPECT_EQ(d.devices[0].growth_per_iteration_change_bytes, -int64_t(1536 * 1024));
+  ASSERT_EQ(d.devices[0].categories.size(), 3u);
+  const CategoryChange &parameters = d.devices[0].categories[0], &activations = d.devices[0].categories[1],
+                       &temporaries = d.devices[0].categories[2];
+  EXPECT_EQ(parameters.name, "parameters");
+  EXPECT_EQ(parameters.change_bytes, 0);
+  EXPECT_EQ(activations.name, "activations");
+  EXPECT_EQ(activations.before_bytes, 6 * kMiB);
+  EXPECT_EQ(activations.change_bytes, -int64_t(kMiB));
+  EXPECT_EQ(temporaries.name, "temporaries");
+  EXPECT_FALSE(temporaries.before_bytes);
+  EXPECT_EQ(temporaries.after_bytes, 2 * kMiB);
+  EXPECT_EQ(temporaries.change_bytes, int64_t(2 * kMiB));
+  // B: +2 MiB at the peak, growth 2 MiB -> 512 KiB per iteration; the others grow by nothing per iteration.
+  ASSERT_EQ(d.sites.size(), 5u);
+  EXPECT_EQ(d.sites[1].after->stack_id, 70u + kB);
+  EXPECT_EQ(d.sites[1].growth_change_bytes, -int64_t(1536 * 1024));
+  EXPECT_EQ(d.sites[2].growth_change_bytes, 0);
+
+  Symbolizer before_symbols(before->stacks.modules(), {}), after_symbols(after->stacks.modules(), {});
+  FrameResolver before_frames(before->stacks, before_symbols), after_frames(after->stacks, after_symbols);
+  std::ostringstream out;
+  print_diff(out, {*before, before_frames}, {*after, after_frames}, d, TextOptions{});
+  expect_in_order(out.str(), {"  iterations: 12 before, 40 after\n"
+                              "\n"
+                              "Device 0\n"
+                              "  peak allocated 10.00 MiB (10,485,760 B) at 0.005 s -> 11.00 MiB (11,534,336 B) at "
+                              "0.007 s: +1.00 MiB (+1,048,576 B)\n"
+                              "  growth per iteration 2.00 MiB (2,097,152 B) -> 512.00 KiB (524,288 B): -1.50 MiB "
+                              "(-1,572,864 B)\n"
+                              "  at peak allocated, by category:\n"
+                              "    parameters: 4.00 MiB (4,194,304 B) -> 4.00 MiB (4,194,304 B), no change\n"
+                              "    activations: 6.00 MiB (6,291,456 B) -> 5.00 MiB (5,242,880 B), -1.00 MiB "
+                              "(-1,048,576 B)\n"
+                              "    temporaries: unknown -> 2.00 MiB (2,097,152 B), +2.00 MiB (+2,097,152 B)\n"
+                              "\n"
+                              "Call sites that moved: 4 of 5, by change in bytes live at peak allocated, then in growth "
+                              "per iteration\n",
+                              "    #2 device 0: +2.00 MiB",
+                              "      grows per iteration: 2.00 MiB (2,097,152 B) -> 512.00 KiB (524,288 B), -1.50 MiB "
+                              "(-1,572,864 B)\n"});
 }
 
 TEST(Diff, OtherProgramOrDeviceIsStillComparedAndSaid) {
