@@ -270,8 +270,8 @@ DiffResult diff(const TraceFigures& before, const TraceFigures& after) {
     if (result.devices.back().other_gpu) result.same_devices = false;
   }
   result.sites = diff_sites(before, after, result.growth, &result.matched_sites);
-  result.changed_sites = size_t(std::count_if(result.sites.begin(), result.sites.end(),
-                                              [](const SiteChange& c) { return c.changed(); }));
+  result.changed_sites =
+      size_t(std::count_if(result.sites.begin(), result.sites.end(), [](const SiteChange& c) { return c.changed(); }));
   return result;
 }
 

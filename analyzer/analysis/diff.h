@@ -36,7 +36,7 @@ struct SiteFigures {
 // One device of one trace.
 struct DeviceFigures {
   uint64_t peak_allocated_bytes = 0;
-  int64_t peak_allocated_time_ns = 0;  // from trace start
+  int64_t peak_allocated_time_ns = 0;                 // from trace start
   std::optional<int64_t> growth_per_iteration_bytes;  // allocated bytes kept per iteration, where measured
   // The bytes at the peak allocated by category (parameters, gradients, ...), in the breakdown's order; empty
   // where the breakdown is not known.
@@ -77,8 +77,8 @@ struct CategoryChange {
 
 struct DeviceChange {
   int32_t device = -1;
-  std::optional<DeviceFigures> before, after;  // unset where the device has no events in that trace
-  int64_t peak_allocated_change_bytes = 0;     // after - before, an absent side counted as 0
+  std::optional<DeviceFigures> before, after;                // unset where the device has no events in that trace
+  int64_t peak_allocated_change_bytes = 0;                   // after - before, an absent side counted as 0
   std::optional<int64_t> growth_per_iteration_change_bytes;  // where both traces measured it
   std::vector<CategoryChange> categories;                    // before's order, then categories only after has
   // Both traces name the device (or give its memory) and the names (or sizes) differ.
@@ -96,13 +96,11 @@ struct SiteSide {
 
 struct SiteChange {
   int32_t device = -1;
-  const PortableSiteKey* key = nullptr;  // before's key where the site is in BEFORE, else after's
-  std::optional<SiteSide> before, after;  // unset: the site is new (no before) or gone (no after)
-  int64_t peak_change_bytes = 0;          // after - before, an absent side counted as 0
+  const PortableSiteKey* key = nullptr;        // before's key where the site is in BEFORE, else after's
+  std::optional<SiteSide> before, after;       // unset: the site is new (no before) or gone (no after)
+  int64_t peak_change_bytes = 0;               // after - before, an absent side counted as 0
   std::optional<int64_t> growth_change_bytes;  // in DiffResult::growth's measure; unset for kNone
-  bool changed() const {
-    return !before || !after || peak_change_bytes != 0 || growth_change_bytes.value_or(0) != 0;
-  }
+  bool changed() const { return !before || !after || peak_change_bytes != 0 || growth_change_bytes.value_or(0) != 0; }
 };
 
 struct DiffResult {

@@ -32,8 +32,7 @@ void add_trace_positional(CLI::App& command, const char* name, const char* help,
 }
 
 int diff_traces(DiffArgs& args) {
-  if (!args.before.trace.given || !args.after.trace.given)
-    throw UsageError("diff needs two traces: BEFORE and AFTER");
+  if (!args.before.trace.given || !args.after.trace.given) throw UsageError("diff needs two traces: BEFORE and AFTER");
   TraceArg after_trace = args.after.trace;
   args.after = args.before;
   args.after.trace = after_trace;
@@ -60,8 +59,9 @@ int diff_traces(DiffArgs& args) {
 RunCommand add_diff(CLI::App& memtrace) {
   auto args = std::make_shared<DiffArgs>();
   CLI::App* command = memtrace.add_subcommand(
-      "diff", "what moved between two traces of one program: peak allocated per device, bytes at the peak and "
-              "growth per call site");
+      "diff",
+      "what moved between two traces of one program: peak allocated per device, bytes at the peak and "
+      "growth per call site");
   add_trace_positional(*command, "BEFORE", "the .mtrace file of the run before the change", &args->before.trace);
   add_trace_positional(*command, "AFTER", "the .mtrace file of the run after it", &args->after.trace);
   ReportArgs& options = args->before;

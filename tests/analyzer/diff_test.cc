@@ -68,8 +68,8 @@ test::TraceBuilder program(const ProgramRun& run) {
     b.python_frame(run.python_base + 1 + s, "train.py", kFunctions[s], 11 + s);
   }
   for (uint64_t s = kA; s <= kE; ++s)
-    b.stack(run.stack_base + s, {run.torch_load + 0x1000 + 0x100 * (s + 1), kPy | (run.python_base + 1 + s),
-                                 kPy | (run.python_base + 9)});
+    b.stack(run.stack_base + s,
+            {run.torch_load + 0x1000 + 0x100 * (s + 1), kPy | (run.python_base + 1 + s), kPy | (run.python_base + 9)});
   return b.end_chunk();
 }
 
@@ -98,8 +98,12 @@ struct Events {
 
 // BEFORE: E 4 MiB, A 3 MiB, B 1 MiB, D 2 MiB at 2..5 ms: peak allocated 10 MiB at 5 ms (event 4), nothing grows.
 std::string before_trace(const ProgramRun& run = run1(), const std::string& name = "diff-before.mtrace") {
-  return Events(program(run), run).alloc(kE, 4 * kMiB).alloc(kA, 3 * kMiB).alloc(kB, kMiB).alloc(kD, 2 * kMiB).write(
-      name);
+  return Events(program(run), run)
+      .alloc(kE, 4 * kMiB)
+      .alloc(kA, 3 * kMiB)
+      .alloc(kB, kMiB)
+      .alloc(kD, 2 * kMiB)
+      .write(name);
 }
 
 // AFTER: E 4 MiB, A 1 MiB (shrank by 2), B 1 MiB, C 3 MiB (new), B 1 MiB, B 1 MiB at 2..7 ms, no D (gone): peak
@@ -190,15 +194,20 @@ TEST(Diff, EqualTracesGiveNoChange) {
   const test::MemtraceRun r = test::run_memtrace_binary("diff " + path + " " + path);
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.err, "");
-  EXPECT_EQ(r.out, "memtrace diff\n"
-                   "  before: " + path + " (pid 4242, python train.py)\n"
-                   "  after:  " + path + " (pid 4242, python train.py)\n"
-                   "\n"
-                   "Device 0\n"
-                   "  peak allocated 10.00 MiB (10,485,760 B) at 0.005 s -> 10.00 MiB (10,485,760 B) at 0.005 s: "
-                   "no change\n"
-                   "\n"
-                   "No call site moved: 4 call sites, each with the same bytes at peak allocated and the same growth\n");
+  EXPECT_EQ(r.out,
+            "memtrace diff\n"
+            "  before: " +
+                path +
+                " (pid 4242, python train.py)\n"
+                "  after:  " +
+                path +
+                " (pid 4242, python train.py)\n"
+                "\n"
+                "Device 0\n"
+                "  peak allocated 10.00 MiB (10,485,760 B) at 0.005 s -> 10.00 MiB (10,485,760 B) at 0.005 s: "
+                "no change\n"
+                "\n"
+                "No call site moved: 4 call sites, each with the same bytes at peak allocated and the same growth\n");
 }
 
 // The lines of `text` in order: each of `lines` is found after the one before it.
@@ -216,33 +225,39 @@ TEST(Diff, TextNamesWhatMovedMostFirst) {
   const test::MemtraceRun r = test::run_memtrace_binary("diff " + before + " " + after);
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.err, "");
-  EXPECT_EQ(r.out.rfind("memtrace diff\n"
-                        "  before: " + before + " (pid 4242, python train.py)\n"
-                        "  after:  " + after + " (pid 4242, python train.py)\n"
-                        "\n"
-                        "Device 0\n"
-                        "  peak allocated 10.00 MiB (10,485,760 B) at 0.005 s -> 11.00 MiB (11,534,336 B) at 0.007 s: "
-                        "+1.00 MiB (+1,048,576 B)\n"
-                        "\n"
-                        "Call sites that moved: 4 of 5, by change in bytes live at peak allocated, then in growth per "
-                        "step\n"
-                        "    #1 device 0, NEW: +3.00 MiB (+3,145,728 B) at peak allocated (none -> 3.00 MiB "
-                        "(3,145,728 B) in 1 allocation)\n",
-                        0),
-            0u)
+  EXPECT_EQ(
+      r.out.rfind("memtrace diff\n"
+                  "  before: " +
+                      before +
+                      " (pid 4242, python train.py)\n"
+                      "  after:  " +
+                      after +
+                      " (pid 4242, python train.py)\n"
+                      "\n"
+                      "Device 0\n"
+                      "  peak allocated 10.00 MiB (10,485,760 B) at 0.005 s -> 11.00 MiB (11,534,336 B) at 0.007 s: "
+                      "+1.00 MiB (+1,048,576 B)\n"
+                      "\n"
+                      "Call sites that moved: 4 of 5, by change in bytes live at peak allocated, then in growth per "
+                      "step\n"
+                      "    #1 device 0, NEW: +3.00 MiB (+3,145,728 B) at peak allocated (none -> 3.00 MiB "
+                      "(3,145,728 B) in 1 allocation)\n",
+                  0),
+      0u)
       << r.out;
   // Each site's frames follow its line: the user's function names it.
-  expect_in_order(r.out, {"cache",
-                          "    #2 device 0: +2.00 MiB (+2,097,152 B) at peak allocated (1.00 MiB (1,048,576 B) in 1 "
-                          "allocation -> 3.00 MiB (3,145,728 B) in 3 allocations)\n"
-                          "      grows per step: 0 B -> 1.00 MiB (1,048,576 B), +1.00 MiB (+1,048,576 B)\n",
-                          "backward",
-                          "    #3 device 0: -2.00 MiB (-2,097,152 B) at peak allocated (3.00 MiB (3,145,728 B) in 1 "
-                          "allocation -> 1.00 MiB (1,048,576 B) in 1 allocation)\n",
-                          "forward",
-                          "    #4 device 0, GONE: -2.00 MiB (-2,097,152 B) at peak allocated (2.00 MiB (2,097,152 B) in "
-                          "1 allocation -> none)\n",
-                          "old_cache"});
+  expect_in_order(r.out,
+                  {"cache",
+                   "    #2 device 0: +2.00 MiB (+2,097,152 B) at peak allocated (1.00 MiB (1,048,576 B) in 1 "
+                   "allocation -> 3.00 MiB (3,145,728 B) in 3 allocations)\n"
+                   "      grows per step: 0 B -> 1.00 MiB (1,048,576 B), +1.00 MiB (+1,048,576 B)\n",
+                   "backward",
+                   "    #3 device 0: -2.00 MiB (-2,097,152 B) at peak allocated (3.00 MiB (3,145,728 B) in 1 "
+                   "allocation -> 1.00 MiB (1,048,576 B) in 1 allocation)\n",
+                   "forward",
+                   "    #4 device 0, GONE: -2.00 MiB (-2,097,152 B) at peak allocated (2.00 MiB (2,097,152 B) in "
+                   "1 allocation -> none)\n",
+                   "old_cache"});
   EXPECT_EQ(r.out.find("weights"), std::string::npos);  // E did not move
   EXPECT_EQ(r.out.find("#5"), std::string::npos);
   // --top 1: the site that moved most only.
@@ -256,7 +271,8 @@ TEST(Diff, JsonHasEverySiteWithBothSides) {
   const nlohmann::json d = nlohmann::json::parse(test::memtrace_stdout("diff --json " + before + " " + after));
   EXPECT_EQ(d["before"]["file"], before);
   EXPECT_EQ(d["after"]["file"], after);
-  EXPECT_EQ(d["program"], (nlohmann::json{{"before", "python train.py"}, {"after", "python train.py"}, {"same", true}}));
+  EXPECT_EQ(d["program"],
+            (nlohmann::json{{"before", "python train.py"}, {"after", "python train.py"}, {"same", true}}));
   EXPECT_EQ(d["same_devices"], true);
   EXPECT_EQ(d["iterations"], (nlohmann::json{{"before", 0}, {"after", 0}}));
   EXPECT_EQ(d["growth_measure"], "per_step");
@@ -345,24 +361,25 @@ TEST(Diff, GrowthPerIterationAndCategoriesWhereBothTracesHaveThem) {
   FrameResolver before_frames(before->stacks, before_symbols), after_frames(after->stacks, after_symbols);
   std::ostringstream out;
   print_diff(out, {*before, before_frames}, {*after, after_frames}, d, TextOptions{});
-  expect_in_order(out.str(), {"  iterations: 12 before, 40 after\n"
-                              "\n"
-                              "Device 0\n"
-                              "  peak allocated 10.00 MiB (10,485,760 B) at 0.005 s -> 11.00 MiB (11,534,336 B) at "
-                              "0.007 s: +1.00 MiB (+1,048,576 B)\n"
-                              "  growth per iteration 2.00 MiB (2,097,152 B) -> 512.00 KiB (524,288 B): -1.50 MiB "
-                              "(-1,572,864 B)\n"
-                              "  at peak allocated, by category:\n"
-                              "    parameters: 4.00 MiB (4,194,304 B) -> 4.00 MiB (4,194,304 B), no change\n"
-                              "    activations: 6.00 MiB (6,291,456 B) -> 5.00 MiB (5,242,880 B), -1.00 MiB "
-                              "(-1,048,576 B)\n"
-                              "    temporaries: unknown -> 2.00 MiB (2,097,152 B), +2.00 MiB (+2,097,152 B)\n"
-                              "\n"
-                              "Call sites that moved: 4 of 5, by change in bytes live at peak allocated, then in growth "
-                              "per iteration\n",
-                              "    #2 device 0: +2.00 MiB",
-                              "      grows per iteration: 2.00 MiB (2,097,152 B) -> 512.00 KiB (524,288 B), -1.50 MiB "
-                              "(-1,572,864 B)\n"});
+  expect_in_order(out.str(),
+                  {"  iterations: 12 before, 40 after\n"
+                   "\n"
+                   "Device 0\n"
+                   "  peak allocated 10.00 MiB (10,485,760 B) at 0.005 s -> 11.00 MiB (11,534,336 B) at "
+                   "0.007 s: +1.00 MiB (+1,048,576 B)\n"
+                   "  growth per iteration 2.00 MiB (2,097,152 B) -> 512.00 KiB (524,288 B): -1.50 MiB "
+                   "(-1,572,864 B)\n"
+                   "  at peak allocated, by category:\n"
+                   "    parameters: 4.00 MiB (4,194,304 B) -> 4.00 MiB (4,194,304 B), no change\n"
+                   "    activations: 6.00 MiB (6,291,456 B) -> 5.00 MiB (5,242,880 B), -1.00 MiB "
+                   "(-1,048,576 B)\n"
+                   "    temporaries: unknown -> 2.00 MiB (2,097,152 B), +2.00 MiB (+2,097,152 B)\n"
+                   "\n"
+                   "Call sites that moved: 4 of 5, by change in bytes live at peak allocated, then in growth "
+                   "per iteration\n",
+                   "    #2 device 0: +2.00 MiB",
+                   "      grows per iteration: 2.00 MiB (2,097,152 B) -> 512.00 KiB (524,288 B), -1.50 MiB "
+                   "(-1,572,864 B)\n"});
 }
 
 TEST(Diff, OtherProgramOrDeviceIsStillComparedAndSaid) {

@@ -86,9 +86,10 @@ json diff_json(const Analysis& before, FrameResolver& before_frames, const Symbo
   json report = {
       {"before", trace_json(before)},
       {"after", trace_json(after)},
-      {"program", {{"before", program_json(diff.program_before)},
-                   {"after", program_json(diff.program_after)},
-                   {"same", diff.same_program}}},
+      {"program",
+       {{"before", program_json(diff.program_before)},
+        {"after", program_json(diff.program_after)},
+        {"same", diff.same_program}}},
       {"same_devices", diff.same_devices},
       {"iterations", {{"before", diff.iterations_before}, {"after", diff.iterations_after}}},
       {"growth_measure", growth_measure_json(diff.growth)},

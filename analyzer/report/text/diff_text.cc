@@ -43,8 +43,8 @@ void print_notes(std::ostream& out, const DiffResult& diff) {
         << terminal_safe(diff.program_after) << " after): compared all the same\n";
   for (const DeviceChange& d : diff.devices)
     if (d.other_gpu)
-        out << "  note: device " << d.device << " is another GPU (" << device_identity(*d.before) << " before, "
-            << device_identity(*d.after) << " after): compared all the same\n";
+      out << "  note: device " << d.device << " is another GPU (" << device_identity(*d.before) << " before, "
+          << device_identity(*d.after) << " after): compared all the same\n";
   if (diff.sites_before && diff.sites_after && diff.matched_sites == 0)
     out << "  note: no call site is in both traces (sites match by module build id and offset, and by Python file, "
            "function and line): are they of one program?\n";
@@ -59,7 +59,9 @@ std::string peak_at(const DeviceFigures& d) {
 void print_categories(std::ostream& out, const std::vector<CategoryChange>& categories) {
   if (categories.empty()) return;
   out << "  at peak allocated, by category:\n";
-  auto side = [](const std::optional<uint64_t>& bytes) { return bytes ? format_bytes(*bytes) : std::string("unknown"); };
+  auto side = [](const std::optional<uint64_t>& bytes) {
+    return bytes ? format_bytes(*bytes) : std::string("unknown");
+  };
   for (const CategoryChange& c : categories)
     out << "    " << terminal_safe(c.name) << ": " << side(c.before_bytes) << " -> " << side(c.after_bytes) << ", "
         << format_bytes_change(c.change_bytes) << '\n';
@@ -71,8 +73,8 @@ void print_device(std::ostream& out, const DeviceChange& d) {
   if (!d.after) out << ": GONE (no events in AFTER)";
   out << '\n';
   out << "  peak allocated " << (d.before ? peak_at(*d.before) : std::string("none")) << " -> "
-      << (d.after ? peak_at(*d.after) : std::string("none")) << ": " << format_bytes_change(d.peak_allocated_change_bytes)
-      << '\n';
+      << (d.after ? peak_at(*d.after) : std::string("none")) << ": "
+      << format_bytes_change(d.peak_allocated_change_bytes) << '\n';
   if (d.growth_per_iteration_change_bytes)
     out << "  growth per iteration " << signed_bytes(*d.before->growth_per_iteration_bytes) << " -> "
         << signed_bytes(*d.after->growth_per_iteration_bytes) << ": "
@@ -87,8 +89,11 @@ std::string site_side(const std::optional<SiteSide>& side) {
 
 void print_site(std::ostream& out, size_t number, const SiteChange& c, GrowthMeasure growth, const DiffSide& before,
                 const DiffSide& after, const TextOptions& options) {
-  out << "    #" << number << " device " << c.device << (!c.before ? ", NEW" : !c.after ? ", GONE" : "") << ": "
-      << format_bytes_change(c.peak_change_bytes) << " at peak allocated (" << site_side(c.before) << " -> "
+  out << "    #" << number << " device " << c.device
+      << (!c.before  ? ", NEW"
+          : !c.after ? ", GONE"
+                     : "")
+      << ": " << format_bytes_change(c.peak_change_bytes) << " at peak allocated (" << site_side(c.before) << " -> "
       << site_side(c.after) << ")\n";
   const int64_t growth_before = c.before ? c.before->growth_bytes.value_or(0) : 0;
   const int64_t growth_after = c.after ? c.after->growth_bytes.value_or(0) : 0;
