@@ -1,7 +1,7 @@
 """The JSON contract holds on the recorded example traces, and it can fail.
 
 Runs `memtrace summary|leaks|oom TRACE --json` and `memtrace timeline TRACE --json` (with and without --interval)
-on every examples/*.mtrace and validates each document against docs/schema/memtrace.schema.json. Then breaks
+on every examples/*.mtrace, and `memtrace diff BEFORE AFTER --json` on every pair of them, and validates each document against docs/schema/memtrace.schema.json. Then breaks
 copies of those documents one way each (a required key removed, an unknown key added, a wrong type, a
 contradiction between keys) and checks that the schema rejects every one: a schema that accepts anything would
 pass the first half.
@@ -57,6 +57,18 @@ for trace in traces:
         check(f"{' '.join(argv[:1] + argv[2:])} {name}: matches exactly one shape", 0,
               len(contract.violations(document)))
 
+for before in traces:
+    for after in traces:
+        argv = ["diff", before, after, "--json"]
+        name = f"{os.path.basename(before)} {os.path.basename(after)}"
+        document = memtrace_json(argv)
+        documents.setdefault((name, "diff"), document)
+        violations = contract.violations(document, "diff")
+        for violation in violations:
+            print(f"schema violation in memtrace diff --json {name}: {violation}")
+        check(f"diff --json {name}: violations", 0, len(violations))
+        check(f"diff --json {name}: matches exactly one shape", 0, len(contract.violations(document)))
+
 
 def broken(name, shape, label, edit):
     """A copy of the document of (name, shape) broken by edit(doc) must be rejected."""
@@ -95,6 +107,14 @@ broken(OOM, "summary", "an OOM's requested_bytes removed", lambda d: d["ooms"][0
 broken(LEAK, "timeline", "a row's time_s as a string", lambda d: set_key(d["rows"][0], "time_s", "0.1"))
 broken(LEAK, "timeline", "a row's driver_bytes removed", lambda d: d["rows"][0].pop("driver_bytes"))
 broken(LEAK, "timeline", "truncated_tail on a complete trace", lambda d: set_key(d["trace"], "truncated_tail", ""))
+DIFF = "torch_oom.mtrace train_leak.mtrace"
+broken(DIFF, "diff", "a gone site with an after side",
+       lambda d: set_key(next(s for s in d["sites"] if s["status"] == "gone"), "after",
+                         {"peak_bytes": 0, "peak_count": 0, "growth_bytes": 0}))
+broken(DIFF, "diff", "a negative peak_bytes", lambda d: set_key(d["sites"][0]["after"] or d["sites"][0]["before"],
+                                                                "peak_bytes", -1))
+broken(DIFF, "diff", "an unknown device status", lambda d: set_key(d["devices"][0], "status", "moved"))
+broken(DIFF, "diff", "sites removed", lambda d: d.pop("sites"))
 # A document of one command is not another's.
 check("summary document as leaks: rejected", True, len(contract.violations(documents[(LEAK, "summary")], "leaks")) > 0)
 check("leaks document as summary: rejected", True, len(contract.violations(documents[(LEAK, "leaks")], "summary")) > 0)
