@@ -10,7 +10,8 @@ Each job runs a loop of ITERATIONS passes on cuda:0 and writes what PyTorch itse
   parameter_bytes, gradient_bytes, optimizer_state_bytes
                                     sums of the parameters', their .grad's and the optimizer's state tensors' sizes
                                     (train and nvtx jobs), each rounded up to PyTorch's 512-byte block as allocated
-  loop_file, loop_line              the line of the `for` loop; backward_line: the `loss.backward()` line
+  loop_file, loop_line              the line of the `for` loop; backward_line: the `loss.backward()` line;
+                                    body_line: the first line of the loop's body that allocates
   leak_line                         train: the line that keeps a tensor per pass; eval_graph: the line that keeps
                                     the outputs with their autograd graph
 
@@ -99,6 +100,7 @@ def train(nvtx=False):
         "loop_line": line_of(train, "# the loop"),
         "backward_line": line_of(train, "# backward"),
         "leak_line": line_of(train, "# the leak"),
+        "body_line": line_of(train, "x = torch.randn"),
     }
 
 
@@ -113,6 +115,7 @@ def eval_graph():
         after.append(torch.cuda.memory_allocated())
     return after, {"parameter_bytes": tensor_bytes(model.parameters()),
                    "loop_line": line_of(eval_graph, "# the loop"),
+                   "body_line": line_of(eval_graph, "x = torch.randn"),
                    "leak_line": line_of(eval_graph, "# keeps the graph")}
 
 
@@ -137,7 +140,7 @@ def generate():
             token = head(h).argmax(-1)
             torch.cuda.synchronize()
             after.append(torch.cuda.memory_allocated())
-    return after, {"loop_line": line_of(generate, "# the loop")}
+    return after, {"loop_line": line_of(generate, "# the loop"), "body_line": line_of(generate, "h = embed(token)")}
 
 
 def hf_eval():
@@ -152,6 +155,7 @@ def hf_eval():
         after.append(torch.cuda.memory_allocated())
     return after, {"parameter_bytes": tensor_bytes(model.parameters()),
                    "loop_line": line_of(hf_eval, "# the loop"),
+                   "body_line": line_of(hf_eval, "ids = torch.randint"),
                    "leak_line": line_of(hf_eval, "# keeps the graph")}
 
 
@@ -172,7 +176,9 @@ def main():
     torch.manual_seed(0)
     after, truth = JOBS[job]()
     deltas = [b - a for a, b in zip(after[1:], after[2:])]
-    truth.update({"job": job, "iterations": ITERATIONS, "allocated_after_iteration_bytes": after,
+    loop_function = "train" if job in ("train", "train_prewarmed", "nvtx") else job
+    truth.update({"job": job, "loop_function": loop_function, "iterations": ITERATIONS,
+                  "allocated_after_iteration_bytes": after,
                   "growth_per_iteration_bytes": int(statistics.median(deltas)) if deltas else 0,
                   "max_memory_allocated_bytes": torch.cuda.max_memory_allocated(),
                   "loop_file": os.path.abspath(__file__)})
