@@ -139,7 +139,7 @@ std::string native_limit_setting(bool python_thread, const TextOptions& options)
 // The one line every native frame of a stack with Python frames folds into:
 //   "native: autograd node AddmmBackward0, aten::mm -> cuBLAS workspace (23 frames; --all-frames shows them)".
 // What is not known is left out: no node, no operator, and for a layer frame_roles cannot tell, the module of the
-// innermost frame ("in libfoo.so"). The frames of a borrowed stack were taken on the autograd thread, which has no
+// innermost frame ("in libfoo.so", or "outside every known module"). The frames of a borrowed stack were taken on the autograd thread, which has no
 // Python frames of its own: its cut is the tracer's plain limit.
 void print_native_line(std::ostream& out, const ResolvedStack& stack, const TextOptions& options) {
   size_t native_count = 0, unsymbolized_count = 0;
@@ -157,11 +157,11 @@ void print_native_line(std::ostream& out, const ResolvedStack& stack, const Text
   if (roles.autograd_node) what = "autograd node " + *roles.autograd_node;
   if (roles.aten_operator) what += (what.empty() ? "" : ", ") + *roles.aten_operator;
   std::string layer = roles.layer != AllocatingLayer::kOther ? allocating_layer_name(roles.layer)
-                      : roles.innermost_module.empty()       ? ""
+                      : roles.innermost_module.empty()       ? "outside every known module"
                                                              : "in " + roles.innermost_module;
-  out << kIndent << "native:";
-  if (!what.empty()) out << ' ' << terminal_safe(what);
-  if (!layer.empty()) out << (what.empty() ? " " : " -> ") << terminal_safe(layer);
+  out << kIndent << "native: ";
+  if (!what.empty()) out << terminal_safe(what) << " -> ";
+  out << terminal_safe(layer);
   out << " (" << count_of(native_count, "frame");
   if (unsymbolized_count == native_count) out << ", not symbolized on this machine";
   else if (unsymbolized_count) out << ", " << unsymbolized_count << " not symbolized on this machine";
