@@ -212,12 +212,21 @@ TEST(SiteLines, NoNativeFramesKeptAndNoStack) {
   EXPECT_EQ(printed(ResolvedStack{}), "      (no stack)\n");
 }
 
-TEST(SiteLines, LayerUnknownNamesTheInnermostModule) {
+TEST(SiteLines, LayerUnknownNamesTheInnermostFrame) {
+  // A Python program's own extension (tests/e2e/python/deep_python_stack.py): its innermost function, shortened.
   ResolvedStack stack;
-  stack.frames = {native("cupy_malloc", "libcupy.so", 0x10), python("/work/job.py", "step", 3)};
+  stack.frames = {native("(anonymous namespace)::descend_and_allocate(int)", "libe2e_deep_alloc.so", 0x23fa),
+                  native("libe2e_deep_alloc.so+0x2400", "libe2e_deep_alloc.so", 0x2400),
+                  python("/work/job.py", "step", 3)};
   EXPECT_EQ(printed(stack),
             "    > /work/job.py:3 step\n"
-            "      native: in libcupy.so (1 frame; --all-frames shows them)\n");
+            "      native: (anonymous namespace)::descend_and_allocate() in libe2e_deep_alloc.so (2 frames, 1 not "
+            "symbolized on this machine; --all-frames shows them)\n");
+  // Not symbolized here: the module alone.
+  stack.frames.erase(stack.frames.begin());
+  EXPECT_EQ(printed(stack),
+            "    > /work/job.py:3 step\n"
+            "      native: in libe2e_deep_alloc.so (1 frame, not symbolized on this machine; --all-frames shows them)\n");
 }
 
 TEST(SiteLines, HostileNamesAreWrittenOutInEveryLine) {
@@ -235,7 +244,7 @@ TEST(SiteLines, HostileNamesAreWrittenOutInEveryLine) {
             "      ev\\x1bil/a.py:1 f\\r\n"
             "      ... 2 more library frames: ev\\x1bil\n"
             "    > /work/\\x1b]0;owned\\x07job.py:3 step\\n\n"
-            "      native: in lib\\x1b[2Jevil.so (1 frame; --all-frames shows them)\n");
+            "      native: x in lib\\x1b[2Jevil.so (1 frame; --all-frames shows them)\n");
 }
 
 }  // namespace
