@@ -71,7 +71,8 @@ size_t past_packages_dir(std::string_view file) {
 // The cuBLAS workspace functions of PyTorch (aten/src/ATen/cuda/CublasHandlePool.cpp): a workspace they allocate
 // comes from the caching allocator, inner of them.
 bool cublas_workspace_function(std::string_view name) {
-  return starts_with(name, "at::cuda::getCUDABlasLtWorkspace(") || starts_with(name, "at::cuda::setWorkspaceForHandle(") ||
+  return starts_with(name, "at::cuda::getCUDABlasLtWorkspace(") ||
+         starts_with(name, "at::cuda::setWorkspaceForHandle(") ||
          starts_with(name, "at::cuda::getCurrentCUDABlasHandle(");
 }
 
@@ -133,12 +134,13 @@ std::optional<std::string> autograd_node(std::string_view function) {
       if (method == "apply" || method == "apply_with_saved") return std::string(node);
       return std::nullopt;
     }
-    if (ends_with(node, kFunctional) && node.size() > kFunctional.size() && (starts_with(after, "(") || starts_with(after, "<")))
+    if (ends_with(node, kFunctional) && node.size() > kFunctional.size() &&
+        (starts_with(after, "(") || starts_with(after, "<")))
       return std::string(node.substr(0, node.size() - kFunctional.size()));
     return std::nullopt;
   }
-  for (std::string_view node : {std::string_view("AccumulateGrad"), std::string_view("CopyBackwards"),
-                                std::string_view("CopySlices")}) {
+  for (std::string_view node :
+       {std::string_view("AccumulateGrad"), std::string_view("CopyBackwards"), std::string_view("CopySlices")}) {
     std::string prefix = "torch::autograd::" + std::string(node) + "::";
     if (starts_with(name, prefix)) return std::string(node);
   }
@@ -202,8 +204,8 @@ NativeRoles native_roles(const ResolvedStack& stack) {
 namespace {
 
 // The operators whose names hold brackets, longest first so that "operator<<=" is not read as "operator<<".
-constexpr std::array<std::string_view, 10> kBracketOperators = {"<=>", "<<=", ">>=", "()", "<<", ">>",
-                                                                "<=",  ">=",  "->",  "<"};
+constexpr std::array<std::string_view, 10> kBracketOperators = {"<=>", "<<=", ">>=", "()", "<<",
+                                                                ">>",  "<=",  ">=",  "->", "<"};
 
 // The length of the operator name starting at `at` ("operator()" -> 10), or 0 where none starts there.
 size_t bracket_operator_at(std::string_view function, size_t at) {

@@ -224,7 +224,8 @@ TEST(Cli, UnsymbolizedNativeFramesAreOneLineUnlessAllFrames) {
                        "      native: in libgone.so (3 frames, not symbolized on this machine; --all-frames shows "
                        "them)\n"
                        "    #2 device 0: 2.00 KiB (2,048 B) in 1 allocation\n"
-                       "      [3 frames in libgone.so: not symbolized on this machine, --all-frames shows the offsets]\n"),
+                       "      [3 frames in libgone.so: not symbolized on this machine, --all-frames shows the "
+                       "offsets]\n"),
             std::string::npos)
       << r.out;
   r = run_memtrace("leaks " + path + " --all-frames");

@@ -123,15 +123,16 @@ TEST(SiteLines, ShortLibraryRunsShownWholeStandardLibraryFoldedPythonCutSaid) {
       python("<frozen runpy>", "_run_module_as_main", 201),
   };
   stack.cuts.python_frames_cut = true;
-  EXPECT_EQ(printed(stack, depths()),
-            "    > /work/main/tests/e2e/leak.py:21 DeviceBuffer.__init__\n"
-            "      torch/nn/modules/module.py:1790 Module._call_impl\n"
-            "      torch/nn/modules/module.py:1779 Module._wrapped_call_impl\n"
-            "    > /work/main/tests/e2e/leak.py:40 <module>\n"
-            "      runpy.py:88 _run_code\n"
-            "      ... 2 more library frames: the standard library\n"
-            "      ... outer Python frames past the 7th not recorded\n"
-            "      native: CUDA driver/runtime (2 frames, 1 not symbolized on this machine; --all-frames shows them)\n");
+  EXPECT_EQ(
+      printed(stack, depths()),
+      "    > /work/main/tests/e2e/leak.py:21 DeviceBuffer.__init__\n"
+      "      torch/nn/modules/module.py:1790 Module._call_impl\n"
+      "      torch/nn/modules/module.py:1779 Module._wrapped_call_impl\n"
+      "    > /work/main/tests/e2e/leak.py:40 <module>\n"
+      "      runpy.py:88 _run_code\n"
+      "      ... 2 more library frames: the standard library\n"
+      "      ... outer Python frames past the 7th not recorded\n"
+      "      native: CUDA driver/runtime (2 frames, 1 not symbolized on this machine; --all-frames shows them)\n");
 }
 
 TEST(SiteLines, BorrowedBackwardStackSaysSoAndNamesTheNode) {
@@ -224,9 +225,10 @@ TEST(SiteLines, LayerUnknownNamesTheInnermostFrame) {
             "symbolized on this machine; --all-frames shows them)\n");
   // Not symbolized here: the module alone.
   stack.frames.erase(stack.frames.begin());
-  EXPECT_EQ(printed(stack),
-            "    > /work/job.py:3 step\n"
-            "      native: in libe2e_deep_alloc.so (1 frame, not symbolized on this machine; --all-frames shows them)\n");
+  EXPECT_EQ(
+      printed(stack),
+      "    > /work/job.py:3 step\n"
+      "      native: in libe2e_deep_alloc.so (1 frame, not symbolized on this machine; --all-frames shows them)\n");
 }
 
 TEST(SiteLines, HostileNamesAreWrittenOutInEveryLine) {

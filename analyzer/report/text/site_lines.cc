@@ -20,7 +20,8 @@ bool unsymbolized(const Frame& f) { return !f.python && !f.module.empty() && f.f
 // made of the module and offset has no C++ brackets to shorten and is left alone).
 void print_native_frame(std::ostream& out, const Frame& f, bool shorten) {
   out << kIndent << terminal_safe(shorten && !unsymbolized(f) ? shorten_cpp_name(f.function) : f.function);
-  if (!f.module.empty() && !unsymbolized(f)) out << " (" << terminal_safe(f.module) << '+' << hex(f.module_offset) << ')';
+  if (!f.module.empty() && !unsymbolized(f))
+    out << " (" << terminal_safe(f.module) << '+' << hex(f.module_offset) << ')';
   if (!f.file.empty()) {
     out << ' ' << terminal_safe(f.file);
     if (f.line) out << ':' << f.line;
@@ -191,7 +192,8 @@ void print_python_view(std::ostream& out, const ResolvedStack& stack, const Text
     size_t end = i;
     while (end < python.size() && !is_user_frame(*python[end])) ++end;
     const size_t shown = end - i >= kFoldedLibraryRun ? i + 1 : end;
-    for (size_t j = i; j < shown; ++j) print_python_frame(out, kIndent, python_display_path(python[j]->file), *python[j]);
+    for (size_t j = i; j < shown; ++j)
+      print_python_frame(out, kIndent, python_display_path(python[j]->file), *python[j]);
     if (shown < end) print_folded_run(out, std::vector<const Frame*>(python.begin() + shown, python.begin() + end));
     i = end;
   }
@@ -208,7 +210,8 @@ void print_call_site_stack(std::ostream& out, const ResolvedStack& stack, const 
     out << kIndent << "(no stack)\n";
     return;
   }
-  const bool has_python = std::any_of(stack.frames.begin(), stack.frames.end(), [](const Frame& f) { return f.python; });
+  const bool has_python =
+      std::any_of(stack.frames.begin(), stack.frames.end(), [](const Frame& f) { return f.python; });
   if (has_python && !options.all_frames) print_python_view(out, stack, options);
   else print_listed_frames(out, stack, options);
 }

@@ -7,6 +7,7 @@
 // traced program's bytes. --json is not made here: it keeps every frame.
 #pragma once
 
+#include <cstddef>
 #include <ostream>
 
 #include "report/text/report_text.h"
