@@ -28,6 +28,9 @@ struct Frame {
 struct ResolvedStack {
   std::vector<Frame> frames;
   StackCuts cuts;
+  // The Python frames are not this thread's: the stack was taken on PyTorch's autograd worker thread, and the
+  // tracer gave it the Python frames of the thread waiting in backward() (Stack.python_frames_from_backward).
+  bool python_frames_from_backward = false;
 };
 
 class FrameResolver {

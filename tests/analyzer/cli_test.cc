@@ -196,7 +196,7 @@ TEST(Cli, SummaryTextShowsBytesAndFrames) {
   CliResult r = run_memtrace("summary " + path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("peak allocated 5.00 MiB (5,242,880 B) at 0.004 s"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("      train.py:42 train_step\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("    > train.py:42 train_step\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("GROWS step after step: 3 allocations of 1.00 MiB (1,048,576 B) each"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("TORCH_HOOK_MISSING"), std::string::npos) << r.out;
@@ -210,16 +210,22 @@ TEST(Cli, UnsymbolizedNativeFramesAreOneLineUnlessAllFrames) {
   module.mutable_module()->set_load_address(0x10000);
   module.mutable_module()->set_start(0x10000);
   module.mutable_module()->set_end(0x20000);
+  // Stack 6: the same three frames without a Python frame (a C++ program's stack).
   b.start().record(module).python_frame(1, "job.py", "run", 3);
-  b.stack(5, {0x10010, 0x10020, 0x10030, test::kPy | 1});
-  b.event(test::driver_alloc(0, 0xA000, 4096, 1000, 5)).end_chunk();
+  b.stack(5, {0x10010, 0x10020, 0x10030, test::kPy | 1}).stack(6, {0x10010, 0x10020, 0x10030});
+  b.event(test::driver_alloc(0, 0xA000, 4096, 1000, 5)).event(test::driver_alloc(0, 0xB000, 2048, 2000, 6));
+  b.end_chunk();
   std::string path = test::temp_path("unsymbolized.mtrace");
   test::write_file(path, b.bytes());
   CliResult r = run_memtrace("leaks " + path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find(
-                "      [3 frames in libgone.so: not symbolized on this machine, --all-frames shows the offsets]\n"
-                "      job.py:3 run\n"),
+  // With a Python frame, the native frames are the folded line's; without, one line of their own.
+  EXPECT_NE(r.out.find("    > job.py:3 run\n"
+                       "      native: in libgone.so (3 frames, not symbolized on this machine; --all-frames shows "
+                       "them)\n"
+                       "    #2 device 0: 2.00 KiB (2,048 B) in 1 allocation\n"
+                       "      [3 frames in libgone.so: not symbolized on this machine, --all-frames shows the "
+                       "offsets]\n"),
             std::string::npos)
       << r.out;
   r = run_memtrace("leaks " + path + " --all-frames");

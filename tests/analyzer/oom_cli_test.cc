@@ -82,8 +82,8 @@ TEST(OomCli, TextReportHasTheFactsAndTheDiagnosis) {
       "\nFailed allocations: 1\n"
       "\nOOM #1: device 0 at 0.002 s, CUDA_MALLOC: requested 100.00 MiB (104,857,600 B)\n"
       "  call site:\n"
-      "      train.py:42 train_step\n"
-      "      train.py:50 <module>\n"
+      "    > train.py:42 train_step\n"
+      "    > train.py:50 <module>\n"
       "  device:            free 24.00 MiB (25,165,824 B) of 64.00 MiB (67,108,864 B)\n"
       "  this process:      allocated 40.00 MiB (41,943,040 B), reserved 40.00 MiB (41,943,040 B), driver 40.00 MiB "
       "(41,943,040 B)\n"
@@ -93,7 +93,7 @@ TEST(OomCli, TextReportHasTheFactsAndTheDiagnosis) {
       "unallocated 0 B\n"
       "  live at the failure: 1 call site\n"
       "    #1 40.00 MiB (41,943,040 B) in 1 allocation\n"
-      "      train.py:50 <module>\n"
+      "    > train.py:50 <module>\n"
       "  diagnosis:\n"
       "    1. the request alone is larger than the device: 100.00 MiB requested, the device has 64.00 MiB in all\n";
   ASSERT_GE(r.out.size(), expected_tail.size());

@@ -67,20 +67,25 @@ TextOptions with_limits(bool all_frames = false) {
 }
 
 TEST(StackCuts, TextMarksEachCutAfterTheLastFrameOfItsKind) {
-  // 2 native frames, then the 2 Python frames: each line after the last of its kind. The trace names no limits
-  // (its TraceStart has none), so the native line names both settings.
-  const std::string both =
-      "      0x1000\n"
-      "      0x2000\n"
-      "      ... native frames stop here: the tracer's limit (MEMTRACE_MAX_FRAMES / MEMTRACE_MAX_FRAMES_PYTHON)\n"
-      "      train.py:42 train_step\n"
-      "      train.py:50 <module>\n"
-      "      ... outer Python frames past the 2nd not recorded\n";
-  EXPECT_EQ(printed(10), both);
-  EXPECT_EQ(printed(10, /*all_frames=*/true), both);
-  EXPECT_EQ(printed(11),
+  // Listed (--all-frames): 2 native frames, then the 2 Python frames, each line after the last of its kind. The
+  // trace names no limits (its TraceStart has none), so the native line names both settings.
+  EXPECT_EQ(printed(10, /*all_frames=*/true),
             "      0x1000\n"
-            "      train.py:50 <module>\n");
+            "      0x2000\n"
+            "      ... native frames stop here: the tracer's limit (MEMTRACE_MAX_FRAMES / MEMTRACE_MAX_FRAMES_PYTHON)\n"
+            "      train.py:42 train_step\n"
+            "      train.py:50 <module>\n"
+            "      ... outer Python frames past the 2nd not recorded\n");
+  // Folded (site_lines.h): the Python cut after the last Python frame, the native cut in the native line.
+  EXPECT_EQ(printed(10),
+            "    > train.py:42 train_step\n"
+            "    > train.py:50 <module>\n"
+            "      ... outer Python frames past the 2nd not recorded\n"
+            "      native: outside every known module (2 frames, cut at the tracer's limit (MEMTRACE_MAX_FRAMES / "
+            "MEMTRACE_MAX_FRAMES_PYTHON); --all-frames shows them)\n");
+  EXPECT_EQ(printed(11),
+            "    > train.py:50 <module>\n"
+            "      native: outside every known module (1 frame; --all-frames shows them)\n");
   EXPECT_EQ(
       printed(12),
       "      0x3000\n"
@@ -90,7 +95,7 @@ TEST(StackCuts, TextMarksEachCutAfterTheLastFrameOfItsKind) {
 
 TEST(StackCuts, TheLineNamesTheLimitThatAppliedToTheStack) {
   // Stack 10 has Python frames: it was taken on a thread with Python frames, whose limit is the second figure.
-  EXPECT_EQ(printed_from(cut_stacks_trace(), 10, with_limits()),
+  EXPECT_EQ(printed_from(cut_stacks_trace(), 10, with_limits(/*all_frames=*/true)),
             "      0x1000\n"
             "      0x2000\n"
             "      ... native frames stop here: the tracer's limit on threads with Python frames, 16 "
@@ -98,6 +103,12 @@ TEST(StackCuts, TheLineNamesTheLimitThatAppliedToTheStack) {
             "      train.py:42 train_step\n"
             "      train.py:50 <module>\n"
             "      ... outer Python frames past the 2nd not recorded\n");
+  EXPECT_EQ(printed_from(cut_stacks_trace(), 10, with_limits()),
+            "    > train.py:42 train_step\n"
+            "    > train.py:50 <module>\n"
+            "      ... outer Python frames past the 2nd not recorded\n"
+            "      native: outside every known module (2 frames, cut at MEMTRACE_MAX_FRAMES_PYTHON=16; --all-frames "
+            "shows them)\n");
   EXPECT_EQ(printed_from(cut_stacks_trace(), 12, with_limits()),
             "      0x3000\n"
             "      ... native frames stop here: the tracer's limit, 32 (MEMTRACE_MAX_FRAMES)\n");
@@ -116,14 +127,13 @@ test::TraceBuilder interpreter_cut_trace() {
   return b;
 }
 
-TEST(StackCuts, ACutAtAHiddenInterpreterFrameIsSaidInTheHiddenFramesLine) {
-  // Hidden, the last native frame would leave the line standing after <module>, away from the cut: it joins the
-  // hidden-frames line instead. With every frame shown, it follows the interpreter frame as any other.
+TEST(StackCuts, ACutAtAnInterpreterFrameIsSaidInTheNativeLine) {
+  // Folded, the interpreter frame is one of the native line's frames, and the line says the cut. With every frame
+  // shown, it follows the interpreter frame as any other.
   EXPECT_EQ(printed_from(interpreter_cut_trace(), 13, with_limits()),
-            "      0x1000\n"
-            "      train.py:50 <module>\n"
-            "      (1 Python interpreter frames hidden; the native frames stop at the last: the tracer's limit on "
-            "threads with Python frames, 16 (MEMTRACE_MAX_FRAMES_PYTHON))\n");
+            "    > train.py:50 <module>\n"
+            "      native: outside every known module (2 frames, 1 not symbolized on this machine, cut at "
+            "MEMTRACE_MAX_FRAMES_PYTHON=16; --all-frames shows them)\n");
   const std::string all = printed_from(interpreter_cut_trace(), 13, with_limits(/*all_frames=*/true));
   EXPECT_NE(all.find("      train.py:50 <module>\n      libpython3.12.so.1.0+0x100"), std::string::npos) << all;
   EXPECT_NE(all.find("\n      ... native frames stop here: the tracer's limit on threads with Python frames, 16 "
@@ -218,15 +228,14 @@ TEST(StackCuts, LeaksTextMarksTheCutStacksOnly) {
   std::string text = test::memtrace_stdout("leaks " + cut_stacks_trace_file());
   const std::string expected =
       "    #1 device 0: 3.00 MiB (3,145,728 B) in 1 allocation\n"
-      "      0x1000\n"
-      "      0x2000\n"
-      "      ... native frames stop here: the tracer's limit (MEMTRACE_MAX_FRAMES / MEMTRACE_MAX_FRAMES_PYTHON)\n"
-      "      train.py:42 train_step\n"
-      "      train.py:50 <module>\n"
+      "    > train.py:42 train_step\n"
+      "    > train.py:50 <module>\n"
       "      ... outer Python frames past the 2nd not recorded\n"
+      "      native: outside every known module (2 frames, cut at the tracer's limit (MEMTRACE_MAX_FRAMES / "
+      "MEMTRACE_MAX_FRAMES_PYTHON); --all-frames shows them)\n"
       "    #2 device 0: 2.00 MiB (2,097,152 B) in 1 allocation\n"
-      "      0x1000\n"
-      "      train.py:50 <module>\n"
+      "    > train.py:50 <module>\n"
+      "      native: outside every known module (1 frame; --all-frames shows them)\n"
       "    #3 device 0: 1.00 MiB (1,048,576 B) in 1 allocation\n"
       "      0x3000\n"
       "      ... native frames stop here: the tracer's limit (MEMTRACE_MAX_FRAMES / MEMTRACE_MAX_FRAMES_PYTHON)\n";
@@ -475,7 +484,7 @@ TEST(RecordLimits, ReportsSayWhatWasCutAndStayBounded) {
                       kEllipsis + "[truncated])\n"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("      " + std::string(4096, 'f') + kEllipsis + "[truncated 904 bytes]:7 step\n"),
+  EXPECT_NE(text.find("    > " + std::string(4096, 'f') + kEllipsis + "[truncated 904 bytes]:7 step\n"),
             std::string::npos);
   EXPECT_NE(text.find("      0x10ff\n      ... native frames stop here"), std::string::npos);  // the 256th frame
   const nlohmann::json leaks = nlohmann::json::parse(test::memtrace_stdout("leaks --json " + path))["leaks"];

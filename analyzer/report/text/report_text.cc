@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "read/trace_end.h"
+#include "report/text/site_lines.h"
 #include "util/format.h"
 #include "util/terminal_text.h"
 
@@ -11,103 +12,10 @@ namespace {
 
 constexpr const char* kIndent = "      ";
 
-bool unsymbolized(const Frame& f) { return !f.python && !f.module.empty() && f.function.rfind(f.module + "+", 0) == 0; }
-
-void print_frame(std::ostream& out, const Frame& f) {
-  out << kIndent;
-  if (f.python) {
-    out << terminal_safe(f.file) << ':' << f.line << ' ' << terminal_safe(f.function);
-  } else {
-    out << terminal_safe(f.function);
-    if (!f.module.empty() && !unsymbolized(f))
-      out << " (" << terminal_safe(f.module) << '+' << hex(f.module_offset) << ')';
-    if (!f.file.empty()) {
-      out << ' ' << terminal_safe(f.file);
-      if (f.line) out << ':' << f.line;
-    }
-  }
-  out << '\n';
-}
-
-// One line for a run of frames that have no name here: "[3 frames in libtorch_cpu.so, libc10.so: ...]".
-void print_unsymbolized_run(std::ostream& out, const std::vector<const Frame*>& run) {
-  std::vector<std::string> modules;
-  for (const Frame* f : run)
-    if (std::find(modules.begin(), modules.end(), f->module) == modules.end()) modules.push_back(f->module);
-  out << kIndent << '[' << count_of(run.size(), "frame") << " in ";
-  for (size_t i = 0; i < modules.size(); ++i) out << (i ? ", " : "") << terminal_safe(modules[i]);
-  out << ": not symbolized on this machine, --all-frames shows the offsets]\n";
-}
-
-// Where the tracer cut a stack's native frames: the limit that applied to it (a stack with Python frames was taken
-// on a thread with Python frames). Not "N frames missing": a stack exactly as deep as the limit is marked too.
-std::string native_limit(bool has_python, const TextOptions& options) {
-  const std::optional<uint32_t>& limit = has_python ? options.max_native_frames_python : options.max_native_frames;
-  if (!limit) return "the tracer's limit (MEMTRACE_MAX_FRAMES / MEMTRACE_MAX_FRAMES_PYTHON)";
-  return std::string(has_python ? "the tracer's limit on threads with Python frames, " : "the tracer's limit, ") +
-         std::to_string(*limit) + (has_python ? " (MEMTRACE_MAX_FRAMES_PYTHON)" : " (MEMTRACE_MAX_FRAMES)");
-}
-
-void print_native_cut(std::ostream& out, bool has_python, const TextOptions& options) {
-  out << kIndent << "... native frames stop here: " << native_limit(has_python, options) << '\n';
-}
-
-void print_python_cut(std::ostream& out, size_t python_count) {
-  out << kIndent << "... outer Python frames past the " << ordinal(python_count) << " not recorded\n";
-}
-
 }  // namespace
 
 void print_frames(std::ostream& out, const ResolvedStack& stack, const TextOptions& options) {
-  const std::vector<Frame>& frames = stack.frames;
-  if (frames.empty()) {
-    out << kIndent << "(no stack)\n";
-    return;
-  }
-  // Each cut is marked right after the last frame of its kind (native frames innermost, Python frames outermost
-  // kept): that is where the missing frames belong.
-  size_t native_count = 0, python_count = 0, last_native = 0, last_python = 0;
-  for (size_t i = 0; i < frames.size(); ++i) {
-    if (frames[i].python) last_python = i, ++python_count;
-    else last_native = i, ++native_count;
-  }
-  const bool native_cut = stack.cuts.native_frames_cut, python_cut = stack.cuts.python_frames_cut && python_count;
-  const bool has_python = python_count > 0;
-  // Where the last native frame kept is one of the interpreter's, hidden in this view, the cut is said in the
-  // hidden-frames line instead: a line of its own would stand after frames that are not where the cut is.
-  const bool cut_at_hidden =
-      native_cut && native_count && !options.all_frames && frames[last_native].in_python_interpreter;
-  if (native_cut && native_count == 0) print_native_cut(out, has_python, options);
-  size_t hidden = 0;
-  std::vector<const Frame*> run;  // pending unsymbolized frames
-  auto flush_run = [&] {
-    if (run.size() == 1) print_frame(out, *run[0]);
-    else if (!run.empty()) print_unsymbolized_run(out, run);
-    run.clear();
-  };
-  for (size_t i = 0; i < frames.size(); ++i) {
-    const Frame& f = frames[i];
-    if (options.all_frames) {
-      print_frame(out, f);
-    } else if (f.in_python_interpreter) {
-      ++hidden;
-    } else if (unsymbolized(f)) {
-      run.push_back(&f);
-    } else {
-      flush_run();
-      print_frame(out, f);
-    }
-    if (native_cut && native_count && i == last_native && !cut_at_hidden) {
-      flush_run();
-      print_native_cut(out, has_python, options);
-    }
-    if (python_cut && i == last_python) print_python_cut(out, python_count);
-  }
-  flush_run();
-  if (!hidden) return;
-  out << kIndent << "(" << hidden << " Python interpreter frames hidden";
-  if (cut_at_hidden) out << "; the native frames stop at the last: " << native_limit(has_python, options);
-  out << ")\n";
+  print_call_site_stack(out, stack, options);
 }
 
 void print_site_frames(std::ostream& out, const CallSite& site, FrameResolver& resolver, const TextOptions& options) {

@@ -1,7 +1,7 @@
-// The human-readable reports (summary and leaks). Frames one per line: Python as `file:line function`,
-// native as `function (module+0xoff) file:line`. Unless `all_frames`: the interpreter's own native
-// frames are hidden, and a run of native frames that could not be symbolized here (module file
-// missing or another build) is one line naming the modules; --json always has every frame.
+// The human-readable reports (summary and leaks). A call site's stack reads as site_lines.h says: for a stack with
+// Python frames, the Python frames with the user's own lines marked and the native frames folded into one line;
+// for a C++ program, its native frames with shortened names; --all-frames lists every frame in full; --json
+// always has every frame.
 #pragma once
 #include <optional>
 
@@ -22,10 +22,8 @@ struct TextOptions {
   std::optional<uint32_t> max_native_frames_python;
 };
 
-// One stack's frames, innermost first, one per line (indented for a list entry): "(no stack)" for none. Where the
-// tracer cut the stack, a "... native frames stop here" line follows the last native frame (naming the limit that
-// applied), or the hidden-frames line says so when that frame is hidden, and "... outer Python frames past the Nth
-// not recorded" follows the last Python frame (outer Python frames cut).
+// One stack, innermost first, one line per entry (indented for a list entry): print_call_site_stack
+// (site_lines.h), "(no stack)" for none. Where the tracer cut the stack, a line says where and at which limit.
 void print_frames(std::ostream& out, const ResolvedStack& stack, const TextOptions& options);
 // A call site's frames (print_frames of CallSite::stack_id), and where it merges stacks that differ only in the
 // interpreter's frames (call_sites.h, SiteGrouping), a line saying how many and whose frames these are.
