@@ -5,7 +5,9 @@
 #include <memory>
 
 #include "cli/report_session.h"
+#include "analysis/iteration_report.h"
 #include "report/json/report_json.h"
+#include "report/text/iterations_text.h"
 #include "util/terminal_text.h"
 
 namespace memtrace {
@@ -14,6 +16,7 @@ namespace {
 int leaks(const ReportArgs& args) {
   ReportSession s;
   if (int status = open_report(args, /*with_live_at_peak=*/false, &s); status != kExitOk) return status;
+  IterationReport iterations = analyze_iterations(*s.analysis, *s.resolver);
   if (args.json) {
     nlohmann::json report = {{"trace", trace_json(*s.analysis)}, {"leaks", leaks_json(*s.analysis, *s.resolver)}};
     add_symbolizer_health(report["trace"], *s.symbolizer);
@@ -21,7 +24,8 @@ int leaks(const ReportArgs& args) {
     return kExitOk;
   }
   print_trace_overview(std::cout, *s.analysis);
-  print_leaks(std::cout, *s.analysis, *s.resolver, s.options);
+  print_traps(std::cout, iterations);
+  print_leaks(std::cout, *s.analysis, *s.resolver, s.options, &iterations);
   return kExitOk;
 }
 

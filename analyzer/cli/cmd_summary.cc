@@ -5,7 +5,9 @@
 #include <memory>
 
 #include "cli/report_session.h"
+#include "analysis/iteration_report.h"
 #include "report/json/report_json.h"
+#include "report/text/iterations_text.h"
 #include "util/terminal_text.h"
 
 namespace memtrace {
@@ -15,6 +17,7 @@ int summary(const ReportArgs& args) {
   ReportSession s;
   if (int status = open_report(args, /*with_live_at_peak=*/true, &s); status != kExitOk) return status;
   const Analysis& a = *s.analysis;
+  IterationReport iterations = analyze_iterations(a, *s.resolver);
   if (args.json) {
     nlohmann::json report = {{"trace", trace_json(a)},
                              {"devices", devices_json(a, *s.resolver)},
@@ -28,7 +31,9 @@ int summary(const ReportArgs& args) {
   print_trace_overview(std::cout, a);
   print_devices(std::cout, a, *s.resolver, s.options);
   print_process(std::cout, a);
-  print_leaks(std::cout, a, *s.resolver, s.options);
+  print_iterations(std::cout, iterations, s.options);
+  print_traps(std::cout, iterations);
+  print_leaks(std::cout, a, *s.resolver, s.options, &iterations);
   print_ooms(std::cout, a, *s.resolver, s.options);
   print_health(std::cout, a, s.symbolizer->modules_not_opened());
   return kExitOk;
