@@ -22,7 +22,8 @@ int summary(const ReportArgs& args) {
     nlohmann::json report = {{"trace", trace_json(a)},
                              {"devices", devices_json(a, *s.resolver)},
                              {"process", process_json(a)},
-                             {"leaks", leaks_json(a, *s.resolver)},
+                             {"iterations", iterations_json(iterations, *s.resolver)},
+                             {"leaks", leaks_json(a, *s.resolver, &iterations)},
                              {"ooms", ooms_json(a, *s.resolver)}};
     add_symbolizer_health(report["trace"], *s.symbolizer);
     std::cout << json_terminal_safe(report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) << '\n';
