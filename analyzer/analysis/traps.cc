@@ -1,5 +1,7 @@
 #include "analysis/traps.h"
 
+#include <cstdlib>
+
 #include "util/format.h"
 
 namespace memtrace {
@@ -50,8 +52,10 @@ std::optional<Trap> cache_not_leak(const IterationFigures& f) {
   t.allocated_growth_per_iteration_bytes = *f.allocated_growth_per_iteration_bytes;
   t.title = "a cache, not a leak: " + format_bytes(t.reserved_bytes) + " reserved for " +
             format_bytes(t.allocated_bytes) + " allocated, allocated flat across iterations";
-  t.advice = "PyTorch's caching allocator keeps freed blocks for reuse (nvidia-smi shows reserved). The job does "
-             "not grow; torch.cuda.empty_cache() gives the cache back only for other processes to use.";
+  t.advice = "The difference is PyTorch's caching allocator keeping freed blocks for reuse (nvidia-smi shows "
+             "reserved), not memory the job keeps: allocated changes by " +
+             format_bytes(uint64_t(std::abs(t.allocated_growth_per_iteration_bytes))) +
+             " per iteration. torch.cuda.empty_cache() gives the cache back, which helps only other processes.";
   return t;
 }
 
