@@ -1,5 +1,6 @@
 #include "analysis/traps.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "util/format.h"
@@ -52,8 +53,11 @@ std::optional<Trap> cache_not_leak(const IterationFigures& f) {
   t.allocated_growth_per_iteration_bytes = *f.allocated_growth_per_iteration_bytes;
   t.title = "a cache, not a leak: " + format_bytes(t.reserved_bytes) + " reserved for " +
             format_bytes(t.allocated_bytes) + " allocated, allocated flat across iterations";
+  uint64_t peak = 0;
+  for (const IterationMemory& m : f.iterations) peak = std::max(peak, m.peak_allocated_bytes);
   t.advice = "The difference is PyTorch's caching allocator keeping freed blocks for reuse (nvidia-smi shows "
-             "reserved), not memory the job keeps: allocated changes by " +
+             "reserved; the iterations' peak allocated is " + format_bytes(peak) +
+             "), not memory the job keeps: allocated changes by " +
              format_bytes(uint64_t(std::abs(t.allocated_growth_per_iteration_bytes))) +
              " per iteration. torch.cuda.empty_cache() gives the cache back, which helps only other processes.";
   return t;
