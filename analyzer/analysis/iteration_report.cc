@@ -151,8 +151,8 @@ IterationReport analyze_iterations(const Analysis& analysis, FrameResolver& reso
                                    const std::vector<NvtxRange>& nvtx) {
   IterationReport report;
   report.leak_growth_per_iteration_bytes.assign(analysis.leaks.size(), 0);
-  std::vector<EventOrigin> events = collect_event_origins(analysis.path);
-  report.phases = find_iterations(events, resolver, nvtx);
+  EventOrigins events = collect_event_origins(analysis.path);
+  report.phases = find_iterations(events, analysis.stacks, resolver, nvtx);
   events = {};
   if (!report.found()) return report;
   report.figures =

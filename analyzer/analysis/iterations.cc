@@ -12,12 +12,17 @@
 
 namespace memtrace {
 
-std::vector<EventOrigin> collect_event_origins(const std::string& path) {
-  std::vector<EventOrigin> events;
+EventOrigins collect_event_origins(const std::string& path) {
+  EventOrigins events;
+  std::unordered_map<uint64_t, uint32_t> index_of_stack = {{0, 0}};
   int64_t now_ns = 0;
   auto on_event = [&](const EventFields& e) {
     now_ns = saturating_add(now_ns, e.time_delta_ns());  // as MemoryModel keeps its clock
-    events.push_back(EventOrigin{now_ns, e.stack_id(), e.tid(), e.kind() == proto::PYTHON_FINALIZING});
+    auto [it, added] = index_of_stack.emplace(e.stack_id(), uint32_t(events.stack_ids.size()));
+    if (added) events.stack_ids.push_back(e.stack_id());
+    if (e.kind() == proto::PYTHON_FINALIZING) events.finalizing.push_back(events.size());
+    events.time_ns.push_back(now_ns);
+    events.stack.push_back(it->second);
   };
   read_trace(path, SinkOf{on_event, ignore_record});
   return events;
@@ -36,6 +41,7 @@ struct StackShape {
   std::vector<PyFrame> python;  // outermost first
   bool backward = false;        // torch's backward, by Python or native frames
   bool optimizer = false;       // under torch/optim/ or in a zero_grad
+  size_t chain_match = 0;       // how many of its outermost frames match the majority chain (file, function)
 };
 
 bool ends_with(const std::string& s, std::string_view tail) {
@@ -56,33 +62,42 @@ bool is_autograd_native_frame(const Frame& f) {
   return f.function.find("torch::autograd::Engine") != std::string::npos || autograd_node(f.function).has_value();
 }
 
-StackShape shape_of(const ResolvedStack& stack) {
+// A stack's shape from its Python frames; its native frames are symbolized (the costly part) only for a stack
+// without Python frames, where they are the one sign of the autograd worker thread.
+StackShape shape_of(uint64_t stack_id, const StackTable& stacks, FrameResolver& resolver) {
   StackShape shape;
-  for (auto it = stack.frames.rbegin(); it != stack.frames.rend(); ++it) {
-    const Frame& f = *it;
-    if (f.python) {
-      shape.python.push_back(PyFrame{f.file, f.function, f.line});
-      shape.backward = shape.backward || is_backward_python_frame(f);
-      shape.optimizer = shape.optimizer || is_optimizer_python_frame(f);
-    } else {
-      shape.backward = shape.backward || is_autograd_native_frame(f);
-    }
+  const std::vector<uint64_t>* raw = stacks.frames(stack_id);
+  if (!raw) return shape;
+  for (auto it = raw->rbegin(); it != raw->rend(); ++it) {
+    if (!(*it & kPythonFrameBit)) continue;
+    const PythonSource* source = stacks.python_frame(*it & ~kPythonFrameBit);
+    if (!source) continue;
+    Frame f;
+    f.python = true;
+    f.file = source->file;
+    f.function = source->function;
+    f.line = source->line;
+    shape.backward = shape.backward || is_backward_python_frame(f);
+    shape.optimizer = shape.optimizer || is_optimizer_python_frame(f);
+    shape.python.push_back(PyFrame{std::move(f.file), std::move(f.function), f.line});
   }
+  if (shape.python.empty())
+    for (const Frame& f : resolver.resolve(stack_id).frames) shape.backward = shape.backward || is_autograd_native_frame(f);
   return shape;
 }
 
+// Every distinct stack's shape, by its index in EventOrigins::stack_ids (index 0, no stack: no frames).
 class Shapes {
  public:
-  explicit Shapes(FrameResolver& resolver) : resolver_(resolver) {}
-  const StackShape& of(uint64_t stack_id) {
-    auto it = cache_.find(stack_id);
-    if (it == cache_.end()) it = cache_.emplace(stack_id, shape_of(resolver_.resolve(stack_id))).first;
-    return it->second;
+  Shapes(const EventOrigins& events, const StackTable& stacks, FrameResolver& resolver) {
+    shapes_.reserve(events.stack_ids.size());
+    for (uint64_t id : events.stack_ids) shapes_.push_back(id ? shape_of(id, stacks, resolver) : StackShape{});
   }
+  StackShape& of(uint32_t index) { return shapes_[index]; }
+  size_t size() const { return shapes_.size(); }
 
  private:
-  FrameResolver& resolver_;
-  std::unordered_map<uint64_t, StackShape> cache_;
+  std::vector<StackShape> shapes_;
 };
 
 bool same_chain(const std::vector<PyFrame>& a, const std::vector<PyFrame>& b, size_t depth) {
@@ -94,17 +109,16 @@ bool same_chain(const std::vector<PyFrame>& a, const std::vector<PyFrame>& b, si
 
 // The majority chain: for each depth, the (file, function) chain down to it shared by more than half of the
 // events with Python frames, as the frames of one representative stack (empty when none).
-std::vector<PyFrame> majority_chain(const std::vector<EventOrigin>& events, Shapes& shapes) {
-  std::unordered_map<uint64_t, uint64_t> events_of_stack;
-  for (const EventOrigin& e : events)
-    if (e.stack_id) ++events_of_stack[e.stack_id];
+std::vector<PyFrame> majority_chain(const EventOrigins& events, Shapes& shapes) {
+  std::vector<uint64_t> events_of_stack(shapes.size(), 0);
+  for (uint32_t s : events.stack) ++events_of_stack[s];
   uint64_t with_python = 0;
   std::vector<std::pair<const StackShape*, uint64_t>> stacks;
-  for (const auto& [id, count] : events_of_stack) {
-    const StackShape& s = shapes.of(id);
-    if (s.python.empty()) continue;
-    with_python += count;
-    stacks.emplace_back(&s, count);
+  for (uint32_t index = 0; index < shapes.size(); ++index) {
+    const StackShape& s = shapes.of(index);
+    if (s.python.empty() || events_of_stack[index] == 0) continue;
+    with_python += events_of_stack[index];
+    stacks.emplace_back(&s, events_of_stack[index]);
   }
   std::vector<PyFrame> chain;
   for (size_t depth = 0;; ++depth) {
@@ -131,8 +145,32 @@ std::vector<PyFrame> majority_chain(const std::vector<EventOrigin>& events, Shap
   }
 }
 
-bool has_prefix(const std::vector<PyFrame>& frames, const std::vector<PyFrame>& chain, size_t depth) {
-  return same_chain(frames, chain, depth);
+// Sets every stack's chain_match: O(stacks x chain length).
+void match_chain(Shapes& shapes, const std::vector<PyFrame>& chain) {
+  for (uint32_t index = 0; index < shapes.size(); ++index) {
+    StackShape& s = shapes.of(index);
+    size_t d = 0;
+    while (d < chain.size() && d < s.python.size() && s.python[d].file == chain[d].file &&
+           s.python[d].function == chain[d].function)
+      ++d;
+    s.chain_match = d;
+  }
+}
+
+// Whether the stack has the majority chain's frames down to `depth` (match_chain first).
+bool has_prefix(const StackShape& s, size_t depth) { return s.chain_match > depth; }
+
+// Whether the stacks holding the chain down to `depth` show 2 or more lines in that frame: a frame whose line
+// never varies holds no loop, and needs no scan of the events.
+bool line_varies(Shapes& shapes, size_t depth) {
+  std::optional<uint32_t> first;
+  for (uint32_t index = 0; index < shapes.size(); ++index) {
+    const StackShape& s = shapes.of(index);
+    if (!has_prefix(s, depth)) continue;
+    if (first && *first != s.python[depth].line) return true;
+    first = s.python[depth].line;
+  }
+  return false;
 }
 
 struct LoopFound {
@@ -143,16 +181,14 @@ struct LoopFound {
 };
 
 // The iterations of the loop in frame `depth` of `chain` (LoopFound::starts empty when it has fewer than 2).
-LoopFound loop_at(const std::vector<EventOrigin>& events, Shapes& shapes, const std::vector<PyFrame>& chain,
-                  size_t depth) {
+LoopFound loop_at(const EventOrigins& events, Shapes& shapes, size_t depth) {
   LoopFound loop;
   loop.depth = depth;
   std::vector<uint32_t> lines;
   std::map<uint32_t, uint32_t> runs;
   for (uint64_t i = 0; i < events.size(); ++i) {
-    if (!events[i].stack_id) continue;
-    const StackShape& s = shapes.of(events[i].stack_id);
-    if (!has_prefix(s.python, chain, depth)) continue;
+    const StackShape& s = shapes.of(events.stack[i]);
+    if (!has_prefix(s, depth)) continue;
     uint32_t line = s.python[depth].line;
     if (lines.empty() || lines.back() != line) ++runs[line];
     loop.anchors.push_back(i);
@@ -175,8 +211,7 @@ uint64_t median_low(std::vector<uint64_t> values) {
 }
 
 // The iteration spans of a Python loop (see the design comment, step 2: where the last one ends).
-std::vector<IterationSpan> python_loop_spans(const std::vector<EventOrigin>& events, Shapes& shapes,
-                                             const std::vector<PyFrame>& chain, const LoopFound& loop) {
+std::vector<IterationSpan> python_loop_spans(const EventOrigins& events, Shapes& shapes, const LoopFound& loop) {
   std::vector<IterationSpan> spans;
   std::vector<uint64_t> tails;  // events after each iteration's last event in the loop frame
   size_t a = 0;
@@ -187,10 +222,11 @@ std::vector<IterationSpan> python_loop_spans(const std::vector<EventOrigin>& eve
   }
   uint64_t last_anchor = loop.anchors.back();
   uint64_t end = std::min<uint64_t>(events.size(), last_anchor + 1 + median_low(tails));
+  auto finalizing = std::upper_bound(events.finalizing.begin(), events.finalizing.end(), last_anchor);
+  if (finalizing != events.finalizing.end()) end = std::min(end, *finalizing);
   for (uint64_t i = last_anchor + 1; i < end; ++i) {
-    bool left_loop = events[i].stack_id && !shapes.of(events[i].stack_id).python.empty() &&
-                     !has_prefix(shapes.of(events[i].stack_id).python, chain, loop.depth);
-    if (events[i].finalizing || left_loop) {
+    const StackShape& s = shapes.of(events.stack[i]);
+    if (!s.python.empty() && !has_prefix(s, loop.depth)) {  // its Python frames have left the loop
       end = i;
       break;
     }
@@ -232,19 +268,19 @@ std::vector<size_t> nvtx_iteration_ranges(const std::vector<NvtxRange>& nvtx) {
 }
 
 // Frame-based phases of the events of one iteration (the design comment, step 3).
-void assign_phases(const std::vector<EventOrigin>& events, Shapes& shapes, const IterationSpan& span,
+void assign_phases(const EventOrigins& events, Shapes& shapes, const IterationSpan& span,
                    std::vector<Phase>& phase_of_event) {
   bool backward_seen = false;
   Phase in_effect = Phase::kForward;
   for (uint64_t i = span.first_event; i < span.end_event; ++i) {
-    const StackShape* s = events[i].stack_id ? &shapes.of(events[i].stack_id) : nullptr;
+    const StackShape& s = shapes.of(events.stack[i]);
     Phase phase = in_effect;
-    if (s && s->backward) {
+    if (s.backward) {
       phase = Phase::kBackward;
       backward_seen = true;
-    } else if (s && s->optimizer) {
+    } else if (s.optimizer) {
       phase = Phase::kOptimizer;
-    } else if (s && !s->python.empty()) {
+    } else if (!s.python.empty()) {
       phase = backward_seen ? Phase::kOther : Phase::kForward;
     }
     phase_of_event[i] = in_effect = phase;
@@ -256,17 +292,17 @@ std::string basename_of(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-int64_t time_at(const std::vector<EventOrigin>& events, uint64_t index) {
-  if (index < events.size()) return events[index].time_ns;
-  return events.empty() ? 0 : events.back().time_ns;
+int64_t time_at(const EventOrigins& events, uint64_t index) {
+  if (index < events.size()) return events.time_ns[index];
+  return events.time_ns.empty() ? 0 : events.time_ns.back();
 }
 
 }  // namespace
 
-EventPhases find_iterations(const std::vector<EventOrigin>& events, FrameResolver& resolver,
+EventPhases find_iterations(const EventOrigins& events, const StackTable& stacks, FrameResolver& resolver,
                             const std::vector<NvtxRange>& nvtx) {
   EventPhases phases;
-  Shapes shapes(resolver);
+  Shapes shapes(events, stacks, resolver);
   std::vector<size_t> ranges = nvtx_iteration_ranges(nvtx);
   if (!ranges.empty()) {
     phases.source = IterationSource::kNvtx;
@@ -281,15 +317,18 @@ EventPhases find_iterations(const std::vector<EventOrigin>& events, FrameResolve
     }
   } else {
     std::vector<PyFrame> chain = majority_chain(events, shapes);
-    for (size_t depth = 0; depth < chain.size(); ++depth) {
-      if (python_source_kind(chain[depth].file) != SourceKind::kUser) continue;
-      LoopFound loop = loop_at(events, shapes, chain, depth);
+    match_chain(shapes, chain);
+    size_t tried = 0;
+    for (size_t depth = 0; depth < chain.size() && tried < kMaxLoopFramesTried; ++depth) {
+      if (python_source_kind(chain[depth].file) != SourceKind::kUser || !line_varies(shapes, depth)) continue;
+      ++tried;
+      LoopFound loop = loop_at(events, shapes, depth);
       if (loop.starts.empty()) continue;
       phases.source = IterationSource::kPythonLoop;
       phases.loop_file = chain[depth].file;
       phases.loop_function = chain[depth].function;
       phases.loop_line = loop.start_line;
-      phases.iterations = python_loop_spans(events, shapes, chain, loop);
+      phases.iterations = python_loop_spans(events, shapes, loop);
       break;
     }
   }
