@@ -79,7 +79,8 @@ void leak_growth(const Analysis& analysis, const SiteGrouping& grouping, Iterati
     auto site = leak_of_site.find({a.device, grouping.site_of(a.stack_id)});
     if (site != leak_of_site.end()) kept[site->second][size_t(k)] += a.size_bytes;
   }
-  for (size_t i = 0; i < analysis.leaks.size(); ++i) report.leak_growth_per_iteration_bytes[i] = median_from_second(kept[i]);
+  for (size_t i = 0; i < analysis.leaks.size(); ++i)
+    report.leak_growth_per_iteration_bytes[i] = median_from_second(kept[i]);
 }
 
 // The sites that kept allocations from the iterations to the last one's end, rolled up under the user's line

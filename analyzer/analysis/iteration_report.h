@@ -18,7 +18,7 @@ namespace memtrace {
 
 // A call site that kept allocations from the iterations to the end of the last one (KeptAllocation).
 struct GrowingSite {
-  uint64_t stack_id = 0;  // the site's stack with the most kept bytes (SiteGrouping names the site)
+  uint64_t stack_id = 0;    // the site's stack with the most kept bytes (SiteGrouping names the site)
   uint64_t kept_bytes = 0;  // all it kept
   // Median from the 2nd iteration of the bytes it allocated in each iteration and kept to the last one's end.
   uint64_t growth_per_iteration_bytes = 0;

@@ -82,7 +82,8 @@ StackShape shape_of(uint64_t stack_id, const StackTable& stacks, FrameResolver& 
     shape.python.push_back(PyFrame{std::move(f.file), std::move(f.function), f.line});
   }
   if (shape.python.empty())
-    for (const Frame& f : resolver.resolve(stack_id).frames) shape.backward = shape.backward || is_autograd_native_frame(f);
+    for (const Frame& f : resolver.resolve(stack_id).frames)
+      shape.backward = shape.backward || is_autograd_native_frame(f);
   return shape;
 }
 
@@ -263,7 +264,8 @@ std::vector<size_t> nvtx_iteration_ranges(const std::vector<NvtxRange>& nvtx) {
   }
   if (!best) return {};
   std::vector<size_t> chosen = *best;
-  std::sort(chosen.begin(), chosen.end(), [&](size_t a, size_t b) { return nvtx[a].first_event < nvtx[b].first_event; });
+  std::sort(chosen.begin(), chosen.end(),
+            [&](size_t a, size_t b) { return nvtx[a].first_event < nvtx[b].first_event; });
   return chosen;
 }
 

@@ -3,8 +3,8 @@
 // phase it happened in, and the steady growth per iteration.
 //
 // Like heaptrack's peaktracker, the analysis is a pass over the events in order that keeps, per event, only what
-// it needs (the event's stack id, thread and time: EventOrigin) and reads stacks once per stack id (StackShape),
-// never per event. Three steps:
+// it needs (the event's time and stack: EventOrigins) and reads each distinct stack once, never per event.
+// Three steps:
 //
 // 1. Iterations, from NVTX ranges where the job names them: ranges of one name that repeat (2 or more) on one
 //    thread at one nesting depth are the iterations (the outermost such name wins, then the most repeated; names
@@ -53,10 +53,10 @@ namespace memtrace {
 // its stack, as an index into the trace's distinct stack ids), so that a trace of 100 million events takes
 // 1.2 GB here, no more than the per-event vectors of EventPhases it makes (5 bytes per event) and the replay.
 struct EventOrigins {
-  std::vector<int64_t> time_ns;   // per event, from trace start
-  std::vector<uint32_t> stack;    // per event: index into stack_ids
+  std::vector<int64_t> time_ns;           // per event, from trace start
+  std::vector<uint32_t> stack;            // per event: index into stack_ids
   std::vector<uint64_t> stack_ids = {0};  // the distinct stack ids, in order of first use; [0] is 0 (no stack)
-  std::vector<uint64_t> finalizing;  // the PYTHON_FINALIZING events, ascending: no iteration reaches past one
+  std::vector<uint64_t> finalizing;       // the PYTHON_FINALIZING events, ascending: no iteration reaches past one
   size_t size() const { return stack.size(); }
 };
 
@@ -65,10 +65,10 @@ struct EventOrigins {
 EventOrigins collect_event_origins(const std::string& path);
 
 // The iterations and phases of `events` (collect_event_origins), with `stacks` (the trace's StackTable, every
-// record read) giving each stack's Python frames and `resolver` (over the same table) the native frames of those
-// without Python frames, each read once per stack id; and `nvtx` the job's NVTX ranges (empty for traces without them). source kNone
-// and empty per-event vectors where no iteration is found (fewer than 2). Cost: O(events x L) with L at most
-// kMaxLoopFramesTried, plus O(stacks x depth) for the stacks' frames.
+// record read) giving each stack's Python frames and `resolver` (over the same table) the native frames of
+// those without Python frames, each read once per stack id; and `nvtx` the job's NVTX ranges (empty for traces
+// without them). Source kNone and empty per-event vectors where no iteration is found (fewer than 2). Cost:
+// O(events x L) with L at most kMaxLoopFramesTried, plus O(stacks x depth) for the stacks' frames.
 EventPhases find_iterations(const EventOrigins& events, const StackTable& stacks, FrameResolver& resolver,
                             const std::vector<NvtxRange>& nvtx);
 
@@ -79,7 +79,7 @@ inline constexpr size_t kMaxLoopFramesTried = 8;
 // What one iteration did to one device's memory ("allocated" and "reserved" as the reports mean them:
 // DeviceTotals).
 struct IterationMemory {
-  uint64_t peak_allocated_bytes = 0;  // the highest allocated after any of its events
+  uint64_t peak_allocated_bytes = 0;   // the highest allocated after any of its events
   Phase peak_phase = Phase::kOutside;  // the phase of the first event that reached it
   uint64_t peak_event = 0;
   uint64_t allocated_at_end_bytes = 0;  // after its last event, just before the next iteration's first

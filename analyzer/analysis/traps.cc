@@ -55,11 +55,12 @@ std::optional<Trap> cache_not_leak(const IterationFigures& f) {
             format_bytes(t.allocated_bytes) + " allocated, allocated flat across iterations";
   uint64_t peak = 0;
   for (const IterationMemory& m : f.iterations) peak = std::max(peak, m.peak_allocated_bytes);
-  t.advice = "The difference is PyTorch's caching allocator keeping freed blocks for reuse (nvidia-smi shows "
-             "reserved; the iterations' peak allocated is " + format_bytes(peak) +
-             "), not memory the job keeps: allocated changes by " +
-             format_bytes(uint64_t(std::abs(t.allocated_growth_per_iteration_bytes))) +
-             " per iteration. torch.cuda.empty_cache() gives the cache back, which helps only other processes.";
+  t.advice =
+      "The difference is PyTorch's caching allocator keeping freed blocks for reuse (nvidia-smi shows "
+      "reserved; the iterations' peak allocated is " +
+      format_bytes(peak) + "), not memory the job keeps: allocated changes by " +
+      format_bytes(uint64_t(std::abs(t.allocated_growth_per_iteration_bytes))) +
+      " per iteration. torch.cuda.empty_cache() gives the cache back, which helps only other processes.";
   return t;
 }
 
@@ -75,9 +76,10 @@ std::optional<Trap> allocator_retention(const IterationFigures& f) {
   t.reserved_bytes = f.iterations.back().reserved_at_end_bytes;
   t.title = "allocator retention: reserved grows " + format_bytes(uint64_t(t.reserved_growth_per_iteration_bytes)) +
             " per iteration while allocated does not";
-  t.advice = "The allocator takes new segments it cannot fill with the freed ones (tensor sizes that vary from one "
-             "iteration to the next fragment its cache). Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, "
-             "or sizes that repeat (padding to fixed shapes).";
+  t.advice =
+      "The allocator takes new segments it cannot fill with the freed ones (tensor sizes that vary from one "
+      "iteration to the next fragment its cache). Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, "
+      "or sizes that repeat (padding to fixed shapes).";
   return t;
 }
 

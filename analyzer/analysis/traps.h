@@ -39,8 +39,8 @@ struct Trap {
 // What the kept-graph trap reads of the allocations live at exit (the leak candidates), per iteration.
 struct ForwardKept {
   std::vector<uint64_t> per_iteration_bytes;  // forward-phase allocations live at exit, by iteration allocated
-  uint64_t sites_every_iteration = 0;  // call sites whose forward allocations live at exit have a median > 0
-  bool backward_seen = false;          // some event of the iterations is in the backward phase
+  uint64_t sites_every_iteration = 0;         // call sites whose forward allocations live at exit have a median > 0
+  bool backward_seen = false;                 // some event of the iterations is in the backward phase
 };
 
 inline constexpr uint64_t kCacheRatio = 2;

@@ -4,8 +4,8 @@
 #include <iostream>
 #include <memory>
 
-#include "cli/report_session.h"
 #include "analysis/iteration_report.h"
+#include "cli/report_session.h"
 #include "report/json/report_json.h"
 #include "report/text/iterations_text.h"
 #include "util/terminal_text.h"
@@ -18,8 +18,9 @@ int leaks(const ReportArgs& args) {
   if (int status = open_report(args, /*with_live_at_peak=*/false, &s); status != kExitOk) return status;
   IterationReport iterations = analyze_iterations(*s.analysis, *s.resolver);
   if (args.json) {
-    nlohmann::json report = {{"trace", trace_json(*s.analysis)}, {"iterations", iterations_json(iterations, *s.resolver)},
-                           {"leaks", leaks_json(*s.analysis, *s.resolver, &iterations)}};
+    nlohmann::json report = {{"trace", trace_json(*s.analysis)},
+                             {"iterations", iterations_json(iterations, *s.resolver)},
+                             {"leaks", leaks_json(*s.analysis, *s.resolver, &iterations)}};
     add_symbolizer_health(report["trace"], *s.symbolizer);
     std::cout << json_terminal_safe(report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) << '\n';
     return kExitOk;

@@ -4,8 +4,8 @@
 #include <iostream>
 #include <memory>
 
-#include "cli/report_session.h"
 #include "analysis/iteration_report.h"
+#include "cli/report_session.h"
 #include "report/json/report_json.h"
 #include "report/text/iterations_text.h"
 #include "util/terminal_text.h"

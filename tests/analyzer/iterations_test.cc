@@ -31,7 +31,8 @@ class Job {
   // A stack of Python frames given outermost first (the trace lists them innermost first).
   Job& stack(uint64_t id, std::vector<uint64_t> frames_outermost_first) {
     std::vector<uint64_t> frames;
-    for (auto it = frames_outermost_first.rbegin(); it != frames_outermost_first.rend(); ++it) frames.push_back(kPy | *it);
+    for (auto it = frames_outermost_first.rbegin(); it != frames_outermost_first.rend(); ++it)
+      frames.push_back(kPy | *it);
     b_.stack(id, frames);
     return *this;
   }
@@ -143,10 +144,10 @@ TEST(Iterations, TrainingLoopFromThePythonLoop) {
   EXPECT_EQ(p.iterations[2].end_ns, 25 * kMs);   // e24's time
   ASSERT_EQ(p.phase_of_event.size(), 26u);
   using enum Phase;
-  std::vector<Phase> expected = {kOutside,  kForward,   kForward,   kBackward,  kBackward,  kBackward,  kBackward,
-                                 kOptimizer, kOptimizer, kOptimizer, kForward,   kForward,   kBackward,  kBackward,
-                                 kBackward, kOptimizer, kOptimizer, kForward,   kForward,   kBackward,  kBackward,
-                                 kBackward, kOptimizer, kOptimizer, kOutside,   kOutside};
+  std::vector<Phase> expected = {kOutside,   kForward,   kForward,   kBackward, kBackward, kBackward, kBackward,
+                                 kOptimizer, kOptimizer, kOptimizer, kForward,  kForward,  kBackward, kBackward,
+                                 kBackward,  kOptimizer, kOptimizer, kForward,  kForward,  kBackward, kBackward,
+                                 kBackward,  kOptimizer, kOptimizer, kOutside,  kOutside};
   EXPECT_EQ(p.phase_of_event, expected);
   EXPECT_EQ(p.iteration_of_event[0], -1);
   EXPECT_EQ(p.iteration_of_event[9], 0);
@@ -247,7 +248,8 @@ TEST(Iterations, InnerLoopDoesNotStartIterations) {
   j.stack(10, {1, 2}).stack(11, {1, 3}).stack(12, {1, 4});
   for (uint64_t k = 0; k < 4; ++k) {
     j.alloc(0x100000, kMiB, 10);
-    for (int layer = 0; layer < 2; ++layer) j.alloc(0x200000, kMiB, 11).alloc(0x300000, kMiB, 12).free(0x200000).free(0x300000);
+    for (int layer = 0; layer < 2; ++layer)
+      j.alloc(0x200000, kMiB, 11).alloc(0x300000, kMiB, 12).free(0x200000).free(0x300000);
     j.free(0x100000);
   }
   Found f = analyze(j.write("iterations-inner.mtrace"));
@@ -276,9 +278,9 @@ TEST(Iterations, NvtxRangesAreTheIterationsAndNameThePhases) {
   // "step" x 3 at depth 0 (whole iterations, e0's set-up included in the first), "Forward" (a phase name, not
   // iterations though it repeats) and "bwd" at depth 1; "bwd" of the 1st step reaches over e7, which the frames
   // call optimizer.
-  std::vector<NvtxRange> nvtx = {range("step", 0, 0, 10),    range("Forward", 1, 0, 3), range("bwd", 1, 3, 8),
-                                 range("step", 0, 10, 17),   range("Forward", 1, 10, 12),
-                                 range("step", 0, 17, 24),   range("Forward", 1, 17, 19), range("other", 2, 3, 4)};
+  std::vector<NvtxRange> nvtx = {range("step", 0, 0, 10),     range("Forward", 1, 0, 3),   range("bwd", 1, 3, 8),
+                                 range("step", 0, 10, 17),    range("Forward", 1, 10, 12), range("step", 0, 17, 24),
+                                 range("Forward", 1, 17, 19), range("other", 2, 3, 4)};
   Found f = analyze(path, nvtx);
   const EventPhases& p = f.report.phases;
   EXPECT_EQ(p.source, IterationSource::kNvtx);
@@ -372,12 +374,12 @@ TEST(Iterations, OneKeptSiteIsNoGraph) {
 TEST(Iterations, SteadyGrowthIsTheMedianFromTheSecondIteration) {
   EXPECT_EQ(steady_growth({}), std::nullopt);
   EXPECT_EQ(steady_growth({7}), std::nullopt);
-  EXPECT_EQ(steady_growth({10, 30}), 20);               // two: their one delta
-  EXPECT_EQ(steady_growth({10, 100, 105, 120}), 10);    // deltas 5, 15 (90 skipped): mean of the middle two
-  EXPECT_EQ(steady_growth({10, 100, 95, 85}), -7);      // -5, -10: -7.5 rounded toward zero
-  EXPECT_EQ(steady_growth({0, 50, 52, 54, 90}), 2);     // 2, 2, 36
-  EXPECT_EQ(median_from_second({9, 1, 1, 0}), 1u);      // 1, 1, 0
-  EXPECT_EQ(median_from_second({9, 0, 4}), 2u);         // 0, 4
+  EXPECT_EQ(steady_growth({10, 30}), 20);             // two: their one delta
+  EXPECT_EQ(steady_growth({10, 100, 105, 120}), 10);  // deltas 5, 15 (90 skipped): mean of the middle two
+  EXPECT_EQ(steady_growth({10, 100, 95, 85}), -7);    // -5, -10: -7.5 rounded toward zero
+  EXPECT_EQ(steady_growth({0, 50, 52, 54, 90}), 2);   // 2, 2, 36
+  EXPECT_EQ(median_from_second({9, 1, 1, 0}), 1u);    // 1, 1, 0
+  EXPECT_EQ(median_from_second({9, 0, 4}), 2u);       // 0, 4
   EXPECT_EQ(median_from_second({9}), 0u);
 }
 
@@ -427,9 +429,8 @@ TEST(Traps, AllocatorRetention) {
   EXPECT_EQ(traps[0].title,
             "allocator retention: reserved grows 20.00 MiB (20,971,520 B) per iteration while allocated does not");
   // Absent where allocated grows with it.
-  EXPECT_TRUE(
-      find_traps(figures_of({{100 * kMiB, 120 * kMiB}, {120 * kMiB, 140 * kMiB}, {140 * kMiB, 160 * kMiB}}), {})
-          .empty());
+  EXPECT_TRUE(find_traps(figures_of({{100 * kMiB, 120 * kMiB}, {120 * kMiB, 140 * kMiB}, {140 * kMiB, 160 * kMiB}}), {})
+                  .empty());
 }
 
 TEST(Traps, KeptGraphWordingWithAndWithoutBackward) {

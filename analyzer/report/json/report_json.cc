@@ -297,8 +297,9 @@ json iterations_json(const IterationReport& r, FrameResolver& resolver) {
   for (const LeakGroup& g : r.groups) {
     json sites = json::array();
     for (const GrowingSite& s : g.sites)
-      sites.push_back(with_stack({{"kept_bytes", s.kept_bytes}, {"growth_per_iteration_bytes", s.growth_per_iteration_bytes}},
-                                 resolver.resolve(s.stack_id)));
+      sites.push_back(
+          with_stack({{"kept_bytes", s.kept_bytes}, {"growth_per_iteration_bytes", s.growth_per_iteration_bytes}},
+                     resolver.resolve(s.stack_id)));
     groups.push_back({{"file", g.has_python ? json(g.file) : json(nullptr)},
                       {"function", g.has_python ? json(g.function) : json(nullptr)},
                       {"line", g.has_python ? json(g.line) : json(nullptr)},

@@ -35,8 +35,7 @@ std::string innermost_line(const ResolvedStack& stack) {
 
 void print_iterations(std::ostream& out, const IterationReport& r, const TextOptions& options) {
   if (!r.found()) return;
-  out << "\nIterations: " << terminal_safe(iterations_found_text(r.phases)) << " (device " << r.figures.device
-      << ")\n";
+  out << "\nIterations: " << terminal_safe(iterations_found_text(r.phases)) << " (device " << r.figures.device << ")\n";
   if (r.figures.allocated_growth_per_iteration_bytes)
     out << "  growth per iteration: allocated " << signed_bytes(*r.figures.allocated_growth_per_iteration_bytes)
         << ", reserved " << signed_bytes(r.figures.reserved_growth_per_iteration_bytes.value_or(0))
@@ -73,10 +72,8 @@ void print_leak_groups(std::ostream& out, const Analysis& a, const IterationRepo
       << terminal_safe(iterations_found_text(r.phases)) << "):\n";
   for (const LeakGroup& g : r.groups) {
     out << "  ";
-    if (g.has_python)
-      out << terminal_safe(basename_of(g.file)) << ':' << g.line << ' ' << terminal_safe(g.function);
-    else
-      out << "(no Python frames)";
+    if (g.has_python) out << terminal_safe(basename_of(g.file)) << ':' << g.line << ' ' << terminal_safe(g.function);
+    else out << "(no Python frames)";
     out << ": " << signed_bytes(int64_t(g.growth_per_iteration_bytes)) << " per iteration across "
         << count_of(g.sites.size(), "allocation site");
     for (size_t i = 0; i < g.libraries.size(); ++i) out << (i ? ", " : " in ") << terminal_safe(g.libraries[i]);
