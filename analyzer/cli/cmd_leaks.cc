@@ -4,8 +4,10 @@
 #include <iostream>
 #include <memory>
 
+#include "analysis/iteration_report.h"
 #include "cli/report_session.h"
 #include "report/json/report_json.h"
+#include "report/text/iterations_text.h"
 #include "util/terminal_text.h"
 
 namespace memtrace {
@@ -14,14 +16,18 @@ namespace {
 int leaks(const ReportArgs& args) {
   ReportSession s;
   if (int status = open_report(args, /*with_live_at_peak=*/false, &s); status != kExitOk) return status;
+  IterationReport iterations = analyze_iterations(*s.analysis, *s.resolver);
   if (args.json) {
-    nlohmann::json report = {{"trace", trace_json(*s.analysis)}, {"leaks", leaks_json(*s.analysis, *s.resolver)}};
+    nlohmann::json report = {{"trace", trace_json(*s.analysis)},
+                             {"iterations", iterations_json(iterations, *s.resolver)},
+                             {"leaks", leaks_json(*s.analysis, *s.resolver, &iterations)}};
     add_symbolizer_health(report["trace"], *s.symbolizer);
     std::cout << json_terminal_safe(report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) << '\n';
     return kExitOk;
   }
   print_trace_overview(std::cout, *s.analysis);
-  print_leaks(std::cout, *s.analysis, *s.resolver, s.options);
+  print_traps(std::cout, iterations);
+  print_leaks(std::cout, *s.analysis, *s.resolver, s.options, &iterations);
   return kExitOk;
 }
 

@@ -4,8 +4,10 @@
 #include <iostream>
 #include <memory>
 
+#include "analysis/iteration_report.h"
 #include "cli/report_session.h"
 #include "report/json/report_json.h"
+#include "report/text/iterations_text.h"
 #include "util/terminal_text.h"
 
 namespace memtrace {
@@ -15,11 +17,13 @@ int summary(const ReportArgs& args) {
   ReportSession s;
   if (int status = open_report(args, /*with_live_at_peak=*/true, &s); status != kExitOk) return status;
   const Analysis& a = *s.analysis;
+  IterationReport iterations = analyze_iterations(a, *s.resolver);
   if (args.json) {
     nlohmann::json report = {{"trace", trace_json(a)},
                              {"devices", devices_json(a, *s.resolver)},
                              {"process", process_json(a)},
-                             {"leaks", leaks_json(a, *s.resolver)},
+                             {"iterations", iterations_json(iterations, *s.resolver)},
+                             {"leaks", leaks_json(a, *s.resolver, &iterations)},
                              {"ooms", ooms_json(a, *s.resolver)}};
     add_symbolizer_health(report["trace"], *s.symbolizer);
     std::cout << json_terminal_safe(report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) << '\n';
@@ -28,7 +32,9 @@ int summary(const ReportArgs& args) {
   print_trace_overview(std::cout, a);
   print_devices(std::cout, a, *s.resolver, s.options);
   print_process(std::cout, a);
-  print_leaks(std::cout, a, *s.resolver, s.options);
+  print_iterations(std::cout, iterations, s.options);
+  print_traps(std::cout, iterations);
+  print_leaks(std::cout, a, *s.resolver, s.options, &iterations);
   print_ooms(std::cout, a, *s.resolver, s.options);
   print_health(std::cout, a, s.symbolizer->modules_not_opened());
   return kExitOk;

@@ -221,17 +221,96 @@ json devices_json(const Analysis& a, FrameResolver& resolver) {
   return out;
 }
 
-json leaks_json(const Analysis& a, FrameResolver& resolver) {
+json leaks_json(const Analysis& a, FrameResolver& resolver, const IterationReport* iterations) {
   json out = json::array();
-  for (const LeakSite& l : a.leaks)
-    out.push_back(with_site_stack({{"device", l.site.device},
-                                   {"bytes", l.site.bytes},
-                                   {"count", l.site.count},
-                                   {"growing", l.growing},
-                                   {"growth_count", l.growth_count},
-                                   {"growth_bytes_per_step", l.growth_bytes_per_step},
-                                   {"median_interval_s", l.median_interval_s}},
-                                  l.site, resolver));
+  for (size_t i = 0; i < a.leaks.size(); ++i) {
+    const LeakSite& l = a.leaks[i];
+    json fields = {{"device", l.site.device},
+                   {"bytes", l.site.bytes},
+                   {"count", l.site.count},
+                   {"growing", l.growing},
+                   {"growth_count", l.growth_count},
+                   {"growth_bytes_per_step", l.growth_bytes_per_step},
+                   {"median_interval_s", l.median_interval_s}};
+    if (iterations && iterations->found())
+      fields["growth_per_iteration_bytes"] = iterations->leak_growth_per_iteration_bytes[i];
+    out.push_back(with_site_stack(std::move(fields), l.site, resolver));
+  }
+  return out;
+}
+
+namespace {
+
+const char* source_json_name(IterationSource source) {
+  switch (source) {
+    case IterationSource::kNone: return "none";
+    case IterationSource::kPythonLoop: return "python_loop";
+    case IterationSource::kNvtx: return "nvtx";
+  }
+  return "none";
+}
+
+json optional_signed(const std::optional<int64_t>& value) { return value ? json(*value) : json(nullptr); }
+
+json trap_json(const Trap& t) {
+  return {{"kind", trap_json_name(t.kind)},
+          {"title", t.title},
+          {"advice", t.advice},
+          {"kept_per_iteration_bytes", t.kept_per_iteration_bytes},
+          {"kept_sites", t.kept_sites},
+          {"allocated_bytes", t.allocated_bytes},
+          {"reserved_bytes", t.reserved_bytes},
+          {"allocated_growth_per_iteration_bytes", t.allocated_growth_per_iteration_bytes},
+          {"reserved_growth_per_iteration_bytes", t.reserved_growth_per_iteration_bytes}};
+}
+
+}  // namespace
+
+json iterations_json(const IterationReport& r, FrameResolver& resolver) {
+  const EventPhases& p = r.phases;
+  json out = {{"source", source_json_name(p.source)},
+              {"found", iterations_found_text(p)},
+              {"count", p.iterations.size()},
+              {"loop", p.source == IterationSource::kPythonLoop
+                           ? json{{"file", p.loop_file}, {"function", p.loop_function}, {"line", p.loop_line}}
+                           : json(nullptr)},
+              {"range_name", p.source == IterationSource::kNvtx ? json(p.range_name) : json(nullptr)},
+              {"device", r.figures.device},
+              {"growth_per_iteration_bytes", optional_signed(r.figures.allocated_growth_per_iteration_bytes)},
+              {"reserved_growth_per_iteration_bytes", optional_signed(r.figures.reserved_growth_per_iteration_bytes)}};
+  json list = json::array();
+  for (size_t k = 0; k < p.iterations.size() && k < r.figures.iterations.size(); ++k) {
+    const IterationSpan& span = p.iterations[k];
+    const IterationMemory& m = r.figures.iterations[k];
+    list.push_back({{"first_event", span.first_event},
+                    {"end_event", span.end_event},
+                    {"begin_s", seconds(span.begin_ns)},
+                    {"end_s", seconds(span.end_ns)},
+                    {"peak_allocated_bytes", m.peak_allocated_bytes},
+                    {"peak_phase", phase_name(m.peak_phase)},
+                    {"peak_event", m.peak_event},
+                    {"allocated_at_end_bytes", m.allocated_at_end_bytes},
+                    {"reserved_at_end_bytes", m.reserved_at_end_bytes}});
+  }
+  out["iterations"] = std::move(list);
+  json groups = json::array();
+  for (const LeakGroup& g : r.groups) {
+    json sites = json::array();
+    for (const GrowingSite& s : g.sites)
+      sites.push_back(
+          with_stack({{"kept_bytes", s.kept_bytes}, {"growth_per_iteration_bytes", s.growth_per_iteration_bytes}},
+                     resolver.resolve(s.stack_id)));
+    groups.push_back({{"file", g.has_python ? json(g.file) : json(nullptr)},
+                      {"function", g.has_python ? json(g.function) : json(nullptr)},
+                      {"line", g.has_python ? json(g.line) : json(nullptr)},
+                      {"growth_per_iteration_bytes", g.growth_per_iteration_bytes},
+                      {"libraries", g.libraries},
+                      {"sites", std::move(sites)}});
+  }
+  out["growth_by_user_line"] = std::move(groups);
+  json traps = json::array();
+  for (const Trap& t : r.traps) traps.push_back(trap_json(t));
+  out["traps"] = std::move(traps);
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/analysis.h"
+#include "analysis/iteration_report.h"
 #include "stacks/frames.h"
 
 namespace memtrace {
@@ -29,7 +30,12 @@ nlohmann::json process_json(const Analysis& analysis);
 nlohmann::json fragmentation_json(const Fragmentation& fragmentation);
 // One DEVICE_USAGE sample with the accounted comparison, or null.
 nlohmann::json device_usage_json(const std::optional<DeviceUsage>& usage);
-nlohmann::json leaks_json(const Analysis& analysis, FrameResolver& resolver);
+// With `iterations` where iterations were found, each entry also has `growth_per_iteration_bytes`.
+nlohmann::json leaks_json(const Analysis& analysis, FrameResolver& resolver,
+                          const IterationReport* iterations = nullptr);
+// `iterations` (summary and leaks): how the iterations were found, each one's figures, the growth per iteration,
+// the growing sites by the user's line and the traps (docs/json.md).
+nlohmann::json iterations_json(const IterationReport& iterations, FrameResolver& resolver);
 nlohmann::json ooms_json(const Analysis& analysis, FrameResolver& resolver);
 
 }  // namespace memtrace

@@ -4,6 +4,7 @@
 
 #include "read/trace_end.h"
 #include "report/text/site_lines.h"
+#include "report/text/iterations_text.h"
 #include "util/format.h"
 #include "util/terminal_text.h"
 
@@ -175,7 +176,9 @@ void print_process(std::ostream& out, const Analysis& a) {
   line("address space reserved  ", p.address_space_reserved_bytes, p.peak_address_space_reserved);
 }
 
-void print_leaks(std::ostream& out, const Analysis& a, FrameResolver& resolver, const TextOptions& options) {
+void print_leaks(std::ostream& out, const Analysis& a, FrameResolver& resolver, const TextOptions& options,
+                 const IterationReport* iterations) {
+  if (iterations && iterations->found()) print_leak_groups(out, a, *iterations, resolver, options);
   out << "\nLive at exit (leak candidates, "
       << (a.model.finalizing_time_ns()
               ? "at Python finalization " + format_seconds(seconds(*a.model.finalizing_time_ns()))
@@ -183,11 +186,16 @@ void print_leaks(std::ostream& out, const Analysis& a, FrameResolver& resolver, 
       << "): " << count_of(a.leaks.size(), "call site");
   if (a.leaks.size() > options.top) out << " (top " << options.top << " shown)";
   out << '\n';
+  if (iterations && !iterations->found()) print_leak_groups(out, a, *iterations, resolver, options);
+  bool per_iteration = iterations && iterations->found();
   for (size_t i = 0; i < a.leaks.size() && i < options.top; ++i) {
     const LeakSite& l = a.leaks[i];
     out << "    #" << i + 1 << " device " << l.site.device << ": " << format_bytes(l.site.bytes) << " in "
         << count_of(l.site.count, "allocation");
-    if (l.growing)
+    if (per_iteration) {
+      if (uint64_t growth = iterations->leak_growth_per_iteration_bytes[i])
+        out << ", GROWS " << format_bytes(growth) << " per iteration";
+    } else if (l.growing)
       out << ", GROWS step after step: " << count_of(l.growth_count, "allocation") << " of "
           << format_bytes(l.growth_bytes_per_step) << " each, one every " << format_interval(l.median_interval_s)
           << " (median)";

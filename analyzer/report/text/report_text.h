@@ -9,6 +9,7 @@
 #include <ostream>
 
 #include "analysis/analysis.h"
+#include "analysis/iteration_report.h"
 #include "stacks/frames.h"
 
 namespace memtrace {
@@ -32,7 +33,10 @@ void print_trace_overview(std::ostream& out, const Analysis& analysis);
 void print_devices(std::ostream& out, const Analysis& analysis, FrameResolver& resolver, const TextOptions& options);
 // Host memory (pinned, registered) and address space reserved: process-wide; nothing when unused.
 void print_process(std::ostream& out, const Analysis& analysis);
-void print_leaks(std::ostream& out, const Analysis& analysis, FrameResolver& resolver, const TextOptions& options);
+// With `iterations` (analysis/iteration_report.h), growth is said per iteration where iterations were found, the
+// growing sites rolled up under the user's line first; without them, or where none was found, step after step.
+void print_leaks(std::ostream& out, const Analysis& analysis, FrameResolver& resolver, const TextOptions& options,
+                 const IterationReport* iterations = nullptr);
 void print_ooms(std::ostream& out, const Analysis& analysis, FrameResolver& resolver, const TextOptions& options);
 // `modules_not_opened`: Symbolizer::modules_not_opened() once the reports before it are symbolized.
 void print_health(std::ostream& out, const Analysis& analysis, uint64_t modules_not_opened = 0);
