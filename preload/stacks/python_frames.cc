@@ -131,6 +131,12 @@ struct Reader {
   uintptr_t bytes_type;    // &PyBytes_Type
   uintptr_t eval_begin;    // [eval_begin, eval_end) = _PyEval_EvalFrameDefault's machine code
   uintptr_t eval_end;
+  // The thread-state list's accessors (plain field reads in 3.11-3.13, Python/pystate.c): NULL when one is missing,
+  // and then python_frames_read_backward finds no thread.
+  void* (*interp_head)();          // PyInterpreterState_Head
+  void* (*interp_next)(void*);     // PyInterpreterState_Next
+  void* (*thread_head)(void*);     // PyInterpreterState_ThreadHead
+  void* (*thread_next)(void*);     // PyThreadState_Next
 };
 
 Reader g_reader;
@@ -695,6 +701,61 @@ int read_frames(uintptr_t frame, PythonFrameView* out, int capacity, bool* cut) 
 using ReadFramesFn = int (*)(uintptr_t, PythonFrameView*, int, bool*);
 ReadFramesFn g_read_frames = nullptr;  // set with g_reader, before support is published
 
+// ---- the thread waiting in backward (python_frames.h: Backward attribution) ----
+constexpr char kBackwardFunction[] = "_engine_run_backward";
+constexpr char kBackwardFileSuffix[] = "torch/autograd/graph.py";
+constexpr int kMaxInterpreters = 64;
+constexpr int kMaxShimsSkipped = 4;  // C-stack shim frames above a thread's innermost Python frame (3.12+)
+
+// Whether the str object `object` holds exactly `text` (n bytes), or ends with it when `suffix`.
+bool str_matches(uintptr_t object, const char* text, uint32_t n, bool suffix) {
+  const char* data = nullptr;
+  uint32_t length = 0;
+  read_string(object, &data, &length);
+  if (length < n || (!suffix && length != n)) return false;
+  return memcmp(data + (length - n), text, n) == 0;
+}
+
+// The innermost Python frame of the thread state `tstate` when it runs PyTorch's backward entry point; 0 otherwise.
+// Reads the thread state and that one frame only (the thread may be running Python: python_frames.h).
+uintptr_t backward_frame_of(uintptr_t tstate) {
+  const PythonLayout& l = g_reader.layout;
+  uintptr_t frame = current_frame(tstate);
+  int8_t owner = 0;
+  for (int skipped = 0; frame != 0 && read_at(frame, l.frame_owner, &owner) && l.owner_cstack >= 0 &&
+                        owner == l.owner_cstack && skipped < kMaxShimsSkipped;
+       ++skipped)
+    frame = read_pointer(frame, l.frame_previous);
+  if (frame == 0) return 0;
+  const uintptr_t code = read_pointer(frame, l.frame_code);
+  if (!has_type(code, g_reader.code_type)) return 0;
+  if (!str_matches(read_pointer(code, l.code_qualname), kBackwardFunction, sizeof kBackwardFunction - 1, false))
+    return 0;
+  if (!str_matches(read_pointer(code, l.code_filename), kBackwardFileSuffix, sizeof kBackwardFileSuffix - 1, true))
+    return 0;
+  return frame;
+}
+
+// The innermost frame of the one thread (of every interpreter, kMaxThreadStates at most) that backward_frame_of
+// finds; 0 when none does, or more than one.
+uintptr_t find_backward_frame() {
+  const Reader& r = g_reader;
+  if (!r.interp_head || !r.interp_next || !r.thread_head || !r.thread_next) return 0;
+  uintptr_t found = 0;
+  int visited = 0;
+  void* interp = r.interp_head();
+  for (int interps = 0; interp != nullptr && interps < kMaxInterpreters; interp = r.interp_next(interp), ++interps) {
+    for (void* tstate = r.thread_head(interp); tstate != nullptr; tstate = r.thread_next(tstate)) {
+      if (++visited > kMaxThreadStates) return found;
+      const uintptr_t frame = backward_frame_of(reinterpret_cast<uintptr_t>(tstate));
+      if (frame == 0) continue;
+      if (found != 0) return 0;
+      found = frame;
+    }
+  }
+  return found;
+}
+
 // The walk compiled for `layout`: a fixed-offset one when it is a built-in table.
 ReadFramesFn read_frames_for(const PythonLayout& layout) {
   if (memcmp(&layout, &kLayout311, sizeof layout) == 0) return read_frames<Layout311>;
@@ -723,6 +784,10 @@ bool resolve_reader(uint32_t hex, Reader* r) {
              missing);
     return false;
   }
+  r->interp_head = reinterpret_cast<void* (*)()>(dlsym(RTLD_DEFAULT, "PyInterpreterState_Head"));
+  r->interp_next = reinterpret_cast<void* (*)(void*)>(dlsym(RTLD_DEFAULT, "PyInterpreterState_Next"));
+  r->thread_head = reinterpret_cast<void* (*)(void*)>(dlsym(RTLD_DEFAULT, "PyInterpreterState_ThreadHead"));
+  r->thread_next = reinterpret_cast<void* (*)(void*)>(dlsym(RTLD_DEFAULT, "PyThreadState_Next"));
   void* eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
   Dl_info info;
   ElfW(Sym)* symbol = nullptr;
@@ -910,6 +975,13 @@ int python_frames_read(PythonFrameView* out, int capacity, bool* cut) {
   if (cut) *cut = false;
   if (!supported() || out == nullptr || capacity <= 0) return 0;
   uintptr_t frame = current_frame(reinterpret_cast<uintptr_t>(g_reader.get_tstate()));
+  return frame != 0 ? g_read_frames(frame, out, capacity, cut) : 0;
+}
+
+int python_frames_read_backward(PythonFrameView* out, int capacity, bool* cut) {
+  if (cut) *cut = false;
+  if (!supported() || out == nullptr || capacity <= 0) return 0;
+  uintptr_t frame = find_backward_frame();
   return frame != 0 ? g_read_frames(frame, out, capacity, cut) : 0;
 }
 

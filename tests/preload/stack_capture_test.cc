@@ -15,6 +15,10 @@ int python_frames_read(PythonFrameView*, int, bool* cut) {
   if (cut) *cut = false;
   return 0;
 }
+int python_frames_read_backward(PythonFrameView*, int, bool* cut) {
+  if (cut) *cut = false;
+  return 0;
+}
 void python_eval_range(uintptr_t* begin, uintptr_t* end) { *begin = *end = 0; }
 }  // namespace memtrace
 
