@@ -28,6 +28,7 @@ struct Frame {
 struct ResolvedStack {
   std::vector<Frame> frames;
   StackCuts cuts;
+  bool python_frames_from_backward = false;
 };
 
 class FrameResolver {
