@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "read/trace_reader.h"
+#include "report/text/report_text.h"
 #include "stacks/call_sites.h"
 #include "stacks/frames.h"
 #include "stacks/stack_table.h"
@@ -122,6 +123,41 @@ TEST(BackwardStacks, JsonHasTheKeyOnlyWhereTrue) {
   ASSERT_EQ(peak.size(), 3u);
   EXPECT_EQ(peak[0]["python_frames_from_backward"], true);
   EXPECT_FALSE(peak[1].contains("python_frames_from_backward"));
+}
+
+// A borrowed stack cut at the native depth was cut at the depth of threads without Python frames (32 here), not at
+// that of threads with (16): the thread had none of its own.
+TEST(BackwardStacks, TextNamesTheLimitOfThreadsWithoutPython) {
+  StackTable stacks;
+  proto::Record frame;
+  frame.mutable_python_frame()->set_id(1);
+  frame.mutable_python_frame()->set_file("train.py");
+  frame.mutable_python_frame()->set_function("step");
+  frame.mutable_python_frame()->set_line(42);
+  stacks.add(frame);
+  stacks.add(stack_record(30, {0x1000, kPy | 1}, true));
+  stacks.add(stack_record(31, {0x1000, kPy | 1}, false));
+  Symbolizer symbolizer(stacks.modules());
+  FrameResolver resolver(stacks, symbolizer);
+  TextOptions options;
+  options.max_native_frames = 32;
+  options.max_native_frames_python = 16;
+  auto printed = [&](uint64_t id) {
+    ResolvedStack stack = resolver.resolve(id);
+    stack.cuts.native_frames_cut = true;
+    std::ostringstream out;
+    print_frames(out, stack, options);
+    return out.str();
+  };
+  EXPECT_EQ(printed(30),
+            "      0x1000\n"
+            "      ... native frames stop here: the tracer's limit, 32 (MEMTRACE_MAX_FRAMES)\n"
+            "      train.py:42 step\n");
+  EXPECT_EQ(printed(31),
+            "      0x1000\n"
+            "      ... native frames stop here: the tracer's limit on threads with Python frames, 16 "
+            "(MEMTRACE_MAX_FRAMES_PYTHON)\n"
+            "      train.py:42 step\n");
 }
 
 // memtrace dump: the Stack record's line, and with --frames the line of an event with that stack.

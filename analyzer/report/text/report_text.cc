@@ -72,7 +72,9 @@ void print_frames(std::ostream& out, const ResolvedStack& stack, const TextOptio
     else last_native = i, ++native_count;
   }
   const bool native_cut = stack.cuts.native_frames_cut, python_cut = stack.cuts.python_frames_cut && python_count;
-  const bool has_python = python_count > 0;
+  // The depth the tracer kept is the Python threads' where the thread had Python frames of its own; frames borrowed
+  // from the thread waiting in backward leave the thread's own depth (preload/stacks/stack_capture.h).
+  const bool has_python = python_count > 0 && !stack.python_frames_from_backward;
   // Where the last native frame kept is one of the interpreter's, hidden in this view, the cut is said in the
   // hidden-frames line instead: a line of its own would stand after frames that are not where the cut is.
   const bool cut_at_hidden =
