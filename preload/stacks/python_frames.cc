@@ -737,7 +737,111 @@ uintptr_t backward_frame_of(uintptr_t tstate) {
 }
 
 // The innermost frame of the one thread (of every interpreter, kMaxThreadStates at most) that backward_frame_of
-// finds; 0 when none does, or more than one.
+// finds; 0 when none does, or more than one. (First visited wins past kMaxThreadStates: threads beyond are not seen.)
+uintptr_t find_backward_frame();
+
+// ---- borrow cache: a thread's previous read of the waiting thread's chain, reused while that chain is unchanged ----
+// Within one backward pass the waiting thread is blocked and its chain does not change, while its worker allocates
+// again and again: the walk memo would re-read every frame (a few loads and checks each, ~70 instructions a frame
+// with the views written). The cache keeps, per calling thread, the chain it read last -- per frame the address, the
+// code object and its co_version, the instruction pointer -- and the views that read gave. A read whose chain
+// matches frame for frame, to the same end, copies the views.
+// Why the whole chain and not the innermost frame alone: a backward called from two lines of one function has its
+// innermost frame at the same address running the same instruction both times, only an outer frame differs.
+// Why the views are still valid: every code object on the chain is alive (a frame holds a reference to it) and is the
+// object the views were made from (same address and co_version: CPython numbers each code object it creates,
+// Objects/codeobject.c), whose file and qualified name objects are immutable and held by it. co_version exists in
+// 3.12 and 3.13; on 3.11 there is no cache and the walk memo alone serves.
+// Memory: one mapping per thread, made at its first borrowed read, released at thread exit (as the walk memo).
+constexpr int kBorrowCacheChain = 256;  // frames (shims included) of the longest chain remembered
+constexpr int kBorrowCacheViews = 128;  // kMaxPythonFrames (stacks/stack_capture.h)
+struct BorrowChainEntry {
+  uintptr_t frame;
+  uintptr_t code;
+  uintptr_t instr;
+  uint32_t code_version;  // 0 when `code` was not a code object
+  bool is_code;
+};
+struct BorrowCache {
+  int depth;     // entries of chain[] in use, innermost first; 0: nothing remembered
+  int capacity;  // the capacity of the read that made it
+  int count;     // views written
+  bool cut;
+  BorrowChainEntry chain[kBorrowCacheChain];
+  PythonFrameView views[kBorrowCacheViews];
+};
+BorrowCache* const kNoBorrowCache = reinterpret_cast<BorrowCache*>(uintptr_t{1});
+MEMTRACE_TLS BorrowCache* t_borrow_cache;  // nullptr until the thread's first borrowed read; kNoBorrowCache: none
+MEMTRACE_TLS bool t_borrow_cache_busy;     // a read in progress (a hook in a signal handler goes without)
+MEMTRACE_TLS uint64_t t_borrow_reused;     // python_frames_borrow_reused()
+pthread_key_t g_borrow_cache_key;
+bool g_borrow_cache_key_made = false;  // set once, by python_frames_init
+
+void release_borrow_cache(void* cache) {
+  munmap(cache, sizeof(BorrowCache));
+  t_borrow_cache = kNoBorrowCache;
+}
+
+// The calling thread's cache, made on its first call; nullptr where the layout has no co_version or none was made.
+BorrowCache* thread_borrow_cache() {
+  BorrowCache* cache = t_borrow_cache;
+  if (cache != nullptr) return cache == kNoBorrowCache ? nullptr : cache;
+  t_borrow_cache = kNoBorrowCache;
+  if (!g_borrow_cache_key_made || g_reader.layout.code_version < 0) return nullptr;
+  void* p = mmap(nullptr, sizeof(BorrowCache), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  if (pthread_setspecific(g_borrow_cache_key, p) != 0) {
+    munmap(p, sizeof(BorrowCache));
+    return nullptr;
+  }
+  t_borrow_cache = static_cast<BorrowCache*>(p);
+  return t_borrow_cache;
+}
+
+// The chain entry of `frame` (not NULL) as it is now.
+BorrowChainEntry borrow_chain_entry(uintptr_t frame) {
+  const PythonLayout& l = g_reader.layout;
+  BorrowChainEntry e{frame, load<uintptr_t>(frame, l.frame_code), load<uintptr_t>(frame, l.frame_instr), 0, false};
+  e.is_code = e.code != 0 && load<uintptr_t>(e.code, l.object_type) == g_reader.code_type;
+  if (e.is_code) e.code_version = code_version_of(e.code);
+  return e;
+}
+
+// Whether the chain from `frame` is the one `c` remembers, frame for frame, to the same end.
+bool borrow_cache_holds(const BorrowCache& c, uintptr_t frame) {
+  const int32_t previous = g_reader.layout.frame_previous;
+  int i = 0;
+  for (; frame != 0; frame = load<uintptr_t>(frame, previous), ++i) {
+    if (i == c.depth) return false;
+    const BorrowChainEntry& was = c.chain[i];
+    if (was.frame != frame) return false;
+    const BorrowChainEntry now = borrow_chain_entry(frame);
+    if (now.code != was.code || now.instr != was.instr || now.is_code != was.is_code ||
+        now.code_version != was.code_version)
+      return false;
+  }
+  return i == c.depth && i > 0;
+}
+
+// Remembers the read of the chain from `frame` that wrote `views` (`count`, at `capacity`, `cut`); a chain longer
+// than kBorrowCacheChain, or a read wider than kBorrowCacheViews, leaves the cache empty.
+void borrow_cache_store(BorrowCache* c, uintptr_t frame, const PythonFrameView* views, int count, int capacity,
+                        bool cut) {
+  c->depth = 0;
+  if (capacity > kBorrowCacheViews) return;
+  const int32_t previous = g_reader.layout.frame_previous;
+  int i = 0;
+  for (; frame != 0; frame = load<uintptr_t>(frame, previous), ++i) {
+    if (i == kBorrowCacheChain) return;
+    c->chain[i] = borrow_chain_entry(frame);
+  }
+  memcpy(c->views, views, sizeof(PythonFrameView) * static_cast<size_t>(count));
+  c->count = count;
+  c->capacity = capacity;
+  c->cut = cut;
+  c->depth = i;
+}
+
 uintptr_t find_backward_frame() {
   const Reader& r = g_reader;
   if (!r.interp_head || !r.interp_next || !r.thread_head || !r.thread_next) return 0;
@@ -942,6 +1046,7 @@ PythonSupport python_frames_init(uint32_t* hex_version) {
         g_read_frames = read_frames_for(g_reader.layout);
         // Made here, outside any hook; a failure leaves every thread without a walk memo.
         g_walk_memo_key_made = pthread_key_create(&g_walk_memo_key, release_walk_memo) == 0;
+        g_borrow_cache_key_made = pthread_key_create(&g_borrow_cache_key, release_borrow_cache) == 0;
         state = static_cast<int>(PythonSupport::kSupported);
       } else {
         state = static_cast<int>(PythonSupport::kUnsupported);
@@ -981,9 +1086,28 @@ int python_frames_read(PythonFrameView* out, int capacity, bool* cut) {
 int python_frames_read_backward(PythonFrameView* out, int capacity, bool* cut) {
   if (cut) *cut = false;
   if (!supported() || out == nullptr || capacity <= 0) return 0;
-  uintptr_t frame = find_backward_frame();
-  return frame != 0 ? g_read_frames(frame, out, capacity, cut) : 0;
+  const uintptr_t frame = find_backward_frame();
+  if (frame == 0) return 0;
+  BorrowCache* cache = t_borrow_cache_busy ? nullptr : thread_borrow_cache();
+  if (cache == nullptr) return g_read_frames(frame, out, capacity, cut);
+  t_borrow_cache_busy = true;
+  int written;
+  bool was_cut = false;
+  if (cache->capacity == capacity && borrow_cache_holds(*cache, frame)) {
+    written = cache->count;
+    was_cut = cache->cut;
+    memcpy(out, cache->views, sizeof(PythonFrameView) * static_cast<size_t>(written));
+    ++t_borrow_reused;
+  } else {
+    written = g_read_frames(frame, out, capacity, &was_cut);
+    borrow_cache_store(cache, frame, out, written, capacity, was_cut);
+  }
+  t_borrow_cache_busy = false;
+  if (cut) *cut = was_cut;
+  return written;
 }
+
+uint64_t python_frames_borrow_reused() { return t_borrow_reused; }
 
 uint64_t python_frames_resolved() { return t_frames_resolved; }
 

@@ -32,9 +32,11 @@
 //    type and kind) and every walk is bounded (thread states, interpreters, frames).
 //  - What remains racy: a thread state freed by a Python thread exiting at the moment it is visited (CPython
 //    unlinks it under its own lock before freeing it; we take no lock). The window is that of one load.
-//  - Cost: threads with Python frames never get here. A thread without calls the reader for the waiting thread's
-//    chain through its own walk memo, so a chain unchanged since its previous allocation (one backward pass) is
-//    re-read at the memo's price (a few loads a frame) and nothing is decoded again.
+//  - Cost: threads with Python frames never get here. A thread without keeps the chain it borrowed last (3.12+:
+//    per frame its address, code object, co_version and instruction; python_frames.cc, borrow cache): while the
+//    waiting thread's chain is that one, frame for frame, the views found then are copied, nothing is read again
+//    (a backward pass keeps one chain throughout). Otherwise the chain is read through the thread's own walk memo,
+//    which decodes only the frames that changed.
 #pragma once
 #include <cstdint>
 
@@ -87,8 +89,13 @@ int python_frames_read(PythonFrameView* out, int capacity, bool* cut = nullptr);
 // whose innermost frame is PyTorch's `_engine_run_backward` (torch/autograd/graph.py), read as python_frames_read
 // reads them (innermost first, at most `capacity`, `*cut` likewise); 0 when no thread, or more than one, is there,
 // or support is not kSupported. Why this is safe, and what it costs: the comment at the top. Never locks; allocates
-// only as python_frames_read does (the calling thread's walk memo).
+// only as python_frames_read does (the calling thread's walk memo), and once per thread its borrow cache (one mmap of
+// about 16 KiB, released at thread exit).
 int python_frames_read_backward(PythonFrameView* out, int capacity, bool* cut = nullptr);
+
+// The number of python_frames_read_backward calls on the calling thread answered from its borrow cache (the waiting
+// thread's chain unchanged since its previous read): for tests and benchmarks.
+uint64_t python_frames_borrow_reused();
 
 // The most thread states python_frames_read_backward visits (over all interpreters) before giving up.
 constexpr int kMaxThreadStates = 64;

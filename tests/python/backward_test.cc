@@ -41,6 +41,7 @@ struct Capture {
   // Where the Python frames sit in frames[]: their indices, in stack order (-1 for a native frame).
   std::vector<int> python_order;
   int resolved = 0;  // frames the capturing thread's reader resolved rather than reusing from its walk memo
+  int reused = 0;    // 1: the read was answered from the capturing thread's borrow cache
 };
 
 std::mutex g_mutex;
@@ -56,10 +57,11 @@ std::string g_graph_py;  // <temp dir>/torch/autograd/graph.py
 // (32), 16 where the thread has its own.
 Capture capture_here() {
   static thread_local CapturedStack stack;  // 19 KiB: not on the worker's stack
-  uint64_t resolved_before = python_frames_resolved();
+  uint64_t resolved_before = python_frames_resolved(), reused_before = python_frames_borrow_reused();
   capture_stack(&stack, /*max_native=*/32, /*max_native_with_python=*/16, /*with_python=*/true, /*path=*/1);
   Capture c;
   c.resolved = static_cast<int>(python_frames_resolved() - resolved_before);
+  c.reused = static_cast<int>(python_frames_borrow_reused() - reused_before);
   c.from_backward = stack.python_from_backward;
   c.python_cut = stack.python_cut;
   c.frame_count = stack.frame_count;
@@ -73,7 +75,8 @@ Capture capture_here() {
   return c;
 }
 
-// The fake autograd device thread: no Python thread state ever; captures when asked.
+// The fake autograd device thread: no Python thread state ever; captures twice when asked, as `label` and
+// `label#2` (the second with nothing changed in between).
 void worker_main() {
   std::unique_lock<std::mutex> lock(g_mutex);
   for (;;) {
@@ -81,9 +84,11 @@ void worker_main() {
     if (g_quit) return;
     std::string label = g_request;
     lock.unlock();
-    Capture c = capture_here();
+    Capture first = capture_here();
+    Capture second = capture_here();
     lock.lock();
-    g_captures[label] = std::move(c);
+    g_captures[label] = std::move(first);
+    g_captures[label + "#2"] = std::move(second);
     g_request.clear();
     g_changed.notify_all();
   }
@@ -155,33 +160,38 @@ PyObject* init_module() { return PyModule_Create(&g_module); }
 constexpr const char* kGraphSource =
     "import _mtbw\n"                                            // 1
     "\n"                                                        // 2
-    "def _engine_run_backward(label, park=False):\n"            // 3
+    "def _engine_run_backward(label, park=False, again=True):\n"  // 3
     "    if park:\n"                                            // 4
     "        return _mtbw.hold()\n"                             // 5
     "    _mtbw.worker_capture(label)\n"                         // 6
-    "    _mtbw.worker_capture(label + '_again')\n";             // 7
+    "    if again:\n"                                           // 7
+    "        _mtbw.worker_capture(label + '_again')\n";         // 8
 // The same function in a file that is not PyTorch's.
 constexpr const char* kDecoySource =
     "import _mtbw\n"                                            // 1
     "def _engine_run_backward(label):\n"                        // 2
     "    _mtbw.worker_capture(label)\n";                        // 3
 // The training script: `engine` is graph.py's function, `decoy` the decoy's.
+// backward() calls the engine from three lines; the second and third calls' innermost frames lie where the first's
+// did and run the same instruction (graph.py line 6): only backward's own line differs.
 constexpr const char* kTrainSource =
     "import _mtbw, threading\n"                                 // 1
     "def backward(engine):\n"                                   // 2
     "    engine('in_backward')\n"                               // 3
-    "def step():\n"                                             // 4
-    "    backward(engine)\n"                                    // 5
-    "    _mtbw.worker_capture('outside')\n"                     // 6
-    "    _mtbw.own_capture('own')\n"                            // 7
-    "    decoy('decoy')\n"                                      // 8
-    "    t = threading.Thread(target=engine, args=('parked', True))\n"  // 9
-    "    t.start()\n"                                           // 10
-    "    _mtbw.wait_holding()\n"                                // 11
-    "    engine('two_threads')\n"                               // 12
-    "    _mtbw.release()\n"                                     // 13
-    "    t.join()\n"                                            // 14
-    "step()\n";                                                 // 15
+    "    engine('first_line', again=False)\n"                   // 4
+    "    engine('second_line', again=False)\n"                  // 5
+    "def step():\n"                                             // 6
+    "    backward(engine)\n"                                    // 7
+    "    _mtbw.worker_capture('outside')\n"                     // 8
+    "    _mtbw.own_capture('own')\n"                            // 9
+    "    decoy('decoy')\n"                                      // 10
+    "    t = threading.Thread(target=engine, args=('parked', True))\n"  // 11
+    "    t.start()\n"                                           // 12
+    "    _mtbw.wait_holding()\n"                                // 13
+    "    engine('two_threads')\n"                               // 14
+    "    _mtbw.release()\n"                                     // 15
+    "    t.join()\n"                                            // 16
+    "step()\n";                                                 // 17
 
 // Compiles `source` under the file name `file` and runs it in `globals`; false on a Python error (printed).
 bool run(const char* source, const std::string& file, PyObject* globals) {
@@ -252,13 +262,16 @@ const Capture& capture(const std::string& label) {
 }
 
 // The waiting thread's frames, innermost first: graph.py's _engine_run_backward at the worker_capture call of
-// `graph_line`, then the script's backward (line 3), step (line 5) and the module (line 15).
-std::vector<Frame> backward_frames(uint32_t graph_line) {
+// `graph_line`, then the script's backward at `backward_line`, step (line 7) and the module (line 17).
+std::vector<Frame> backward_frames(uint32_t graph_line, uint32_t backward_line = 3) {
   return {{g_graph_py, "_engine_run_backward", graph_line},
-          {"train.py", "backward", 3},
-          {"train.py", "step", 5},
-          {"train.py", "<module>", 15}};
+          {"train.py", "backward", backward_line},
+          {"train.py", "step", 7},
+          {"train.py", "<module>", 17}};
 }
+
+// The borrow cache exists where code objects have co_version (3.12+); on 3.11 the walk memo alone serves.
+constexpr int kCacheHit = PY_MINOR_VERSION >= 12 ? 1 : 0;
 
 // The borrowed frames follow every native frame, in their order: frames[] ends with Python frames 0, 1, 2, 3.
 void expect_outermost(const Capture& c, int python_count) {
@@ -271,21 +284,55 @@ void expect_outermost(const Capture& c, int python_count) {
 
 TEST(BackwardAttribution, WorkerTakesTheWaitingThreadsFrames) {
   const Capture& c = capture("in_backward");
-  EXPECT_EQ(c.python, backward_frames(6));
+  EXPECT_EQ(c.python, backward_frames(6, 3));
   EXPECT_TRUE(c.from_backward);
   EXPECT_FALSE(c.python_cut);
   expect_outermost(c, 4);
   EXPECT_EQ(c.resolved, 4);  // the worker's first read of that chain
+  EXPECT_EQ(c.reused, 0);
+}
+
+// Nothing changed since the previous capture: the same frames, read from the worker's borrow cache (no frame
+// resolved; 3.11 reuses all four from the walk memo).
+TEST(BackwardAttribution, UnchangedChainIsReused) {
+  for (const char* label : {"in_backward#2", "in_backward_again#2", "first_line#2", "second_line#2"}) {
+    SCOPED_TRACE(label);
+    const Capture& c = capture(label);
+    const Capture& first = capture(std::string(label).substr(0, std::string(label).size() - 2));
+    EXPECT_EQ(c.python, first.python);
+    EXPECT_TRUE(c.from_backward);
+    expect_outermost(c, 4);
+    EXPECT_EQ(c.resolved, 0);
+    EXPECT_EQ(c.reused, kCacheHit);
+  }
+}
+
+// backward() called the engine again from its next line: the innermost frame is where it was, at the same
+// instruction, but the outer chain differs (backward's line), so nothing is reused from the cache and the line is
+// the new one. first_line: the memo resolves the two frames that changed since in_backward_again (graph.py's back
+// at line 6, backward's at line 4); second_line: only backward's, at line 5.
+TEST(BackwardAttribution, SameInnermostFrameFromAnotherLineIsReadAgain) {
+  const Capture& first = capture("first_line");
+  EXPECT_EQ(first.python, backward_frames(6, 4));
+  EXPECT_TRUE(first.from_backward);
+  EXPECT_EQ(first.reused, 0);
+  EXPECT_EQ(first.resolved, 2);
+  const Capture& second = capture("second_line");
+  EXPECT_EQ(second.python, backward_frames(6, 5));
+  EXPECT_TRUE(second.from_backward);
+  EXPECT_EQ(second.reused, 0);
+  EXPECT_EQ(second.resolved, 1);
 }
 
 // The waiting thread moved on one line inside _engine_run_backward: only that frame is read again; the three
 // outer ones come from the worker's walk memo.
 TEST(BackwardAttribution, SecondCaptureReusesTheOuterFrames) {
   const Capture& c = capture("in_backward_again");
-  EXPECT_EQ(c.python, backward_frames(7));
+  EXPECT_EQ(c.python, backward_frames(8, 3));
   EXPECT_TRUE(c.from_backward);
   expect_outermost(c, 4);
   EXPECT_EQ(c.resolved, 1);
+  EXPECT_EQ(c.reused, 0);
 }
 
 // No thread in backward (the Python thread's innermost frame is step): no Python frames, no flag, native frames
@@ -300,7 +347,7 @@ TEST(BackwardAttribution, NoThreadInBackwardGivesNoFrames) {
 // A Python thread's own allocation: its own frames, spliced where its evaluation loop runs them; no flag.
 TEST(BackwardAttribution, PythonThreadKeepsItsOwnFrames) {
   const Capture& c = capture("own");
-  EXPECT_EQ(c.python, (std::vector<Frame>{{"train.py", "step", 7}, {"train.py", "<module>", 15}}));
+  EXPECT_EQ(c.python, (std::vector<Frame>{{"train.py", "step", 9}, {"train.py", "<module>", 17}}));
   EXPECT_FALSE(c.from_backward);
 }
 
@@ -313,15 +360,15 @@ TEST(BackwardAttribution, SameNameInAnotherFileIsNotBackward) {
 
 // Two threads in backward at once: which one the worker serves is unknown, so neither is used.
 TEST(BackwardAttribution, TwoThreadsInBackwardGiveNoFrames) {
-  for (const char* label : {"two_threads", "two_threads_again"}) {
+  for (const char* label : {"two_threads", "two_threads#2", "two_threads_again", "two_threads_again#2"}) {
     const Capture& c = capture(label);
     EXPECT_TRUE(c.python.empty()) << label;
     EXPECT_FALSE(c.from_backward) << label;
   }
 }
 
-// Every capture the script asks for ran (7 labels).
-TEST(BackwardAttribution, EveryCaptureRan) { EXPECT_EQ(g_captures.size(), 7u); }
+// Every capture the script asks for ran: 8 worker requests of two captures each, and the own one.
+TEST(BackwardAttribution, EveryCaptureRan) { EXPECT_EQ(g_captures.size(), 17u); }
 
 }  // namespace
 }  // namespace memtrace
