@@ -716,6 +716,11 @@ bool str_matches(uintptr_t object, const char* text, uint32_t n, bool suffix) {
   return memcmp(data + (length - n), text, n) == 0;
 }
 
+// The code object last found to be PyTorch's backward entry point by this thread, and its co_version (3.12+): the
+// same object again (same address and co_version) needs no name comparison.
+MEMTRACE_TLS uintptr_t t_backward_code;
+MEMTRACE_TLS uint32_t t_backward_code_version;
+
 // The innermost Python frame of the thread state `tstate` when it runs PyTorch's backward entry point; 0 otherwise.
 // Reads the thread state and that one frame only (the thread may be running Python: python_frames.h).
 uintptr_t backward_frame_of(uintptr_t tstate) {
@@ -729,10 +734,14 @@ uintptr_t backward_frame_of(uintptr_t tstate) {
   if (frame == 0) return 0;
   const uintptr_t code = read_pointer(frame, l.frame_code);
   if (!has_type(code, g_reader.code_type)) return 0;
+  const uint32_t version = code_version_of(code);
+  if (code == t_backward_code && version != 0 && version == t_backward_code_version) return frame;
   if (!str_matches(read_pointer(code, l.code_qualname), kBackwardFunction, sizeof kBackwardFunction - 1, false))
     return 0;
   if (!str_matches(read_pointer(code, l.code_filename), kBackwardFileSuffix, sizeof kBackwardFileSuffix - 1, true))
     return 0;
+  t_backward_code = code;
+  t_backward_code_version = version;
   return frame;
 }
 
@@ -770,6 +779,9 @@ struct BorrowCache {
   BorrowChainEntry chain[kBorrowCacheChain];
   PythonFrameView views[kBorrowCacheViews];
 };
+using BorrowHoldsFn = bool (*)(const BorrowCache&, uintptr_t);
+BorrowHoldsFn g_borrow_cache_holds = nullptr;  // set with g_reader where the layout has co_version, else NULL
+
 BorrowCache* const kNoBorrowCache = reinterpret_cast<BorrowCache*>(uintptr_t{1});
 MEMTRACE_TLS BorrowCache* t_borrow_cache;  // nullptr until the thread's first borrowed read; kNoBorrowCache: none
 MEMTRACE_TLS bool t_borrow_cache_busy;     // a read in progress (a hook in a signal handler goes without)
@@ -787,7 +799,7 @@ BorrowCache* thread_borrow_cache() {
   BorrowCache* cache = t_borrow_cache;
   if (cache != nullptr) return cache == kNoBorrowCache ? nullptr : cache;
   t_borrow_cache = kNoBorrowCache;
-  if (!g_borrow_cache_key_made || g_reader.layout.code_version < 0) return nullptr;
+  if (!g_borrow_cache_key_made || g_borrow_cache_holds == nullptr) return nullptr;
   void* p = mmap(nullptr, sizeof(BorrowCache), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return nullptr;
   if (pthread_setspecific(g_borrow_cache_key, p) != 0) {
@@ -807,20 +819,25 @@ BorrowChainEntry borrow_chain_entry(uintptr_t frame) {
   return e;
 }
 
-// Whether the chain from `frame` is the one `c` remembers, frame for frame, to the same end.
+// Whether the chain from `frame` is the one `c` remembers, frame for frame, to the same end: the same frame
+// addresses, code objects (a code object: the same co_version; else still not a code object) and instructions.
+// Compiled per layout with fixed offsets, as the walk is (the check runs at every borrowed allocation).
+template <class L>
 bool borrow_cache_holds(const BorrowCache& c, uintptr_t frame) {
-  const int32_t previous = g_reader.layout.frame_previous;
-  int i = 0;
-  for (; frame != 0; frame = load<uintptr_t>(frame, previous), ++i) {
-    if (i == c.depth) return false;
-    const BorrowChainEntry& was = c.chain[i];
-    if (was.frame != frame) return false;
-    const BorrowChainEntry now = borrow_chain_entry(frame);
-    if (now.code != was.code || now.instr != was.instr || now.is_code != was.is_code ||
-        now.code_version != was.code_version)
+  const PythonLayout& l = L::get();
+  const int32_t previous = l.frame_previous, frame_code = l.frame_code, frame_instr = l.frame_instr,
+                code_version = l.code_version, object_type = l.object_type;
+  const BorrowChainEntry* was = c.chain;
+  const BorrowChainEntry* const end = c.chain + c.depth;
+  for (; frame != 0; frame = load<uintptr_t>(frame, previous), ++was) {
+    if (was == end || was->frame != frame) return false;
+    const uintptr_t code = load<uintptr_t>(frame, frame_code);
+    if (code != was->code || load<uintptr_t>(frame, frame_instr) != was->instr) return false;
+    if (was->is_code ? load<uint32_t>(code, code_version) != was->code_version
+                     : code != 0 && load<uintptr_t>(code, object_type) == g_reader.code_type)
       return false;
   }
-  return i == c.depth && i > 0;
+  return was == end && c.depth > 0;
 }
 
 // Remembers the read of the chain from `frame` that wrote `views` (`count`, at `capacity`, `cut`); a chain longer
@@ -865,6 +882,13 @@ ReadFramesFn read_frames_for(const PythonLayout& layout) {
   if (memcmp(&layout, &kLayout311, sizeof layout) == 0) return read_frames<Layout311>;
   if (memcmp(&layout, &kLayout312, sizeof layout) == 0) return read_frames<Layout312>;
   return read_frames<LayoutAtRunTime>;
+}
+
+// The borrow cache's check compiled for `layout`; NULL where it has no co_version (3.11: no cache).
+BorrowHoldsFn borrow_cache_holds_for(const PythonLayout& layout) {
+  if (layout.code_version < 0) return nullptr;
+  if (memcmp(&layout, &kLayout312, sizeof layout) == 0) return borrow_cache_holds<Layout312>;
+  return borrow_cache_holds<LayoutAtRunTime>;
 }
 
 // ---- init ----
@@ -1044,6 +1068,7 @@ PythonSupport python_frames_init(uint32_t* hex_version) {
       if (resolve_reader(hex, &reader)) {
         g_reader = reader;
         g_read_frames = read_frames_for(g_reader.layout);
+        g_borrow_cache_holds = borrow_cache_holds_for(g_reader.layout);
         // Made here, outside any hook; a failure leaves every thread without a walk memo.
         g_walk_memo_key_made = pthread_key_create(&g_walk_memo_key, release_walk_memo) == 0;
         g_borrow_cache_key_made = pthread_key_create(&g_borrow_cache_key, release_borrow_cache) == 0;
@@ -1093,7 +1118,7 @@ int python_frames_read_backward(PythonFrameView* out, int capacity, bool* cut) {
   t_borrow_cache_busy = true;
   int written;
   bool was_cut = false;
-  if (cache->capacity == capacity && borrow_cache_holds(*cache, frame)) {
+  if (cache->capacity == capacity && g_borrow_cache_holds(*cache, frame)) {
     written = cache->count;
     was_cut = cache->cut;
     memcpy(out, cache->views, sizeof(PythonFrameView) * static_cast<size_t>(written));
