@@ -133,10 +133,10 @@ struct Reader {
   uintptr_t eval_end;
   // The thread-state list's accessors (plain field reads in 3.11-3.13, Python/pystate.c): NULL when one is missing,
   // and then python_frames_read_backward finds no thread.
-  void* (*interp_head)();          // PyInterpreterState_Head
-  void* (*interp_next)(void*);     // PyInterpreterState_Next
-  void* (*thread_head)(void*);     // PyInterpreterState_ThreadHead
-  void* (*thread_next)(void*);     // PyThreadState_Next
+  void* (*interp_head)();       // PyInterpreterState_Head
+  void* (*interp_next)(void*);  // PyInterpreterState_Next
+  void* (*thread_head)(void*);  // PyInterpreterState_ThreadHead
+  void* (*thread_next)(void*);  // PyThreadState_Next
 };
 
 Reader g_reader;

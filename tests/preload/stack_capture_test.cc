@@ -123,8 +123,7 @@ __attribute__((noinline)) void* capture_borrowed_and_alone(void* arg) {
                           kPath + 2);
   asm volatile("" ::: "memory");
   memtrace::g_in_backward = false;
-  memtrace::capture_stack(&out->alone, /*max_native=*/8, /*max_native_with_python=*/1, /*with_python=*/true,
-                          kPath + 2);
+  memtrace::capture_stack(&out->alone, /*max_native=*/8, /*max_native_with_python=*/1, /*with_python=*/true, kPath + 2);
   asm volatile("" ::: "memory");
   return nullptr;
 }

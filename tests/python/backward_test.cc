@@ -158,40 +158,40 @@ PyObject* init_module() { return PyModule_Create(&g_module); }
 
 // torch/autograd/graph.py as this test defines it (line numbers matter).
 constexpr const char* kGraphSource =
-    "import _mtbw\n"                                            // 1
-    "\n"                                                        // 2
+    "import _mtbw\n"                                              // 1
+    "\n"                                                          // 2
     "def _engine_run_backward(label, park=False, again=True):\n"  // 3
-    "    if park:\n"                                            // 4
-    "        return _mtbw.hold()\n"                             // 5
-    "    _mtbw.worker_capture(label)\n"                         // 6
-    "    if again:\n"                                           // 7
-    "        _mtbw.worker_capture(label + '_again')\n";         // 8
+    "    if park:\n"                                              // 4
+    "        return _mtbw.hold()\n"                               // 5
+    "    _mtbw.worker_capture(label)\n"                           // 6
+    "    if again:\n"                                             // 7
+    "        _mtbw.worker_capture(label + '_again')\n";           // 8
 // The same function in a file that is not PyTorch's.
 constexpr const char* kDecoySource =
-    "import _mtbw\n"                                            // 1
-    "def _engine_run_backward(label):\n"                        // 2
-    "    _mtbw.worker_capture(label)\n";                        // 3
+    "import _mtbw\n"                      // 1
+    "def _engine_run_backward(label):\n"  // 2
+    "    _mtbw.worker_capture(label)\n";  // 3
 // The training script: `engine` is graph.py's function, `decoy` the decoy's.
 // backward() calls the engine from three lines; the second and third calls' innermost frames lie where the first's
 // did and run the same instruction (graph.py line 6): only backward's own line differs.
 constexpr const char* kTrainSource =
-    "import _mtbw, threading\n"                                 // 1
-    "def backward(engine):\n"                                   // 2
-    "    engine('in_backward')\n"                               // 3
-    "    engine('first_line', again=False)\n"                   // 4
-    "    engine('second_line', again=False)\n"                  // 5
-    "def step():\n"                                             // 6
-    "    backward(engine)\n"                                    // 7
-    "    _mtbw.worker_capture('outside')\n"                     // 8
-    "    _mtbw.own_capture('own')\n"                            // 9
-    "    decoy('decoy')\n"                                      // 10
+    "import _mtbw, threading\n"                                         // 1
+    "def backward(engine):\n"                                           // 2
+    "    engine('in_backward')\n"                                       // 3
+    "    engine('first_line', again=False)\n"                           // 4
+    "    engine('second_line', again=False)\n"                          // 5
+    "def step():\n"                                                     // 6
+    "    backward(engine)\n"                                            // 7
+    "    _mtbw.worker_capture('outside')\n"                             // 8
+    "    _mtbw.own_capture('own')\n"                                    // 9
+    "    decoy('decoy')\n"                                              // 10
     "    t = threading.Thread(target=engine, args=('parked', True))\n"  // 11
-    "    t.start()\n"                                           // 12
-    "    _mtbw.wait_holding()\n"                                // 13
-    "    engine('two_threads')\n"                               // 14
-    "    _mtbw.release()\n"                                     // 15
-    "    t.join()\n"                                            // 16
-    "step()\n";                                                 // 17
+    "    t.start()\n"                                                   // 12
+    "    _mtbw.wait_holding()\n"                                        // 13
+    "    engine('two_threads')\n"                                       // 14
+    "    _mtbw.release()\n"                                             // 15
+    "    t.join()\n"                                                    // 16
+    "step()\n";                                                         // 17
 
 // Compiles `source` under the file name `file` and runs it in `globals`; false on a Python error (printed).
 bool run(const char* source, const std::string& file, PyObject* globals) {
