@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 namespace {
 
@@ -171,7 +172,10 @@ PyObject* hotbench_loop(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
-PyMethodDef g_methods[] = {{"loop", hotbench_loop, METH_NOARGS, "runs the benchmark loop"}, {}};
+PyObject* hotbench_worker_loop(PyObject*, PyObject*);
+PyMethodDef g_methods[] = {{"loop", hotbench_loop, METH_NOARGS, "runs the benchmark loop"},
+                           {"worker_loop", hotbench_worker_loop, METH_NOARGS, "runs it on a thread without Python"},
+                           {}};
 PyModuleDef g_module = {PyModuleDef_HEAD_INIT, "hotbench", nullptr, -1, g_methods};
 PyObject* init_hotbench() { return PyModule_Create(&g_module); }
 
@@ -208,6 +212,42 @@ void BM_TorchBlockWithPython(benchmark::State& state) {
   run_with_python(state);
 }
 
+// ---- the backward case: a thread without Python allocates while a Python thread waits in backward ----
+// The Python thread (the benchmark's) calls _engine_run_backward, defined in a file named like PyTorch's
+// torch/autograd/graph.py, 20 frames deep; it calls hotbench.worker_loop(), which releases the GIL and runs the
+// timed loop on a std::thread that has no Python thread state: an autograd device thread's allocations, which the
+// tracer attributes to the waiting thread's 21 Python frames (docs/tracing.md).
+PyObject* hotbench_worker_loop(PyObject*, PyObject*) {
+  Py_BEGIN_ALLOW_THREADS std::thread([] { run_pairs(*g_state, g_frames); }).join();
+  Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
+PyObject* g_backward_down = nullptr;
+const char kBackwardFile[] = "/hotbench/torch/autograd/graph.py";
+const char kBackwardSource[] =
+    "import hotbench\n"
+    "def down(n):\n"
+    "    if n > 1:\n"
+    "        return down(n - 1)\n"
+    "    return _engine_run_backward()\n"
+    "def _engine_run_backward():\n"
+    "    return hotbench.worker_loop()\n";
+
+void BM_TorchBlockBackwardWorker(benchmark::State& state) {
+  g_torch_path = true;
+  g_evict = false;
+  g_state = &state;
+  g_frames = static_cast<int>(state.range(0));
+  PyObject* result = PyObject_CallFunction(g_backward_down, "i", kPythonDepth);
+  if (!result) {
+    PyErr_Print();
+    state.SkipWithError("the Python driver failed");
+    return;
+  }
+  Py_DECREF(result);
+  state.counters["python_frames"] = kPythonDepth + 1;
+}
+
 void BM_TorchBlockWithPythonCold(benchmark::State& state) {
   g_torch_path = true;
   g_evict = true;
@@ -241,7 +281,19 @@ bool start_python() {
   Py_DECREF(ran);
   g_down = PyDict_GetItemString(globals, "down");
   Py_XINCREF(g_down);
-  return g_down != nullptr;
+  PyObject* backward_globals = PyDict_New();
+  PyDict_SetItemString(backward_globals, "__builtins__", PyEval_GetBuiltins());
+  PyObject* code = Py_CompileString(kBackwardSource, kBackwardFile, Py_file_input);
+  PyObject* ran_backward = code ? PyEval_EvalCode(code, backward_globals, backward_globals) : nullptr;
+  Py_XDECREF(code);
+  if (!ran_backward) {
+    PyErr_Print();
+    return false;
+  }
+  Py_DECREF(ran_backward);
+  g_backward_down = PyDict_GetItemString(backward_globals, "down");
+  Py_XINCREF(g_backward_down);
+  return g_down != nullptr && g_backward_down != nullptr;
 }
 
 }  // namespace
@@ -253,6 +305,7 @@ BENCHMARK(BM_WithPython)->ArgName("frames")->Arg(8)->Arg(32)->Arg(64)->MeasurePr
 BENCHMARK(BM_TorchBlock)->ArgName("frames")->Arg(8)->Arg(32)->Arg(64)->MeasureProcessCPUTime();
 BENCHMARK(BM_TorchBlockWithPython)->ArgName("frames")->Arg(32)->Arg(64)->MeasureProcessCPUTime();
 BENCHMARK(BM_TorchBlockCold)->ArgName("frames")->Arg(32)->MeasureProcessCPUTime();
+BENCHMARK(BM_TorchBlockBackwardWorker)->ArgName("frames")->Arg(32)->MeasureProcessCPUTime();
 BENCHMARK(BM_TorchBlockWithPythonCold)->ArgName("frames")->Arg(32)->MeasureProcessCPUTime();
 
 int main(int argc, char** argv) {

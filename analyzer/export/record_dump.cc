@@ -16,6 +16,7 @@ struct StackFrames {
   int python = 0;
   bool native_cut = false;
   bool python_cut = false;
+  bool from_backward = false;
 };
 using StackFramesById = std::unordered_map<uint64_t, StackFrames>;
 
@@ -66,10 +67,12 @@ nlohmann::json python_frame_json(const proto::PythonFrame& f) {
 nlohmann::json stack_json(const proto::Stack& s) {
   nlohmann::json frames = nlohmann::json::array();
   for (uint64_t frame : s.frames()) frames.push_back(frame);
-  return {{"id", s.id()},
-          {"frames", std::move(frames)},
-          {"native_frames_cut", s.native_frames_cut()},
-          {"python_frames_cut", s.python_frames_cut()}};
+  nlohmann::json j = {{"id", s.id()},
+                      {"frames", std::move(frames)},
+                      {"native_frames_cut", s.native_frames_cut()},
+                      {"python_frames_cut", s.python_frames_cut()}};
+  if (s.python_frames_from_backward()) j["python_frames_from_backward"] = true;  // only when true, as in reports
+  return j;
 }
 
 // The fields tests/e2e compare (they read these lines through e2e_lib.py's dump_events).
@@ -107,6 +110,7 @@ void add_stack_frames(const proto::Event& e, const StackFramesById& stacks, cons
   (*j)["python_frames"] = stack->second.python;
   (*j)["native_frames_cut"] = stack->second.native_cut;
   (*j)["python_frames_cut"] = stack->second.python_cut;
+  if (stack->second.from_backward) (*j)["python_frames_from_backward"] = true;
 }
 
 nlohmann::json thread_json(const proto::ThreadInfo& t) { return {{"tid", t.tid()}, {"name", t.name()}}; }
@@ -186,6 +190,7 @@ StackFramesById read_stack_frames(const std::string& path) {
     for (uint64_t frame : record.stack().frames()) ++(frame & kPythonFrameBit ? counts.python : counts.native);
     counts.native_cut = record.stack().native_frames_cut();
     counts.python_cut = record.stack().python_frames_cut();
+    counts.from_backward = record.stack().python_frames_from_backward();
     stacks[record.stack().id()] = counts;
   };
   read_trace(path, SinkOf{[](const EventFields&) {}, on_record});

@@ -8,13 +8,15 @@
 //                 local_rank, world_size where the trace has them
 //   module        path, load_address, start, end, build_id (lower-case hex, "" for none)
 //   python_frame  id, file, function, line
-//   stack         id, frames (Python frame ids with bit 63 set, as in the file), native_frames_cut, python_frames_cut
+//   stack         id, frames (Python frame ids with bit 63 set, as in the file), native_frames_cut, python_frames_cut,
+//                 and python_frames_from_backward only when true
 //   event         kind, layer, api, memory, tid, device, stream, address, size, result, stack_id, handle, graph,
 //                 capture_id, device_free_bytes, device_total_bytes, context, and process_used_bytes,
 //                 other_processes_used_bytes where the event has them; the sticky fields and allocator totals as
 //                 the reader fills them in (read/trace_reader.h). Plus "has_stack": whether a Stack record of the
 //                 file has its stack_id, and with `frames`, for an event with a stack, "native_frames" and
 //                 "python_frames" (how many of each the Stack holds) and "native_frames_cut", "python_frames_cut"
+//                 (and "python_frames_from_backward" only when true)
 //   thread        tid, name
 //   notice        code, message, count
 //   end           events, dropped_events, time_delta_ns, how, signal

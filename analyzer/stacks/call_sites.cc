@@ -75,6 +75,7 @@ std::optional<PortableSiteKey> site_key(const StackTable& stacks, uint64_t stack
     if ((frame & kPythonFrameBit) || !stacks.in_python_interpreter(frame))
       key.frames.push_back(stacks.portable_frame(frame));
   key.cuts = stacks.cuts(stack_id);
+  key.python_frames_from_backward = stacks.python_frames_from_backward(stack_id);
   auto is_python = [](const PortableFrame& f) {
     return f.kind == PortableFrame::Kind::kPython || f.kind == PortableFrame::Kind::kPythonNotInTrace;
   };

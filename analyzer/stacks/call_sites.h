@@ -51,8 +51,8 @@ class SiteGrouping {
 
 // The portable key of the call site of `stack_id` (SiteGrouping's rule: its frames, innermost first, without the
 // interpreter's native frames, and without the native frames past the outermost Python frame where native frames
-// were cut; and its cut marks), or nullopt for a stack `stacks` does not define. The key points into `stacks`.
-// O(frames x log modules); a stack holds at most kMaxNativeFramesPerStack + kMaxPythonFramesPerStack frames.
+// were cut; its cut marks and its backward mark), or nullopt for a stack `stacks` does not define. The key points into
+// `stacks`. O(frames x log modules); a stack holds at most kMaxNativeFramesPerStack + kMaxPythonFramesPerStack frames.
 std::optional<PortableSiteKey> site_key(const StackTable& stacks, uint64_t stack_id);
 
 struct CallSite {

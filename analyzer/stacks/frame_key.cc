@@ -35,7 +35,8 @@ bool SameTableLess::operator()(const PortableSiteKey& a, const PortableSiteKey& 
   for (size_t i = 0; i < common; ++i)
     if (auto o = order(a.frames[i], b.frames[i]); o != 0) return o < 0;
   if (a.frames.size() != b.frames.size()) return a.frames.size() < b.frames.size();
-  return a.cuts < b.cuts;
+  if (a.cuts != b.cuts) return a.cuts < b.cuts;
+  return a.python_frames_from_backward < b.python_frames_from_backward;
 }
 
 }  // namespace memtrace

@@ -59,10 +59,13 @@ std::strong_ordering operator<=>(const PortableFrame& a, const PortableFrame& b)
 bool operator==(const PortableFrame& a, const PortableFrame& b);
 
 // A call site, portably: the frames that tell it from other sites (SiteGrouping's: the stack as the reports show
-// it), innermost first, and the stack's cut marks.
+// it), innermost first, the stack's cut marks, and whether its Python frames were borrowed from the thread waiting
+// in backward (Stack.python_frames_from_backward): an allocation of the backward pass on an autograd thread and one
+// made by the waiting thread itself under the same frames are two sites.
 struct PortableSiteKey {
   std::vector<PortableFrame> frames;
   StackCuts cuts;
+  bool python_frames_from_backward = false;
   auto operator<=>(const PortableSiteKey&) const = default;
 };
 

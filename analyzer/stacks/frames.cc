@@ -17,6 +17,7 @@ ResolvedStack FrameResolver::resolve(uint64_t stack_id) {
   result.frames.reserve(raw->size());
   for (uint64_t frame : *raw) result.frames.push_back(resolve_frame(frame));
   result.cuts = stacks_.cuts(stack_id);
+  result.python_frames_from_backward = stacks_.python_frames_from_backward(stack_id);
   return result;
 }
 

@@ -81,6 +81,7 @@ void StackTable::intern(const proto::Stack& s) {
   }
   InternedStack& stack = it->second;
   stack.cuts = StackCuts{s.native_frames_cut(), s.python_frames_cut()};
+  stack.python_frames_from_backward = s.python_frames_from_backward();
   const auto& frames = s.frames();
   size_t kept = 0, native = 0, python = 0;
   for (; kept < size_t(frames.size()); ++kept) {
@@ -147,6 +148,11 @@ const std::vector<uint64_t>* StackTable::frames(uint64_t stack_id) const {
 StackCuts StackTable::cuts(uint64_t stack_id) const {
   auto it = stacks_.find(stack_id);
   return it == stacks_.end() ? StackCuts{} : it->second.cuts;
+}
+
+bool StackTable::python_frames_from_backward(uint64_t stack_id) const {
+  auto it = stacks_.find(stack_id);
+  return it != stacks_.end() && it->second.python_frames_from_backward;
 }
 
 const StackTable::ModuleRange* StackTable::module_at(uint64_t address) const {

@@ -85,6 +85,9 @@ class StackTable {
   const std::vector<uint64_t>* frames(uint64_t stack_id) const;
   // The cut marks of a stack; none for an unknown id.
   StackCuts cuts(uint64_t stack_id) const;
+  // Whether the stack's Python frames are those of the thread that was waiting in PyTorch's backward, not the
+  // allocating thread's own (Stack.python_frames_from_backward); false for an unknown id.
+  bool python_frames_from_backward(uint64_t stack_id) const;
   const PythonSource* python_frame(uint64_t id) const;
   const std::vector<proto::Module>& modules() const { return modules_; }
   // Whether a native return address lies in one of the interpreter's modules (is_python_interpreter_module),
@@ -125,6 +128,7 @@ class StackTable {
   struct InternedStack {
     std::vector<uint64_t> frames;
     StackCuts cuts;
+    bool python_frames_from_backward = false;
   };
   std::unordered_map<uint64_t, InternedStack> stacks_;
   RecordCuts record_cuts_;

@@ -150,6 +150,7 @@ uint64_t write_stack_locked(const CapturedStack& stack) {
   w.packed_uints(2, frames, static_cast<size_t>(stack.frame_count));
   w.uint(3, stack.native_cut);  // written only when set: a complete stack costs no byte more
   w.uint(4, stack.python_cut);
+  w.uint(5, stack.python_from_backward);
   if (!append_record_locked(field::kStack, w)) return 0;
   uint64_t id = g_stacks.insert(stack.key);
   g_recent_stacks.remember(stack.key, id);

@@ -131,6 +131,12 @@ struct Reader {
   uintptr_t bytes_type;    // &PyBytes_Type
   uintptr_t eval_begin;    // [eval_begin, eval_end) = _PyEval_EvalFrameDefault's machine code
   uintptr_t eval_end;
+  // The thread-state list's accessors (plain field reads in 3.11-3.13, Python/pystate.c): NULL when one is missing,
+  // and then python_frames_read_backward finds no thread.
+  void* (*interp_head)();       // PyInterpreterState_Head
+  void* (*interp_next)(void*);  // PyInterpreterState_Next
+  void* (*thread_head)(void*);  // PyInterpreterState_ThreadHead
+  void* (*thread_next)(void*);  // PyThreadState_Next
 };
 
 Reader g_reader;
@@ -695,11 +701,194 @@ int read_frames(uintptr_t frame, PythonFrameView* out, int capacity, bool* cut) 
 using ReadFramesFn = int (*)(uintptr_t, PythonFrameView*, int, bool*);
 ReadFramesFn g_read_frames = nullptr;  // set with g_reader, before support is published
 
+// ---- the thread waiting in backward (python_frames.h: Backward attribution) ----
+constexpr char kBackwardFunction[] = "_engine_run_backward";
+constexpr char kBackwardFileSuffix[] = "torch/autograd/graph.py";
+constexpr int kMaxInterpreters = 64;
+constexpr int kMaxShimsSkipped = 4;  // C-stack shim frames above a thread's innermost Python frame (3.12+)
+
+// Whether the str object `object` holds exactly `text` (n bytes), or ends with it when `suffix`.
+bool str_matches(uintptr_t object, const char* text, uint32_t n, bool suffix) {
+  const char* data = nullptr;
+  uint32_t length = 0;
+  read_string(object, &data, &length);
+  if (length < n || (!suffix && length != n)) return false;
+  return memcmp(data + (length - n), text, n) == 0;
+}
+
+// The code object last found to be PyTorch's backward entry point by this thread, and its co_version (3.12+): the
+// same object again (same address and co_version) needs no name comparison.
+MEMTRACE_TLS uintptr_t t_backward_code;
+MEMTRACE_TLS uint32_t t_backward_code_version;
+
+// The innermost Python frame of the thread state `tstate` when it runs PyTorch's backward entry point; 0 otherwise.
+// Reads the thread state and that one frame only (the thread may be running Python: python_frames.h).
+uintptr_t backward_frame_of(uintptr_t tstate) {
+  const PythonLayout& l = g_reader.layout;
+  uintptr_t frame = current_frame(tstate);
+  int8_t owner = 0;
+  for (int skipped = 0; frame != 0 && read_at(frame, l.frame_owner, &owner) && l.owner_cstack >= 0 &&
+                        owner == l.owner_cstack && skipped < kMaxShimsSkipped;
+       ++skipped)
+    frame = read_pointer(frame, l.frame_previous);
+  if (frame == 0) return 0;
+  const uintptr_t code = read_pointer(frame, l.frame_code);
+  if (!has_type(code, g_reader.code_type)) return 0;
+  const uint32_t version = code_version_of(code);
+  if (code == t_backward_code && version != 0 && version == t_backward_code_version) return frame;
+  if (!str_matches(read_pointer(code, l.code_qualname), kBackwardFunction, sizeof kBackwardFunction - 1, false))
+    return 0;
+  if (!str_matches(read_pointer(code, l.code_filename), kBackwardFileSuffix, sizeof kBackwardFileSuffix - 1, true))
+    return 0;
+  t_backward_code = code;
+  t_backward_code_version = version;
+  return frame;
+}
+
+// The innermost frame of the one thread (of every interpreter, kMaxThreadStates at most) that backward_frame_of
+// finds; 0 when none does, or more than one. (First visited wins past kMaxThreadStates: threads beyond are not seen.)
+uintptr_t find_backward_frame();
+
+// ---- borrow cache: a thread's previous read of the waiting thread's chain, reused while that chain is unchanged ----
+// Within one backward pass the waiting thread is blocked and its chain does not change, while its worker allocates
+// again and again: the walk memo would re-read every frame (a few loads and checks each, ~70 instructions a frame
+// with the views written). The cache keeps, per calling thread, the chain it read last -- per frame the address, the
+// code object and its co_version, the instruction pointer -- and the views that read gave. A read whose chain
+// matches frame for frame, to the same end, copies the views.
+// Why the whole chain and not the innermost frame alone: a backward called from two lines of one function has its
+// innermost frame at the same address running the same instruction both times, only an outer frame differs.
+// Why the views are still valid: every code object on the chain is alive (a frame holds a reference to it) and is the
+// object the views were made from (same address and co_version: CPython numbers each code object it creates,
+// Objects/codeobject.c), whose file and qualified name objects are immutable and held by it. co_version exists in
+// 3.12 and 3.13; on 3.11 there is no cache and the walk memo alone serves.
+// Memory: one mapping per thread, made at its first borrowed read, released at thread exit (as the walk memo).
+constexpr int kBorrowCacheChain = 256;  // frames (shims included) of the longest chain remembered
+constexpr int kBorrowCacheViews = 128;  // kMaxPythonFrames (stacks/stack_capture.h)
+struct BorrowChainEntry {
+  uintptr_t frame;
+  uintptr_t code;
+  uintptr_t instr;
+  uint32_t code_version;  // 0 when `code` was not a code object
+  bool is_code;
+};
+struct BorrowCache {
+  int depth;     // entries of chain[] in use, innermost first; 0: nothing remembered
+  int capacity;  // the capacity of the read that made it
+  int count;     // views written
+  bool cut;
+  BorrowChainEntry chain[kBorrowCacheChain];
+  PythonFrameView views[kBorrowCacheViews];
+};
+using BorrowHoldsFn = bool (*)(const BorrowCache&, uintptr_t);
+BorrowHoldsFn g_borrow_cache_holds = nullptr;  // set with g_reader where the layout has co_version, else NULL
+
+BorrowCache* const kNoBorrowCache = reinterpret_cast<BorrowCache*>(uintptr_t{1});
+MEMTRACE_TLS BorrowCache* t_borrow_cache;  // nullptr until the thread's first borrowed read; kNoBorrowCache: none
+MEMTRACE_TLS bool t_borrow_cache_busy;     // a read in progress (a hook in a signal handler goes without)
+MEMTRACE_TLS uint64_t t_borrow_reused;     // python_frames_borrow_reused()
+pthread_key_t g_borrow_cache_key;
+bool g_borrow_cache_key_made = false;  // set once, by python_frames_init
+
+void release_borrow_cache(void* cache) {
+  munmap(cache, sizeof(BorrowCache));
+  t_borrow_cache = kNoBorrowCache;
+}
+
+// The calling thread's cache, made on its first call; nullptr where the layout has no co_version or none was made.
+BorrowCache* thread_borrow_cache() {
+  BorrowCache* cache = t_borrow_cache;
+  if (cache != nullptr) return cache == kNoBorrowCache ? nullptr : cache;
+  t_borrow_cache = kNoBorrowCache;
+  if (!g_borrow_cache_key_made || g_borrow_cache_holds == nullptr) return nullptr;
+  void* p = mmap(nullptr, sizeof(BorrowCache), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  if (pthread_setspecific(g_borrow_cache_key, p) != 0) {
+    munmap(p, sizeof(BorrowCache));
+    return nullptr;
+  }
+  t_borrow_cache = static_cast<BorrowCache*>(p);
+  return t_borrow_cache;
+}
+
+// The chain entry of `frame` (not NULL) as it is now.
+BorrowChainEntry borrow_chain_entry(uintptr_t frame) {
+  const PythonLayout& l = g_reader.layout;
+  BorrowChainEntry e{frame, load<uintptr_t>(frame, l.frame_code), load<uintptr_t>(frame, l.frame_instr), 0, false};
+  e.is_code = e.code != 0 && load<uintptr_t>(e.code, l.object_type) == g_reader.code_type;
+  if (e.is_code) e.code_version = code_version_of(e.code);
+  return e;
+}
+
+// Whether the chain from `frame` is the one `c` remembers, frame for frame, to the same end: the same frame
+// addresses, code objects (a code object: the same co_version; else still not a code object) and instructions.
+// Compiled per layout with fixed offsets, as the walk is (the check runs at every borrowed allocation).
+template <class L>
+bool borrow_cache_holds(const BorrowCache& c, uintptr_t frame) {
+  const PythonLayout& l = L::get();
+  const int32_t previous = l.frame_previous, frame_code = l.frame_code, frame_instr = l.frame_instr,
+                code_version = l.code_version, object_type = l.object_type;
+  const BorrowChainEntry* was = c.chain;
+  const BorrowChainEntry* const end = c.chain + c.depth;
+  for (; frame != 0; frame = load<uintptr_t>(frame, previous), ++was) {
+    if (was == end || was->frame != frame) return false;
+    const uintptr_t code = load<uintptr_t>(frame, frame_code);
+    if (code != was->code || load<uintptr_t>(frame, frame_instr) != was->instr) return false;
+    if (was->is_code ? load<uint32_t>(code, code_version) != was->code_version
+                     : code != 0 && load<uintptr_t>(code, object_type) == g_reader.code_type)
+      return false;
+  }
+  return was == end && c.depth > 0;
+}
+
+// Remembers the read of the chain from `frame` that wrote `views` (`count`, at `capacity`, `cut`); a chain longer
+// than kBorrowCacheChain, or a read wider than kBorrowCacheViews, leaves the cache empty.
+void borrow_cache_store(BorrowCache* c, uintptr_t frame, const PythonFrameView* views, int count, int capacity,
+                        bool cut) {
+  c->depth = 0;
+  if (capacity > kBorrowCacheViews) return;
+  const int32_t previous = g_reader.layout.frame_previous;
+  int i = 0;
+  for (; frame != 0; frame = load<uintptr_t>(frame, previous), ++i) {
+    if (i == kBorrowCacheChain) return;
+    c->chain[i] = borrow_chain_entry(frame);
+  }
+  memcpy(c->views, views, sizeof(PythonFrameView) * static_cast<size_t>(count));
+  c->count = count;
+  c->capacity = capacity;
+  c->cut = cut;
+  c->depth = i;
+}
+
+uintptr_t find_backward_frame() {
+  const Reader& r = g_reader;
+  if (!r.interp_head || !r.interp_next || !r.thread_head || !r.thread_next) return 0;
+  uintptr_t found = 0;
+  int visited = 0;
+  void* interp = r.interp_head();
+  for (int interps = 0; interp != nullptr && interps < kMaxInterpreters; interp = r.interp_next(interp), ++interps) {
+    for (void* tstate = r.thread_head(interp); tstate != nullptr; tstate = r.thread_next(tstate)) {
+      if (++visited > kMaxThreadStates) return found;
+      const uintptr_t frame = backward_frame_of(reinterpret_cast<uintptr_t>(tstate));
+      if (frame == 0) continue;
+      if (found != 0) return 0;
+      found = frame;
+    }
+  }
+  return found;
+}
+
 // The walk compiled for `layout`: a fixed-offset one when it is a built-in table.
 ReadFramesFn read_frames_for(const PythonLayout& layout) {
   if (memcmp(&layout, &kLayout311, sizeof layout) == 0) return read_frames<Layout311>;
   if (memcmp(&layout, &kLayout312, sizeof layout) == 0) return read_frames<Layout312>;
   return read_frames<LayoutAtRunTime>;
+}
+
+// The borrow cache's check compiled for `layout`; NULL where it has no co_version (3.11: no cache).
+BorrowHoldsFn borrow_cache_holds_for(const PythonLayout& layout) {
+  if (layout.code_version < 0) return nullptr;
+  if (memcmp(&layout, &kLayout312, sizeof layout) == 0) return borrow_cache_holds<Layout312>;
+  return borrow_cache_holds<LayoutAtRunTime>;
 }
 
 // ---- init ----
@@ -723,6 +912,10 @@ bool resolve_reader(uint32_t hex, Reader* r) {
              missing);
     return false;
   }
+  r->interp_head = reinterpret_cast<void* (*)()>(dlsym(RTLD_DEFAULT, "PyInterpreterState_Head"));
+  r->interp_next = reinterpret_cast<void* (*)(void*)>(dlsym(RTLD_DEFAULT, "PyInterpreterState_Next"));
+  r->thread_head = reinterpret_cast<void* (*)(void*)>(dlsym(RTLD_DEFAULT, "PyInterpreterState_ThreadHead"));
+  r->thread_next = reinterpret_cast<void* (*)(void*)>(dlsym(RTLD_DEFAULT, "PyThreadState_Next"));
   void* eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
   Dl_info info;
   ElfW(Sym)* symbol = nullptr;
@@ -875,8 +1068,10 @@ PythonSupport python_frames_init(uint32_t* hex_version) {
       if (resolve_reader(hex, &reader)) {
         g_reader = reader;
         g_read_frames = read_frames_for(g_reader.layout);
+        g_borrow_cache_holds = borrow_cache_holds_for(g_reader.layout);
         // Made here, outside any hook; a failure leaves every thread without a walk memo.
         g_walk_memo_key_made = pthread_key_create(&g_walk_memo_key, release_walk_memo) == 0;
+        g_borrow_cache_key_made = pthread_key_create(&g_borrow_cache_key, release_borrow_cache) == 0;
         state = static_cast<int>(PythonSupport::kSupported);
       } else {
         state = static_cast<int>(PythonSupport::kUnsupported);
@@ -912,6 +1107,32 @@ int python_frames_read(PythonFrameView* out, int capacity, bool* cut) {
   uintptr_t frame = current_frame(reinterpret_cast<uintptr_t>(g_reader.get_tstate()));
   return frame != 0 ? g_read_frames(frame, out, capacity, cut) : 0;
 }
+
+int python_frames_read_backward(PythonFrameView* out, int capacity, bool* cut) {
+  if (cut) *cut = false;
+  if (!supported() || out == nullptr || capacity <= 0) return 0;
+  const uintptr_t frame = find_backward_frame();
+  if (frame == 0) return 0;
+  BorrowCache* cache = t_borrow_cache_busy ? nullptr : thread_borrow_cache();
+  if (cache == nullptr) return g_read_frames(frame, out, capacity, cut);
+  t_borrow_cache_busy = true;
+  int written;
+  bool was_cut = false;
+  if (cache->capacity == capacity && g_borrow_cache_holds(*cache, frame)) {
+    written = cache->count;
+    was_cut = cache->cut;
+    memcpy(out, cache->views, sizeof(PythonFrameView) * static_cast<size_t>(written));
+    ++t_borrow_reused;
+  } else {
+    written = g_read_frames(frame, out, capacity, &was_cut);
+    borrow_cache_store(cache, frame, out, written, capacity, was_cut);
+  }
+  t_borrow_cache_busy = false;
+  if (cut) *cut = was_cut;
+  return written;
+}
+
+uint64_t python_frames_borrow_reused() { return t_borrow_reused; }
 
 uint64_t python_frames_resolved() { return t_frames_resolved; }
 

@@ -1,4 +1,5 @@
-// Reading the calling thread's own Python frames from inside a hook, without the GIL.
+// Reading the calling thread's own Python frames from inside a hook, without the GIL; and, for a thread without
+// Python frames, those of the thread waiting in PyTorch's backward (python_frames_read_backward).
 //
 // Why this is safe: the thread is blocked inside our hook, so its own frame chain cannot change while we
 // read it; we only follow pointers (thread state -> current interpreter frame -> previous ...) and read
@@ -10,6 +11,32 @@
 // Structure layouts differ per CPython version. 3.11 and 3.12 use built-in offset tables; 3.13 and later
 // read the offsets the interpreter publishes in _PyRuntime (_Py_DebugOffsets). Any other version reports
 // kUnsupported and the tracer records native frames only.
+//
+// Backward attribution. PyTorch runs the nodes of a backward pass that compute on a GPU on its autograd device
+// threads (one per device, started by PyTorch at the first backward, so possibly before tracing started), which run
+// no Python code: their allocations have native frames only. The thread that called backward waits meanwhile.
+// python_frames_read_backward finds that thread and reads ITS frames for the allocating thread:
+//  - Which thread: walking the interpreter's list of thread states (PyInterpreterState_Head/_Next,
+//    PyInterpreterState_ThreadHead, PyThreadState_Next: field reads that take no lock and create nothing; at most
+//    kMaxThreadStates of them), the one whose innermost Python frame runs `_engine_run_backward` of a file whose
+//    path ends in torch/autograd/graph.py: the function through which Tensor.backward, torch.autograd.backward
+//    and torch.autograd.grad all call the C++ engine in PyTorch 2.x (Variable._execution_engine.run_backward is a
+//    C method, so no Python frame lies above it while the engine runs). Exactly one such thread, or none is used:
+//    with two threads in backward at once the allocating thread's graph is not known.
+//  - Why its innermost frame, not any frame: a thread whose innermost frame is that function is inside the C++
+//    engine (it released the GIL there and waits until the graph task ends), so its frames cannot change while a
+//    worker runs a node of that graph task, and a worker allocates only while running such a node. A thread
+//    whose innermost frame is anything else may be running Python, pushing and popping frames while we read: only
+//    its thread state and innermost frame (two loads and a type check) are read, never its chain.
+//  - Every pointer read is validated as the own-thread reader validates it (code objects by type, strings by
+//    type and kind) and every walk is bounded (thread states, interpreters, frames).
+//  - What remains racy: a thread state freed by a Python thread exiting at the moment it is visited (CPython
+//    unlinks it under its own lock before freeing it; we take no lock). The window is that of one load.
+//  - Cost: threads with Python frames never get here. A thread without keeps the chain it borrowed last (3.12+:
+//    per frame its address, code object, co_version and instruction; python_frames.cc, borrow cache): while the
+//    waiting thread's chain is that one, frame for frame, the views found then are copied, nothing is read again
+//    (a backward pass keeps one chain throughout). Otherwise the chain is read through the thread's own walk memo,
+//    which decodes only the frames that changed.
 #pragma once
 #include <cstdint>
 
@@ -57,6 +84,21 @@ struct PythonFrameView {
 // except once per thread: the first read that finds Python frames maps the thread's walk memo (one mmap of
 // 80 KiB, mostly never touched; registering it for release at thread exit may make glibc calloc 512 bytes).
 int python_frames_read(PythonFrameView* out, int capacity, bool* cut = nullptr);
+
+// For a thread without Python frames of its own (python_frames_read returned 0): the Python frames of the one thread
+// whose innermost frame is PyTorch's `_engine_run_backward` (torch/autograd/graph.py), read as python_frames_read
+// reads them (innermost first, at most `capacity`, `*cut` likewise); 0 when no thread, or more than one, is there,
+// or support is not kSupported. Why this is safe, and what it costs: the comment at the top. Never locks; allocates
+// only as python_frames_read does (the calling thread's walk memo), and once per thread its borrow cache (one mmap of
+// about 16 KiB, released at thread exit).
+int python_frames_read_backward(PythonFrameView* out, int capacity, bool* cut = nullptr);
+
+// The number of python_frames_read_backward calls on the calling thread answered from its borrow cache (the waiting
+// thread's chain unchanged since its previous read): for tests and benchmarks.
+uint64_t python_frames_borrow_reused();
+
+// The most thread states python_frames_read_backward visits (over all interpreters) before giving up.
+constexpr int kMaxThreadStates = 64;
 
 // The number of frames the calling thread's reads have resolved (decoded, or found in the shared frame cache)
 // since it started, rather than reused from its walk memo of the previous read (python_frames.cc): for tests

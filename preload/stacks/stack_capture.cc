@@ -159,21 +159,17 @@ void stack_capture_fork_child() {
   g_fork_pending.store(false, std::memory_order_release);
 }
 
-void capture_stack(CapturedStack* out, int max_native, int max_native_with_python, bool with_python, uint8_t path) {
-  if (max_native <= 0 && !with_python) {
-    out->frame_count = out->python_count = 0;
-    out->native_cut = out->python_cut = false;
-    out->key = 0;
-    return;
-  }
-  // The Python frames first: whether there are any decides how deep the native unwind goes. Where the thread
-  // runs Python, its Python frames (kept in full) name the call site, and the native frames past the innermost
-  // ones are the dispatcher's layers and the interpreter's glue, the dearest to unwind (config.h).
+namespace {
+
+// capture_stack past the Python read: `python_count` views in out->python (the thread's own, or with kBorrowed those
+// of the thread waiting in backward), `max_native` the depth that applies. A template so that the path of a thread
+// with its own frames compiles to what it was before borrowing existed (the borrowed path's two differences are
+// constants there): callgrind counts the same instructions an event.
+template <bool kBorrowed>
+__attribute__((always_inline)) inline void capture_native_and_key(CapturedStack* out, int max_native, uint8_t path,
+                                                                  const int python_count, const bool python_cut) {
   const PythonFrameView* python = out->python;
-  bool python_cut = false;
-  const int python_count = with_python ? python_frames_read(out->python, kMaxPythonFrames, &python_cut) : 0;
   out->python_count = python_count;
-  if (python_count > 0) max_native = max_native_with_python;
   void* pcs[kMaxNativeFrames + kOwnFramesRoom];
   bool unwind_full = false;
   const int native = max_native > 0 && g_unw_backtrace ? unwind_native(pcs, max_native, path, &unwind_full) : 0;
@@ -185,7 +181,8 @@ void capture_stack(CapturedStack* out, int max_native, int max_native_with_pytho
   // without any), the second loop tests only our own range.
   const uintptr_t self_begin = g_self_begin, self_size = g_self_end - g_self_begin;
   uintptr_t eval_begin = 0, eval_end = 0;
-  if (python_count) python_eval_range(&eval_begin, &eval_end);
+  // Borrowed frames have no evaluation loop on this thread's stack: appended outermost, below.
+  if (!kBorrowed && python_count) python_eval_range(&eval_begin, &eval_end);
   const uintptr_t eval_size = eval_end - eval_begin;
   uint64_t* frame = out->frames;
   int next_python = 0;
@@ -234,11 +231,45 @@ void capture_stack(CapturedStack* out, int max_native, int max_native_with_pytho
   out->frame_count = count;
   out->native_cut = native_cut;
   out->python_cut = python_cut;
+  out->python_from_backward = kBorrowed;
   // The flags ride in the high bits of the count mixed in last (a count is below 2^9): the same frames cut and
-  // not cut are two stacks, and a stack that is not cut keeps the key it had before the flags existed.
-  const uint64_t count_and_cuts =
-      static_cast<uint64_t>(count) | uint64_t{native_cut} << 62 | uint64_t{python_cut} << 63;
+  // not cut, or borrowed and not, are two stacks, and a stack without any flag keeps the key it had before the
+  // flags existed.
+  const uint64_t count_and_cuts = static_cast<uint64_t>(count) | uint64_t{kBorrowed} << 61 |
+                                  uint64_t{native_cut} << 62 | uint64_t{python_cut} << 63;
   out->key = count ? nonzero_key(hash_u64(h, count_and_cuts)) : 0;
+}
+
+// A thread without Python frames of its own (an autograd device thread, another C++ thread): the frames of the
+// thread waiting in backward, if any (python_frames_read_backward); false, with `out` untouched, when there is none.
+// The thread's native frames are kept as deep as on any thread without Python frames: the autograd node that
+// allocated (AddmmBackward0::apply...) lies ~20 frames down, past the Python threads' depth. Out of line: the path
+// of a thread with its own frames stays as it was.
+__attribute__((noinline)) bool capture_borrowed(CapturedStack* out, int max_native, uint8_t path) {
+  bool python_cut = false;
+  const int borrowed = python_frames_read_backward(out->python, kMaxPythonFrames, &python_cut);
+  if (borrowed == 0) return false;
+  capture_native_and_key<true>(out, max_native, path, borrowed, python_cut);
+  return true;
+}
+
+}  // namespace
+
+void capture_stack(CapturedStack* out, int max_native, int max_native_with_python, bool with_python, uint8_t path) {
+  if (max_native <= 0 && !with_python) {
+    out->frame_count = out->python_count = 0;
+    out->native_cut = out->python_cut = out->python_from_backward = false;
+    out->key = 0;
+    return;
+  }
+  // The Python frames first: whether there are any decides how deep the native unwind goes. Where the thread
+  // runs Python, its Python frames (kept in full) name the call site, and the native frames past the innermost
+  // ones are the dispatcher's layers and the interpreter's glue, the dearest to unwind (config.h).
+  bool python_cut = false;
+  const int python_count = with_python ? python_frames_read(out->python, kMaxPythonFrames, &python_cut) : 0;
+  if (python_count == 0 && with_python && capture_borrowed(out, max_native, path)) return;
+  capture_native_and_key<false>(out, python_count > 0 ? max_native_with_python : max_native, path, python_count,
+                                python_cut);
 }
 
 }  // namespace memtrace

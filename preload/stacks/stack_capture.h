@@ -22,12 +22,17 @@ struct CapturedStack {
   bool native_cut;
   // The thread had more Python frames than kMaxPythonFrames; the outermost are missing: Stack.python_frames_cut.
   bool python_cut;
-  uint64_t key;  // content hash of the whole stack and both cut flags, 0 when frame_count == 0
+  // python[] are the frames of the thread waiting in PyTorch's backward, not the calling thread's own (it has
+  // none): python_frames_read_backward. Stack.python_frames_from_backward.
+  bool python_from_backward;
+  uint64_t key;  // content hash of the whole stack and the three flags, 0 when frame_count == 0
 };
 
 // Fills `out`. `with_python` reads the thread's Python frames (all of them, up to kMaxPythonFrames); the native
 // frames kept are capped at `max_native_with_python` when the thread has Python frames and at `max_native` when
-// it has none (0 = none). Frames inside libmemtrace itself are dropped. `path` names the hook's path to here
+// it has none (0 = none). Frames inside libmemtrace itself are dropped. With `with_python`, a thread without Python
+// frames takes those of the thread waiting in PyTorch's backward, if there is one (python_frames_read_backward),
+// outermost after its own native frames, and keeps `max_native` of those. `path` names the hook's path to here
 // (the event's Api): how many of our own frames to unwind past is learned per path.
 void capture_stack(CapturedStack* out, int max_native, int max_native_with_python, bool with_python, uint8_t path);
 

@@ -625,6 +625,7 @@ class Mutator {
       for (uint64_t n = below(12) + 1; n > 0; --n) s->add_frames(frame());
       if (chance(15)) s->set_native_frames_cut(true);
       if (chance(15)) s->set_python_frames_cut(true);
+      if (chance(15)) s->set_python_frames_from_backward(true);
     } else if (kind == kInsertModule) {
       proto::Module* m = r.mutable_module();
       uint64_t base = value(kAddress) & ~uint64_t(0xfff);

@@ -6,14 +6,24 @@
 
 #include <gtest/gtest.h>
 
+#include "record/schema.h"
 #include "stacks/intern_table.h"
 #include "stacks/stack_capture.h"
 
 namespace memtrace {
-// The Python frame reader is not linked here: with with_python false only its eval range may be asked for.
+// The Python frame reader is not linked here: stand-ins. With with_python, the thread has no Python frames of its own,
+// and the waiting thread's, when g_backward_frame is set, are that one frame.
+PythonFrameView g_backward_frame;
+bool g_in_backward = false;
 int python_frames_read(PythonFrameView*, int, bool* cut) {
   if (cut) *cut = false;
   return 0;
+}
+int python_frames_read_backward(PythonFrameView* out, int capacity, bool* cut) {
+  if (cut) *cut = false;
+  if (!g_in_backward || capacity < 1) return 0;
+  out[0] = g_backward_frame;
+  return 1;
 }
 void python_eval_range(uintptr_t* begin, uintptr_t* end) { *begin = *end = 0; }
 }  // namespace memtrace
@@ -96,6 +106,56 @@ TEST(CaptureStack, MarksAStackCutAtTheDepthAndNotOneThatEnds) {
   const uint64_t folded = memtrace::hash_step(memtrace::kHashSeed, captured.one.frames[0]);
   EXPECT_EQ(memtrace::nonzero_key(memtrace::hash_u64(folded, 1 | uint64_t{1} << 62)), captured.one.key);
   EXPECT_NE(memtrace::nonzero_key(memtrace::hash_u64(folded, 1)), captured.one.key);
+}
+
+// A thread without Python frames while another waits in backward: the waiting thread's frame follows the native
+// ones (start_thread, clone3: all 8 asked for are kept, max_native, not max_native_with_python's 1), flagged, and the
+// flag is part of the key; with no thread in backward the same capture has native frames only and no flag.
+struct BackwardCaptures {
+  memtrace::CapturedStack borrowed;
+  memtrace::CapturedStack alone;
+};
+
+__attribute__((noinline)) void* capture_borrowed_and_alone(void* arg) {
+  auto* out = static_cast<BackwardCaptures*>(arg);
+  memtrace::g_in_backward = true;
+  memtrace::capture_stack(&out->borrowed, /*max_native=*/8, /*max_native_with_python=*/1, /*with_python=*/true,
+                          kPath + 2);
+  asm volatile("" ::: "memory");
+  memtrace::g_in_backward = false;
+  memtrace::capture_stack(&out->alone, /*max_native=*/8, /*max_native_with_python=*/1, /*with_python=*/true, kPath + 2);
+  asm volatile("" ::: "memory");
+  return nullptr;
+}
+
+TEST(CaptureStack, BorrowsTheFramesOfTheThreadInBackward) {
+  ASSERT_TRUE(memtrace::stack_capture_init());
+  memtrace::g_backward_frame = {"graph.py", 8, "_engine_run_backward", 20, 42, 0xABCDu, true};
+  static BackwardCaptures captured;
+  pthread_t thread;
+  ASSERT_EQ(0, pthread_create(&thread, nullptr, capture_borrowed_and_alone, &captured));
+  ASSERT_EQ(0, pthread_join(thread, nullptr));
+  const memtrace::CapturedStack& b = captured.borrowed;
+  ASSERT_EQ(3, b.frame_count);  // start_thread, clone3, the borrowed frame
+  EXPECT_EQ(1, b.python_count);
+  EXPECT_TRUE(b.python_from_backward);
+  EXPECT_FALSE(b.native_cut);
+  EXPECT_EQ(memtrace::kPythonFrameBit | 0, b.frames[2]);
+  EXPECT_EQ(0u, b.frames[0] & memtrace::kPythonFrameBit);
+  EXPECT_EQ(0u, b.frames[1] & memtrace::kPythonFrameBit);
+  // Key: the two native frames, the Python frame's key, then the count 3 with the backward flag in bit 61.
+  uint64_t folded = memtrace::hash_step(memtrace::kHashSeed, b.frames[0]);
+  folded = memtrace::hash_step(folded, b.frames[1]);
+  folded = memtrace::hash_step(folded, 0xABCDu);
+  EXPECT_EQ(memtrace::nonzero_key(memtrace::hash_u64(folded, 3 | uint64_t{1} << 61)), b.key);
+  EXPECT_NE(memtrace::nonzero_key(memtrace::hash_u64(folded, 3)), b.key);
+
+  const memtrace::CapturedStack& a = captured.alone;
+  ASSERT_EQ(2, a.frame_count);
+  EXPECT_EQ(0, a.python_count);
+  EXPECT_FALSE(a.python_from_backward);
+  EXPECT_EQ(b.frames[0], a.frames[0]);
+  EXPECT_EQ(b.frames[1], a.frames[1]);
 }
 
 }  // namespace

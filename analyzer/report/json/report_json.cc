@@ -24,6 +24,8 @@ json with_stack(json site, const ResolvedStack& stack) {
   site["frames"] = frames_json(stack.frames);
   site["native_frames_cut"] = stack.cuts.native_frames_cut;
   site["python_frames_cut"] = stack.cuts.python_frames_cut;
+  // Only when true: outputs of stacks without it stay as they were.
+  if (stack.python_frames_from_backward) site["python_frames_from_backward"] = true;
   return site;
 }
 

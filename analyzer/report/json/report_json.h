@@ -12,7 +12,8 @@ namespace memtrace {
 
 nlohmann::json frames_json(const std::vector<Frame>& frames);
 // `site` (an object) with the stack's keys added: `frames`, and `native_frames_cut` / `python_frames_cut`
-// (true where the tracer cut the stack short, see print_frames).
+// (true where the tracer cut the stack short, see print_frames), and `python_frames_from_backward` only when true
+// (the Python frames are those of the thread waiting in backward).
 nlohmann::json with_stack(nlohmann::json site, const ResolvedStack& stack);
 // `fields` (an object) with a call site's stack (with_stack of CallSite::stack_id: of the stacks merged into the
 // site, the one with the most bytes) and, only where the site merges stacks that differ in the interpreter's
