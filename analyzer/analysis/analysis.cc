@@ -61,6 +61,8 @@ class ReplaySink {
         }
         break;
       case proto::Record::kDevice: keep_device(record.device(), analysis_.info, analysis_.stacks); break;
+      case proto::Record::kRangeName:
+      case proto::Record::kRangeEvent: nvtx_.on_record(record, model_.next_event_index()); break;
       default: analysis_.stacks.add(record); break;
     }
   }
@@ -74,11 +76,14 @@ class ReplaySink {
     analysis_.last_event_time_ns = analysis_.model.now_ns();
     events_at_last_end_ = events;
   }
+  // After the last record.
+  void finish_nvtx_ranges() { analysis_.nvtx_ranges = nvtx_.finish(model_.next_event_index()); }
 
  private:
   Analysis& analysis_;
   MemoryModel& model_;  // analysis_.model, one load away for every event instead of two instructions
   PeakCapture* peaks_;
+  NvtxRangeCollector nvtx_;
   uint64_t events_at_last_end_ = 0;
 };
 
@@ -87,6 +92,7 @@ void replay_records(Analysis& analysis, PeakCapture* peaks) {
   ReplaySink<kCapturePeaks> sink(analysis, peaks);
   analysis.read = read_trace(analysis.path, sink);
   sink.settle_events_since_end();
+  sink.finish_nvtx_ranges();
 }
 
 // Reads the whole trace into analysis.model; with `peaks`, captures what was live at each peak on the way.

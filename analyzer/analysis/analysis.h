@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/memory_model.h"
+#include "read/nvtx_ranges.h"
 #include "read/trace_reader.h"
 #include "stacks/call_sites.h"
 #include "stacks/stack_table.h"
@@ -42,6 +43,9 @@ struct Analysis {
   std::map<int32_t, Fragmentation> fragmentation_at_peak;
   std::map<int32_t, Fragmentation> final_fragmentation;
   std::vector<LeakSite> leaks;
+  // The job's NVTX ranges in the order they opened (read/nvtx_ranges.h: NvtxRangeCollector's contract), taken in
+  // the first pass; empty for a trace without RangeEvent records.
+  std::vector<NvtxRange> nvtx_ranges;
 
   bool allocator_layer_seen() const;
   // From the first CUDA call to the end record (or the last event).

@@ -1,5 +1,5 @@
 // `memtrace run [-o PATH] -- CMD ARGS...`: replaces itself with CMD (execvp, no shell) with the tracer
-// preloaded, so CMD's exit status is the command's own.
+// preloaded, and named as the NVTX injection library, so CMD's exit status is the command's own.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -51,6 +51,16 @@ std::string checked_output_path(const std::string& output) {
   return path.string();
 }
 
+// Makes the tracer the NVTX injection library, so that the job's NVTX ranges are recorded (docs/tracing.md, "NVTX
+// ranges"). An injection library the job's environment names already (Nsight Systems', say) is passed on in
+// MEMTRACE_NVTX_CHAIN: the tracer loads it and hands it every call, so that it still sees every range. When it
+// names the tracer itself (memtrace run inside memtrace run), a chain set before is kept as it is.
+void use_tracer_as_nvtx_injection(const std::string& library) {
+  const char* existing = std::getenv("NVTX_INJECTION64_PATH");
+  if (existing && *existing && library != existing) setenv("MEMTRACE_NVTX_CHAIN", existing, 1);
+  setenv("NVTX_INJECTION64_PATH", library.c_str(), 1);
+}
+
 // `memtrace run`, its options parsed: `output` is -o's PATH (empty when not given).
 int run(const std::string& output_option, const std::vector<std::string>& program) {
   if (program.empty()) throw UsageError("run needs a command: memtrace run [-o PATH] -- CMD ARGS...");
@@ -75,6 +85,7 @@ int run(const std::string& output_option, const std::vector<std::string>& progra
   std::string preload = library.string();
   if (const char* existing = std::getenv("LD_PRELOAD"); existing && *existing) preload += ":" + std::string(existing);
   setenv("LD_PRELOAD", preload.c_str(), 1);
+  use_tracer_as_nvtx_injection(library.string());
   if (!output.empty()) setenv("MEMTRACE_OUTPUT", output.c_str(), 1);
 
   std::vector<char*> argv;

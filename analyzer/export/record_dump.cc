@@ -123,6 +123,16 @@ nlohmann::json device_json(const proto::Device& d) {
   return {{"ordinal", d.ordinal()}, {"uuid", hex(d.uuid())}, {"name", d.name()}, {"total_bytes", d.total_bytes()}};
 }
 
+nlohmann::json range_name_json(const proto::RangeName& n) { return {{"id", n.id()}, {"name", n.name()}}; }
+
+nlohmann::json range_event_json(const proto::RangeEvent& e) {
+  return {{"kind", proto::RangeEvent_Kind_Name(e.kind())},
+          {"name_id", e.name_id()},
+          {"tid", e.tid()},
+          {"time_us", e.time_us()},
+          {"range_id", e.range_id()}};
+}
+
 nlohmann::json end_json(const proto::TraceEnd& e) {
   return {{"events", e.events()},
           {"dropped_events", e.dropped_events()},
@@ -172,6 +182,14 @@ nlohmann::json record_json(const proto::Record& record, const StackFramesById& s
     case proto::Record::kDevice:
       j = device_json(record.device());
       kind = "device";
+      break;
+    case proto::Record::kRangeName:
+      j = range_name_json(record.range_name());
+      kind = "range_name";
+      break;
+    case proto::Record::kRangeEvent:
+      j = range_event_json(record.range_event());
+      kind = "range_event";
       break;
     case proto::Record::KIND_NOT_SET:  // a record kind newer than this reader (proto3: skipped fields)
       j = nlohmann::json::object();

@@ -1,7 +1,7 @@
 // The trace as JSON lines (`memtrace dump`, in the style of `memray parse`): every record of the file, in file
 // order, as one JSON object per line, for scripts and tests that want the records themselves rather than a report.
 // Each object has "record", the kind's name in proto/memtrace.proto's Record (start, module, python_frame, stack,
-// event, thread, notice, end, device; "unknown" for a kind this reader does not know), and the record's fields by their
+// event, thread, notice, end, device, range_name, range_event; "unknown" for a kind this reader does not know), and the record's fields by their
 // proto names, enums by their value names:
 //   start         pid, ppid, hostname, argv, start_monotonic_ns, start_unix_ns, tracer_version, flush_interval_ms,
 //                 python_frames, job_id, job_id_source, and max_native_frames, max_native_frames_python, rank,
@@ -21,6 +21,9 @@
 //   notice        code, message, count
 //   end           events, dropped_events, time_delta_ns, how, signal
 //   device        ordinal, uuid (lower-case hex), name, total_bytes
+//   range_name    id, name
+//   range_event   kind (PUSH, POP, START, END, MARK; "" for a kind newer than this reader), name_id, tid,
+//                 time_us, range_id
 // Text from the trace (host name, argv, paths, names, messages) is valid UTF-8 (the reader repairs it) and written
 // with the characters a terminal acts on escaped (util/terminal_text.h: json_terminal_safe), so that a hostile
 // trace shown with `cat` cannot drive the terminal; every line parses as JSON.

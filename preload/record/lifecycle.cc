@@ -60,8 +60,8 @@ void make_absolute(char* path, size_t size) {
 void start() {
   config_load(&g_config);
   // 786,432 distinct stacks and 196,608 Python source positions (3/4 of each table) before stacks are dropped;
-  // the memory is virtual until used (16 B a slot).
-  if (!g_stacks.init(1 << 20) || !g_python_frames.init(1 << 18)) return;
+  // the memory is virtual until used (16 B a slot). 49,152 NVTX range names (a job has a few dozen).
+  if (!g_stacks.init(1 << 20) || !g_python_frames.init(1 << 18) || !g_range_names.init(1 << 16)) return;
   for (ChunkBuffer& b : g_buffers) {
     b.data = static_cast<uint8_t*>(map_bytes(g_config.buffer_bytes));
     b.size = 0;
@@ -203,6 +203,7 @@ void on_fork_child() {
   g_stacks.clear();
   g_recent_stacks.clear();
   g_python_frames.clear();
+  g_range_names.clear();
   module_map_reset();
   g_modules_arrived = false;
   g_events = g_dropped = g_dropped_reported = g_stackless = g_stackless_reported = 0;

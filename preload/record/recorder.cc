@@ -26,6 +26,7 @@ alignas(64) constinit EventEncoder g_encoder;
 InternTable g_stacks;
 RecentIds<4096> g_recent_stacks;
 InternTable g_python_frames;
+InternTable g_range_names;
 uint64_t g_start_ns = 0;
 pthread_mutex_t g_flush_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t g_module_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -250,6 +251,57 @@ void record_device(int ordinal, const uint8_t (&uuid)[16], const char* name, uin
   pthread_mutex_lock(&g_lock);
   t_holds_lock = true;
   append_record_locked(field::kDevice, w);
+  t_holds_lock = false;
+  pthread_mutex_unlock(&g_lock);
+}
+
+namespace {
+
+// FNV-1a over the bytes, then a final mix: the RangeName table's key (0 is reserved, see InternTable::find).
+uint64_t range_name_key(const char* name, size_t len) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < len; i++) h = (h ^ static_cast<unsigned char>(name[i])) * 0x100000001b3ULL;
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  return h ? h : 1;
+}
+
+// The RangeName id of `name`, writing the record the first time; 0 for no name, a full table or no room.
+uint64_t intern_range_name_locked(const char* name, size_t len) {
+  if (len == 0) return 0;
+  const uint64_t key = range_name_key(name, len);
+  if (uint64_t id = g_range_names.find(key)) return id;
+  if (g_range_names.full()) return 0;
+  uint8_t buf[kMaxRangeNameBytes + 16];
+  ProtoWriter w(buf, buf + sizeof buf);
+  w.uint(1, g_range_names.next_id());
+  w.bytes(2, name, len);
+  if (!append_record_locked(field::kRangeName, w)) return 0;
+  return g_range_names.insert(key);
+}
+
+}  // namespace
+
+void record_range(RangeKind kind, const char* name, size_t name_len, uint64_t range_id) {
+  // Never starts the trace: an NVTX call is not a CUDA call (recorder.h).
+  if (g_state.load(std::memory_order_acquire) != kRunning) return;
+  if (!name) name_len = 0;
+  name_len = utf8_prefix(name, name_len, kMaxRangeNameBytes);
+  const uint64_t now = now_ns();
+  const uint64_t t_us = now > g_start_ns ? (now - g_start_ns) / 1000 : 0;  // as Event times (memtrace.proto)
+  pthread_mutex_lock(&g_lock);
+  t_holds_lock = true;
+  if (t_announced_generation != g_generation.load(std::memory_order_relaxed)) append_thread_info_locked();
+  uint8_t buf[64];
+  ProtoWriter w(buf, buf + sizeof buf);
+  w.uint(1, static_cast<uint64_t>(kind));
+  w.uint(2, intern_range_name_locked(name, name_len));
+  w.uint(3, current_tid());
+  w.uint(4, t_us);
+  w.uint(5, range_id);
+  if (!append_record_locked(field::kRangeEvent, w)) drop_event_locked();
+  wake_writer_if_filling_locked();
   t_holds_lock = false;
   pthread_mutex_unlock(&g_lock);
 }

@@ -5,6 +5,7 @@
 // Nothing starts before the first hook calls record_event(): no thread, no file. The first call starts the
 // trace (record/lifecycle.h: reads the settings, creates the file, starts the writer thread).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "record/schema.h"
@@ -43,6 +44,14 @@ void record_event(const MemoryEvent& event);
 // `total_bytes` (0 = unknown). From the hook thread that first sees the device, before that event is recorded;
 // never with the recorder's lock held. Dropped when the filling buffer has no room. A no-op when tracing is off.
 void record_device(int ordinal, const uint8_t (&uuid)[16], const char* name, uint64_t total_bytes);
+
+// Records one NVTX call of the calling thread (a RangeEvent record, memtrace.proto): `kind`, `name` (`name_len`
+// bytes of UTF-8, cut here to 255 at a UTF-8 boundary; nullptr or 0 bytes for none), interned as a RangeName
+// the first time it is seen, and `range_id` (kStart / kEnd). Only while the trace runs: it never starts the trace
+// (NVTX calls before the first CUDA call are not recorded). Thread-safe; never throws, never allocates. A record
+// that finds no room in the buffer counts as a dropped event (Notice EVENTS_DROPPED).
+constexpr size_t kMaxRangeNameBytes = 255;
+void record_range(RangeKind kind, const char* name, size_t name_len, uint64_t range_id);
 
 // Marks the calling thread as inside a hook for the scope's lifetime. An allocation is recorded once, by the
 // outermost hook that sees it (cudaMalloc of the shared runtime reaches the driver's cuMemAlloc through our

@@ -84,6 +84,7 @@ extern EventEncoder g_encoder;  // what the next Event / TraceEnd is encoded aga
 extern InternTable g_stacks;
 extern RecentIds<4096> g_recent_stacks;  // in front of g_stacks
 extern InternTable g_python_frames;
+extern InternTable g_range_names;  // NVTX range names (RangeName records), keyed by a hash of the text
 extern uint64_t g_start_ns;
 
 // g_flush_lock serializes flushes (writer thread, exit, fork) and guards the writer and the notices.

@@ -127,6 +127,9 @@ enum class NoticeCode : uint8_t {
 // TraceStart.JobIdSource: which environment variable TraceStart.job_id came from.
 enum class JobIdSource : uint8_t { kNone = 0, kSlurmJobId = 1, kTorchelasticRunId = 2 };
 
+// RangeEvent.Kind: what an NVTX call did.
+enum class RangeKind : uint8_t { kUnknown = 0, kPush = 1, kPop = 2, kStart = 3, kEnd = 4, kMark = 5 };
+
 // Field numbers of the Record oneof and of each message, as in proto/memtrace.proto.
 namespace field {
 enum RecordKind : uint32_t {
@@ -138,7 +141,9 @@ enum RecordKind : uint32_t {
   kThread = 6,
   kNotice = 7,
   kEnd = 8,
-  kDevice = 9
+  kDevice = 9,
+  kRangeName = 10,
+  kRangeEvent = 11
 };
 }  // namespace field
 

@@ -438,6 +438,8 @@ enum InsertKind {
   kInsertEnd,
   kInsertStart,
   kInsertThread,
+  kInsertRangeName,
+  kInsertRangeEvent,
   kInsertKindCount
 };
 
@@ -454,7 +456,8 @@ void print_stats() {
   std::fprintf(stderr, "fuzz_pipeline mutator stats:\n");
   for (int i = 0; i < kMutationCount; ++i)
     std::fprintf(stderr, "  %-18s %llu\n", kMutationNames[i], (unsigned long long)stats().mutations[i]);
-  static const char* const kOthers[] = {"stack", "module", "python_frame", "notice", "end", "start", "thread"};
+  static const char* const kOthers[] = {"stack", "module", "python_frame", "notice", "end", "start", "thread",
+                                              "range_name", "range_event"};
   for (int i = 0; i < kInsertKindCount; ++i) {
     std::string kind = i <= kInsertEventLast ? "event kind " + std::to_string(i) : kOthers[i - kInsertStack];
     std::fprintf(stderr, "  insert %-16s %llu\n", kind.c_str(), (unsigned long long)stats().inserts[i]);
@@ -581,6 +584,8 @@ class Mutator {
       case proto::Record::kEnd: changed = mutate_end(r.mutable_end(), how); break;
       case proto::Record::kNotice: changed = mutate_notice(r.mutable_notice(), how); break;
       case proto::Record::kThread: changed = mutate_thread(r.mutable_thread(), how); break;
+      case proto::Record::kRangeName: changed = mutate_range_name(r.mutable_range_name(), how); break;
+      case proto::Record::kRangeEvent: changed = mutate_range_event(r.mutable_range_event(), how); break;
       default: return false;
     }
     if (changed) *bytes = r.SerializeAsString();
@@ -668,6 +673,18 @@ class Mutator {
         s->set_max_native_frames(uint32_t(below(400)));
         s->set_max_native_frames_python(uint32_t(below(400)));
       }
+    } else if (kind == kInsertRangeName) {
+      proto::RangeName* n = r.mutable_range_name();
+      n->set_id(below(8));
+      n->set_name(chance(50) ? "step" : "forward");
+    } else if (kind == kInsertRangeEvent) {
+      // Ids and range ids from a small set, so that pushes meet pops, starts meet ends and names resolve.
+      proto::RangeEvent* e = r.mutable_range_event();
+      e->set_kind(proto::RangeEvent_Kind(below(7)));
+      e->set_name_id(below(8));
+      e->set_tid(uint32_t(chance(80) ? value(kTid) : interesting()));
+      e->set_time_us(chance(80) ? below(2000000) : interesting());
+      e->set_range_id(chance(80) ? below(4) : interesting());
     } else {
       proto::ThreadInfo* t = r.mutable_thread();
       t->set_tid(uint32_t(value(kTid)));
@@ -746,6 +763,7 @@ class Mutator {
         return true;
       case proto::Record::kNotice: r->mutable_notice()->set_message(s); return true;
       case proto::Record::kThread: r->mutable_thread()->set_name(s); return true;
+      case proto::Record::kRangeName: r->mutable_range_name()->set_name(s); return true;
       default: return false;
     }
   }
@@ -820,6 +838,7 @@ class Mutator {
         max_id_ = std::max(max_id_, r.python_frame().id());
         break;
       case proto::Record::kThread: add(kTid, r.thread().tid()); break;
+      case proto::Record::kRangeEvent: add(kTid, r.range_event().tid()); break;
       case proto::Record::kStart: add(kTime, r.start().start_monotonic_ns()); break;
       default: break;
     }
@@ -973,6 +992,24 @@ class Mutator {
     if (chance(50)) t->set_tid(clear ? 0 : uint32_t(pick(how, kTid)));
     else t->set_name(clear ? "" : "pt_main_thread");
     return true;
+  }
+
+  bool mutate_range_name(proto::RangeName* n, Mutation how) {
+    bool clear = how == kFieldCleared;
+    if (chance(50)) n->set_id(clear ? 0 : pick(how, kOther));
+    else n->set_name(clear ? "" : "backward");
+    return true;
+  }
+
+  bool mutate_range_event(proto::RangeEvent* e, Mutation how) {
+    bool clear = how == kFieldCleared;
+    switch (below(5)) {
+      case 0: e->set_kind(proto::RangeEvent_Kind(clear ? 0 : below(7))); return true;
+      case 1: e->set_name_id(clear ? 0 : pick(how, kOther)); return true;
+      case 2: e->set_tid(clear ? 0 : uint32_t(pick(how, kTid))); return true;
+      case 3: e->set_time_us(clear ? 0 : pick(how, kTime)); return true;
+      default: e->set_range_id(clear ? 0 : pick(how, kOther)); return true;
+    }
   }
 
   std::mt19937_64 rng_;

@@ -5,7 +5,8 @@
 //     rest of the events are left out; the records they would need (stacks, modules, Python frames,
 //     threads, notices) and the TraceEnd are kept, as long as they fit.
 //   make_pipeline_seed --edge-cases DIR: hand-made traces of the rarer paths (graph capture / instantiate /
-//     launch, VMM map / unmap, an OOM with its DEVICE_USAGE sample, several devices, PYTHON_FINALIZING).
+//     launch, VMM map / unmap, an OOM with its DEVICE_USAGE sample, several devices, PYTHON_FINALIZING, NVTX
+//     ranges).
 // Exit 0, or 2 with one line on stderr.
 #include <cstdint>
 #include <cstdio>
@@ -228,11 +229,54 @@ PipelineInput oom_devices_finalizing() {
   return in;
 }
 
+proto::Record range_name(uint64_t id, const char* name) {
+  proto::Record r;
+  r.mutable_range_name()->set_id(id);
+  r.mutable_range_name()->set_name(name);
+  return r;
+}
+
+proto::Record range_event(proto::RangeEvent::Kind kind, uint64_t name_id, uint64_t time_us, uint64_t range_id = 0) {
+  proto::Record r;
+  r.mutable_range_event()->set_kind(kind);
+  r.mutable_range_event()->set_name_id(name_id);
+  r.mutable_range_event()->set_tid(4242);
+  r.mutable_range_event()->set_time_us(time_us);
+  r.mutable_range_event()->set_range_id(range_id);
+  return r;
+}
+
+// NVTX ranges (RangeName, RangeEvent) around allocations: nested pushes, a start/end range, a mark, a pop with no
+// push, and a push left open; across two chunks.
+PipelineInput nvtx_ranges() {
+  PipelineInput in;
+  add(&in, start_record());
+  add_stack(&in);
+  add(&in, range_name(1, "step"));
+  add(&in, range_event(proto::RangeEvent::PUSH, 1, 1));
+  add(&in, range_name(2, "forward"));
+  add(&in, range_event(proto::RangeEvent::PUSH, 2, 2));
+  add(&in, event(proto::ALLOC, proto::LAYER_DRIVER, proto::CUDA_MALLOC, 0, 0x7000000000, 2 * kMiB, 1));
+  add(&in, range_event(proto::RangeEvent::POP, 0, 3));
+  add(&in, range_event(proto::RangeEvent::POP, 0, 4));
+  in.chunks.emplace_back();
+  add(&in, range_name(3, "optimizer"));
+  add(&in, range_event(proto::RangeEvent::START, 3, 5, 1));
+  add(&in, range_event(proto::RangeEvent::MARK, 1, 5));
+  add(&in, event(proto::FREE, proto::LAYER_DRIVER, proto::CUDA_FREE, 0, 0x7000000000, 0));
+  add(&in, range_event(proto::RangeEvent::END, 0, 6, 1));
+  add(&in, range_event(proto::RangeEvent::POP, 0, 7));
+  add(&in, range_event(proto::RangeEvent::PUSH, 1, 8));
+  add(&in, end_record(2));
+  return in;
+}
+
 int edge_cases(const std::string& dir) {
   const std::pair<const char*, PipelineInput> seeds[] = {{"edge_graphs_v3.bin", graphs()},
                                                          {"edge_vmm_v3.bin", vmm()},
                                                          {"edge_oom_devices_finalizing_v1.bin",
-                                                          oom_devices_finalizing()}};
+                                                          oom_devices_finalizing()},
+                                                         {"edge_nvtx_ranges_v3.bin", nvtx_ranges()}};
   for (const auto& [name, in] : seeds) {
     std::string path = dir + "/" + name;
     if (!write_file(path, memtrace::fuzz::serialize_input(in))) {

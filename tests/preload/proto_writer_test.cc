@@ -166,6 +166,13 @@ TEST(Schema, EnumsMatchTheProto) {
   EXPECT_EQ(field::kThread, proto::Record::kThreadFieldNumber);
   EXPECT_EQ(field::kPythonFrame, proto::Record::kPythonFrameFieldNumber);
   EXPECT_EQ(field::kDevice, proto::Record::kDeviceFieldNumber);
+  EXPECT_EQ(field::kRangeName, proto::Record::kRangeNameFieldNumber);
+  EXPECT_EQ(field::kRangeEvent, proto::Record::kRangeEventFieldNumber);
+  EXPECT_EQ(static_cast<int>(RangeKind::kPush), proto::RangeEvent::PUSH);
+  EXPECT_EQ(static_cast<int>(RangeKind::kPop), proto::RangeEvent::POP);
+  EXPECT_EQ(static_cast<int>(RangeKind::kStart), proto::RangeEvent::START);
+  EXPECT_EQ(static_cast<int>(RangeKind::kEnd), proto::RangeEvent::END);
+  EXPECT_EQ(static_cast<int>(RangeKind::kMark), proto::RangeEvent::MARK);
   EXPECT_EQ(static_cast<int>(JobIdSource::kNone), proto::TraceStart::JOB_ID_NONE);
   EXPECT_EQ(static_cast<int>(JobIdSource::kSlurmJobId), proto::TraceStart::SLURM_JOB_ID);
   EXPECT_EQ(static_cast<int>(JobIdSource::kTorchelasticRunId), proto::TraceStart::TORCHELASTIC_RUN_ID);
