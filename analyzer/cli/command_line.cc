@@ -22,6 +22,7 @@ constexpr const char* kUsage =
     "       memtrace timeline TRACE --csv|--json [--interval SECONDS]\n"
     "       memtrace leaks TRACE [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"
     "       memtrace oom TRACE [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"
+    "       memtrace peak TRACE [--at TIME] [--device N] [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"
     "       memtrace dump TRACE [--frames]\n"
     "       memtrace --version\n"
     "       memtrace --help, memtrace CMD --help    this text\n"
@@ -36,6 +37,7 @@ std::vector<RunCommand> add_commands(CLI::App& memtrace, std::vector<std::string
   commands.push_back(add_timeline(memtrace));
   commands.push_back(add_leaks(memtrace));
   commands.push_back(add_oom(memtrace));
+  commands.push_back(add_peak(memtrace));
   commands.push_back(add_dump(memtrace));
   return commands;
 }
