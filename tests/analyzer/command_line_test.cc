@@ -45,6 +45,7 @@ TEST(CommandLine, HelpListsEveryOptionOfEveryCommandWithItsDescription) {
       {"timeline", {"TRACE", "--csv", "--json", "--interval SECONDS"}},
       {"leaks", report},
       {"oom", report},
+      {"peak", {"TRACE", "--json", "--top N", "--all-frames", "--debug-paths DIR[:DIR...]", "--at TIME", "--device N"}},
       {"dump", {"TRACE", "--frames"}},
   };
   EXPECT_EQ(options_by_command(top.out), expected);
