@@ -262,6 +262,38 @@ std::vector<MomentBreakdown> break_down_moments(const Analysis& analysis, std::s
   return out;
 }
 
+MomentBreakdown break_down_captured_peak(const Analysis& analysis, int32_t device, FrameResolver& resolver) {
+  MomentBreakdown b;
+  b.device = device;
+  auto state = analysis.model.devices().find(device);
+  auto sites = analysis.live_at_peak.find(device);
+  if (state == analysis.model.devices().end() || sites == analysis.live_at_peak.end()) return b;
+  const DeviceState& d = state->second;
+  b.event_index = d.peak_allocated().event_index;
+  b.time_ns = d.peak_allocated().time_ns;
+  b.totals.allocated_bytes = d.peak_allocated().bytes;
+  StackFacts facts(resolver);
+  for (const CallSite& site : sites->second) {
+    ByteCount& row = b.rows[size_t(facts.of(site.stack_id).workspace ? BreakdownRow::kWorkspaces : BreakdownRow::kUnclassified)];
+    row.bytes = saturating_add(row.bytes, site.bytes);
+    row.count = saturating_add(row.count, site.count);
+  }
+  if (auto f = analysis.fragmentation_at_peak.find(device); f != analysis.fragmentation_at_peak.end()) {
+    b.totals.reserved_bytes = saturating_add(b.totals.allocated_bytes, f->second.reserved_minus_allocated_bytes);
+    if (d.allocator_layer_seen) b.cache_bytes = f->second.reserved_minus_allocated_bytes;
+  }
+  b.outside_applies = d.block_layer_seen;
+  if (auto outside = analysis.outside_at_peak.find(device); b.outside_applies && outside != analysis.outside_at_peak.end())
+    for (const CallSite& site : outside->second) {
+      if (facts.of(site.stack_id).layer == AllocatingLayer::kPyTorchAllocator) continue;  // a segment with no block yet
+      ByteCount& layer = b.outside[outside_index(facts.of(site.stack_id).layer)];
+      layer.bytes = saturating_add(layer.bytes, site.bytes);
+      layer.count = saturating_add(layer.count, site.count);
+    }
+  b.usage = d.peak_usage;
+  return b;
+}
+
 namespace {
 
 class TimeObserver {

@@ -135,6 +135,13 @@ struct Moment {
 std::vector<MomentBreakdown> break_down_moments(const Analysis& analysis, std::span<const Moment> moments,
                                                 const EventPhases& phases, FrameResolver& resolver);
 
+// The breakdown at `device`'s peak allocated without iterations known, from what the one pass of
+// analyze_trace(path, true) took there (Analysis::live_at_peak, outside_at_peak, fragmentation_at_peak): no
+// replay, so that `summary` still reads the trace once. Every row is unclassified but the library workspaces; the
+// usage is the device's `peak_usage` (the summary's "device usage at peak"); totals hold allocated and reserved
+// (driver_bytes 0: not taken there); `live` is empty. A device without a captured peak has empty rows.
+MomentBreakdown break_down_captured_peak(const Analysis& analysis, int32_t device, FrameResolver& resolver);
+
 // The index of the last event at or before `time_ns` (from trace start), found by a replay of the trace of
 // `analysis` that stops past it; nullopt where the trace's first event comes later. Throws TraceError where the
 // file no longer reads.

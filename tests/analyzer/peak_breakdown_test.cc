@@ -208,6 +208,25 @@ TEST(PeakBreakdown, WithoutPhasesEverythingIsUnclassified) {
   EXPECT_EQ(peak_dominance(b), PeakDominance::kNone);
 }
 
+TEST(PeakBreakdown, SummarysOnePassGivesTheSameRowsAsTheReplay) {
+  std::string path = training_trace();
+  Analyzed a;
+  a.analysis = analyze_trace(path, /*with_live_at_peak=*/true);
+  a.symbolizer = std::make_unique<Symbolizer>(a.analysis->stacks.modules(), std::vector<std::string>{});
+  a.resolver = std::make_unique<FrameResolver>(a.analysis->stacks, *a.symbolizer);
+  MomentBreakdown b = break_down_captured_peak(*a.analysis, 0, *a.resolver);
+  EXPECT_EQ(b.event_index, 15u);
+  EXPECT_EQ(b.totals.allocated_bytes, 39 * kMiB);
+  EXPECT_EQ(b.totals.reserved_bytes, 64 * kMiB);
+  expect_row(b, BreakdownRow::kUnclassified, 39, 7);
+  EXPECT_EQ(b.cache_bytes, 25 * kMiB);
+  EXPECT_EQ(b.outside[0].bytes, 4 * kMiB);  // cuBLAS
+  EXPECT_EQ(b.outside[3].bytes, 2 * kMiB);  // other
+  EXPECT_EQ(b.outside_bytes(), 6 * kMiB);   // not the 64 MiB segment
+  ASSERT_TRUE(b.usage);                     // the device's peak_usage: the one sample
+  EXPECT_EQ(b.usage->unattributed_bytes(), 130 * kMiB);
+}
+
 TEST(PeakBreakdown, PlacementRules) {
   EventPhases p = training_phases();
   // Set-up allocations: parameters only when live to the end of the last iteration (event 19).
