@@ -115,9 +115,14 @@ void collect_live_at_peak(Analysis& analysis, const std::vector<int32_t>& device
   MemoryModel replay;
   replay_to_moments(analysis.path, analysis.model.layer_hints(), replay, moments, [&](uint64_t event_index) {
     for (int32_t device : devices_by_peak_event.at(event_index)) {
-      std::vector<LiveAllocation> live;
-      replay.for_each_allocated(device, [&](const LiveAllocation& a) { live.push_back(a); });
+      std::vector<LiveAllocation> live, outside;
+      const DeviceState& state = replay.devices().at(device);
+      replay.visit_live([&](const LiveAllocation& a) {
+        if (state.counts_as_allocated(a)) live.push_back(a);
+        else if (PeakCapture::is_outside_candidate(state, a)) outside.push_back(a);
+      });
       analysis.live_at_peak[device] = group_by_call_site(live, grouping);
+      analysis.outside_at_peak[device] = group_by_call_site(outside);  // one site per stack
       analysis.fragmentation_at_peak[device] = replay.fragmentation(device);
     }
   });
@@ -153,7 +158,8 @@ std::unique_ptr<Analysis> analyze_trace(const std::string& path, bool with_live_
   analysis->leaks = find_leak_sites(analysis->model.live_at_exit(), analysis->leak_window_ns(),
                                     analysis->model.first_allocation_ns(analysis->model.live_at_exit()), grouping);
   if (peaks) {
-    std::vector<int32_t> missing = peaks->finish(analysis->live_at_peak, analysis->fragmentation_at_peak);
+    std::vector<int32_t> missing =
+        peaks->finish(analysis->live_at_peak, analysis->fragmentation_at_peak, &analysis->outside_at_peak);
     for (auto& [device, per_stack] : analysis->live_at_peak) merge_call_sites(per_stack, grouping);
     if (!missing.empty()) collect_live_at_peak(*analysis, missing, grouping);
   }

@@ -38,6 +38,10 @@ struct Analysis {
   int64_t last_event_time_ns = 0;  // time of the last complete event read
   // Per device: the allocated-kind allocations live at its peak allocated, grouped by call site.
   std::map<int32_t, std::vector<CallSite>> live_at_peak;
+  // Per device: its driver-layer allocations live at the same moment that never held a PyTorch block and are not
+  // of the allocated kind, one entry per stack (not merged into call sites): the peak breakdown sorts them by the
+  // layer that asked (peak_breakdown.h). Where the device has no block layer, none.
+  std::map<int32_t, std::vector<CallSite>> outside_at_peak;
   // Per device: free space inside reserved memory at its peak allocated (same moment as live_at_peak)
   // and at the end of the trace.
   std::map<int32_t, Fragmentation> fragmentation_at_peak;

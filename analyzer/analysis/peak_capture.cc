@@ -62,22 +62,35 @@ void PeakCapture::capture(const Pending& pending) {
   Snapshot& s = snapshots_[pending.device];
   s.event_index = pending.event_index;
   by_stack_.clear();
-  model_.visit_allocated(pending.device, [&](const LiveAllocation& a) {
-    SiteTotals& site = *by_stack_.try_emplace(a.stack_id, SiteTotals{}).first;
-    site.bytes = saturating_add(site.bytes, a.size_bytes);
-    ++site.count;
+  s.outside.clear();
+  const DeviceState& state = model_.devices().at(pending.device);
+  // One walk of every live allocation (visit_allocated walks them all too, and filters).
+  model_.visit_live([&](const LiveAllocation& a) {
+    if (state.counts_as_allocated(a)) {
+      SiteTotals& site = *by_stack_.try_emplace(a.stack_id, SiteTotals{}).first;
+      site.bytes = saturating_add(site.bytes, a.size_bytes);
+      ++site.count;
+    } else if (is_outside_candidate(state, a)) {
+      // Few: a process holds a handful of driver allocations outside PyTorch's segments.
+      auto same = std::find_if(s.outside.begin(), s.outside.end(),
+                               [&](const CallSite& c) { return c.stack_id == a.stack_id; });
+      if (same == s.outside.end()) same = s.outside.insert(same, CallSite{pending.device, a.stack_id, 0, 0});
+      same->bytes = saturating_add(same->bytes, a.size_bytes);
+      ++same->count;
+    }
   });
   s.sites.clear();
   by_stack_.for_each([&](uint64_t stack_id, const SiteTotals& site) {
     s.sites.push_back(CallSite{pending.device, stack_id, site.bytes, site.count});
   });
-  LayerHint layers = model_.devices().at(pending.device).layers();
+  LayerHint layers = state.layers();
   s.with_allocator_layer = model_.fragmentation(pending.device, LayerHint{layers.block_layer, true});
   s.without_allocator_layer = model_.fragmentation(pending.device, LayerHint{layers.block_layer, false});
 }
 
 std::vector<int32_t> PeakCapture::finish(std::map<int32_t, std::vector<CallSite>>& live_at_peak,
-                                         std::map<int32_t, Fragmentation>& fragmentation_at_peak) {
+                                         std::map<int32_t, Fragmentation>& fragmentation_at_peak,
+                                         std::map<int32_t, std::vector<CallSite>>* outside_at_peak) {
   // Nothing has been applied since a pending peak: the state is still the peak's.
   for (const Pending& p : pending_) capture(p);
   pending_.clear();
@@ -93,6 +106,7 @@ std::vector<int32_t> PeakCapture::finish(std::map<int32_t, std::vector<CallSite>
     }
     sort_largest_first(s->second.sites);
     live_at_peak[device] = std::move(s->second.sites);
+    if (outside_at_peak) (*outside_at_peak)[device] = std::move(s->second.outside);
     fragmentation_at_peak[device] =
         state.allocator_layer_seen ? s->second.with_allocator_layer : s->second.without_allocator_layer;
   }

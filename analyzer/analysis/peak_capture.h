@@ -49,10 +49,19 @@ class PeakCapture {
   }
 
   // After the last event: the call sites live at each device's peak allocated and the fragmentation
-  // there, for the devices whose peak was captured. Returns the devices with a peak (bytes > 0) that
-  // was not: a replay has to find those.
+  // there, for the devices whose peak was captured; with `outside_at_peak`, also the device's driver-layer
+  // allocations live there that never held a PyTorch block (is_outside_candidate), by stack. Returns the
+  // devices with a peak (bytes > 0) that was not: a replay has to find those.
   std::vector<int32_t> finish(std::map<int32_t, std::vector<CallSite>>& live_at_peak,
-                              std::map<int32_t, Fragmentation>& fragmentation_at_peak);
+                              std::map<int32_t, Fragmentation>& fragmentation_at_peak,
+                              std::map<int32_t, std::vector<CallSite>>* outside_at_peak = nullptr);
+
+  // Whether `a`, live on `state`'s device, is driver-layer device memory that is not of the allocated kind and
+  // never held a PyTorch block: what the peak breakdown sorts by layer (peak_breakdown.h).
+  static bool is_outside_candidate(const DeviceState& state, const LiveAllocation& a) {
+    return a.device == state.device && !is_block_space(a.space) && a.charged_to_device() && !a.held_blocks &&
+           !state.counts_as_allocated(a);
+  }
 
   // Allocations walked by snapshots so far (for tests of the budget).
   uint64_t allocations_walked() const { return walked_; }
@@ -66,7 +75,8 @@ class PeakCapture {
   };
   struct Snapshot {
     uint64_t event_index = 0;
-    std::vector<CallSite> sites;  // not sorted (only the last snapshot of a device is)
+    std::vector<CallSite> sites;    // not sorted (only the last snapshot of a device is)
+    std::vector<CallSite> outside;  // is_outside_candidate allocations, one entry per stack
     Fragmentation with_allocator_layer;
     Fragmentation without_allocator_layer;
   };

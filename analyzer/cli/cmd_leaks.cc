@@ -16,7 +16,12 @@ namespace {
 int leaks(const ReportArgs& args) {
   ReportSession s;
   if (int status = open_report(args, /*with_live_at_peak=*/false, &s); status != kExitOk) return status;
-  IterationReport iterations = analyze_iterations(*s.analysis, *s.resolver);
+  IterationReport iterations;
+  try {
+    iterations = analyze_iterations(*s.analysis, *s.resolver, s.analysis->nvtx_ranges);
+  } catch (const TraceError& e) {
+    return report_trace_error(s.analysis->path, e);
+  }
   if (args.json) {
     nlohmann::json report = {{"trace", trace_json(*s.analysis)},
                              {"iterations", iterations_json(iterations, *s.resolver)},

@@ -2,25 +2,58 @@
 // live at each peak, leak candidates, OOM events and trace health.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include "analysis/iteration_report.h"
+#include "analysis/peak_breakdown.h"
 #include "cli/report_session.h"
+#include "report/json/peak_json.h"
 #include "report/json/report_json.h"
 #include "report/text/iterations_text.h"
+#include "report/text/peak_text.h"
 #include "util/terminal_text.h"
 
 namespace memtrace {
 namespace {
 
+// The breakdown at each device's peak allocated (the devices with one), by device. Without iterations, from what
+// the one pass took at the peaks (no second read of the trace); with them, a replay follows every live block to
+// its free.
+std::map<int32_t, MomentBreakdown> breakdowns_at_peaks(const Analysis& a, const EventPhases& phases,
+                                                       FrameResolver& resolver) {
+  std::vector<Moment> moments;
+  for (const auto& [device, state] : a.model.devices())
+    if (state.peak_allocated().bytes > 0) moments.push_back(Moment{device, state.peak_allocated().event_index});
+  std::map<int32_t, MomentBreakdown> by_device;
+  if (phases.source == IterationSource::kNone) {
+    for (const Moment& m : moments) by_device[m.device] = break_down_captured_peak(a, m.device, resolver);
+    return by_device;
+  }
+  for (MomentBreakdown& b : break_down_moments(a, moments, phases, resolver)) by_device[b.device] = std::move(b);
+  return by_device;
+}
+
 int summary(const ReportArgs& args) {
   ReportSession s;
   if (int status = open_report(args, /*with_live_at_peak=*/true, &s); status != kExitOk) return status;
   const Analysis& a = *s.analysis;
-  IterationReport iterations = analyze_iterations(a, *s.resolver);
+  std::map<int32_t, MomentBreakdown> breakdowns;
+  IterationReport iterations;
+  try {
+    iterations = analyze_iterations(a, *s.resolver, a.nvtx_ranges);
+    breakdowns = breakdowns_at_peaks(a, iterations.phases, *s.resolver);
+  } catch (const TraceError& e) {
+    return report_trace_error(a.path, e);
+  }
   if (args.json) {
+    nlohmann::json devices = devices_json(a, *s.resolver);
+    for (nlohmann::json& entry : devices) {
+      auto b = breakdowns.find(entry["device"].get<int32_t>());
+      entry["peak_breakdown"] = b == breakdowns.end() ? nlohmann::json(nullptr) : breakdown_json(b->second);
+    }
     nlohmann::json report = {{"trace", trace_json(a)},
-                             {"devices", devices_json(a, *s.resolver)},
+                             {"devices", devices},
                              {"process", process_json(a)},
                              {"iterations", iterations_json(iterations, *s.resolver)},
                              {"leaks", leaks_json(a, *s.resolver, &iterations)},
@@ -30,7 +63,9 @@ int summary(const ReportArgs& args) {
     return kExitOk;
   }
   print_trace_overview(std::cout, a);
-  print_devices(std::cout, a, *s.resolver, s.options);
+  print_devices(std::cout, a, *s.resolver, s.options, [&](std::ostream& out, int32_t device) {
+    if (auto b = breakdowns.find(device); b != breakdowns.end()) print_breakdown_lines(out, b->second, "  ");
+  });
   print_process(std::cout, a);
   print_iterations(std::cout, iterations, s.options);
   print_traps(std::cout, iterations);

@@ -23,6 +23,7 @@ constexpr const char* kUsage =
     "       memtrace leaks TRACE [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"
     "       memtrace oom TRACE [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"
     "       memtrace diff BEFORE AFTER [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"
+    "       memtrace peak TRACE [--at TIME] [--device N] [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"
     "       memtrace dump TRACE [--frames]\n"
     "       memtrace --version\n"
     "       memtrace --help, memtrace CMD --help    this text\n"
@@ -38,6 +39,7 @@ std::vector<RunCommand> add_commands(CLI::App& memtrace, std::vector<std::string
   commands.push_back(add_leaks(memtrace));
   commands.push_back(add_oom(memtrace));
   commands.push_back(add_diff(memtrace));
+  commands.push_back(add_peak(memtrace));
   commands.push_back(add_dump(memtrace));
   return commands;
 }

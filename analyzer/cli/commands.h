@@ -41,6 +41,7 @@ RunCommand add_summary(CLI::App& memtrace);
 RunCommand add_timeline(CLI::App& memtrace);
 RunCommand add_leaks(CLI::App& memtrace);
 RunCommand add_oom(CLI::App& memtrace);
+RunCommand add_peak(CLI::App& memtrace);
 RunCommand add_dump(CLI::App& memtrace);
 RunCommand add_diff(CLI::App& memtrace);
 // `program` is run's CMD ARGS..., split off the command line before CLI11 sees it (split_run_args).

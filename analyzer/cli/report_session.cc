@@ -1,5 +1,7 @@
 #include "cli/report_session.h"
 
+#include "analysis/iterations.h"
+
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
@@ -60,6 +62,10 @@ int open_report(const ReportArgs& args, bool with_live_at_peak, ReportSession* s
   session->symbolizer = std::make_unique<Symbolizer>(session->analysis->stacks.modules(), std::move(debug_dirs));
   session->resolver = std::make_unique<FrameResolver>(session->analysis->stacks, *session->symbolizer);
   return kExitOk;
+}
+
+EventPhases event_phases_of(const Analysis& analysis, FrameResolver& resolver) {
+  return find_iterations(collect_event_origins(analysis.path), analysis.stacks, resolver, analysis.nvtx_ranges);
 }
 
 }  // namespace memtrace

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analysis/analysis.h"
+#include "analysis/phases.h"
 #include "cli/commands.h"
 #include "report/text/report_text.h"
 #include "stacks/frames.h"
@@ -43,5 +44,9 @@ std::vector<std::string> parse_debug_paths(const std::string& value);
 // kExitOk, or kExitBadInput after printing the one error line when the trace cannot be read. Throws UsageError
 // for a bad value on the command line.
 int open_report(const ReportArgs& args, bool with_live_at_peak, ReportSession* session);
+
+// The job's iterations and the phase of each event (analysis/iterations.h, from the trace's Python frames and
+// NVTX ranges), for `peak`. Reads the trace once more; throws TraceError where it no longer reads.
+EventPhases event_phases_of(const Analysis& analysis, FrameResolver& resolver);
 
 }  // namespace memtrace

@@ -303,6 +303,15 @@ class MemoryModel {
     });
   }
 
+  // Calls `visit` for every allocation live now, of every kind and device (the peak breakdown reads the
+  // driver-layer ones outside PyTorch's segments).
+  template <typename Visit>
+  void visit_live(Visit&& visit) const {
+    live_.for_each(visit);
+  }
+  // The live allocation of `space` at `address` (the handle, for kDriverHandle), or nullptr.
+  const LiveAllocation* find_live(AddressSpace space, uint64_t address) const { return live_.find(space, address); }
+
   // The current totals of `device` (all zero for a device never seen).
   DeviceTotals totals(int32_t device) const;
   // Host memory and address space, process-wide, with their peaks.

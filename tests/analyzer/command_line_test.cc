@@ -46,6 +46,7 @@ TEST(CommandLine, HelpListsEveryOptionOfEveryCommandWithItsDescription) {
       {"leaks", report},
       {"oom", report},
       {"diff", {"BEFORE", "AFTER", "--json", "--top N", "--all-frames", "--debug-paths DIR[:DIR...]"}},
+      {"peak", {"TRACE", "--json", "--top N", "--all-frames", "--debug-paths DIR[:DIR...]", "--at TIME", "--device N"}},
       {"dump", {"TRACE", "--frames"}},
   };
   EXPECT_EQ(options_by_command(top.out), expected);

@@ -122,7 +122,8 @@ void print_trace_overview(std::ostream& out, const Analysis& a) {
     out << "  after byte " << with_thousands(a.read.complete_bytes) << ": " << a.read.tail << '\n';
 }
 
-void print_devices(std::ostream& out, const Analysis& a, FrameResolver& resolver, const TextOptions& options) {
+void print_devices(std::ostream& out, const Analysis& a, FrameResolver& resolver, const TextOptions& options,
+                   const std::function<void(std::ostream& out, int32_t device)>& at_peak) {
   for (const auto& [device, d] : a.model.devices()) {
     DeviceTotals final_totals = d.totals();
     out << "\nDevice " << device
@@ -148,6 +149,7 @@ void print_devices(std::ostream& out, const Analysis& a, FrameResolver& resolver
     if (d.context_destroys)
       out << "  context destroyed or reset " << count_of(d.context_destroys, "time") << ", freeing "
           << format_bytes(d.context_freed_bytes) << " of allocations with it\n";
+    if (at_peak) at_peak(out, device);
     auto peak = a.live_at_peak.find(device);
     if (peak == a.live_at_peak.end() || peak->second.empty()) continue;
     const auto& sites = peak->second;

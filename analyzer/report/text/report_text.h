@@ -6,6 +6,7 @@
 #include <optional>
 
 #include <cstddef>
+#include <functional>
 #include <ostream>
 
 #include "analysis/analysis.h"
@@ -30,7 +31,10 @@ void print_frames(std::ostream& out, const ResolvedStack& stack, const TextOptio
 // interpreter's frames (call_sites.h, SiteGrouping), a line saying how many and whose frames these are.
 void print_site_frames(std::ostream& out, const CallSite& site, FrameResolver& resolver, const TextOptions& options);
 void print_trace_overview(std::ostream& out, const Analysis& analysis);
-void print_devices(std::ostream& out, const Analysis& analysis, FrameResolver& resolver, const TextOptions& options);
+// `at_peak`, where given, prints more lines about a device's peak allocated (the summary's peak breakdown) after
+// the device's figures and before what was live there.
+void print_devices(std::ostream& out, const Analysis& analysis, FrameResolver& resolver, const TextOptions& options,
+                   const std::function<void(std::ostream& out, int32_t device)>& at_peak = {});
 // Host memory (pinned, registered) and address space reserved: process-wide; nothing when unused.
 void print_process(std::ostream& out, const Analysis& analysis);
 // With `iterations` (analysis/iteration_report.h), growth is said per iteration where iterations were found, the

@@ -1,7 +1,8 @@
 """The JSON contract holds on the recorded example traces, and it can fail.
 
-Runs `memtrace summary|leaks|oom TRACE --json` and `memtrace timeline TRACE --json` (with and without --interval)
-on every examples/*.mtrace, and `memtrace diff BEFORE AFTER --json` on every pair of them, and validates each document against docs/schema/memtrace.schema.json. Then breaks
+Runs `memtrace summary|leaks|oom|peak TRACE --json` and `memtrace timeline TRACE --json` (with and without
+--interval) on every examples/*.mtrace, and `memtrace diff BEFORE AFTER --json` on every pair of them, and validates
+each document against docs/schema/memtrace.schema.json. Then breaks
 copies of those documents one way each (a required key removed, an unknown key added, a wrong type, a
 contradiction between keys) and checks that the schema rejects every one: a schema that accepts anything would
 pass the first half.
@@ -46,7 +47,7 @@ for trace in traces:
     name = os.path.basename(trace)
     runs = [("summary", ["summary", trace, "--json"]), ("leaks", ["leaks", trace, "--json"]),
             ("oom", ["oom", trace, "--json"]), ("timeline", ["timeline", trace, "--json"]),
-            ("timeline", ["timeline", trace, "--json", "--interval", "0.5"])]
+            ("timeline", ["timeline", trace, "--json", "--interval", "0.5"]), ("peak", ["peak", trace, "--json"])]
     for shape, argv in runs:
         document = memtrace_json(argv)
         documents.setdefault((name, shape), document)
@@ -98,6 +99,9 @@ broken(OOM, "leaks", "a native frame without module",
 broken(OOM, "leaks", "a Python frame with module_offset",
        lambda d: set_key(next(f for f in d["leaks"][0]["frames"] if f["python"]), "module_offset", 0))
 broken(OOM, "oom", "diagnoses removed", lambda d: d["ooms"][0].pop("diagnoses"))
+broken(LEAK, "summary", "peak_breakdown without its rows", lambda d: d["devices"][0]["peak_breakdown"].pop("rows"))
+broken(LEAK, "peak", "an unknown breakdown row",
+       lambda d: set_key(d["peaks"][0]["breakdown"]["rows"], "weights", {"bytes": 0, "count": 0}))
 broken(OOM, "oom", "an unknown diagnosis", lambda d: set_key(d["ooms"][0]["diagnoses"][0], "cause", "bad_luck"))
 broken(OOM, "oom", "call sites null without a reason", lambda d: set_key(d["ooms"][0], "live_call_sites", None))
 broken(OOM, "oom", "device_usage without after_oom", lambda d: set_key(d["ooms"][0], "device_usage", {

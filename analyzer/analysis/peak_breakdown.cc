@@ -1,0 +1,339 @@
+#include "analysis/peak_breakdown.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "model/replay.h"
+#include "stacks/frame_roles.h"
+
+namespace memtrace {
+
+const char* breakdown_row_name(BreakdownRow row) {
+  switch (row) {
+    case BreakdownRow::kParameters: return "parameters";
+    case BreakdownRow::kGradients: return "gradients";
+    case BreakdownRow::kOptimizerState: return "optimizer state";
+    case BreakdownRow::kActivations: return "activations";
+    case BreakdownRow::kTemporaries: return "temporaries";
+    case BreakdownRow::kWorkspaces: return "library workspaces";
+    case BreakdownRow::kUnclassified: return "unclassified";
+  }
+  return "unclassified";
+}
+
+const char* breakdown_row_key(BreakdownRow row) {
+  switch (row) {
+    case BreakdownRow::kOptimizerState: return "optimizer_state";
+    case BreakdownRow::kWorkspaces: return "library_workspaces";
+    default: return breakdown_row_name(row);
+  }
+}
+
+void ByteCount::add(uint64_t size_bytes) {
+  bytes = saturating_add(bytes, size_bytes);
+  ++count;
+}
+
+uint64_t MomentBreakdown::outside_bytes() const {
+  uint64_t sum = 0;
+  for (const ByteCount& c : outside) sum = saturating_add(sum, c.bytes);
+  return sum;
+}
+
+namespace {
+
+bool phases_cover(const EventPhases& phases, uint64_t event) {
+  return phases.source != IterationSource::kNone && !phases.iterations.empty() &&
+         event < phases.phase_of_event.size() && event < phases.iteration_of_event.size();
+}
+
+// An allocation made outside every iteration: parameters when made before the first and live to the end of the
+// last.
+Placement place_outside(uint64_t allocated_event, std::optional<uint64_t> freed_event, const EventPhases& phases) {
+  const bool before_first = allocated_event < phases.iterations.front().first_event;
+  const bool live_throughout = !freed_event || *freed_event >= phases.iterations.back().end_event;
+  return {before_first && live_throughout ? BreakdownRow::kParameters : BreakdownRow::kUnclassified, false};
+}
+
+}  // namespace
+
+Placement place_allocation(uint64_t allocated_event, std::optional<uint64_t> freed_event, const EventPhases& phases) {
+  if (!phases_cover(phases, allocated_event)) return {};
+  const int32_t iteration = phases.iteration_of_event[allocated_event];
+  if (iteration < 0 || size_t(iteration) >= phases.iterations.size())
+    return place_outside(allocated_event, freed_event, phases);
+  const bool kept = !freed_event || *freed_event >= phases.iterations[size_t(iteration)].end_event;
+  switch (phases.phase_of_event[allocated_event]) {
+    case Phase::kBackward: return {kept ? BreakdownRow::kGradients : BreakdownRow::kTemporaries, false};
+    case Phase::kOptimizer: return {kept ? BreakdownRow::kOptimizerState : BreakdownRow::kTemporaries, false};
+    case Phase::kForward: {
+      if (kept) return {BreakdownRow::kActivations, true};
+      const bool freed_in_backward =
+          phases_cover(phases, *freed_event) && phases.phase_of_event[*freed_event] == Phase::kBackward;
+      return {freed_in_backward ? BreakdownRow::kActivations : BreakdownRow::kTemporaries, false};
+    }
+    case Phase::kOther:
+    case Phase::kOutside: return {kept ? BreakdownRow::kUnclassified : BreakdownRow::kTemporaries, false};
+  }
+  return {};
+}
+
+bool is_library_workspace(const ResolvedStack& stack) {
+  for (const Frame& f : stack.frames) {
+    if (f.python) continue;
+    const std::string_view name = f.function;
+    const bool pytorch_cuda = name.starts_with("at::cuda::") || name.starts_with("at::native::");
+    if (!pytorch_cuda) continue;
+    // The namespace's own name is the function's up to its argument list: "at::cuda::getCUDABlasLtWorkspace()".
+    const std::string_view head = name.substr(0, name.find('('));
+    if (head.find("Workspace") != std::string_view::npos) return true;
+  }
+  return false;
+}
+
+namespace {
+
+// Resolves each stack once: the workspace rule and the allocating layer read its frames.
+class StackFacts {
+ public:
+  explicit StackFacts(FrameResolver& resolver) : resolver_(resolver) {}
+  struct Facts {
+    bool workspace = false;
+    AllocatingLayer layer = AllocatingLayer::kOther;
+  };
+  const Facts& of(uint64_t stack_id) {
+    auto [it, inserted] = facts_.try_emplace(stack_id);
+    if (inserted) {
+      ResolvedStack stack = resolver_.resolve(stack_id);
+      it->second = Facts{is_library_workspace(stack), allocating_layer(stack)};
+    }
+    return it->second;
+  }
+
+ private:
+  FrameResolver& resolver_;
+  std::unordered_map<uint64_t, Facts> facts_;
+};
+
+// A driver-layer allocation of `device` that is not one of PyTorch's segments.
+bool outside_pytorch(const LiveAllocation& a, int32_t device, StackFacts& facts) {
+  if (a.device != device || is_block_space(a.space) || !a.charged_to_device() || a.held_blocks) return false;
+  return facts.of(a.stack_id).layer != AllocatingLayer::kPyTorchAllocator;
+}
+
+size_t outside_index(AllocatingLayer layer) {
+  for (size_t i = 0; i < kOutsideLayers.size(); ++i)
+    if (kOutsideLayers[i] == layer) return i;
+  return kOutsideLayers.size() - 1;  // kOther
+}
+
+// The replay's observer: snapshots each moment, then follows the frees of what it snapshotted and the device
+// usage samples each moment still waits for.
+class BreakdownObserver {
+ public:
+  BreakdownObserver(const MemoryModel& model, std::span<const Moment> moments, bool follow_frees,
+                    std::vector<MomentBreakdown>& out, StackFacts& facts)
+      : model_(model), follow_frees_(follow_frees), out_(out), facts_(facts) {
+    for (size_t i = 0; i < moments.size(); ++i) order_.push_back(i);
+    std::stable_sort(order_.begin(), order_.end(),
+                     [&](size_t a, size_t b) { return moments[a].event_index < moments[b].event_index; });
+    out_.resize(moments.size());
+    for (size_t i = 0; i < moments.size(); ++i) {
+      out_[i].device = moments[i].device;
+      out_[i].event_index = moments[i].event_index;
+    }
+  }
+
+  ReplayStep after_event(const EventFields& event) {
+    const uint64_t index = model_.next_event_index() - 1;
+    if (follow_frees_ && !followed_.empty()) note_frees(event, index);
+    if (event.kind() == proto::DEVICE_USAGE && !waiting_usage_.empty()) note_usage(event.device());
+    while (next_ < order_.size() && out_[order_[next_]].event_index == index) snapshot(out_[order_[next_++]]);
+    return next_ == order_.size() && followed_.empty() && waiting_usage_.empty() ? ReplayStep::kStop
+                                                                                 : ReplayStep::kGoOn;
+  }
+
+ private:
+  struct Followed {
+    size_t breakdown;
+    size_t live;  // index into that breakdown's `live`
+  };
+
+  void snapshot(MomentBreakdown& b) {
+    const size_t at = size_t(&b - out_.data());
+    b.time_ns = model_.now_ns();
+    auto state = model_.devices().find(b.device);
+    if (state == model_.devices().end()) return;
+    b.totals = model_.totals(b.device);
+    // The replay has the trace's layer hints: the flags are those of the whole trace from the first event.
+    b.outside_applies = state->second.block_layer_seen;
+    if (state->second.allocator_layer_seen && b.totals.reserved_bytes >= b.totals.allocated_bytes)
+      b.cache_bytes = b.totals.reserved_bytes - b.totals.allocated_bytes;
+    model_.visit_allocated(b.device, [&](const LiveAllocation& a) {
+      b.live.push_back(LiveAtMoment{a, std::nullopt, {}});
+      if (follow_frees_) followed_[a.address].push_back(Followed{at, b.live.size() - 1});
+    });
+    if (b.outside_applies)
+      model_.visit_live([&](const LiveAllocation& a) {
+        if (!outside_pytorch(a, b.device, facts_)) return;
+        b.outside[outside_index(facts_.of(a.stack_id).layer)].add(a.size_bytes);
+      });
+    b.usage = model_.last_device_usage(b.device);
+    if (!b.usage) waiting_usage_.push_back(at);
+  }
+
+  // Whether the followed allocation `f` is still the one live at its key.
+  bool still_live(const Followed& f) const {
+    const LiveAllocation& a = out_[f.breakdown].live[f.live].allocation;
+    const LiveAllocation* now = model_.find_live(a.space, a.address);
+    return now && now->event_index == a.event_index;
+  }
+
+  void check_key(uint64_t key, uint64_t index) {
+    auto it = followed_.find(key);
+    if (it == followed_.end()) return;
+    std::erase_if(it->second, [&](const Followed& f) {
+      if (still_live(f)) return false;
+      out_[f.breakdown].live[f.live].freed_event = index;
+      return true;
+    });
+    if (it->second.empty()) followed_.erase(it);
+  }
+
+  // After `event` (of index `index`): the followed allocations it ended. A free, an allocation at a live address
+  // and an unmap end what is at their address or handle; a context destroy or a graph launch may end anything.
+  void note_frees(const EventFields& event, uint64_t index) {
+    const proto::EventKind kind = event.kind();
+    if (kind == proto::CONTEXT_DESTROY || kind == proto::GRAPH_LAUNCH) {
+      std::vector<uint64_t> keys;
+      for (const auto& [key, list] : followed_) keys.push_back(key);
+      for (uint64_t key : keys) check_key(key, index);
+      return;
+    }
+    if (kind != proto::FREE && kind != proto::ALLOC && kind != proto::UNMAP) return;
+    check_key(event.address(), index);
+    if (event.handle() != event.address()) check_key(event.handle(), index);
+  }
+
+  void note_usage(int32_t device) {
+    std::erase_if(waiting_usage_, [&](size_t at) {
+      if (out_[at].device != device) return false;
+      out_[at].usage = model_.last_device_usage(device);
+      return out_[at].usage.has_value();
+    });
+  }
+
+  const MemoryModel& model_;
+  const bool follow_frees_;
+  std::vector<MomentBreakdown>& out_;
+  StackFacts& facts_;
+  std::vector<size_t> order_;  // indices into out_ by event index
+  size_t next_ = 0;            // into order_
+  std::unordered_map<uint64_t, std::vector<Followed>> followed_;  // by address (or handle), not yet freed
+  std::vector<size_t> waiting_usage_;                             // into out_
+};
+
+void place_live(MomentBreakdown& b, const EventPhases& phases, StackFacts& facts) {
+  b.phases_source = phases.source;
+  if (phases_cover(phases, b.event_index)) {
+    b.iteration = phases.iteration_of_event[b.event_index];
+    b.phase = phases.phase_of_event[b.event_index];
+  }
+  for (LiveAtMoment& l : b.live) {
+    l.placement = facts.of(l.allocation.stack_id).workspace
+                      ? Placement{BreakdownRow::kWorkspaces, false}
+                      : place_allocation(l.allocation.event_index, l.freed_event, phases);
+    b.rows[size_t(l.placement.row)].add(l.allocation.size_bytes);
+    if (l.placement.kept_across_iterations) b.activations_kept.add(l.allocation.size_bytes);
+  }
+}
+
+}  // namespace
+
+std::vector<MomentBreakdown> break_down_moments(const Analysis& analysis, std::span<const Moment> moments,
+                                                const EventPhases& phases, FrameResolver& resolver) {
+  std::vector<MomentBreakdown> out;
+  StackFacts facts(resolver);
+  MemoryModel model;
+  const bool follow_frees = phases.source != IterationSource::kNone;
+  BreakdownObserver observer(model, moments, follow_frees, out, facts);
+  if (!moments.empty()) replay_trace(analysis.path, analysis.model.layer_hints(), model, observer);
+  for (MomentBreakdown& b : out) place_live(b, phases, facts);
+  return out;
+}
+
+MomentBreakdown break_down_captured_peak(const Analysis& analysis, int32_t device, FrameResolver& resolver) {
+  MomentBreakdown b;
+  b.device = device;
+  auto state = analysis.model.devices().find(device);
+  auto sites = analysis.live_at_peak.find(device);
+  if (state == analysis.model.devices().end() || sites == analysis.live_at_peak.end()) return b;
+  const DeviceState& d = state->second;
+  b.event_index = d.peak_allocated().event_index;
+  b.time_ns = d.peak_allocated().time_ns;
+  b.totals.allocated_bytes = d.peak_allocated().bytes;
+  StackFacts facts(resolver);
+  for (const CallSite& site : sites->second) {
+    ByteCount& row = b.rows[size_t(facts.of(site.stack_id).workspace ? BreakdownRow::kWorkspaces : BreakdownRow::kUnclassified)];
+    row.bytes = saturating_add(row.bytes, site.bytes);
+    row.count = saturating_add(row.count, site.count);
+  }
+  if (auto f = analysis.fragmentation_at_peak.find(device); f != analysis.fragmentation_at_peak.end()) {
+    b.totals.reserved_bytes = saturating_add(b.totals.allocated_bytes, f->second.reserved_minus_allocated_bytes);
+    if (d.allocator_layer_seen) b.cache_bytes = f->second.reserved_minus_allocated_bytes;
+  }
+  b.outside_applies = d.block_layer_seen;
+  if (auto outside = analysis.outside_at_peak.find(device); b.outside_applies && outside != analysis.outside_at_peak.end())
+    for (const CallSite& site : outside->second) {
+      if (facts.of(site.stack_id).layer == AllocatingLayer::kPyTorchAllocator) continue;  // a segment with no block yet
+      ByteCount& layer = b.outside[outside_index(facts.of(site.stack_id).layer)];
+      layer.bytes = saturating_add(layer.bytes, site.bytes);
+      layer.count = saturating_add(layer.count, site.count);
+    }
+  b.usage = d.peak_usage;
+  return b;
+}
+
+namespace {
+
+class TimeObserver {
+ public:
+  TimeObserver(const MemoryModel& model, int64_t time_ns) : model_(model), time_ns_(time_ns) {}
+  ReplayStep after_event(const EventFields&) {
+    if (model_.now_ns() > time_ns_) return ReplayStep::kStop;
+    last_ = model_.next_event_index() - 1;
+    return ReplayStep::kGoOn;
+  }
+  std::optional<uint64_t> last() const { return last_; }
+
+ private:
+  const MemoryModel& model_;
+  int64_t time_ns_;
+  std::optional<uint64_t> last_;
+};
+
+}  // namespace
+
+std::optional<uint64_t> last_event_at_or_before(const Analysis& analysis, int64_t time_ns) {
+  MemoryModel model;
+  TimeObserver observer(model, time_ns);
+  replay_trace(analysis.path, analysis.model.layer_hints(), model, observer);
+  return observer.last();
+}
+
+PeakDominance peak_dominance(const MomentBreakdown& b) {
+  if (b.phases_source == IterationSource::kNone || b.totals.allocated_bytes == 0) return PeakDominance::kNone;
+  const uint64_t model_state =
+      saturating_add(saturating_add(b.row(BreakdownRow::kParameters).bytes, b.row(BreakdownRow::kGradients).bytes),
+                     b.row(BreakdownRow::kOptimizerState).bytes);
+  // share > kDominantSharePercent %, in integers: bytes * 100 > allocated * percent (128-bit: no overflow).
+  auto dominates = [&](uint64_t bytes) {
+    using Wide = unsigned __int128;
+    return Wide(bytes) * 100 > Wide(b.totals.allocated_bytes) * kDominantSharePercent;
+  };
+  if (dominates(b.row(BreakdownRow::kActivations).bytes)) return PeakDominance::kActivations;
+  if (dominates(model_state)) return PeakDominance::kModelState;
+  return PeakDominance::kNone;
+}
+
+}  // namespace memtrace
