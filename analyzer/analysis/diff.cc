@@ -56,7 +56,8 @@ void add_devices(const Analysis& analysis, TraceFigures& figures) {
 
 }  // namespace
 
-TraceFigures gather_trace_figures(const Analysis& analysis) {
+TraceFigures gather_trace_figures(const Analysis& analysis, const IterationReport& iterations,
+                                  const std::map<int32_t, MomentBreakdown>& breakdowns) {
   TraceFigures figures;
   figures.program = program_of(analysis.info);
   add_devices(analysis, figures);
@@ -84,9 +85,29 @@ TraceFigures gather_trace_figures(const Analysis& analysis) {
   figures.growth_per_step_measured = true;
   for (const LeakSite& leak : analysis.leaks)
     if (leak.growing) site_of(leak.site).growth_per_step_bytes = leak.growth_bytes_per_step;
-  // issue 18: growth per iteration and categories plug in here (TraceFigures::iterations and
-  // growth_per_iteration_measured, SiteFigures::growth_per_iteration_bytes, DeviceFigures::
-  // growth_per_iteration_bytes and category_bytes).
+  if (iterations.found()) {
+    figures.iterations = iterations.phases.iterations.size();
+    figures.growth_per_iteration_measured = true;
+    const int32_t device = iterations.figures.device;
+    if (auto d = figures.devices.find(device); d != figures.devices.end())
+      d->second.growth_per_iteration_bytes = iterations.figures.allocated_growth_per_iteration_bytes;
+    for (const LeakGroup& group : iterations.groups) {
+      for (const GrowingSite& growing : group.sites) {
+        CallSite site;
+        site.device = device;
+        site.stack_id = growing.stack_id;
+        SiteFigures& s = site_of(site);
+        s.growth_per_iteration_bytes = s.growth_per_iteration_bytes.value_or(0) +
+                                       int64_t(std::min<uint64_t>(growing.growth_per_iteration_bytes, std::numeric_limits<int64_t>::max()));
+      }
+    }
+  }
+  for (const auto& [device, breakdown] : breakdowns) {
+    auto d = figures.devices.find(device);
+    if (d == figures.devices.end() || breakdown.phases_source == IterationSource::kNone) continue;
+    for (size_t row = 0; row < kBreakdownRows; ++row)
+      d->second.category_bytes.emplace_back(breakdown_row_name(BreakdownRow(row)), breakdown.rows[row].bytes);
+  }
   return figures;
 }
 

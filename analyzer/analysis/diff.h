@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "analysis/analysis.h"
+#include "analysis/iteration_report.h"
+#include "analysis/peak_breakdown.h"
 #include "stacks/frame_key.h"
 
 namespace memtrace {
@@ -59,9 +61,13 @@ struct TraceFigures {
 };
 
 // The figures of one analyzed trace (analyze_trace with live at peak). The keys point into `analysis.stacks`:
-// keep `analysis` alive as long as the result. The sites: those live at each device's peak allocated, and the
-// growing sites of the leak analysis (with peak_bytes 0 where not live at the peak).
-TraceFigures gather_trace_figures(const Analysis& analysis);
+// keep `analysis` alive as long as the result. The sites: those live at each device's peak allocated, the growing
+// sites of the leak analysis (with peak_bytes 0 where not live at the peak), and, where `iterations` found the
+// job's iterations, the sites that kept allocations from them with their growth per iteration (the device
+// measured gets the allocated growth per iteration). `breakdowns` (breakdowns_at_peaks, by device) gives each
+// device's bytes at its peak by category; devices without one get none.
+TraceFigures gather_trace_figures(const Analysis& analysis, const IterationReport& iterations = {},
+                                  const std::map<int32_t, MomentBreakdown>& breakdowns = {});
 
 // The growth measure both traces have, which the diff compares: per iteration where both found iterations, else
 // per step (the leak analysis's), else none.

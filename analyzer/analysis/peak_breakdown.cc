@@ -336,4 +336,18 @@ PeakDominance peak_dominance(const MomentBreakdown& b) {
   return PeakDominance::kNone;
 }
 
+std::map<int32_t, MomentBreakdown> breakdowns_at_peaks(const Analysis& analysis, const EventPhases& phases,
+                                                       FrameResolver& resolver) {
+  std::vector<Moment> moments;
+  for (const auto& [device, state] : analysis.model.devices())
+    if (state.peak_allocated().bytes > 0) moments.push_back(Moment{device, state.peak_allocated().event_index});
+  std::map<int32_t, MomentBreakdown> by_device;
+  if (phases.source == IterationSource::kNone) {
+    for (const Moment& m : moments) by_device[m.device] = break_down_captured_peak(analysis, m.device, resolver);
+    return by_device;
+  }
+  for (MomentBreakdown& b : break_down_moments(analysis, moments, phases, resolver)) by_device[b.device] = std::move(b);
+  return by_device;
+}
+
 }  // namespace memtrace

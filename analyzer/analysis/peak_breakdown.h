@@ -41,6 +41,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <vector>
@@ -141,6 +142,13 @@ std::vector<MomentBreakdown> break_down_moments(const Analysis& analysis, std::s
 // usage is the device's `peak_usage` (the summary's "device usage at peak"); totals hold allocated and reserved
 // (driver_bytes 0: not taken there); `live` is empty. A device without a captured peak has empty rows.
 MomentBreakdown break_down_captured_peak(const Analysis& analysis, int32_t device, FrameResolver& resolver);
+
+// The breakdown at each device's peak allocated (the devices with one), by device: with `phases` found
+// (summary, diff), a replay follows every live block to its free (break_down_moments); without them, from what
+// the first pass captured at the peaks (break_down_captured_peak, no second read of the trace). Throws
+// TraceError where the file no longer reads.
+std::map<int32_t, MomentBreakdown> breakdowns_at_peaks(const Analysis& analysis, const EventPhases& phases,
+                                                       FrameResolver& resolver);
 
 // The index of the last event at or before `time_ns` (from trace start), found by a replay of the trace of
 // `analysis` that stops past it; nullopt where the trace's first event comes later. Throws TraceError where the

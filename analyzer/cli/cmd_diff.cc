@@ -40,8 +40,16 @@ int diff_traces(DiffArgs& args) {
   ReportSession before, after;
   if (int status = open_report(args.before, /*with_live_at_peak=*/true, &before); status != kExitOk) return status;
   if (int status = open_report(args.after, /*with_live_at_peak=*/true, &after); status != kExitOk) return status;
-  const TraceFigures before_figures = gather_trace_figures(*before.analysis);
-  const TraceFigures after_figures = gather_trace_figures(*after.analysis);
+  TraceFigures before_figures, after_figures;
+  for (auto [session, figures] : {std::pair{&before, &before_figures}, std::pair{&after, &after_figures}}) {
+    const Analysis& a = *session->analysis;
+    try {
+      IterationReport iterations = analyze_iterations(a, *session->resolver, a.nvtx_ranges);
+      *figures = gather_trace_figures(a, iterations, breakdowns_at_peaks(a, iterations.phases, *session->resolver));
+    } catch (const TraceError& e) {
+      return report_trace_error(a.path, e);
+    }
+  }
   const DiffResult result = diff(before_figures, after_figures);
   if (args.before.json) {
     nlohmann::json report = diff_json(*before.analysis, *before.resolver, *before.symbolizer, *after.analysis,

@@ -17,23 +17,6 @@
 namespace memtrace {
 namespace {
 
-// The breakdown at each device's peak allocated (the devices with one), by device. Without iterations, from what
-// the one pass took at the peaks (no second read of the trace); with them, a replay follows every live block to
-// its free.
-std::map<int32_t, MomentBreakdown> breakdowns_at_peaks(const Analysis& a, const EventPhases& phases,
-                                                       FrameResolver& resolver) {
-  std::vector<Moment> moments;
-  for (const auto& [device, state] : a.model.devices())
-    if (state.peak_allocated().bytes > 0) moments.push_back(Moment{device, state.peak_allocated().event_index});
-  std::map<int32_t, MomentBreakdown> by_device;
-  if (phases.source == IterationSource::kNone) {
-    for (const Moment& m : moments) by_device[m.device] = break_down_captured_peak(a, m.device, resolver);
-    return by_device;
-  }
-  for (MomentBreakdown& b : break_down_moments(a, moments, phases, resolver)) by_device[b.device] = std::move(b);
-  return by_device;
-}
-
 int summary(const ReportArgs& args) {
   ReportSession s;
   if (int status = open_report(args, /*with_live_at_peak=*/true, &s); status != kExitOk) return status;
