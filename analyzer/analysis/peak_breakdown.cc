@@ -40,6 +40,15 @@ uint64_t MomentBreakdown::outside_bytes() const {
   return sum;
 }
 
+ByteCount MomentBreakdown::unsymbolized_total() const {
+  ByteCount sum;
+  for (const ByteCount& c : unsymbolized) {
+    sum.bytes = saturating_add(sum.bytes, c.bytes);
+    sum.count = saturating_add(sum.count, c.count);
+  }
+  return sum;
+}
+
 namespace {
 
 bool phases_cover(const EventPhases& phases, uint64_t event) {
@@ -91,6 +100,15 @@ bool is_library_workspace(const ResolvedStack& stack) {
   return false;
 }
 
+bool has_unsymbolized_native_frame(const ResolvedStack& stack) {
+  for (const Frame& f : stack.frames) {
+    if (f.python || f.in_python_interpreter || f.module.empty()) continue;
+    // FrameResolver names a frame the symbolizer could not by its module and offset ("libtorch_cuda.so+0x3a4b238").
+    if (f.build_id_mismatch || f.function == f.module + "+" + hex(f.module_offset)) return true;
+  }
+  return false;
+}
+
 namespace {
 
 // Resolves each stack once: the workspace rule and the allocating layer read its frames.
@@ -99,13 +117,14 @@ class StackFacts {
   explicit StackFacts(FrameResolver& resolver) : resolver_(resolver) {}
   struct Facts {
     bool workspace = false;
+    bool unsymbolized = false;  // has_unsymbolized_native_frame
     AllocatingLayer layer = AllocatingLayer::kOther;
   };
   const Facts& of(uint64_t stack_id) {
     auto [it, inserted] = facts_.try_emplace(stack_id);
     if (inserted) {
       ResolvedStack stack = resolver_.resolve(stack_id);
-      it->second = Facts{is_library_workspace(stack), allocating_layer(stack)};
+      it->second = Facts{is_library_workspace(stack), has_unsymbolized_native_frame(stack), allocating_layer(stack)};
     }
     return it->second;
   }
@@ -239,11 +258,15 @@ void place_live(MomentBreakdown& b, const EventPhases& phases, StackFacts& facts
     b.iteration = phases.iteration_of_event[b.event_index];
     b.phase = phases.phase_of_event[b.event_index];
   }
+  b.training_seen = phases.source != IterationSource::kNone &&
+                    std::any_of(phases.phase_of_event.begin(), phases.phase_of_event.end(),
+                                [](Phase p) { return p == Phase::kBackward || p == Phase::kOptimizer; });
   for (LiveAtMoment& l : b.live) {
-    l.placement = facts.of(l.allocation.stack_id).workspace
-                      ? Placement{BreakdownRow::kWorkspaces, false}
-                      : place_allocation(l.allocation.event_index, l.freed_event, phases);
+    const StackFacts::Facts& f = facts.of(l.allocation.stack_id);
+    l.placement = f.workspace ? Placement{BreakdownRow::kWorkspaces, false}
+                              : place_allocation(l.allocation.event_index, l.freed_event, phases);
     b.rows[size_t(l.placement.row)].add(l.allocation.size_bytes);
+    if (!f.workspace && f.unsymbolized) b.unsymbolized[size_t(l.placement.row)].add(l.allocation.size_bytes);
     if (l.placement.kept_across_iterations) b.activations_kept.add(l.allocation.size_bytes);
   }
 }
@@ -274,9 +297,13 @@ MomentBreakdown break_down_captured_peak(const Analysis& analysis, int32_t devic
   b.totals.allocated_bytes = d.peak_allocated().bytes;
   StackFacts facts(resolver);
   for (const CallSite& site : sites->second) {
-    ByteCount& row = b.rows[size_t(facts.of(site.stack_id).workspace ? BreakdownRow::kWorkspaces : BreakdownRow::kUnclassified)];
-    row.bytes = saturating_add(row.bytes, site.bytes);
-    row.count = saturating_add(row.count, site.count);
+    const StackFacts::Facts& f = facts.of(site.stack_id);
+    const size_t r = size_t(f.workspace ? BreakdownRow::kWorkspaces : BreakdownRow::kUnclassified);
+    for (ByteCount* c : {&b.rows[r], f.workspace || !f.unsymbolized ? nullptr : &b.unsymbolized[r]}) {
+      if (!c) continue;
+      c->bytes = saturating_add(c->bytes, site.bytes);
+      c->count = saturating_add(c->count, site.count);
+    }
   }
   if (auto f = analysis.fragmentation_at_peak.find(device); f != analysis.fragmentation_at_peak.end()) {
     b.totals.reserved_bytes = saturating_add(b.totals.allocated_bytes, f->second.reserved_minus_allocated_bytes);
@@ -300,40 +327,65 @@ class TimeObserver {
  public:
   TimeObserver(const MemoryModel& model, int64_t time_ns) : model_(model), time_ns_(time_ns) {}
   ReplayStep after_event(const EventFields&) {
+    if (model_.next_event_index() == 1) found_.first_event_ns = model_.now_ns();
     if (model_.now_ns() > time_ns_) return ReplayStep::kStop;
-    last_ = model_.next_event_index() - 1;
+    found_.event = model_.next_event_index() - 1;
     return ReplayStep::kGoOn;
   }
-  std::optional<uint64_t> last() const { return last_; }
+  const EventAtTime& found() const { return found_; }
 
  private:
   const MemoryModel& model_;
   int64_t time_ns_;
-  std::optional<uint64_t> last_;
+  EventAtTime found_;
 };
 
 }  // namespace
 
-std::optional<uint64_t> last_event_at_or_before(const Analysis& analysis, int64_t time_ns) {
+EventAtTime last_event_at_or_before(const Analysis& analysis, int64_t time_ns) {
   MemoryModel model;
   TimeObserver observer(model, time_ns);
   replay_trace(analysis.path, analysis.model.layer_hints(), model, observer);
-  return observer.last();
+  return observer.found();
 }
 
-PeakDominance peak_dominance(const MomentBreakdown& b) {
-  if (b.phases_source == IterationSource::kNone || b.totals.allocated_bytes == 0) return PeakDominance::kNone;
-  const uint64_t model_state =
-      saturating_add(saturating_add(b.row(BreakdownRow::kParameters).bytes, b.row(BreakdownRow::kGradients).bytes),
-                     b.row(BreakdownRow::kOptimizerState).bytes);
-  // share > kDominantSharePercent %, in integers: bytes * 100 > allocated * percent (128-bit: no overflow).
-  auto dominates = [&](uint64_t bytes) {
-    using Wide = unsigned __int128;
-    return Wide(bytes) * 100 > Wide(b.totals.allocated_bytes) * kDominantSharePercent;
+uint64_t dominance_share_bytes(const MomentBreakdown& b, PeakDominance dominance, bool with_unsymbolized) {
+  auto row_bytes = [&](BreakdownRow r) {
+    const uint64_t all = b.row(r).bytes, unsymbolized = b.unsymbolized[size_t(r)].bytes;
+    return with_unsymbolized || unsymbolized > all ? all : all - unsymbolized;
   };
-  if (dominates(b.row(BreakdownRow::kActivations).bytes)) return PeakDominance::kActivations;
-  if (dominates(model_state)) return PeakDominance::kModelState;
+  switch (dominance) {
+    case PeakDominance::kActivations: return row_bytes(BreakdownRow::kActivations);
+    case PeakDominance::kModelState:
+      return saturating_add(saturating_add(row_bytes(BreakdownRow::kParameters), row_bytes(BreakdownRow::kGradients)),
+                            row_bytes(BreakdownRow::kOptimizerState));
+    case PeakDominance::kNone: break;
+  }
+  return 0;
+}
+
+namespace {
+
+// The verdict of the rows, counting the blocks not symbolized or not.
+PeakDominance dominance_of(const MomentBreakdown& b, bool with_unsymbolized) {
+  if (b.phases_source == IterationSource::kNone || b.totals.allocated_bytes == 0) return PeakDominance::kNone;
+  // share > kDominantSharePercent %, in integers: bytes * 100 > allocated * percent (128-bit: no overflow).
+  auto dominates = [&](PeakDominance d) {
+    using Wide = unsigned __int128;
+    return Wide(dominance_share_bytes(b, d, with_unsymbolized)) * 100 >
+           Wide(b.totals.allocated_bytes) * kDominantSharePercent;
+  };
+  if (dominates(PeakDominance::kActivations)) return PeakDominance::kActivations;
+  if (dominates(PeakDominance::kModelState)) return PeakDominance::kModelState;
   return PeakDominance::kNone;
+}
+
+}  // namespace
+
+PeakDominance peak_dominance(const MomentBreakdown& b) { return dominance_of(b, false); }
+
+PeakDominance uncertain_dominance(const MomentBreakdown& b) {
+  return peak_dominance(b) == PeakDominance::kNone ? dominance_of(b, true) : PeakDominance::kNone;
 }
 
 std::map<int32_t, MomentBreakdown> breakdowns_at_peaks(const Analysis& analysis, const EventPhases& phases,

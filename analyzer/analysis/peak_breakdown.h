@@ -26,6 +26,9 @@
 //                       known (EventPhases source kNone); set-up allocations freed during the iterations; anything
 //                       allocated between or after iterations; an allocation of an "other" phase kept past its
 //                       iteration. Never guessed into another row.
+// Where a block's stack has native frames not symbolized on the analyzing machine, the workspace rule could not be
+// applied to it: such blocks are counted apart within their rows (MomentBreakdown::unsymbolized), and a dominance
+// verdict never rests on them (peak_dominance).
 // And beside them, not part of the allocated total (only on a device with a block layer: without one, allocated is
 // the driver layer and these are in the rows above):
 //   outside PyTorch's allocator, by layer   driver-layer allocations charged to the device (device pointers and
@@ -81,6 +84,13 @@ Placement place_allocation(uint64_t allocated_event, std::optional<uint64_t> fre
 // Whether a stack shows PyTorch asking for a library's workspace (the "library workspaces" rule above).
 bool is_library_workspace(const ResolvedStack& stack);
 
+// Whether a stack has a native frame this machine could not name: a frame inside a module of the trace's map
+// (not the Python interpreter's) that the symbolizer gave no function for (the module's file is missing, has no
+// symbols for the address, or is another build). The workspace rule reads function names: on such a stack it
+// could not be applied, and a block told as another row may be a library workspace. Frames outside every module
+// are not counted: no machine names them.
+bool has_unsymbolized_native_frame(const ResolvedStack& stack);
+
 struct ByteCount {
   uint64_t bytes = 0;
   uint64_t count = 0;
@@ -109,6 +119,12 @@ struct MomentBreakdown {
   Phase phase = Phase::kOutside;
   std::array<ByteCount, kBreakdownRows> rows;  // indexed by BreakdownRow; they add up to totals.allocated_bytes
   ByteCount activations_kept;                  // part of rows[kActivations]: kept past their iteration
+  // Part of each row (never of library workspaces): the blocks whose stack has a native frame not symbolized here
+  // (has_unsymbolized_native_frame), where a library workspace cannot be told apart.
+  std::array<ByteCount, kBreakdownRows> unsymbolized;
+  // Whether any event of the phases is of a backward or optimizer phase: a training loop; without one, a loop
+  // with no backward (inference), for which the dominance advice differs.
+  bool training_seen = false;
   // Outside PyTorch's allocator: only where the device has a block layer (else allocated is the driver layer).
   bool outside_applies = false;
   std::array<ByteCount, kOutsideLayers.size()> outside;  // indexed as kOutsideLayers
@@ -118,6 +134,7 @@ struct MomentBreakdown {
   std::vector<LiveAtMoment> live;    // in no particular order
   const ByteCount& row(BreakdownRow r) const { return rows[size_t(r)]; }
   uint64_t outside_bytes() const;
+  ByteCount unsymbolized_total() const;  // the sum of `unsymbolized` over the rows
 };
 
 // One moment asked for: right after event `event_index`, on `device`.
@@ -150,17 +167,28 @@ MomentBreakdown break_down_captured_peak(const Analysis& analysis, int32_t devic
 std::map<int32_t, MomentBreakdown> breakdowns_at_peaks(const Analysis& analysis, const EventPhases& phases,
                                                        FrameResolver& resolver);
 
-// The index of the last event at or before `time_ns` (from trace start), found by a replay of the trace of
-// `analysis` that stops past it; nullopt where the trace's first event comes later. Throws TraceError where the
-// file no longer reads.
-std::optional<uint64_t> last_event_at_or_before(const Analysis& analysis, int64_t time_ns);
+// The last event at or before a time, found by a replay of the trace that stops past it.
+struct EventAtTime {
+  std::optional<uint64_t> event;  // its index; nullopt where the trace's first event comes later (or has none)
+  int64_t first_event_ns = 0;     // the time of the trace's first event (from trace start), where it has one
+};
+// `time_ns`: nanoseconds from trace start. Throws TraceError where the file of `analysis` no longer reads.
+EventAtTime last_event_at_or_before(const Analysis& analysis, int64_t time_ns);
 
 // The share of the allocated total (percent) above which the peak is "dominated" by activations, or by
 // parameters, gradients and optimizer state together (docs/numbers.md says why 50).
 inline constexpr uint64_t kDominantSharePercent = 50;
 enum class PeakDominance { kNone, kActivations, kModelState };
-// Which of the two dominates `breakdown`'s allocated total: more than kDominantSharePercent of it. kNone without
-// phases (every row but workspaces unclassified) or where neither does.
+// Which of the two dominates `breakdown`'s allocated total: more than kDominantSharePercent of it, without
+// counting the blocks whose native frames are not symbolized (MomentBreakdown::unsymbolized: any of them may be a
+// library workspace), so that the verdict holds whatever they are. kNone without phases (every row but
+// workspaces unclassified) or where neither does.
 PeakDominance peak_dominance(const MomentBreakdown& breakdown);
+// The verdict the rows would give counting those blocks, where peak_dominance gives none because of them: the
+// dominance is then uncertain. kNone where it is not (no such blocks, or none dominates either way).
+PeakDominance uncertain_dominance(const MomentBreakdown& breakdown);
+// The bytes of the share `dominance` names (activations, or parameters + gradients + optimizer state), counting
+// the blocks not symbolized (`with_unsymbolized`) or not. 0 for kNone.
+uint64_t dominance_share_bytes(const MomentBreakdown& breakdown, PeakDominance dominance, bool with_unsymbolized);
 
 }  // namespace memtrace

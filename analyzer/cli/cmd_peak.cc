@@ -54,11 +54,16 @@ int choose_moments(const PeakArgs& args, const Analysis& a, std::vector<Moment>*
   std::optional<uint64_t> at_event;
   if (args.at) {
     const int64_t at_ns = parse_at(*args.at);
-    if (at_ns < 0 || at_ns > a.duration_ns())
+    // The end as the header prints it (`over 7.849 s`, rounded to the ms): a time given back from it is inside.
+    const int64_t end_ns = (a.duration_ns() + 999'999) / 1'000'000 * 1'000'000;
+    if (at_ns < 0 || at_ns > end_ns)
       return input_error(a, "--at " + *args.at + ": outside the trace, which runs from 0.000 s to " +
                                 format_seconds(seconds(a.duration_ns())));
-    at_event = last_event_at_or_before(a, at_ns);
-    if (!at_event) return input_error(a, "--at " + *args.at + ": before the trace's first event");
+    const EventAtTime found = last_event_at_or_before(a, at_ns);
+    if (!found.event)
+      return input_error(a, "--at " + *args.at + ": before the trace's first event, at " +
+                                format_moment_seconds(found.first_event_ns));
+    at_event = found.event;
   }
   for (int32_t device : devices)
     moments->push_back(Moment{device, at_event ? *at_event : a.model.devices().at(device).peak_allocated().event_index});
@@ -105,7 +110,8 @@ RunCommand add_peak(CLI::App& memtrace) {
   command
       ->add_option_function<std::string>(
           "--at", [args](const std::string& value) { args->at = value; },
-          "the moment to look at instead of the peak: seconds from trace start, as the summary prints them")
+          "the moment to look at instead of the peak: right after the last event at or before TIME, seconds "
+          "from trace start (peak prints its moments to the microsecond)")
       ->type_name("TIME");
   command
       ->add_option_function<std::string>(

@@ -164,7 +164,36 @@ TEST(PeakBreakdown, AtThePeakInBackwardEachCategoryHasItsBlocks) {
   ASSERT_TRUE(b.usage);  // none before the peak: the first after it (e20), driver 70 MiB of 200
   EXPECT_EQ(b.usage->time_ns, 21 * ms);
   EXPECT_EQ(b.usage->unattributed_bytes(), 130 * kMiB);
-  EXPECT_EQ(peak_dominance(b), PeakDominance::kModelState);  // 30 of 39 MiB
+  EXPECT_EQ(peak_dominance(b), PeakDominance::kModelState);  // 30 of 39 MiB, 22 without G: still more than half
+  EXPECT_EQ(uncertain_dominance(b), PeakDominance::kNone);
+  EXPECT_TRUE(b.training_seen);
+  // G's stack (13) is one frame in libtorch_cpu.so, whose file this machine does not have: not symbolized.
+  EXPECT_EQ(b.unsymbolized[size_t(BreakdownRow::kGradients)].bytes, 8 * kMiB);
+  EXPECT_EQ(b.unsymbolized_total().bytes, 8 * kMiB);
+  EXPECT_EQ(b.unsymbolized_total().count, 1u);
+}
+
+// After e9 (A1 freed): P 6 parameters, K1 2 activation (kept), G 8 gradients = 16 MiB. Model state P + G = 14 of
+// 16 MiB (87%), but G's native frame is not symbolized: without it 6 of 16 (37%). No verdict, an uncertain one.
+TEST(PeakBreakdown, ADominanceThatDependsOnBlocksNotSymbolizedIsUncertain) {
+  Analyzed a = analyze(training_trace());
+  MomentBreakdown b = breakdown_at(a, 9, training_phases());
+  EXPECT_EQ(b.totals.allocated_bytes, 16 * kMiB);
+  expect_row(b, BreakdownRow::kGradients, 8, 1);
+  EXPECT_EQ(b.unsymbolized_total().bytes, 8 * kMiB);
+  EXPECT_EQ(peak_dominance(b), PeakDominance::kNone);
+  EXPECT_EQ(uncertain_dominance(b), PeakDominance::kModelState);
+  EXPECT_EQ(dominance_share_bytes(b, PeakDominance::kModelState, true), 14 * kMiB);
+  EXPECT_EQ(dominance_share_bytes(b, PeakDominance::kModelState, false), 6 * kMiB);
+  std::ostringstream out;
+  print_breakdown_lines(out, b, "");
+  const std::string text = out.str();
+  EXPECT_NE(text.find("\n  DOMINANCE UNCERTAIN: parameters, gradients and optimizer state are 87% of allocated, but "
+                      "8.00 MiB (8,388,608 B) of them have native frames not symbolized on this machine, library "
+                      "workspaces perhaps (37% of allocated without them)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("PEAK DOMINATED"), std::string::npos) << text;
 }
 
 TEST(PeakBreakdown, AMomentInForward) {
@@ -266,6 +295,84 @@ TEST(PeakBreakdown, LibraryWorkspaceFromTheStack) {
   EXPECT_FALSE(is_library_workspace(ResolvedStack{}));
 }
 
+TEST(PeakBreakdown, NativeFramesNotSymbolized) {
+  auto stack_of = [](Frame f) { return ResolvedStack{.frames = {Frame{.function = "at::native::add()", .module = "a.so"}, f}}; };
+  // FrameResolver's names: module + offset where the symbolizer found no function.
+  EXPECT_TRUE(has_unsymbolized_native_frame(
+      stack_of(Frame{.function = "libtorch_cuda.so+0x3a4b238", .module = "libtorch_cuda.so", .module_offset = 0x3a4b238})));
+  EXPECT_TRUE(has_unsymbolized_native_frame(stack_of(Frame{.function = "libtorch_cuda.so+0x10 (build id mismatch)",
+                                                           .module = "libtorch_cuda.so",
+                                                           .module_offset = 0x10,
+                                                           .build_id_mismatch = true})));
+  EXPECT_FALSE(has_unsymbolized_native_frame(stack_of(Frame{.function = "at::cuda::getCUDABlasLtWorkspace()",
+                                                            .module = "libtorch_cuda.so", .module_offset = 0x10})));
+  // Outside every module (no machine names it), the interpreter's own frames, Python frames: not counted.
+  EXPECT_FALSE(has_unsymbolized_native_frame(stack_of(Frame{.function = "0x7f0010"})));
+  EXPECT_FALSE(has_unsymbolized_native_frame(stack_of(
+      Frame{.function = "python3.12+0x100", .module = "python3.12", .module_offset = 0x100, .in_python_interpreter = true})));
+  EXPECT_FALSE(has_unsymbolized_native_frame(stack_of(Frame{.function = "f", .file = "a.py", .line = 1, .python = true})));
+}
+
+// A dominance verdict counts only what it is sure of: a row's blocks not symbolized may be library workspaces.
+TEST(PeakBreakdown, DominanceWithoutTheBlocksNotSymbolized) {
+  MomentBreakdown b;
+  b.phases_source = IterationSource::kPythonLoop;
+  b.totals.allocated_bytes = 100;
+  b.rows[size_t(BreakdownRow::kActivations)].bytes = 60;
+  b.unsymbolized[size_t(BreakdownRow::kActivations)].bytes = 9;  // 51 sure: still more than half
+  EXPECT_EQ(peak_dominance(b), PeakDominance::kActivations);
+  EXPECT_EQ(uncertain_dominance(b), PeakDominance::kNone);
+  b.unsymbolized[size_t(BreakdownRow::kActivations)].bytes = 10;  // 50 sure: not more than half
+  EXPECT_EQ(peak_dominance(b), PeakDominance::kNone);
+  EXPECT_EQ(uncertain_dominance(b), PeakDominance::kActivations);
+  b.rows[size_t(BreakdownRow::kActivations)].bytes = 50;  // not even counting them
+  EXPECT_EQ(uncertain_dominance(b), PeakDominance::kNone);
+}
+
+// Without a backward the advice is for inference, and points at what keeps the activations where most are kept.
+TEST(PeakBreakdown, InferenceLoopAdvice) {
+  MomentBreakdown b;
+  b.phases_source = IterationSource::kPythonLoop;
+  b.iteration = 2;
+  b.phase = Phase::kForward;
+  b.totals.allocated_bytes = 10 * kMiB;
+  b.rows[size_t(BreakdownRow::kParameters)] = {2 * kMiB, 1};
+  b.rows[size_t(BreakdownRow::kActivations)] = {8 * kMiB, 4};
+  b.activations_kept = {5 * kMiB, 3};  // more than half of 8
+  std::ostringstream out;
+  print_breakdown_lines(out, b, "");
+  EXPECT_EQ(out.str(),
+            "breakdown (iterations from the Python loop, in iteration 3 (forward)):\n"
+            "  allocated 10.00 MiB (10,485,760 B): parameters 2.00 MiB (2,097,152 B), activations 8.00 MiB "
+            "(8,388,608 B) (kept across iterations 5.00 MiB (5,242,880 B))\n"
+            "  PEAK DOMINATED BY ACTIVATIONS: 80% of allocated. The loop has no backward (inference): to lower it, "
+            "smaller batches, lower precision (bf16/fp16). Most of them (5.00 MiB (5,242,880 B)) are kept across "
+            "iterations, which no backward frees: the loop holds outputs with their autograd graph (the kept-graph "
+            "trap says how to drop it: torch.inference_mode()).\n");
+  b.activations_kept = {4 * kMiB, 2};  // half: not most
+  out.str("");
+  print_breakdown_lines(out, b, "");
+  EXPECT_EQ(out.str().substr(out.str().find("  PEAK")),
+            "  PEAK DOMINATED BY ACTIVATIONS: 80% of allocated. The loop has no backward (inference): to lower it, "
+            "smaller batches, lower precision (bf16/fp16).\n");
+  b.training_seen = true;
+  out.str("");
+  print_breakdown_lines(out, b, "");
+  EXPECT_EQ(out.str().substr(out.str().find("  PEAK")),
+            "  PEAK DOMINATED BY ACTIVATIONS: 80% of allocated. To lower it: smaller micro-batches with gradient "
+            "accumulation, mixed precision (autocast to bf16/fp16), activation checkpointing "
+            "(torch.utils.checkpoint).\n");
+  b.rows[size_t(BreakdownRow::kParameters)] = {8 * kMiB, 1};
+  b.rows[size_t(BreakdownRow::kActivations)] = {2 * kMiB, 1};
+  b.activations_kept = {};
+  b.training_seen = false;
+  out.str("");
+  print_breakdown_lines(out, b, "");
+  EXPECT_EQ(out.str().substr(out.str().find("  PEAK")),
+            "  PEAK DOMINATED BY PARAMETERS, GRADIENTS AND OPTIMIZER STATE: 80% of allocated. Smaller batches will "
+            "not lower it much: load the weights in lower precision (bf16/fp16), or split the model across GPUs.\n");
+}
+
 TEST(PeakBreakdown, DominanceNeedsMoreThanHalf) {
   MomentBreakdown b;
   b.phases_source = IterationSource::kPythonLoop;
@@ -320,12 +427,17 @@ TEST(PeakBreakdown, SummaryLinesWithPhases) {
             "    allocated 39.00 MiB (40,894,464 B): parameters 6.00 MiB (6,291,456 B), gradients 8.00 MiB (8,388,608 "
             "B), optimizer state 16.00 MiB (16,777,216 B), activations 8.00 MiB (8,388,608 B) (kept across "
             "iterations 4.00 MiB (4,194,304 B)), temporaries 1.00 MiB (1,048,576 B)\n"
+            // G (stack 13: a frame in libtorch_cpu.so, whose file is not on this machine).
+            "    of these, 8.00 MiB (8,388,608 B) in 1 allocation have native frames not symbolized on this machine: "
+            "library workspaces among them cannot be told apart (analyze where the trace was recorded, or give "
+            "--debug-paths)\n"
             "    PyTorch's cache (reserved - allocated) 25.00 MiB (26,214,400 B)\n"
             "    outside PyTorch's allocator 6.00 MiB (6,291,456 B): cuBLAS workspace 4.00 MiB (4,194,304 B) in 1 "
             "allocation, other (the program, other libraries) 2.00 MiB (2,097,152 B) in 1 allocation\n"
             "    CUDA context and unattributed 130.00 MiB (136,314,880 B) (device usage sampled at 0.021 s)\n"
-            "    PEAK DOMINATED BY PARAMETERS, GRADIENTS AND OPTIMIZER STATE: 76% of allocated. Smaller batches will "
-            "not lower it much: shard them across GPUs (FSDP, DeepSpeed ZeRO), or keep a smaller optimizer state.\n");
+            "    PEAK DOMINATED BY PARAMETERS, GRADIENTS AND OPTIMIZER STATE: 76% of allocated (56% without the blocks "
+            "not symbolized). Smaller batches will not lower it much: shard them across GPUs (FSDP, DeepSpeed ZeRO), "
+            "or keep a smaller optimizer state.\n");
 }
 
 struct CliResult {
@@ -359,11 +471,11 @@ CliResult run_peak(const std::string& args) {
 // P + S = 22 MiB (56%) is model state.
 TEST(PeakCli, TextReportAtThePeak) {
   std::string path = training_trace();
-  CliResult r = run_peak(path + " --top 2");
+  CliResult r = run_peak(path + " --top 4");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.err, "");
   const std::string expected =
-      "\nDevice 0: live at peak allocated, 0.016 s (event 15)\n"
+      "\nDevice 0: live at peak allocated, 0.016000 s (event 15)\n"
       "  allocated 39.00 MiB (40,894,464 B), reserved 64.00 MiB (67,108,864 B), driver 70.00 MiB (73,400,320 B)\n"
       "  Breakdown (iterations from the Python loop, in iteration 2 (forward))\n"
       "    parameters          6.00 MiB (6,291,456 B) in 1 allocation\n"
@@ -374,6 +486,9 @@ TEST(PeakCli, TextReportAtThePeak) {
       "    temporaries         5.00 MiB (5,242,880 B) in 2 allocations\n"
       "    library workspaces  0 B in 0 allocations\n"
       "    unclassified        0 B in 0 allocations\n"
+      "    of these, 8.00 MiB (8,388,608 B) in 1 allocation have native frames not symbolized on this machine: "
+      "library workspaces among them cannot be told apart (analyze where the trace was recorded, or give "
+      "--debug-paths)\n"
       "  Beside the allocated total\n"
       "    PyTorch's cache (reserved - allocated) 25.00 MiB (26,214,400 B)\n"
       "    outside PyTorch's allocator 6.00 MiB (6,291,456 B): cuBLAS workspace 4.00 MiB (4,194,304 B) in 1 "
@@ -381,14 +496,16 @@ TEST(PeakCli, TextReportAtThePeak) {
       "    CUDA context and unattributed 130.00 MiB (136,314,880 B) (device usage sampled at 0.021 s)\n"
       "  PEAK DOMINATED BY PARAMETERS, GRADIENTS AND OPTIMIZER STATE: 56% of allocated. Smaller batches will not "
       "lower it much: shard them across GPUs (FSDP, DeepSpeed ZeRO), or keep a smaller optimizer state.\n"
-      "  Live by user line: 4 lines (top 2 shown)\n"
+      "  Live by user line: 4 lines\n"
       "    #1 16.00 MiB (16,777,216 B) in 1 allocation: train.py:45 train_step\n"
-      "      #1.1 16.00 MiB (16,777,216 B) in 1 allocation: "
-      "/venv/lib/python3.12/site-packages/torch/optim/adam.py:178 Adam._init_group\n"
+      "      #1.1 16.00 MiB (16,777,216 B) in 1 allocation: torch/optim/adam.py:178 Adam._init_group\n"
       "    #2 9.00 MiB (9,437,184 B) in 4 allocations: train.py:42 train_step\n"
-      "      #2.1 8.00 MiB (8,388,608 B) in 3 allocations: "
-      "/venv/lib/python3.12/site-packages/torch/nn/linear.py:134 Linear.forward\n"
-      "      #2.2 1.00 MiB (1,048,576 B) in 1 allocation: train.py:42 train_step\n";
+      "      #2.1 8.00 MiB (8,388,608 B) in 3 allocations: torch/nn/linear.py:134 Linear.forward\n"
+      "      #2.2 1.00 MiB (1,048,576 B) in 1 allocation: train.py:42 train_step\n"
+      "    #3 8.00 MiB (8,388,608 B) in 1 allocation: (no frame of the program's own Python code)\n"
+      "      #3.1 8.00 MiB (8,388,608 B) in 1 allocation: libtorch_cpu.so+0x100\n"
+      // P's only site is train.py:50 itself: no site line repeats it.
+      "    #4 6.00 MiB (6,291,456 B) in 1 allocation: train.py:50 <module>\n";
   const size_t device = r.out.find("\nDevice 0");
   ASSERT_NE(device, std::string::npos) << r.out;
   EXPECT_EQ(r.out.substr(device), expected);
@@ -422,6 +539,9 @@ TEST(PeakCli, AtATimeAndJson) {
   EXPECT_EQ(b["outside_allocator"]["other"]["count"], 1);
   EXPECT_EQ(b["context_and_unattributed_bytes"], 130 * kMiB);
   EXPECT_EQ(b["dominated_by"], "parameters_gradients_optimizer_state");
+  EXPECT_EQ(b["dominance_uncertain"], nullptr);
+  EXPECT_EQ(b["unsymbolized_native_frames"]["bytes"], 8 * kMiB);  // G
+  EXPECT_EQ(b["unsymbolized_native_frames"]["count"], 1);
   // At 14.5 ms: S 16 (train.py:45), G 8 (no user frame), P 6 (train.py:50), A2 + K1 6 (train.py:42): of the two
   // lines of 6 MiB, the one whose largest call site has the lower stack id (11) first, as group_by_call_site.
   const nlohmann::json& lines = p["user_lines"];
@@ -443,6 +563,21 @@ TEST(PeakCli, AtATimeAndJson) {
   EXPECT_EQ(lines[3]["sites"][0]["frames"][0]["function"], "Linear.forward");
 }
 
+// --at takes the last event at or before TIME: the time the header prints gives back its event; the trace's end
+// (21 ms, its last event) is inside it.
+TEST(PeakCli, AtTheTimeTheHeaderPrints) {
+  std::string path = training_trace();
+  CliResult r = run_peak(path + " --at 0.016000 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["peaks"][0]["event"], 15);
+  r = run_peak(path + " --at 0.0159999 --json");  // just before e15 (16 ms): e14
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["peaks"][0]["event"], 14);
+  r = run_peak(path + " --at 0.021 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["peaks"][0]["event"], 20);
+}
+
 TEST(PeakCli, BadAtIsOneLine) {
   std::string path = training_trace();
   CliResult r = run_peak(path + " --at 0.5");
@@ -453,7 +588,7 @@ TEST(PeakCli, BadAtIsOneLine) {
   EXPECT_EQ(r.exit_code, 2);
   r = run_peak(path + " --at 0.0005");  // the first event is at 1 ms
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "memtrace: " + path + ": --at 0.0005: before the trace's first event\n");
+  EXPECT_EQ(r.err, "memtrace: " + path + ": --at 0.0005: before the trace's first event, at 0.001000 s\n");
   r = run_peak(path + " --at soon");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err.substr(0, r.err.find('\n')),

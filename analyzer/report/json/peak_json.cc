@@ -53,6 +53,7 @@ json breakdown_json(const MomentBreakdown& b) {
   json rows = json::object();
   for (size_t r = 0; r < kBreakdownRows; ++r) rows[breakdown_row_key(BreakdownRow(r))] = byte_count_json(b.rows[r]);
   const char* dominance = dominance_key(peak_dominance(b));
+  const char* uncertain = dominance_key(uncertain_dominance(b));
   return {{"phases_source", source_key(b.phases_source)},
           {"iteration", b.iteration && *b.iteration >= 0 ? json(*b.iteration + 1) : json(nullptr)},
           {"phase", b.iteration ? json(phase_name(b.phase)) : json(nullptr)},
@@ -63,7 +64,9 @@ json breakdown_json(const MomentBreakdown& b) {
           {"context_and_unattributed_bytes",
            b.usage && b.usage->process_used_bytes ? json(b.usage->unattributed_bytes()) : json(nullptr)},
           {"device_usage", device_usage_json(b.usage)},
-          {"dominated_by", dominance ? json(dominance) : json(nullptr)}};
+          {"unsymbolized_native_frames", byte_count_json(b.unsymbolized_total())},
+          {"dominated_by", dominance ? json(dominance) : json(nullptr)},
+          {"dominance_uncertain", uncertain ? json(uncertain) : json(nullptr)}};
 }
 
 json peak_json(const MomentBreakdown& b, bool at_time, const std::vector<UserLineNode>& tree,

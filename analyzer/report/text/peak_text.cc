@@ -1,5 +1,6 @@
 #include "report/text/peak_text.h"
 
+#include <cstdio>
 #include <string>
 
 #include "stacks/frame_roles.h"
@@ -54,25 +55,61 @@ void print_beside(std::ostream& out, const MomentBreakdown& b, const char* inden
         << " (device usage sampled at " << format_seconds(seconds(b.usage->time_ns)) << ")\n";
 }
 
+// "N MiB of these blocks have native frames not symbolized on this machine: ...", where some have.
+void print_unsymbolized(std::ostream& out, const MomentBreakdown& b, const char* indent) {
+  const ByteCount unsymbolized = b.unsymbolized_total();
+  if (!unsymbolized.count) return;
+  out << indent << "of these, " << format_bytes(unsymbolized.bytes) << " in "
+      << count_of(unsymbolized.count, "allocation")
+      << " have native frames not symbolized on this machine: library workspaces among them cannot be told apart "
+         "(analyze where the trace was recorded, or give --debug-paths)\n";
+}
+
+// The advice for a dominating share, for a training loop (a backward or optimizer phase seen) or a loop without
+// one (inference).
+std::string dominance_advice(const MomentBreakdown& b, PeakDominance d) {
+  if (d == PeakDominance::kModelState)
+    return b.training_seen ? "Smaller batches will not lower it much: shard them across GPUs (FSDP, DeepSpeed ZeRO), "
+                             "or keep a smaller optimizer state."
+                           : "Smaller batches will not lower it much: load the weights in lower precision (bf16/fp16), "
+                             "or split the model across GPUs.";
+  if (b.training_seen)
+    return "To lower it: smaller micro-batches with gradient accumulation, mixed precision (autocast to bf16/fp16), "
+           "activation checkpointing (torch.utils.checkpoint).";
+  std::string advice = "The loop has no backward (inference): to lower it, smaller batches, lower precision (bf16/fp16).";
+  const ByteCount& activations = b.row(BreakdownRow::kActivations);
+  if (b.activations_kept.bytes > activations.bytes / 2)
+    advice += " Most of them (" + format_bytes(b.activations_kept.bytes) +
+              ") are kept across iterations, which no backward frees: the loop holds outputs with their autograd "
+              "graph (the kept-graph trap says how to drop it: torch.inference_mode()).";
+  return advice;
+}
+
+const char* dominance_title(PeakDominance d) {
+  return d == PeakDominance::kActivations ? "ACTIVATIONS" : "PARAMETERS, GRADIENTS AND OPTIMIZER STATE";
+}
+
+const char* dominance_name(PeakDominance d) {
+  return d == PeakDominance::kActivations ? "activations" : "parameters, gradients and optimizer state";
+}
+
+// The dominance line: a verdict that holds whatever the blocks not symbolized are, or why none is given.
 void print_dominance(std::ostream& out, const MomentBreakdown& b, const char* indent) {
-  switch (peak_dominance(b)) {
-    case PeakDominance::kNone: return;
-    case PeakDominance::kActivations:
-      out << indent << "PEAK DOMINATED BY ACTIVATIONS: "
-          << percent_of(b.row(BreakdownRow::kActivations).bytes, b.totals.allocated_bytes)
-          << "% of allocated. To lower it: smaller micro-batches with gradient accumulation, mixed precision "
-             "(autocast to bf16/fp16), activation checkpointing (torch.utils.checkpoint).\n";
-      return;
-    case PeakDominance::kModelState: {
-      uint64_t state = b.row(BreakdownRow::kParameters).bytes + b.row(BreakdownRow::kGradients).bytes +
-                       b.row(BreakdownRow::kOptimizerState).bytes;
-      out << indent << "PEAK DOMINATED BY PARAMETERS, GRADIENTS AND OPTIMIZER STATE: "
-          << percent_of(state, b.totals.allocated_bytes)
-          << "% of allocated. Smaller batches will not lower it much: shard them across GPUs (FSDP, DeepSpeed "
-             "ZeRO), or keep a smaller optimizer state.\n";
-      return;
-    }
+  const uint64_t allocated = b.totals.allocated_bytes;
+  if (PeakDominance d = peak_dominance(b); d != PeakDominance::kNone) {
+    const uint64_t share = dominance_share_bytes(b, d, true), sure = dominance_share_bytes(b, d, false);
+    out << indent << "PEAK DOMINATED BY " << dominance_title(d) << ": " << percent_of(share, allocated)
+        << "% of allocated";
+    if (sure != share) out << " (" << percent_of(sure, allocated) << "% without the blocks not symbolized)";
+    out << ". " << dominance_advice(b, d) << '\n';
+    return;
   }
+  if (PeakDominance d = uncertain_dominance(b); d != PeakDominance::kNone)
+    out << indent << "DOMINANCE UNCERTAIN: " << dominance_name(d) << " are "
+        << percent_of(dominance_share_bytes(b, d, true), allocated) << "% of allocated, but "
+        << format_bytes(dominance_share_bytes(b, d, true) - dominance_share_bytes(b, d, false))
+        << " of them have native frames not symbolized on this machine, library workspaces perhaps ("
+        << percent_of(dominance_share_bytes(b, d, false), allocated) << "% of allocated without them)\n";
 }
 
 }  // namespace
@@ -90,15 +127,23 @@ void print_breakdown_lines(std::ostream& out, const MomentBreakdown& b, const ch
     separator = ", ";
   }
   out << '\n';
+  print_unsymbolized(out, b, inner.c_str());
   print_beside(out, b, inner.c_str());
   print_dominance(out, b, inner.c_str());
+}
+
+std::string format_moment_seconds(int64_t time_ns) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%.6f s", seconds(time_ns));
+  return text;
 }
 
 std::string call_site_line(const ResolvedStack& stack) {
   std::string python, op, native;
   for (const Frame& f : stack.frames) {
     if (f.python) {
-      if (python.empty()) python = f.file + ':' + std::to_string(f.line) + ' ' + f.function;
+      if (python.empty())
+        python = std::string(python_display_path(f.file)) + ':' + std::to_string(f.line) + ' ' + f.function;
       continue;
     }
     if (op.empty()) {
@@ -118,7 +163,7 @@ std::string call_site_line(const ResolvedStack& stack) {
 void print_peak_report(std::ostream& out, const MomentBreakdown& b, const std::vector<UserLineNode>& tree,
                        bool at_time, FrameResolver& resolver, const TextOptions& options) {
   out << "\nDevice " << b.device << ": live " << (at_time ? "at " : "at peak allocated, ")
-      << format_seconds(seconds(b.time_ns)) << " (event " << with_thousands(b.event_index) << ")\n";
+      << format_moment_seconds(b.time_ns) << " (event " << with_thousands(b.event_index) << ")\n";
   out << "  allocated " << format_bytes(b.totals.allocated_bytes) << ", reserved "
       << format_bytes(b.totals.reserved_bytes) << ", driver " << format_bytes(b.totals.driver_bytes) << '\n';
   out << "  Breakdown (" << phases_source_text(b) << moment_phase_text(b) << ")\n";
@@ -133,6 +178,7 @@ void print_peak_report(std::ostream& out, const MomentBreakdown& b, const std::v
           << count_of(b.activations_kept.count, "allocation") << '\n';
   }
   if (!phases_known) out << "    (parameters, gradients, optimizer state, activations, temporaries: not told without iterations)\n";
+  print_unsymbolized(out, b, "    ");
   out << "  Beside the allocated total\n";
   print_beside(out, b, "    ");
   print_dominance(out, b, "  ");
@@ -141,11 +187,16 @@ void print_peak_report(std::ostream& out, const MomentBreakdown& b, const std::v
   out << '\n';
   for (size_t i = 0; i < tree.size() && i < options.top; ++i) {
     const UserLineNode& node = tree[i];
-    out << "    #" << i + 1 << ' ' << format_bytes(node.bytes) << " in " << count_of(node.count, "allocation") << ": ";
-    if (node.user_frame)
-      out << terminal_safe(node.user_frame->file) << ':' << node.user_frame->line << ' '
-          << terminal_safe(node.user_frame->function) << '\n';
-    else out << "(no frame of the program's own Python code)\n";
+    const std::string user_line =
+        node.user_frame ? terminal_safe(std::string(python_display_path(node.user_frame->file)) + ':' +
+                                        std::to_string(node.user_frame->line) + ' ' + node.user_frame->function)
+                        : std::string("(no frame of the program's own Python code)");
+    out << "    #" << i + 1 << ' ' << format_bytes(node.bytes) << " in " << count_of(node.count, "allocation") << ": "
+        << user_line << '\n';
+    // A single site whose line is the user line itself (allocated right there) adds nothing but its frames.
+    if (node.sites.size() == 1 && !options.all_frames &&
+        call_site_line(resolver.resolve(node.sites[0].stack_id)) == user_line)
+      continue;
     for (size_t j = 0; j < node.sites.size() && j < options.top; ++j) {
       const CallSite& site = node.sites[j];
       ResolvedStack stack = resolver.resolve(site.stack_id);

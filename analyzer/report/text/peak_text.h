@@ -22,7 +22,12 @@ void print_breakdown_lines(std::ostream& out, const MomentBreakdown& breakdown, 
 void print_peak_report(std::ostream& out, const MomentBreakdown& breakdown, const std::vector<UserLineNode>& tree,
                        bool at_time, FrameResolver& resolver, const TextOptions& options);
 
-// One line naming a call site as a user reads it: its innermost Python frame, the ATen operator or autograd node
+// A moment as `memtrace peak` prints it, precisely enough to be given back to --at: nanoseconds from trace start
+// in seconds to the microsecond, "6.701912 s" (--at takes the last event at or before the time given).
+std::string format_moment_seconds(int64_t time_ns);
+
+// One line naming a call site as a user reads it: its innermost Python frame (a library's path from its package
+// on, python_display_path), the ATen operator or autograd node
 // its native frames show, else its innermost native frame outside PyTorch's caching allocator (shortened).
 std::string call_site_line(const ResolvedStack& stack);
 
