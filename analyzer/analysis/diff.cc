@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "util/format.h"
+
 namespace memtrace {
 namespace {
 
@@ -60,6 +62,9 @@ TraceFigures gather_trace_figures(const Analysis& analysis, const IterationRepor
                                   const std::map<int32_t, MomentBreakdown>& breakdowns) {
   TraceFigures figures;
   figures.program = program_of(analysis.info);
+  if (analysis.read.truncated)
+    figures.truncated =
+        TruncatedRead{analysis.read.complete_bytes, analysis.read.file_bytes, analysis.last_event_time_ns};
   add_devices(analysis, figures);
   std::map<std::pair<int32_t, PortableSiteKey>, size_t, SameTableSiteLess> index;  // -> figures.sites
   auto site_of = [&](const CallSite& site) -> SiteFigures& {
@@ -97,8 +102,9 @@ TraceFigures gather_trace_figures(const Analysis& analysis, const IterationRepor
         site.device = device;
         site.stack_id = growing.stack_id;
         SiteFigures& s = site_of(site);
-        s.growth_per_iteration_bytes = s.growth_per_iteration_bytes.value_or(0) +
-                                       int64_t(std::min<uint64_t>(growing.growth_per_iteration_bytes, std::numeric_limits<int64_t>::max()));
+        s.growth_per_iteration_bytes =
+            s.growth_per_iteration_bytes.value_or(0) +
+            int64_t(std::min<uint64_t>(growing.growth_per_iteration_bytes, std::numeric_limits<int64_t>::max()));
       }
     }
   }
@@ -237,16 +243,17 @@ std::vector<CategoryChange> diff_categories(const DeviceFigures* before, const D
   if (before)
     for (const auto& [name, bytes] : before->category_bytes) {
       auto at = find(name);
-      if (at == out.end()) at = out.insert(out.end(), CategoryChange{name, std::nullopt, std::nullopt, 0});
+      if (at == out.end()) at = out.insert(out.end(), CategoryChange{name, std::nullopt, std::nullopt, std::nullopt});
       at->before_bytes = at->before_bytes.value_or(0) + bytes;
     }
   if (after)
     for (const auto& [name, bytes] : after->category_bytes) {
       auto at = find(name);
-      if (at == out.end()) at = out.insert(out.end(), CategoryChange{name, std::nullopt, std::nullopt, 0});
+      if (at == out.end()) at = out.insert(out.end(), CategoryChange{name, std::nullopt, std::nullopt, std::nullopt});
       at->after_bytes = at->after_bytes.value_or(0) + bytes;
     }
-  for (CategoryChange& c : out) c.change_bytes = signed_change(c.before_bytes.value_or(0), c.after_bytes.value_or(0));
+  for (CategoryChange& c : out)
+    if (c.before_bytes && c.after_bytes) c.change_bytes = signed_change(*c.before_bytes, *c.after_bytes);
   return out;
 }
 
@@ -283,6 +290,8 @@ DiffResult diff(const TraceFigures& before, const TraceFigures& after) {
   result.program_after = after.program;
   result.sites_before = before.sites.size();
   result.sites_after = after.sites.size();
+  result.truncated_before = before.truncated;
+  result.truncated_after = after.truncated;
   std::map<int32_t, std::pair<const DeviceFigures*, const DeviceFigures*>> devices;
   for (const auto& [device, figures] : before.devices) devices[device].first = &figures;
   for (const auto& [device, figures] : after.devices) devices[device].second = &figures;
@@ -294,6 +303,48 @@ DiffResult diff(const TraceFigures& before, const TraceFigures& after) {
   result.changed_sites =
       size_t(std::count_if(result.sites.begin(), result.sites.end(), [](const SiteChange& c) { return c.changed(); }));
   return result;
+}
+
+namespace {
+
+// "AFTER is TRUNCATED (the writer was cut off; read up to byte 5,679 of 6,121, last complete event at 6.202 s):
+// what it lacks from then on is missing, not gone"
+DiffNote truncated_note(const char* kind, const char* side, const TruncatedRead& t) {
+  return {kind, std::string(side) + " is TRUNCATED (the writer was cut off; read up to byte " +
+                    with_thousands(t.complete_bytes) + " of " + with_thousands(t.file_bytes) +
+                    ", last complete event at " + format_seconds(seconds(t.last_event_time_ns)) +
+                    "): what it lacks from then on is missing, not gone"};
+}
+
+// "NVIDIA H200 of 80.00 GiB (85,899,345,920 B)", "unnamed".
+std::string device_identity(const DeviceFigures& d) {
+  std::string text = d.name.empty() ? "unnamed" : d.name;
+  if (d.total_bytes) text += " of " + format_bytes(d.total_bytes);
+  return text;
+}
+
+}  // namespace
+
+std::vector<DiffNote> diff_notes(const DiffResult& diff) {
+  std::vector<DiffNote> notes;
+  if (diff.truncated_before) notes.push_back(truncated_note("truncated_before", "BEFORE", *diff.truncated_before));
+  if (diff.truncated_after) notes.push_back(truncated_note("truncated_after", "AFTER", *diff.truncated_after));
+  const bool none_matched = diff.sites_before && diff.sites_after && diff.matched_sites == 0;
+  // One note for the programs: where they differ, no common call site is what follows, not another question.
+  if (!diff.same_program)
+    notes.push_back({"other_program", "different programs (" + diff.program_before + " before, " + diff.program_after +
+                                          " after)" + (none_matched ? ", no call site in both" : "") +
+                                          ": compared all the same"});
+  else if (none_matched)
+    notes.push_back({"no_common_site",
+                     "no call site is in both traces (sites match by module build id and offset, and by Python "
+                     "file, function and line): are they of one program?"});
+  for (const DeviceChange& d : diff.devices)
+    if (d.other_gpu)
+      notes.push_back({"other_gpu", "device " + std::to_string(d.device) + " is another GPU (" +
+                                        device_identity(*d.before) + " before, " + device_identity(*d.after) +
+                                        " after): compared all the same"});
+  return notes;
 }
 
 }  // namespace memtrace

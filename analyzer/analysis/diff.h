@@ -47,7 +47,15 @@ struct DeviceFigures {
   uint64_t total_bytes = 0;  // the device's memory (0 where unknown)
 };
 
+// Where a trace was cut off (the writer was killed): how far it reads, and its last complete event.
+struct TruncatedRead {
+  uint64_t complete_bytes = 0;  // file offset one past the last complete chunk
+  uint64_t file_bytes = 0;
+  int64_t last_event_time_ns = 0;  // from trace start
+};
+
 struct TraceFigures {
+  std::optional<TruncatedRead> truncated;  // set where the trace is cut off: its figures stop there
   // The program traced, as the command line names it: the executable's file name, and for a Python interpreter
   // its script (or `-m` module) as given; "" where the trace has no command line.
   std::string program;
@@ -78,7 +86,8 @@ const char* growth_measure_name(GrowthMeasure measure);
 struct CategoryChange {
   std::string name;
   std::optional<uint64_t> before_bytes, after_bytes;  // unset where that trace's breakdown lacks the category
-  int64_t change_bytes = 0;                           // after - before, an unset side counted as 0
+  // after - before; unset where a side is unset (a change from an unknown figure is not one)
+  std::optional<int64_t> change_bytes;
 };
 
 struct DeviceChange {
@@ -123,11 +132,25 @@ struct DiffResult {
   std::string program_before, program_after;
   // False where a device of both traces is another GPU in each (DeviceChange::other_gpu).
   bool same_devices = true;
-  size_t sites_before = 0, sites_after = 0;  // entries of each trace's TraceFigures::sites
+  size_t sites_before = 0, sites_after = 0;                        // entries of each trace's TraceFigures::sites
+  std::optional<TruncatedRead> truncated_before, truncated_after;  // TraceFigures::truncated of each
+};
+
+// What a reader of the diff must know before trusting its figures, one line each.
+struct DiffNote {
+  // "truncated_before", "truncated_after" (that trace is cut off: what it lacks is missing, not gone),
+  // "other_program" (the programs differ; with no call site in both where none matched), "no_common_site" (one
+  // program, no call site in both), "other_gpu" (a device ordinal is another GPU in each).
+  const char* kind = "";
+  std::string text;  // the note in words, without "note: " (names as the traces give them: not terminal-safe)
 };
 
 // Compares `before` and `after`. The keys of the result point into the figures' StackTables: keep the analyses
 // alive. O(sites x log sites x key length).
 DiffResult diff(const TraceFigures& before, const TraceFigures& after);
+
+// The notes on `diff`, in that order: the truncated traces first (their figures stop early), then the programs
+// or the call sites, then each device that is another GPU.
+std::vector<DiffNote> diff_notes(const DiffResult& diff);
 
 }  // namespace memtrace

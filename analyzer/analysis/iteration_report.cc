@@ -65,6 +65,22 @@ UserLine user_line_of(const ResolvedStack& stack) {
   return u;
 }
 
+// The stack of a site with the most bytes (the lowest id on ties).
+uint64_t most_kept_stack(const std::map<uint64_t, uint64_t>& bytes_of_stack) {
+  uint64_t stack = 0, most = 0;
+  for (const auto& [id, bytes] : bytes_of_stack)
+    if (bytes > most) most = bytes, stack = id;
+  return stack;
+}
+
+// A stack's user line (LeakGroup's rule) as "iteration_jobs.py:76 train"; "" without Python frames.
+std::string user_line_text(const ResolvedStack& stack) {
+  const auto& [has_python, file, function, line] = user_line_of(stack).key;
+  if (!has_python) return "";
+  const size_t slash = file.find_last_of('/');
+  return (slash == std::string::npos ? file : file.substr(slash + 1)) + ":" + std::to_string(line) + " " + function;
+}
+
 // Each leak candidate's growth per iteration, from its allocations live at exit.
 void leak_growth(const Analysis& analysis, const SiteGrouping& grouping, IterationReport& report) {
   const size_t n = report.phases.iterations.size();
@@ -108,7 +124,12 @@ ForwardKept group_kept_sites(const Analysis& analysis, const SiteGrouping& group
   std::map<std::tuple<bool, std::string, std::string, uint32_t>, size_t> group_of_line;
   std::vector<std::vector<uint64_t>> group_kept;
   for (const auto& [site_id, s] : sites) {
-    if (median_from_second(s.forward_per_iteration) > 0) ++forward.sites_every_iteration;
+    if (uint64_t forward_bytes = median_from_second(s.forward_per_iteration); forward_bytes > 0) {
+      ++forward.sites_every_iteration;
+      // Named only where it is the one such site (the kept-tensor trap); the stack with most kept bytes names it.
+      forward.lone_site_per_iteration_bytes = forward_bytes;
+      forward.lone_site_line = user_line_text(resolver.resolve(most_kept_stack(s.bytes_of_stack)));
+    }
     GrowingSite site;
     site.growth_per_iteration_bytes = median_from_second(s.per_iteration);
     if (site.growth_per_iteration_bytes == 0) continue;

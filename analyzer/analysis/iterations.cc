@@ -442,8 +442,9 @@ std::string iterations_found_text(const EventPhases& phases) {
   switch (phases.source) {
     case IterationSource::kNone: return "no iterations found";
     case IterationSource::kPythonLoop:
-      return count + ", from the loop at " + basename_of(phases.loop_file) + ":" + std::to_string(phases.loop_line) +
-             " in " + phases.loop_function;
+      // loop_line is the first line of the body that allocates, not the `for` line: say so.
+      return count + ", from the loop in " + phases.loop_function + " whose body starts at " +
+             basename_of(phases.loop_file) + ":" + std::to_string(phases.loop_line);
     case IterationSource::kNvtx: return count + ", from NVTX ranges \"" + phases.range_name + "\"";
   }
   return count;

@@ -122,8 +122,8 @@ std::optional<int64_t> steady_growth(const std::vector<uint64_t>& at_end_bytes);
 // iteration): what a site keeps per iteration. Even counts as steady_growth. 0 with fewer than 2 iterations.
 uint64_t median_from_second(const std::vector<uint64_t>& per_iteration_bytes);
 
-// "12 iterations, from the loop at iteration_jobs.py:70 in train", "12 iterations, from NVTX ranges \"step\"",
-// "no iterations found".
+// "12 iterations, from the loop in train whose body starts at iteration_jobs.py:70", "12 iterations, from NVTX ranges
+// \"step\"", "no iterations found".
 std::string iterations_found_text(const EventPhases& phases);
 
 }  // namespace memtrace

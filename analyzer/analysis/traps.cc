@@ -10,6 +10,7 @@ namespace memtrace {
 const char* trap_json_name(TrapKind kind) {
   switch (kind) {
     case TrapKind::kKeptGraph: return "kept_graph";
+    case TrapKind::kKeptTensor: return "kept_tensor";
     case TrapKind::kCacheNotLeak: return "cache_not_leak";
     case TrapKind::kAllocatorRetention: return "allocator_retention";
   }
@@ -35,6 +36,22 @@ std::optional<Trap> kept_graph(const ForwardKept& kept) {
                  : "No backward frees them: the loop runs without torch.no_grad() and keeps its outputs or loss, "
                    "each holding its whole graph. Wrap the loop in `with torch.inference_mode():` (or "
                    "torch.no_grad()), or keep `loss.item()` / `out.detach()`.";
+  return t;
+}
+
+// One site kept per iteration: a tensor the loop stores (the kept-graph trap's counterpart for one site).
+std::optional<Trap> kept_tensor(const ForwardKept& kept) {
+  if (kept.sites_every_iteration != 1 || kept.lone_site_per_iteration_bytes == 0) return std::nullopt;
+  Trap t;
+  t.kind = TrapKind::kKeptTensor;
+  t.kept_per_iteration_bytes = kept.lone_site_per_iteration_bytes;
+  t.kept_sites = 1;
+  const std::string made_at = kept.lone_site_line.empty() ? "one call site" : kept.lone_site_line;
+  t.title = "a tensor kept per iteration: the output of " + made_at + ", " + format_bytes(t.kept_per_iteration_bytes) +
+            " each, is still referenced after its iteration";
+  t.advice =
+      "A list or attribute keeps one per iteration (`outputs.append(out)`, `losses.append(loss)`): store "
+      "`.item()` or a CPU copy (`.cpu()`) instead, or drop the reference when the iteration ends.";
   return t;
 }
 
@@ -89,6 +106,7 @@ std::vector<Trap> find_traps(const IterationFigures& figures, const ForwardKept&
   std::vector<Trap> traps;
   if (figures.iterations.empty()) return traps;
   if (auto t = kept_graph(kept)) traps.push_back(*t);
+  if (auto t = kept_tensor(kept)) traps.push_back(*t);
   if (auto t = cache_not_leak(figures)) traps.push_back(*t);
   if (auto t = allocator_retention(figures)) traps.push_back(*t);
   return traps;

@@ -4,6 +4,8 @@
 //                       frees them: an evaluation without torch.no_grad()/inference_mode() that keeps its outputs
 //                       or loss, or outputs kept with their history (a graph's saved tensors come from several
 //                       operators; one kept tensor, such as a detached output, is one site and no graph);
+//   kept tensor         forward allocations kept from every iteration at exactly one call site: a tensor the loop
+//                       stores (a list of outputs or losses, an attribute), one per iteration;
 //   cache, not a leak   reserved far above allocated (at least kCacheRatio times it and kCacheMinBytes more) at the
 //                       last iteration's end while allocated is flat across iterations;
 //   allocator retention reserved grows per iteration while allocated does not.
@@ -18,9 +20,9 @@
 
 namespace memtrace {
 
-enum class TrapKind { kKeptGraph, kCacheNotLeak, kAllocatorRetention };
+enum class TrapKind { kKeptGraph, kKeptTensor, kCacheNotLeak, kAllocatorRetention };
 
-// "kept_graph", "cache_not_leak", "allocator_retention" (the --json names).
+// "kept_graph", "kept_tensor", "cache_not_leak", "allocator_retention" (the --json names).
 const char* trap_json_name(TrapKind kind);
 
 struct Trap {
@@ -28,19 +30,26 @@ struct Trap {
   std::string title;   // the trap in plain words, one line
   std::string advice;  // what the figures show and what to change, one or two sentences
   // The figures (bytes); those a trap does not use are 0.
-  uint64_t kept_per_iteration_bytes = 0;  // kept graph: forward bytes kept per iteration (median from the 2nd)
-  uint64_t kept_sites = 0;                // kept graph: call sites keeping forward allocations every iteration
-  uint64_t allocated_bytes = 0;           // at the last iteration's end
+  // kept graph, kept tensor: forward bytes kept per iteration (median from the 2nd), and the call sites keeping
+  // forward allocations every iteration (1 for a kept tensor)
+  uint64_t kept_per_iteration_bytes = 0;
+  uint64_t kept_sites = 0;
+  uint64_t allocated_bytes = 0;  // at the last iteration's end
   uint64_t reserved_bytes = 0;
   int64_t allocated_growth_per_iteration_bytes = 0;
   int64_t reserved_growth_per_iteration_bytes = 0;
 };
 
-// What the kept-graph trap reads of the allocations live at exit (the leak candidates), per iteration.
+// What the kept-graph and kept-tensor traps read of the allocations live at exit (the leak candidates), per
+// iteration.
 struct ForwardKept {
   std::vector<uint64_t> per_iteration_bytes;  // forward-phase allocations live at exit, by iteration allocated
   uint64_t sites_every_iteration = 0;         // call sites whose forward allocations live at exit have a median > 0
   bool backward_seen = false;                 // some event of the iterations is in the backward phase
+  // Where sites_every_iteration is 1: that site's median from the 2nd iteration of its forward bytes kept, and
+  // its user line ("iteration_jobs.py:76 train"; "" where its stack has no Python frames).
+  uint64_t lone_site_per_iteration_bytes = 0;
+  std::string lone_site_line;
 };
 
 inline constexpr uint64_t kCacheRatio = 2;

@@ -8,7 +8,9 @@
 
 #include "analysis/diff.h"
 #include "analysis_trace.h"
+#include "report/json/diff_json.h"
 #include "report/text/diff_text.h"
+#include "util/format.h"
 
 namespace memtrace {
 namespace {
@@ -331,7 +333,7 @@ TEST(Diff, GrowthPerIterationAndCategoriesWhereBothTracesHaveThem) {
   two.devices[0].growth_per_iteration_bytes = 512 * 1024;
   site(one, 10 + kB).growth_per_iteration_bytes = 2 * kMiB;
   site(two, 70 + kB).growth_per_iteration_bytes = 512 * 1024;
-  one.devices[0].category_bytes = {{"parameters", 4 * kMiB}, {"activations", 6 * kMiB}};
+  one.devices[0].category_bytes = {{"parameters", 4 * kMiB}, {"activations", 6 * kMiB}, {"gradients", kMiB}};
   two.devices[0].category_bytes = {{"parameters", 4 * kMiB}, {"temporaries", 2 * kMiB}, {"activations", 5 * kMiB}};
   const DiffResult d = diff(one, two);
   EXPECT_EQ(d.growth, GrowthMeasure::kPerIteration);  // preferred to the per-step growth both also have
@@ -339,18 +341,22 @@ TEST(Diff, GrowthPerIterationAndCategoriesWhereBothTracesHaveThem) {
   EXPECT_EQ(d.iterations_after, 40u);
   ASSERT_EQ(d.devices.size(), 1u);
   EXPECT_EQ(d.devices[0].growth_per_iteration_change_bytes, -int64_t(1536 * 1024));
-  ASSERT_EQ(d.devices[0].categories.size(), 3u);
+  ASSERT_EQ(d.devices[0].categories.size(), 4u);  // BEFORE's order, then the one only AFTER has
   const CategoryChange &parameters = d.devices[0].categories[0], &activations = d.devices[0].categories[1],
-                       &temporaries = d.devices[0].categories[2];
+                       &gradients = d.devices[0].categories[2], &temporaries = d.devices[0].categories[3];
   EXPECT_EQ(parameters.name, "parameters");
   EXPECT_EQ(parameters.change_bytes, 0);
+  EXPECT_EQ(parameters.before_bytes, 4 * kMiB);
   EXPECT_EQ(activations.name, "activations");
   EXPECT_EQ(activations.before_bytes, 6 * kMiB);
   EXPECT_EQ(activations.change_bytes, -int64_t(kMiB));
   EXPECT_EQ(temporaries.name, "temporaries");
   EXPECT_FALSE(temporaries.before_bytes);
   EXPECT_EQ(temporaries.after_bytes, 2 * kMiB);
-  EXPECT_EQ(temporaries.change_bytes, int64_t(2 * kMiB));
+  EXPECT_FALSE(temporaries.change_bytes);  // from unknown: no change figure
+  EXPECT_EQ(gradients.before_bytes, kMiB);
+  EXPECT_FALSE(gradients.after_bytes);
+  EXPECT_FALSE(gradients.change_bytes);
   // B: +2 MiB at the peak, growth 2 MiB -> 512 KiB per iteration; the others grow by nothing per iteration.
   ASSERT_EQ(d.sites.size(), 5u);
   EXPECT_EQ(d.sites[1].after->stack_id, 70u + kB);
@@ -373,13 +379,59 @@ TEST(Diff, GrowthPerIterationAndCategoriesWhereBothTracesHaveThem) {
                    "    parameters: 4.00 MiB (4,194,304 B) -> 4.00 MiB (4,194,304 B), no change\n"
                    "    activations: 6.00 MiB (6,291,456 B) -> 5.00 MiB (5,242,880 B), -1.00 MiB "
                    "(-1,048,576 B)\n"
-                   "    temporaries: unknown -> 2.00 MiB (2,097,152 B), +2.00 MiB (+2,097,152 B)\n"
+                   "    gradients: 1.00 MiB (1,048,576 B) -> not known after\n"
+                   "    temporaries: not known before -> 2.00 MiB (2,097,152 B)\n"
                    "\n"
                    "Call sites that moved: 4 of 5, by change in bytes live at peak allocated, then in growth "
                    "per iteration\n",
                    "    #2 device 0: +2.00 MiB",
                    "      grows per iteration: 2.00 MiB (2,097,152 B) -> 512.00 KiB (524,288 B), -1.50 MiB "
                    "(-1,572,864 B)\n"});
+  // --json: a side not known is null, and so is the change from it.
+  const nlohmann::json j = diff_json(*before, before_frames, before_symbols, *after, after_frames, after_symbols, d);
+  EXPECT_EQ(j["devices"][0]["categories"][0],
+            (nlohmann::json{
+                {"name", "parameters"}, {"before_bytes", 4 * kMiB}, {"after_bytes", 4 * kMiB}, {"change_bytes", 0}}));
+  EXPECT_EQ(j["devices"][0]["categories"][2],
+            (nlohmann::json{
+                {"name", "gradients"}, {"before_bytes", kMiB}, {"after_bytes", nullptr}, {"change_bytes", nullptr}}));
+  EXPECT_EQ(j["devices"][0]["categories"][3], (nlohmann::json{{"name", "temporaries"},
+                                                              {"before_bytes", nullptr},
+                                                              {"after_bytes", 2 * kMiB},
+                                                              {"change_bytes", nullptr}}));
+  EXPECT_EQ(j["notes"], nlohmann::json::array());
+}
+
+// AFTER cut off in its last chunk: E and A (chunk 2, events at 2 and 3 ms) read, B and D (chunk 3) lost. Its peak
+// is 7 MiB at 3 ms, 3 MiB under BEFORE's: the note says AFTER is cut short, so that the drop is not read as a fix.
+TEST(Diff, TruncatedTraceIsSaidInTextAndJson) {
+  const std::string before = before_trace();
+  Events events(program(run2()), run2());
+  events.alloc(kE, 4 * kMiB).alloc(kA, 3 * kMiB);
+  events.b.end_chunk();
+  const size_t complete_bytes = events.b.bytes().size();
+  events.alloc(kB, kMiB).alloc(kD, 2 * kMiB);
+  events.b.end_chunk();
+  const std::string cut = events.b.bytes().substr(0, events.b.bytes().size() - 5);
+  const std::string after = test::temp_path("diff-truncated.mtrace");
+  test::write_file(after, cut);
+  const std::string note = "  note: AFTER is TRUNCATED (the writer was cut off; read up to byte " +
+                           with_thousands(complete_bytes) + " of " + with_thousands(cut.size()) +
+                           ", last complete event at 0.003 s): what it lacks from then on is missing, not gone\n";
+  const test::MemtraceRun r = test::run_memtrace_binary("diff " + before + " " + after);
+  EXPECT_EQ(r.exit_code, 0);
+  expect_in_order(r.out, {"  after:  " + after + " (pid 4242, python train.py)\n" + note + "\nDevice 0\n" +
+                          "  peak allocated 10.00 MiB (10,485,760 B) at 0.005 s -> 7.00 MiB (7,340,032 B) at "
+                          "0.003 s: -3.00 MiB (-3,145,728 B)\n"});
+  // Both cut: one note each, BEFORE's first.
+  const std::string both = test::memtrace_stdout("diff " + after + " " + after);
+  expect_in_order(both, {"  note: BEFORE is TRUNCATED (the writer was cut off; read up to byte ",
+                         "  note: AFTER is TRUNCATED (the writer was cut off; read up to byte "});
+  const nlohmann::json j = nlohmann::json::parse(test::memtrace_stdout("diff --json " + before + " " + after));
+  ASSERT_EQ(j["notes"].size(), 1u);
+  EXPECT_EQ(j["notes"][0]["kind"], "truncated_after");
+  EXPECT_EQ(j["notes"][0]["text"], note.substr(std::string("  note: ").size(), note.size() - 9));
+  EXPECT_EQ(j["after"]["truncated"], true);
 }
 
 TEST(Diff, OtherProgramOrDeviceIsStillComparedAndSaid) {
@@ -405,6 +457,19 @@ TEST(Diff, OtherProgramOrDeviceIsStillComparedAndSaid) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("Call sites that moved: 8 of 8"), std::string::npos) << text;
+  // Another program that also shares no call site: one note says both.
+  ProgramRun elsewhere = rebuilt;
+  elsewhere.script = "eval.py";
+  const std::string fourth = after_trace(elsewhere, "diff-elsewhere.mtrace");
+  const std::string unrelated = test::memtrace_stdout("diff " + before + " " + fourth);
+  EXPECT_NE(unrelated.find("  note: different programs (python train.py before, python eval.py after), no call site "
+                           "in both: compared all the same\n\nDevice 0\n"),
+            std::string::npos)
+      << unrelated;
+  EXPECT_EQ(unrelated.find("are they of one program?"), std::string::npos) << unrelated;
+  const nlohmann::json j = nlohmann::json::parse(test::memtrace_stdout("diff --json " + before + " " + fourth));
+  ASSERT_EQ(j["notes"].size(), 1u);
+  EXPECT_EQ(j["notes"][0]["kind"], "other_program");
 }
 
 TEST(Diff, BadFileIsOneLineNamingItAndExit2) {

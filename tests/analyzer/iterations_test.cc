@@ -153,7 +153,7 @@ TEST(Iterations, TrainingLoopFromThePythonLoop) {
   EXPECT_EQ(p.iteration_of_event[9], 0);
   EXPECT_EQ(p.iteration_of_event[23], 2);
   EXPECT_EQ(p.iteration_of_event[24], -1);
-  EXPECT_EQ(iterations_found_text(p), "3 iterations, from the loop at train.py:11 in train");
+  EXPECT_EQ(iterations_found_text(p), "3 iterations, from the loop in train whose body starts at train.py:11");
 
   const IterationFigures& m = f.report.figures;
   EXPECT_EQ(m.device, 0);
@@ -180,14 +180,19 @@ TEST(Iterations, TrainingLoopFromThePythonLoop) {
   EXPECT_EQ(g.sites[0].stack_id, 21u);
   EXPECT_EQ(g.sites[0].kept_bytes, 3 * kMiB);
   EXPECT_TRUE(g.libraries.empty());
-  EXPECT_TRUE(f.report.traps.empty());  // one forward site kept: a stored tensor, not a graph
+  // One forward site kept (X, 1 MiB per iteration): a stored tensor, not a graph.
+  ASSERT_EQ(f.report.traps.size(), 1u);
+  EXPECT_EQ(f.report.traps[0].kind, TrapKind::kKeptTensor);
+  EXPECT_EQ(f.report.traps[0].title,
+            "a tensor kept per iteration: the output of train.py:11 train, 1.00 MiB (1,048,576 B) each, is still "
+            "referenced after its iteration");
 
   std::ostringstream text;
   TextOptions options;
   options.top = 1;
   print_iterations(text, f.report, options);
   EXPECT_EQ(text.str(),
-            "\nIterations: 3 iterations, from the loop at train.py:11 in train (device 0)\n"
+            "\nIterations: 3 iterations, from the loop in train whose body starts at train.py:11 (device 0)\n"
             "  growth per iteration: allocated +1.00 MiB (1,048,576 B), reserved +0 B (median of the changes from "
             "one iteration's end to the next, from the 2nd iteration on)\n"
             "    #1 peak allocated 16.00 MiB (16,777,216 B) in optimizer, allocated at end 15.00 MiB (15,728,640 B)\n"
@@ -207,7 +212,7 @@ TEST(Iterations, LeakSitesGrowPerIteration) {
   TextOptions options;
   print_leaks(text, *f.analysis, *f.resolver, options, &f.report);
   EXPECT_NE(text.str().find("\nGrowth per iteration by the user's line (what each iteration kept to the last one's "
-                            "end; 3 iterations, from the loop at train.py:11 in train):\n"
+                            "end; 3 iterations, from the loop in train whose body starts at train.py:11):\n"
                             "  train.py:11 train: +1.00 MiB (1,048,576 B) per iteration across 1 allocation site\n"
                             "    +1.00 MiB (1,048,576 B) per iteration: train.py:11 train\n"),
             std::string::npos)
@@ -228,7 +233,7 @@ TEST(Iterations, LoopWhoseBodyIsAFunctionCall) {
   for (uint64_t k = 0; k < 3; ++k) j.alloc(0x200000 + k * 0x100000, kMiB, 11).alloc(0x900000, kMiB, 12).free(0x900000);
   Found f = analyze(j.write("iterations-call.mtrace"));
   const EventPhases& p = f.report.phases;
-  EXPECT_EQ(iterations_found_text(p), "3 iterations, from the loop at job.py:40 in step");
+  EXPECT_EQ(iterations_found_text(p), "3 iterations, from the loop in step whose body starts at job.py:40");
   ASSERT_EQ(p.iterations.size(), 3u);
   // Events: e0 set-up; e1 e2 e3, e4 e5 e6, e7 e8 e9. Each iteration has one free after its last step event.
   EXPECT_EQ(p.iterations[0].first_event, 1u);
@@ -254,7 +259,7 @@ TEST(Iterations, InnerLoopDoesNotStartIterations) {
   }
   Found f = analyze(j.write("iterations-inner.mtrace"));
   const EventPhases& p = f.report.phases;
-  EXPECT_EQ(iterations_found_text(p), "4 iterations, from the loop at gen.py:50 in gen");
+  EXPECT_EQ(iterations_found_text(p), "4 iterations, from the loop in gen whose body starts at gen.py:50");
   ASSERT_EQ(p.iterations.size(), 4u);
   for (size_t k = 0; k < 4; ++k) {
     EXPECT_EQ(p.iterations[k].first_event, 10 * k);  // 10 events a pass: 1 + 2 x 4 + 1
@@ -335,7 +340,8 @@ std::string kept_graph_loop(const std::string& name, bool with_activation_site) 
 
 TEST(Iterations, GrowingSitesRolledUpUnderTheUsersLineAndTheKeptGraph) {
   Found f = analyze(kept_graph_loop("iterations-kept-graph.mtrace", true));
-  EXPECT_EQ(iterations_found_text(f.report.phases), "4 iterations, from the loop at eval.py:25 in evaluate");
+  EXPECT_EQ(iterations_found_text(f.report.phases),
+            "4 iterations, from the loop in evaluate whose body starts at eval.py:25");
   EXPECT_EQ(f.report.figures.allocated_growth_per_iteration_bytes, int64_t(6 * kMiB));
   ASSERT_EQ(f.report.groups.size(), 1u);
   const LeakGroup& g = f.report.groups[0];
@@ -365,10 +371,26 @@ TEST(Iterations, GrowingSitesRolledUpUnderTheUsersLineAndTheKeptGraph) {
       << text.str();
 }
 
-TEST(Iterations, OneKeptSiteIsNoGraph) {
+// One site keeps 4 MiB per pass (the linear layer's output under eval.py:26): no graph, a kept tensor, named by
+// the user's line.
+TEST(Iterations, OneKeptSiteIsAKeptTensorNotAGraph) {
   Found f = analyze(kept_graph_loop("iterations-one-site.mtrace", false));
   EXPECT_EQ(f.report.figures.allocated_growth_per_iteration_bytes, int64_t(4 * kMiB));
-  EXPECT_TRUE(f.report.traps.empty());
+  ASSERT_EQ(f.report.traps.size(), 1u);
+  const Trap& t = f.report.traps[0];
+  EXPECT_EQ(t.kind, TrapKind::kKeptTensor);
+  EXPECT_STREQ(trap_json_name(t.kind), "kept_tensor");
+  EXPECT_EQ(t.kept_per_iteration_bytes, 4 * kMiB);
+  EXPECT_EQ(t.kept_sites, 1u);
+  EXPECT_EQ(t.title,
+            "a tensor kept per iteration: the output of eval.py:26 evaluate, 4.00 MiB (4,194,304 B) each, is still "
+            "referenced after its iteration");
+  EXPECT_EQ(t.advice,
+            "A list or attribute keeps one per iteration (`outputs.append(out)`, `losses.append(loss)`): store "
+            "`.item()` or a CPU copy (`.cpu()`) instead, or drop the reference when the iteration ends.");
+  std::ostringstream text;
+  print_traps(text, f.report);
+  EXPECT_EQ(text.str(), "\nTraps:\n  " + t.title + "\n    " + t.advice + "\n");
 }
 
 TEST(Iterations, SteadyGrowthIsTheMedianFromTheSecondIteration) {
@@ -442,8 +464,16 @@ TEST(Traps, KeptGraphWordingWithAndWithoutBackward) {
   EXPECT_NE(traps[0].advice.find("without torch.no_grad()"), std::string::npos);
   kept.backward_seen = true;
   EXPECT_NE(find_traps(f, kept)[0].advice.find("retain_graph"), std::string::npos);
+  // One site: no graph; a kept tensor only where that site's bytes are known (here without Python frames).
   kept.sites_every_iteration = 1;
   EXPECT_TRUE(find_traps(f, kept).empty());
+  kept.lone_site_per_iteration_bytes = 512;
+  traps = find_traps(f, kept);
+  ASSERT_EQ(traps.size(), 1u);
+  EXPECT_EQ(traps[0].kind, TrapKind::kKeptTensor);
+  EXPECT_EQ(traps[0].title,
+            "a tensor kept per iteration: the output of one call site, 512 B each, is still referenced after its "
+            "iteration");
   EXPECT_TRUE(find_traps(IterationFigures{}, ForwardKept{{10 * kMiB, 10 * kMiB}, 3, false}).empty());  // no iterations
 }
 

@@ -38,7 +38,7 @@ json device_json(const DeviceChange& d) {
     categories.push_back({{"name", c.name},
                           {"before_bytes", optional_json(c.before_bytes)},
                           {"after_bytes", optional_json(c.after_bytes)},
-                          {"change_bytes", c.change_bytes}});
+                          {"change_bytes", optional_json(c.change_bytes)}});
   return {{"device", d.device},
           {"status", status(d.before.has_value(), d.after.has_value(), "both")},
           {"other_gpu", d.other_gpu},
@@ -83,6 +83,8 @@ json diff_json(const Analysis& before, FrameResolver& before_frames, const Symbo
   json devices = json::array(), sites = json::array();
   for (const DeviceChange& d : diff.devices) devices.push_back(device_json(d));
   for (const SiteChange& c : diff.sites) sites.push_back(site_json(c, before_frames, after_frames));
+  json notes = json::array();
+  for (const DiffNote& note : diff_notes(diff)) notes.push_back({{"kind", note.kind}, {"text", note.text}});
   json report = {
       {"before", trace_json(before)},
       {"after", trace_json(after)},
@@ -91,6 +93,7 @@ json diff_json(const Analysis& before, FrameResolver& before_frames, const Symbo
         {"after", program_json(diff.program_after)},
         {"same", diff.same_program}}},
       {"same_devices", diff.same_devices},
+      {"notes", notes},
       {"iterations", {{"before", diff.iterations_before}, {"after", diff.iterations_after}}},
       {"growth_measure", growth_measure_json(diff.growth)},
       {"devices", devices},

@@ -31,23 +31,8 @@ void print_trace_line(std::ostream& out, const char* name, const Analysis& a) {
   out << '\n';
 }
 
-std::string device_identity(const DeviceFigures& d) {
-  std::string text = d.name.empty() ? "unnamed" : terminal_safe(d.name);
-  if (d.total_bytes) text += " of " + format_bytes(d.total_bytes);
-  return text;
-}
-
 void print_notes(std::ostream& out, const DiffResult& diff) {
-  if (!diff.same_program)
-    out << "  note: different programs (" << terminal_safe(diff.program_before) << " before, "
-        << terminal_safe(diff.program_after) << " after): compared all the same\n";
-  for (const DeviceChange& d : diff.devices)
-    if (d.other_gpu)
-      out << "  note: device " << d.device << " is another GPU (" << device_identity(*d.before) << " before, "
-          << device_identity(*d.after) << " after): compared all the same\n";
-  if (diff.sites_before && diff.sites_after && diff.matched_sites == 0)
-    out << "  note: no call site is in both traces (sites match by module build id and offset, and by Python file, "
-           "function and line): are they of one program?\n";
+  for (const DiffNote& note : diff_notes(diff)) out << "  note: " << terminal_safe(note.text) << '\n';
   if (diff.iterations_before || diff.iterations_after)
     out << "  iterations: " << diff.iterations_before << " before, " << diff.iterations_after << " after\n";
 }
@@ -59,12 +44,14 @@ std::string peak_at(const DeviceFigures& d) {
 void print_categories(std::ostream& out, const std::vector<CategoryChange>& categories) {
   if (categories.empty()) return;
   out << "  at peak allocated, by category:\n";
-  auto side = [](const std::optional<uint64_t>& bytes) {
-    return bytes ? format_bytes(*bytes) : std::string("unknown");
-  };
-  for (const CategoryChange& c : categories)
-    out << "    " << terminal_safe(c.name) << ": " << side(c.before_bytes) << " -> " << side(c.after_bytes) << ", "
-        << format_bytes_change(c.change_bytes) << '\n';
+  // A side without the category: the known side only, and no change (a change from unknown is not one).
+  for (const CategoryChange& c : categories) {
+    out << "    " << terminal_safe(c.name) << ": "
+        << (c.before_bytes ? format_bytes(*c.before_bytes) : std::string("not known before")) << " -> "
+        << (c.after_bytes ? format_bytes(*c.after_bytes) : std::string("not known after"));
+    if (c.change_bytes) out << ", " << format_bytes_change(*c.change_bytes);
+    out << '\n';
+  }
 }
 
 void print_device(std::ostream& out, const DeviceChange& d) {

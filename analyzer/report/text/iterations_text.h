@@ -14,9 +14,9 @@ namespace memtrace {
 // "+2.00 MiB", "-512 B", "+0 B".
 std::string signed_bytes(int64_t bytes);
 
-// "Iterations: 12, from the loop at iteration_jobs.py:72 in train (device 0)", the growth per iteration, then
-// one line per iteration (the first and last `options.top` where there are more than twice as many): its peak
-// allocated and the phase it happened in, and allocated at its end. Nothing where no iteration was found.
+// "Iterations: 12, from the loop in train whose body starts at iteration_jobs.py:72 (device 0)", the growth per
+// iteration, then one line per iteration (the first and last `options.top` where there are more than twice as many):
+// its peak allocated and the phase it happened in, and allocated at its end. Nothing where no iteration was found.
 void print_iterations(std::ostream& out, const IterationReport& report, const TextOptions& options);
 
 // "Traps:" and each trap found, with its figures and what to change; nothing where none.

@@ -41,7 +41,7 @@ def memtrace_json(argv):
 
 
 traces = sorted(glob.glob(os.path.join(args.examples_dir, "*.mtrace")))
-check("example traces found", 2, len(traces))
+check("example traces found", 3, len(traces))
 documents = {}  # (trace name, shape) -> document
 for trace in traces:
     name = os.path.basename(trace)
@@ -119,6 +119,8 @@ broken(DIFF, "diff", "a negative peak_bytes", lambda d: set_key(d["sites"][0]["a
                                                                 "peak_bytes", -1))
 broken(DIFF, "diff", "an unknown device status", lambda d: set_key(d["devices"][0], "status", "moved"))
 broken(DIFF, "diff", "sites removed", lambda d: d.pop("sites"))
+broken(DIFF, "diff", "a note of an unknown kind", lambda d: set_key(d["notes"][0], "kind", "looks_fixed"))
+broken(DIFF, "diff", "notes removed", lambda d: d.pop("notes"))
 # A document of one command is not another's.
 check("summary document as leaks: rejected", True, len(contract.violations(documents[(LEAK, "summary")], "leaks")) > 0)
 check("leaks document as summary: rejected", True, len(contract.violations(documents[(LEAK, "leaks")], "summary")) > 0)
