@@ -55,6 +55,8 @@ def check_traps(c, truth, iterations):
         c.check(f"growth grouped under the user's line {truth['leak_line']}", True, line is not None)
     else:
         c.check("no kept-graph trap", False, "kept_graph" in kinds)
+    if truth["job"] in TRAIN_JOBS:  # `kept.append(out.detach())`: one tensor per iteration, not a graph
+        c.check("trap named: a tensor kept per iteration", True, "kept_tensor" in kinds)
 
 
 def python_frames_of(dump):
