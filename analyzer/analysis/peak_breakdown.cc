@@ -100,13 +100,17 @@ bool is_library_workspace(const ResolvedStack& stack) {
   return false;
 }
 
-bool has_unsymbolized_native_frame(const ResolvedStack& stack) {
+bool pytorch_frames_unsymbolized(const ResolvedStack& stack) {
+  size_t pytorch = 0, named = 0;
   for (const Frame& f : stack.frames) {
     if (f.python || f.in_python_interpreter || f.module.empty()) continue;
+    if (f.build_id_mismatch) return true;
+    if (!f.module.starts_with("libtorch") && !f.module.starts_with("libc10")) continue;
+    ++pytorch;
     // FrameResolver names a frame the symbolizer could not by its module and offset ("libtorch_cuda.so+0x3a4b238").
-    if (f.build_id_mismatch || f.function == f.module + "+" + hex(f.module_offset)) return true;
+    if (f.function != f.module + "+" + hex(f.module_offset)) ++named;
   }
-  return false;
+  return pytorch > 0 && named == 0;
 }
 
 namespace {
@@ -117,14 +121,14 @@ class StackFacts {
   explicit StackFacts(FrameResolver& resolver) : resolver_(resolver) {}
   struct Facts {
     bool workspace = false;
-    bool unsymbolized = false;  // has_unsymbolized_native_frame
+    bool unsymbolized = false;  // pytorch_frames_unsymbolized
     AllocatingLayer layer = AllocatingLayer::kOther;
   };
   const Facts& of(uint64_t stack_id) {
     auto [it, inserted] = facts_.try_emplace(stack_id);
     if (inserted) {
       ResolvedStack stack = resolver_.resolve(stack_id);
-      it->second = Facts{is_library_workspace(stack), has_unsymbolized_native_frame(stack), allocating_layer(stack)};
+      it->second = Facts{is_library_workspace(stack), pytorch_frames_unsymbolized(stack), allocating_layer(stack)};
     }
     return it->second;
   }

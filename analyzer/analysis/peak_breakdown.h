@@ -84,12 +84,13 @@ Placement place_allocation(uint64_t allocated_event, std::optional<uint64_t> fre
 // Whether a stack shows PyTorch asking for a library's workspace (the "library workspaces" rule above).
 bool is_library_workspace(const ResolvedStack& stack);
 
-// Whether a stack has a native frame this machine could not name: a frame inside a module of the trace's map
-// (not the Python interpreter's) that the symbolizer gave no function for (the module's file is missing, has no
-// symbols for the address, or is another build). The workspace rule reads function names: on such a stack it
-// could not be applied, and a block told as another row may be a library workspace. Frames outside every module
-// are not counted: no machine names them.
-bool has_unsymbolized_native_frame(const ResolvedStack& stack);
+// Whether this machine could not read a stack's PyTorch frames, so that the workspace rule (which reads their
+// function names) could not be applied to it: the stack has frames in PyTorch's libraries (modules libtorch*,
+// libc10*) and the symbolizer named none of them (the libraries are not on this machine), or a frame of any module
+// is of another build than the one recorded. A block told as another row may then be a library workspace. Where
+// some of its PyTorch frames are named (the machine has the libraries), the rule applies: PyTorch's workspace
+// functions are exported symbols, while some of its internal functions have no symbol even there.
+bool pytorch_frames_unsymbolized(const ResolvedStack& stack);
 
 struct ByteCount {
   uint64_t bytes = 0;
@@ -120,7 +121,7 @@ struct MomentBreakdown {
   std::array<ByteCount, kBreakdownRows> rows;  // indexed by BreakdownRow; they add up to totals.allocated_bytes
   ByteCount activations_kept;                  // part of rows[kActivations]: kept past their iteration
   // Part of each row (never of library workspaces): the blocks whose stack has a native frame not symbolized here
-  // (has_unsymbolized_native_frame), where a library workspace cannot be told apart.
+  // (pytorch_frames_unsymbolized), where a library workspace cannot be told apart.
   std::array<ByteCount, kBreakdownRows> unsymbolized;
   // Whether any event of the phases is of a backward or optimizer phase: a training loop; without one, a loop
   // with no backward (inference), for which the dominance advice differs.

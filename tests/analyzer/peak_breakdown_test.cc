@@ -298,19 +298,29 @@ TEST(PeakBreakdown, LibraryWorkspaceFromTheStack) {
 TEST(PeakBreakdown, NativeFramesNotSymbolized) {
   auto stack_of = [](Frame f) { return ResolvedStack{.frames = {Frame{.function = "at::native::add()", .module = "a.so"}, f}}; };
   // FrameResolver's names: module + offset where the symbolizer found no function.
-  EXPECT_TRUE(has_unsymbolized_native_frame(
+  EXPECT_TRUE(pytorch_frames_unsymbolized(
       stack_of(Frame{.function = "libtorch_cuda.so+0x3a4b238", .module = "libtorch_cuda.so", .module_offset = 0x3a4b238})));
-  EXPECT_TRUE(has_unsymbolized_native_frame(stack_of(Frame{.function = "libtorch_cuda.so+0x10 (build id mismatch)",
+  EXPECT_TRUE(pytorch_frames_unsymbolized(stack_of(Frame{.function = "libtorch_cuda.so+0x10 (build id mismatch)",
                                                            .module = "libtorch_cuda.so",
                                                            .module_offset = 0x10,
                                                            .build_id_mismatch = true})));
-  EXPECT_FALSE(has_unsymbolized_native_frame(stack_of(Frame{.function = "at::cuda::getCUDABlasLtWorkspace()",
+  EXPECT_FALSE(pytorch_frames_unsymbolized(stack_of(Frame{.function = "at::cuda::getCUDABlasLtWorkspace()",
                                                             .module = "libtorch_cuda.so", .module_offset = 0x10})));
+  // The machine has PyTorch's libraries where it names one of their frames: an internal function without a symbol
+  // beside it does not hide a workspace (the workspace functions are exported).
+  ResolvedStack partly{.frames = {Frame{.function = "libtorch_cuda.so+0x20", .module = "libtorch_cuda.so",
+                                        .module_offset = 0x20},
+                                  Frame{.function = "at::native::gelu_out()", .module = "libtorch_cuda.so",
+                                        .module_offset = 0x40}}};
+  EXPECT_FALSE(pytorch_frames_unsymbolized(partly));
+  // Frames of other libraries, named or not, are not what the workspace rule reads.
+  EXPECT_FALSE(pytorch_frames_unsymbolized(
+      stack_of(Frame{.function = "libcuda.so.1+0x500", .module = "libcuda.so.1", .module_offset = 0x500})));
   // Outside every module (no machine names it), the interpreter's own frames, Python frames: not counted.
-  EXPECT_FALSE(has_unsymbolized_native_frame(stack_of(Frame{.function = "0x7f0010"})));
-  EXPECT_FALSE(has_unsymbolized_native_frame(stack_of(
+  EXPECT_FALSE(pytorch_frames_unsymbolized(stack_of(Frame{.function = "0x7f0010"})));
+  EXPECT_FALSE(pytorch_frames_unsymbolized(stack_of(
       Frame{.function = "python3.12+0x100", .module = "python3.12", .module_offset = 0x100, .in_python_interpreter = true})));
-  EXPECT_FALSE(has_unsymbolized_native_frame(stack_of(Frame{.function = "f", .file = "a.py", .line = 1, .python = true})));
+  EXPECT_FALSE(pytorch_frames_unsymbolized(stack_of(Frame{.function = "f", .file = "a.py", .line = 1, .python = true})));
 }
 
 // A dominance verdict counts only what it is sure of: a row's blocks not symbolized may be library workspaces.
