@@ -36,6 +36,9 @@
 // the seed libFuzzer gives. MEMTRACE_FUZZ_MUTATOR_STATS=1 prints how often each mutation was made (at exit
 // and every 1000); MEMTRACE_FUZZ_MAX_STACK_FRAMES=N caps the depth of blown-up stacks.
 //
+// MEMTRACE_FUZZ_WRITE_TRACE=PATH writes the input's trace to PATH (an .mtrace file, for `memtrace` itself);
+// MEMTRACE_FUZZ_TIMING=1 prints each stage's time.
+//
 // The Symbolizer gets no modules (it would open the files a trace names; a fuzzer must not open arbitrary
 // paths of this machine); Module records still reach the StackTable.
 #include <google/protobuf/stubs/logging.h>
@@ -1400,7 +1403,14 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   PipelineInput in = memtrace::fuzz::parse_input(data, size);
-  mem_file(0).write(memtrace::fuzz::trace_file(in));
+  const std::string file = memtrace::fuzz::trace_file(in);
+  mem_file(0).write(file);
+  // MEMTRACE_FUZZ_WRITE_TRACE=PATH: the input's trace as an .mtrace file, to run `memtrace` on a finding.
+  if (const char* path = std::getenv("MEMTRACE_FUZZ_WRITE_TRACE"); path && *path)
+    if (FILE* f = std::fopen(path, "wb")) {
+      std::fwrite(file.data(), 1, file.size(), f);
+      std::fclose(f);
+    }
   run_pipeline(in);
   return 0;
 }
