@@ -25,7 +25,9 @@
 //   unclassified        everything the rules above cannot tell: the whole allocated total where no iterations are
 //                       known (EventPhases source kNone); set-up allocations freed during the iterations; anything
 //                       allocated between or after iterations; an allocation of an "other" phase kept past its
-//                       iteration. Never guessed into another row.
+//                       iteration; on a device without a block layer, the part of allocated (its driver total)
+//                       that no allocation accounts for: what its stream-ordered pools reserve (POOL_RESERVED
+//                       samples) beyond their blocks, bytes without a count. Never guessed into another row.
 // And beside them, not part of the allocated total (only on a device with a block layer: without one, allocated is
 // the driver layer and these are in the rows above):
 //   outside PyTorch's allocator, by layer   driver-layer allocations charged to the device (device pointers and
