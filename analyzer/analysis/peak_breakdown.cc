@@ -256,6 +256,18 @@ class BreakdownObserver {
   std::vector<size_t> waiting_usage_;                             // into out_
 };
 
+// The part of the allocated total no live allocation accounts for, as unclassified bytes (no allocation to count):
+// on a device without a block layer allocated is the driver total, which holds what its stream-ordered pools
+// reserve (POOL_RESERVED samples) beside the allocations. So that the rows add up to allocated.
+void add_unlisted_to_unclassified(MomentBreakdown& b) {
+  uint64_t listed = 0;
+  for (const ByteCount& row : b.rows) listed = saturating_add(listed, row.bytes);
+  if (b.totals.allocated_bytes > listed) {
+    ByteCount& unclassified = b.rows[size_t(BreakdownRow::kUnclassified)];
+    unclassified.bytes = saturating_add(unclassified.bytes, b.totals.allocated_bytes - listed);
+  }
+}
+
 void place_live(MomentBreakdown& b, const EventPhases& phases, StackFacts& facts) {
   b.phases_source = phases.source;
   if (phases_cover(phases, b.event_index)) {
@@ -273,6 +285,7 @@ void place_live(MomentBreakdown& b, const EventPhases& phases, StackFacts& facts
     if (!f.workspace && f.unsymbolized) b.unsymbolized[size_t(l.placement.row)].add(l.allocation.size_bytes);
     if (l.placement.kept_across_iterations) b.activations_kept.add(l.allocation.size_bytes);
   }
+  add_unlisted_to_unclassified(b);
 }
 
 }  // namespace
@@ -309,6 +322,7 @@ MomentBreakdown break_down_captured_peak(const Analysis& analysis, int32_t devic
       c->count = saturating_add(c->count, site.count);
     }
   }
+  add_unlisted_to_unclassified(b);
   if (auto f = analysis.fragmentation_at_peak.find(device); f != analysis.fragmentation_at_peak.end()) {
     b.totals.reserved_bytes = saturating_add(b.totals.allocated_bytes, f->second.reserved_minus_allocated_bytes);
     if (d.allocator_layer_seen) b.cache_bytes = f->second.reserved_minus_allocated_bytes;

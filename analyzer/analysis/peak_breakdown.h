@@ -25,8 +25,10 @@
 //   unclassified        everything the rules above cannot tell: the whole allocated total where no iterations are
 //                       known (EventPhases source kNone); set-up allocations freed during the iterations; anything
 //                       allocated between or after iterations; an allocation of an "other" phase kept past its
-//                       iteration. Never guessed into another row.
-// Where a block's stack has native frames not symbolized on the analyzing machine, the workspace rule could not be
+//                       iteration; on a device without a block layer, the part of allocated (its driver total)
+//                       that no allocation accounts for: what its stream-ordered pools reserve (POOL_RESERVED
+//                       samples) beyond their blocks, bytes without a count. Never guessed into another row.
+// Where a block's stack has PyTorch frames not symbolized on the analyzing machine, the workspace rule could not be
 // applied to it: such blocks are counted apart within their rows (MomentBreakdown::unsymbolized), and a dominance
 // verdict never rests on them (peak_dominance).
 // And beside them, not part of the allocated total (only on a device with a block layer: without one, allocated is

@@ -151,8 +151,10 @@ struct DeviceState {
   // Whether `a` counts towards this device's allocated total (the "allocated kind").
   bool counts_as_allocated(const LiveAllocation& a) const {
     if (!a.charged_to_device() || a.device != device) return false;
-    // Without a block layer, allocated = driver, which includes pool blocks (none exist then anyway).
-    return block_layer_seen ? is_block_space(a.space) : true;
+    // Without a block layer, allocated = driver, which includes pool blocks (none exist then anyway). With one,
+    // a block of array memory (a block-layer event of an array API: only a damaged trace has one) is charged to
+    // the arrays, in driver (MemoryModel::charge goes by the memory first): not a block.
+    return block_layer_seen ? is_block_space(a.space) && a.memory == proto::MEMORY_DEVICE : true;
   }
   // Whether `a`, live at exit, is a leak candidate. Where PyTorch's allocator reports, its blocks are;
   // the driver memory under them is the allocator's cache (reserved), not something the program

@@ -176,6 +176,27 @@ TEST(MemoryCategories, ArraysAreDeviceMemoryInTheirOwnCategoryAndManagedIsCharge
   EXPECT_EQ(d.peak_driver.bytes, 8 * kMiB);
 }
 
+// A block-layer event of an array API (a hostile trace: the tracer writes arrays at the driver layer) is charged
+// to the device's arrays, as its memory says; the allocated kind must agree, or what is live at a moment would not
+// add up to the allocated total.
+TEST(MemoryCategories, AnArrayAtTheBlockLayerIsAnArrayNotAnAllocatedBlock) {
+  MemoryModel model = replay({
+      torch_block(proto::ALLOC, 0, 0x1000, 2 * kMiB, 20 * kMiB),                   // allocated 2
+      pool_block(proto::ALLOC, 0, 0x9000000, 4 * kMiB, proto::CU_MIPMAPPED_ARRAY_CREATE),  // array 4
+  });
+  const DeviceState& d = model.devices().at(0);
+  EXPECT_EQ(d.array_bytes, 4 * kMiB);
+  // allocated: the 2 MiB block; reserved: PyTorch's 20; driver: the 4 MiB array.
+  EXPECT_EQ(model.totals(0), (DeviceTotals{2 * kMiB, 20 * kMiB, 4 * kMiB}));
+  uint64_t allocated_kind_bytes = 0, allocated_kind_count = 0;
+  model.visit_allocated(0, [&](const LiveAllocation& a) {
+    allocated_kind_bytes += a.size_bytes;
+    ++allocated_kind_count;
+  });
+  EXPECT_EQ(allocated_kind_bytes, 2 * kMiB);
+  EXPECT_EQ(allocated_kind_count, 1u);
+}
+
 TEST(MemoryCategories, ImportsAreListedAndNeverCounted) {
   MemoryModel model = replay({
       driver_alloc(0, 0x400000, 1 * kMiB),                                                          // own 1 MiB

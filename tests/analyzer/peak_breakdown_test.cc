@@ -610,3 +610,39 @@ TEST(PeakCli, BadAtIsOneLine) {
 
 }  // namespace
 }  // namespace memtrace
+
+namespace memtrace {
+namespace {
+
+// A device without a block layer: allocated is its driver total, which holds what its stream-ordered pools reserve
+// (POOL_RESERVED samples) beside its allocations. The breakdown's rows add up to allocated: the reserve no live
+// allocation accounts for is unclassified. MiB: e0 cudaMalloc 2 (allocated 2), e1 pool sample 8 (allocated 10: the
+// peak). Rows: unclassified 10 MiB, 1 allocation; workspaces 0.
+TEST(PeakBreakdown, APoolsReserveOnADeviceWithoutBlocksIsUnclassified) {
+  constexpr int64_t ms = 1'000'000;
+  test::TraceBuilder b;
+  b.start();
+  b.event(test::driver_alloc(0, 0x100000, 2 * test::kMiB, ms));
+  b.event(test::make_event(proto::POOL_RESERVED, proto::LAYER_UNKNOWN, proto::CUDA_MALLOC_ASYNC, 0, 0xA1,
+                           8 * test::kMiB, ms))
+      .end_chunk();
+  std::string path = test::temp_path("peak-breakdown-pool-reserve.mtrace");
+  test::write_file(path, b.bytes());
+  std::unique_ptr<Analysis> a = analyze_trace(path, true);
+  Symbolizer symbolizer(a->stacks.modules(), std::vector<std::string>{});
+  FrameResolver resolver(a->stacks, symbolizer);
+  ASSERT_EQ(a->model.devices().at(0).peak_allocated().bytes, 10 * test::kMiB);
+  // Without phases (from the first pass) and with a replay (break_down_moments), the same rows.
+  MomentBreakdown captured = breakdowns_at_peaks(*a, EventPhases{}, resolver).at(0);
+  Moment moment{0, 1};
+  MomentBreakdown replayed = break_down_moments(*a, std::span(&moment, 1), EventPhases{}, resolver).at(0);
+  for (const MomentBreakdown* m : {&captured, &replayed}) {
+    EXPECT_EQ(m->totals.allocated_bytes, 10 * test::kMiB);
+    EXPECT_EQ(m->row(BreakdownRow::kUnclassified).bytes, 10 * test::kMiB);
+    EXPECT_EQ(m->row(BreakdownRow::kUnclassified).count, 1u);
+    EXPECT_EQ(m->row(BreakdownRow::kWorkspaces).bytes, 0u);
+  }
+}
+
+}  // namespace
+}  // namespace memtrace

@@ -1,18 +1,30 @@
 // libFuzzer target for the whole analyzer: every report command's analysis and output, in process, on a
-// trace built from records (input format: pipeline_input.h). What `memtrace summary` (text, --json),
-// `leaks` (text, --json), `oom` (text, --json), `timeline` (--csv, --json, each with and without
-// --interval) and `dump` (with and without --frames) do with a file, this does with the input's trace; then it
-// checks the outputs:
+// trace built from records (input format: pipeline_input.h). What these commands do with a file, this does with
+// the input's trace, calling the functions the commands call with the arguments they pass:
+//   `summary` (text, --json): the iteration analysis (analyze_iterations), the breakdown at each device's peak
+//     (breakdowns_at_peaks), the iterations, traps and leaks grouped per iteration;
+//   `leaks` (text, --json), with the iteration report and the traps; `oom` (text, --json);
+//   `peak` (text, --json, with the tree by user line) at each device's peak, and at a time (--at: the trace's
+//     start, a quarter, half or its end, by the flags' interval bits);
+//   `diff` (text, --json) of the trace against itself, and against the input less its last chunk (a second
+//     in-memory file);
+//   `timeline` (--csv, --json, each with and without --interval) and `dump` (with and without --frames).
+// Then it checks the outputs:
 //   - an input the analysis refuses throws memtrace::TraceError, nothing else (any other exception
 //     escapes: a finding); once accepted, every command must accept it too;
 //   - every JSON output parses (nlohmann::json::parse), every line of dump's too;
 //   - no text output has a byte below 0x20 other than '\n', nor 0x7f: a trace must not write to the
 //     user's terminal (off with MEMTRACE_FUZZ_CHECK_TERMINAL=0);
 //   - no figure a JSON output computes exceeds 2^63 (a negative total wrapped to uint64) and no *_bytes
-//     figure is negative; identifiers and values the trace states itself (addresses, requests, cuMemGetInfo
-//     samples) are left out, and so is every figure when the byte counts the trace states could add up
-//     to 2^63 (stated_bytes_bound) (off with MEMTRACE_FUZZ_CHECK_WRAP=0);
-//   - every device's peak allocated >= its final allocated, peak reserved >= final reserved.
+//     figure is negative but the differences (signed_by_design: changes, growth); identifiers and values the
+//     trace states itself (addresses, requests, cuMemGetInfo samples) are left out, and so is every figure
+//     when the byte counts the trace states could add up to 2^63 (stated_bytes_bound) (off with
+//     MEMTRACE_FUZZ_CHECK_WRAP=0);
+//   - every device's peak allocated >= its final allocated, peak reserved >= final reserved;
+//   - a peak breakdown's rows add up to the allocated total at its moment, which at a peak is the device's peak
+//     allocated;
+//   - a diff of the trace against itself reports no change: every site matched and unchanged, every device's
+//     peak, growth per iteration and categories equal, the same iterations, program and devices.
 // A failed check prints what failed and __builtin_trap()s, so libFuzzer keeps the input.
 //
 // The mutator (LLVMFuzzerCustomMutator, LLVMFuzzerCustomCrossOver) works on records: it parses the input
@@ -23,6 +35,9 @@
 // or falls back to libFuzzer's byte mutations (of one record, or of the whole input). Deterministic from
 // the seed libFuzzer gives. MEMTRACE_FUZZ_MUTATOR_STATS=1 prints how often each mutation was made (at exit
 // and every 1000); MEMTRACE_FUZZ_MAX_STACK_FRAMES=N caps the depth of blown-up stacks.
+//
+// MEMTRACE_FUZZ_WRITE_TRACE=PATH writes the input's trace to PATH (an .mtrace file, for `memtrace` itself);
+// MEMTRACE_FUZZ_TIMING=1 prints each stage's time.
 //
 // The Symbolizer gets no modules (it would open the files a trace names; a fuzzer must not open arbitrary
 // paths of this machine); Module records still reach the StackTable.
@@ -40,6 +55,8 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -48,17 +65,29 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/analysis.h"
+#include "analysis/diff.h"
+#include "analysis/iteration_report.h"
+#include "analysis/live_tree.h"
 #include "analysis/oom_report.h"
+#include "analysis/peak_breakdown.h"
 #include "cli/commands.h"
+#include "cli/report_session.h"
 #include "export/record_dump.h"
 #include "memtrace.pb.h"
 #include "pipeline_input.h"
+#include "report/json/diff_json.h"
 #include "report/json/oom_json.h"
+#include "report/json/peak_json.h"
 #include "report/json/report_json.h"
+#include "report/text/diff_text.h"
+#include "report/text/iterations_text.h"
 #include "report/text/oom_text.h"
+#include "report/text/peak_text.h"
 #include "report/text/report_text.h"
+#include "stacks/call_sites.h"
 #include "stacks/frames.h"
 #include "stacks/symbolizer.h"
+#include "util/terminal_text.h"
 
 extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
 
@@ -84,27 +113,33 @@ bool env_switch(const char* name, bool default_on) {
   __builtin_trap();
 }
 
-// The reader takes a path; an in-memory file keeps every run off the disk.
-int input_fd() {
-  static const int fd = [] {
-    int fd = memfd_create("memtrace-fuzz-pipeline", 0);
-    if (fd < 0) std::abort();
-    return fd;
-  }();
-  return fd;
-}
-const std::string& input_path() {
-  static const std::string path = "/proc/self/fd/" + std::to_string(input_fd());
-  return path;
-}
-void write_input(const std::string& file) {
-  if (ftruncate(input_fd(), 0) != 0) std::abort();
-  for (size_t done = 0; done < file.size();) {
-    ssize_t n = pwrite(input_fd(), file.data() + done, file.size() - done, off_t(done));
-    if (n <= 0) std::abort();
-    done += size_t(n);
+// The reader takes a path; in-memory files keep every run off the disk. File 0 is the input's trace, file 1 the
+// second trace `diff` compares it with.
+class MemFile {
+ public:
+  explicit MemFile(const char* name) : fd_(memfd_create(name, 0)) {
+    if (fd_ < 0) std::abort();
+    path_ = "/proc/self/fd/" + std::to_string(fd_);
   }
+  const std::string& path() const { return path_; }
+  void write(const std::string& file) const {
+    if (ftruncate(fd_, 0) != 0) std::abort();
+    for (size_t done = 0; done < file.size();) {
+      ssize_t n = pwrite(fd_, file.data() + done, file.size() - done, off_t(done));
+      if (n <= 0) std::abort();
+      done += size_t(n);
+    }
+  }
+
+ private:
+  int fd_;
+  std::string path_;
+};
+const MemFile& mem_file(int which) {
+  static const MemFile files[2] = {MemFile("memtrace-fuzz-pipeline"), MemFile("memtrace-fuzz-pipeline-after")};
+  return files[which];
 }
+const std::string& input_path() { return mem_file(0).path(); }
 
 void check_text(const std::string& text, const char* what) {
   static const bool enabled = env_switch("MEMTRACE_FUZZ_CHECK_TERMINAL", true);
@@ -144,6 +179,12 @@ bool stated_by_trace(const std::string& key) {
 bool ends_with(const std::string& s, const char* suffix) {
   size_t n = std::strlen(suffix);
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// Byte figures that are differences, negative where the bytes fell (docs/json.md): diff's changes (after minus
+// before), growth per iteration and diff's growth.
+bool signed_by_design(const std::string& key) {
+  return ends_with(key, "change_bytes") || ends_with(key, "growth_per_iteration_bytes") || key == "growth_bytes";
 }
 
 // Walks `j` (no recursion: the depth of a JSON document the analyzer writes is small, but the rule holds).
@@ -188,7 +229,7 @@ void check_numbers(const nlohmann::json& root, const char* what) {
         finding(std::string(what) + ": \"" + key + "\": " + std::to_string(j->get<uint64_t>()) +
                 " exceeds 2^63 (a negative figure wrapped to uint64?)");
     } else if (j->is_number_integer()) {
-      if (j->get<int64_t>() < 0 && ends_with(key, "_bytes"))
+      if (j->get<int64_t>() < 0 && ends_with(key, "_bytes") && !signed_by_design(key))
         finding(std::string(what) + ": \"" + key + "\" is negative: " + std::to_string(j->get<int64_t>()));
     }
   }
@@ -245,46 +286,182 @@ auto accepted_stage(const char* what, F&& f) {
   }
 }
 
-// cmd_summary, in process (the Symbolizer without modules).
-void run_summary(const memtrace::Analysis& a, uint8_t flags) {
-  memtrace::Symbolizer symbolizer(std::vector<proto::Module>{});
-  memtrace::FrameResolver resolver(a.stacks, symbolizer);
-  check_json(dump({{"trace", memtrace::trace_json(a)},
-                   {"devices", memtrace::devices_json(a, resolver)},
-                   {"process", memtrace::process_json(a)},
-                   {"leaks", memtrace::leaks_json(a, resolver)},
-                   {"ooms", memtrace::ooms_json(a, resolver)}}),
-             "summary --json");
+// What a report command opens (ReportSession, less the command line): the analysis, and the Symbolizer (without
+// modules) and FrameResolver of its stacks.
+struct Session {
+  explicit Session(std::unique_ptr<memtrace::Analysis> analysis)
+      : a(std::move(analysis)), symbolizer(std::vector<proto::Module>{}), resolver(a->stacks, symbolizer) {}
+  std::unique_ptr<memtrace::Analysis> a;
+  memtrace::Symbolizer symbolizer;
+  memtrace::FrameResolver resolver;
+};
+
+// As the commands print a JSON report: terminal-safe, then checked.
+void check_report_json(const nlohmann::json& report, const char* what) {
+  check_json(memtrace::json_terminal_safe(report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) + '\n',
+             what);
+}
+
+// The breakdown's rows add up to the allocated total at the moment (peak_breakdown.h), and a peak's is the peak.
+void check_breakdown(const memtrace::MomentBreakdown& b, const memtrace::Analysis& a, bool at_peak, const char* what) {
+  uint64_t rows = 0;
+  for (const memtrace::ByteCount& row : b.rows) rows += row.bytes;
+  if (rows != b.totals.allocated_bytes)
+    finding(std::string(what) + ": device " + std::to_string(b.device) + " breakdown rows add up to " +
+            std::to_string(rows) + ", allocated at the moment is " + std::to_string(b.totals.allocated_bytes));
+  const uint64_t peak_bytes = a.model.devices().at(b.device).peak_allocated().bytes;
+  if (at_peak && b.totals.allocated_bytes != peak_bytes)
+    finding(std::string(what) + ": device " + std::to_string(b.device) + " allocated at the peak's moment " +
+            std::to_string(b.totals.allocated_bytes) + " != peak allocated " + std::to_string(peak_bytes));
+}
+
+// cmd_summary, in process: the iteration analysis, the breakdown at each peak, then the reports.
+void run_summary(Session& s, uint8_t flags) {
+  const memtrace::Analysis& a = *s.a;
+  memtrace::IterationReport iterations = accepted_stage(
+      "analyze_iterations (summary)", [&] { return memtrace::analyze_iterations(a, s.resolver, a.nvtx_ranges); });
+  std::map<int32_t, memtrace::MomentBreakdown> breakdowns = accepted_stage(
+      "breakdowns_at_peaks (summary)", [&] { return memtrace::breakdowns_at_peaks(a, iterations.phases, s.resolver); });
+  for (const auto& [device, b] : breakdowns) check_breakdown(b, a, /*at_peak=*/true, "summary's breakdown");
+  nlohmann::json devices = memtrace::devices_json(a, s.resolver);
+  for (nlohmann::json& entry : devices) {
+    auto b = breakdowns.find(entry["device"].get<int32_t>());
+    entry["peak_breakdown"] = b == breakdowns.end() ? nlohmann::json(nullptr) : memtrace::breakdown_json(b->second);
+  }
+  nlohmann::json report = {{"trace", memtrace::trace_json(a)},
+                           {"devices", devices},
+                           {"process", memtrace::process_json(a)},
+                           {"iterations", memtrace::iterations_json(iterations, s.resolver)},
+                           {"leaks", memtrace::leaks_json(a, s.resolver, &iterations)},
+                           {"ooms", memtrace::ooms_json(a, s.resolver)}};
+  memtrace::add_symbolizer_health(report["trace"], s.symbolizer);
+  check_report_json(report, "summary --json");
   std::ostringstream out;
   memtrace::TextOptions options = text_options(a, flags);
   memtrace::print_trace_overview(out, a);
-  memtrace::print_devices(out, a, resolver, options);
+  memtrace::print_devices(out, a, s.resolver, options, [&](std::ostream& o, int32_t device) {
+    if (auto b = breakdowns.find(device); b != breakdowns.end()) memtrace::print_breakdown_lines(o, b->second, "  ");
+  });
   memtrace::print_process(out, a);
-  memtrace::print_leaks(out, a, resolver, options);
-  memtrace::print_ooms(out, a, resolver, options);
-  memtrace::print_health(out, a);
+  memtrace::print_iterations(out, iterations, options);
+  memtrace::print_traps(out, iterations);
+  memtrace::print_leaks(out, a, s.resolver, options, &iterations);
+  memtrace::print_ooms(out, a, s.resolver, options);
+  memtrace::print_health(out, a, s.symbolizer.modules_not_opened());
   check_text(out.str(), "summary");
 }
 
-// cmd_leaks and cmd_oom, which share an analysis without live-at-peak.
-void run_leaks_and_oom(const memtrace::Analysis& a, uint8_t flags) {
-  memtrace::Symbolizer symbolizer(std::vector<proto::Module>{});
-  memtrace::FrameResolver resolver(a.stacks, symbolizer);
+// cmd_leaks (with the iteration report) and cmd_oom, which share an analysis without live-at-peak.
+void run_leaks_and_oom(Session& s, uint8_t flags) {
+  const memtrace::Analysis& a = *s.a;
   memtrace::TextOptions options = text_options(a, flags);
-  check_json(dump({{"trace", memtrace::trace_json(a)}, {"leaks", memtrace::leaks_json(a, resolver)}}), "leaks --json");
+  memtrace::IterationReport iterations = accepted_stage(
+      "analyze_iterations (leaks)", [&] { return memtrace::analyze_iterations(a, s.resolver, a.nvtx_ranges); });
+  nlohmann::json report = {{"trace", memtrace::trace_json(a)},
+                           {"iterations", memtrace::iterations_json(iterations, s.resolver)},
+                           {"leaks", memtrace::leaks_json(a, s.resolver, &iterations)}};
+  memtrace::add_symbolizer_health(report["trace"], s.symbolizer);
+  check_report_json(report, "leaks --json");
   std::ostringstream leaks;
   memtrace::print_trace_overview(leaks, a);
-  memtrace::print_leaks(leaks, a, resolver, options);
+  memtrace::print_traps(leaks, iterations);
+  memtrace::print_leaks(leaks, a, s.resolver, options, &iterations);
   check_text(leaks.str(), "leaks");
 
   size_t sites_per_oom = (flags >> memtrace::fuzz::kTopShift) ? options.top : memtrace::kSitesPerOom;
-  memtrace::OomReport report =
+  memtrace::OomReport oom_report =
       accepted_stage("build_oom_report", [&] { return memtrace::build_oom_report(a, sites_per_oom); });
-  check_json(dump(memtrace::oom_report_json(a, report, resolver)), "oom --json");
+  check_json(dump(memtrace::oom_report_json(a, oom_report, s.resolver)), "oom --json");
   std::ostringstream oom;
-  if (report.total == 0) oom << "no failed allocation in " << a.path << '\n';
-  else memtrace::print_oom_report(oom, a, report, resolver, options);
+  if (oom_report.total == 0) oom << "no failed allocation in " << a.path << '\n';
+  else memtrace::print_oom_report(oom, a, oom_report, s.resolver, options);
   check_text(oom.str(), "oom");
+}
+
+// cmd_peak, in process (its choose_moments without --device): each device's peak allocated, or with `at_ns`
+// (--at, in nanoseconds from trace start) the last event at or before it; text and --json, with the tree.
+void run_peak(Session& s, uint8_t flags, std::optional<int64_t> at_ns) {
+  const memtrace::Analysis& a = *s.a;
+  const char* what = at_ns ? "peak --at" : "peak";
+  std::vector<memtrace::Moment> moments;
+  std::optional<uint64_t> at_event;
+  if (at_ns) {
+    if (*at_ns < 0 || *at_ns > a.duration_ns()) return;  // the command's error line: outside the trace
+    at_event = accepted_stage("last_event_at_or_before", [&] { return memtrace::last_event_at_or_before(a, *at_ns); });
+    if (!at_event) return;  // the command's error line: before the trace's first event
+  }
+  for (const auto& [device, state] : a.model.devices())
+    if (state.peak_allocated().bytes > 0)
+      moments.push_back(memtrace::Moment{device, at_event ? *at_event : state.peak_allocated().event_index});
+  std::vector<memtrace::MomentBreakdown> breakdowns = accepted_stage(what, [&] {
+    return memtrace::break_down_moments(a, moments, memtrace::event_phases_of(a, s.resolver), s.resolver);
+  });
+  for (const memtrace::MomentBreakdown& b : breakdowns) check_breakdown(b, a, !at_ns, what);
+  memtrace::SiteGrouping grouping(a.stacks);
+  memtrace::TextOptions options = text_options(a, flags);
+  nlohmann::json peaks = nlohmann::json::array();
+  for (const memtrace::MomentBreakdown& b : breakdowns)
+    peaks.push_back(
+        memtrace::peak_json(b, at_ns.has_value(), memtrace::live_tree(b.live, s.resolver, grouping), s.resolver));
+  nlohmann::json report = {{"trace", memtrace::trace_json(a)}, {"peaks", peaks}};
+  memtrace::add_symbolizer_health(report["trace"], s.symbolizer);
+  check_report_json(report, at_ns ? "peak --at --json" : "peak --json");
+  std::ostringstream out;
+  memtrace::print_trace_overview(out, a);
+  if (breakdowns.empty()) out << "\nNo device has allocated memory in this trace.\n";
+  for (const memtrace::MomentBreakdown& b : breakdowns)
+    memtrace::print_peak_report(out, b, memtrace::live_tree(b.live, s.resolver, grouping), at_ns.has_value(),
+                                s.resolver, options);
+  check_text(out.str(), what);
+}
+
+// cmd_diff's figures of one trace (opened with live at peak).
+memtrace::TraceFigures figures_of(Session& s) {
+  return accepted_stage("gather_trace_figures", [&] {
+    memtrace::IterationReport iterations = memtrace::analyze_iterations(*s.a, s.resolver, s.a->nvtx_ranges);
+    return memtrace::gather_trace_figures(*s.a, iterations,
+                                          memtrace::breakdowns_at_peaks(*s.a, iterations.phases, s.resolver));
+  });
+}
+
+// A diff of a trace against itself moves nothing: every site matched and unchanged, every device's figures equal.
+void check_no_change(const memtrace::DiffResult& d) {
+  std::string why;
+  if (d.changed_sites != 0) why = std::to_string(d.changed_sites) + " changed sites";
+  else if (d.matched_sites != d.sites.size() || d.sites_before != d.sites_after)
+    why = "sites matched " + std::to_string(d.matched_sites) + " of " + std::to_string(d.sites.size()) + " (before " +
+          std::to_string(d.sites_before) + ", after " + std::to_string(d.sites_after) + ")";
+  else if (!d.same_program || !d.same_devices) why = "not the same program or devices";
+  else if (d.iterations_before != d.iterations_after) why = "iterations differ";
+  for (const memtrace::DeviceChange& c : d.devices) {
+    if (!why.empty()) break;
+    const std::string device = "device " + std::to_string(c.device) + ": ";
+    if (!c.before || !c.after) why = device + "on one side only";
+    else if (c.peak_allocated_change_bytes != 0 || c.before->peak_allocated_bytes != c.after->peak_allocated_bytes)
+      why = device + "peak allocated changed by " + std::to_string(c.peak_allocated_change_bytes);
+    else if (c.growth_per_iteration_change_bytes.value_or(0) != 0)
+      why = device + "growth per iteration changed by " + std::to_string(*c.growth_per_iteration_change_bytes);
+    else if (c.other_gpu) why = device + "another GPU";
+    for (const memtrace::CategoryChange& category : c.categories)
+      if (why.empty() && (category.change_bytes != 0 || category.before_bytes != category.after_bytes))
+        why = device + category.name + " changed by " + std::to_string(category.change_bytes);
+  }
+  if (!why.empty()) finding("diff of the trace against itself reports a change: " + why);
+}
+
+// cmd_diff, in process: BEFORE's figures against AFTER's, text and --json.
+void run_diff(Session& before, const memtrace::TraceFigures& before_figures, Session& after, uint8_t flags,
+              bool same_trace) {
+  const memtrace::TraceFigures after_figures = figures_of(after);
+  const memtrace::DiffResult result = memtrace::diff(before_figures, after_figures);
+  if (same_trace) check_no_change(result);
+  check_report_json(memtrace::diff_json(*before.a, before.resolver, before.symbolizer, *after.a, after.resolver,
+                                        after.symbolizer, result),
+                    same_trace ? "diff --json (itself)" : "diff --json (last chunk dropped)");
+  std::ostringstream out;
+  memtrace::print_diff(out, {*before.a, before.resolver}, {*after.a, after.resolver}, result,
+                       text_options(*after.a, flags));
+  check_text(out.str(), same_trace ? "diff (itself)" : "diff (last chunk dropped)");
 }
 
 // Points std::cout and std::cerr elsewhere for its lifetime (the commands run by run_memtrace write to them).
@@ -360,7 +537,9 @@ class StageTimer {
   std::chrono::steady_clock::time_point start_;
 };
 
-void run_pipeline(uint8_t flags) {
+// `in`'s trace is in mem_file(0).
+void run_pipeline(const PipelineInput& in) {
+  const uint8_t flags = in.raw ? 0 : in.flags;
   StageTimer timer;
   timer.stage("analysis (live at peak)");
   std::unique_ptr<memtrace::Analysis> with_peak;
@@ -372,15 +551,50 @@ void run_pipeline(uint8_t flags) {
   check_peaks(*with_peak, "analysis (with live at peak)");
   wrap_check_applies = accepted_stage("read_trace", stated_bytes_bound) <= (uint64_t(1) << 63);
   timer.stage("summary, summary --json");
-  run_summary(*with_peak, flags);
-  with_peak.reset();
+  Session summary(std::move(with_peak));
+  run_summary(summary, flags);
+  {
+    // diff opens each trace with live at peak, as summary does: summary's analysis is BEFORE (a new session, as
+    // the command's), the trace again and the trace less its last chunk are AFTER.
+    timer.stage("diff itself");
+    Session before(std::move(summary.a));
+    const memtrace::TraceFigures before_figures = figures_of(before);
+    {
+      Session again(accepted_stage("analysis (diff)", [] { return memtrace::analyze_trace(input_path(), true); }));
+      run_diff(before, before_figures, again, flags, /*same_trace=*/true);
+    }
+    if (!in.raw) {
+      timer.stage("diff, last chunk dropped");
+      PipelineInput shorter = in;
+      if (!shorter.chunks.empty()) shorter.chunks.pop_back();
+      mem_file(1).write(memtrace::fuzz::trace_file(shorter));
+      std::unique_ptr<memtrace::Analysis> analysis;
+      try {
+        analysis = memtrace::analyze_trace(mem_file(1).path(), true);
+      } catch (const memtrace::TraceError&) {
+        analysis.reset();  // diff's one error line naming AFTER, exit 2
+      }
+      if (analysis) {
+        Session after(std::move(analysis));
+        check_peaks(*after.a, "analysis (last chunk dropped)");
+        run_diff(before, before_figures, after, flags, /*same_trace=*/false);
+      }
+    }
+  }
   timer.stage("analysis");
-  auto without_peak =
-      accepted_stage("analysis without live at peak", [] { return memtrace::analyze_trace(input_path(), false); });
-  check_peaks(*without_peak, "analysis");
+  Session without_peak(
+      accepted_stage("analysis without live at peak", [] { return memtrace::analyze_trace(input_path(), false); }));
+  check_peaks(*without_peak.a, "analysis");
   timer.stage("leaks, oom (text, --json)");
-  run_leaks_and_oom(*without_peak, flags);
-  without_peak.reset();
+  run_leaks_and_oom(without_peak, flags);
+  timer.stage("peak (text, --json)");
+  run_peak(without_peak, flags, std::nullopt);
+  // --at: a time chosen by the interval bits, from the trace's start to its end.
+  static const double kAtFractions[] = {0.0, 0.25, 0.5, 1.0};
+  timer.stage("peak --at (text, --json)");
+  run_peak(without_peak, flags,
+           int64_t(double(without_peak.a->duration_ns()) * kAtFractions[(flags >> memtrace::fuzz::kIntervalShift) & 3]));
+  without_peak.a.reset();
   static const char* const kIntervals[] = {"0.000001", "0.001", "0.5", "1000000000"};
   const char* interval = kIntervals[(flags >> memtrace::fuzz::kIntervalShift) & 3];
   for (bool json : {false, true}) {
@@ -1189,8 +1403,15 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   PipelineInput in = memtrace::fuzz::parse_input(data, size);
-  write_input(memtrace::fuzz::trace_file(in));
-  run_pipeline(in.raw ? 0 : in.flags);
+  const std::string file = memtrace::fuzz::trace_file(in);
+  mem_file(0).write(file);
+  // MEMTRACE_FUZZ_WRITE_TRACE=PATH: the input's trace as an .mtrace file, to run `memtrace` on a finding.
+  if (const char* path = std::getenv("MEMTRACE_FUZZ_WRITE_TRACE"); path && *path)
+    if (FILE* f = std::fopen(path, "wb")) {
+      std::fwrite(file.data(), 1, file.size(), f);
+      std::fclose(f);
+    }
+  run_pipeline(in);
   return 0;
 }
 
