@@ -406,7 +406,8 @@ TEST(Diff, GrowthPerIterationAndCategoriesWhereBothTracesHaveThem) {
 // is 7 MiB at 3 ms, 3 MiB under BEFORE's: the note says AFTER is cut short, so that the drop is not read as a fix.
 TEST(Diff, TruncatedTraceIsSaidInTextAndJson) {
   const std::string before = before_trace();
-  Events events(program(run2()), run2());
+  const ProgramRun run = run2();  // Events keeps a reference to it
+  Events events(program(run), run);
   events.alloc(kE, 4 * kMiB).alloc(kA, 3 * kMiB);
   events.b.end_chunk();
   const size_t complete_bytes = events.b.bytes().size();
