@@ -387,7 +387,9 @@ void run_peak(Session& s, uint8_t flags, std::optional<int64_t> at_ns) {
   std::optional<uint64_t> at_event;
   if (at_ns) {
     if (*at_ns < 0 || *at_ns > a.duration_ns()) return;  // the command's error line: outside the trace
-    at_event = accepted_stage("last_event_at_or_before", [&] { return memtrace::last_event_at_or_before(a, *at_ns); });
+    at_event = accepted_stage("last_event_at_or_before",
+                              [&] { return memtrace::last_event_at_or_before(a, *at_ns); })
+                   .event;
     if (!at_event) return;  // the command's error line: before the trace's first event
   }
   for (const auto& [device, state] : a.model.devices())
