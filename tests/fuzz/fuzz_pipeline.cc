@@ -445,8 +445,8 @@ void check_no_change(const memtrace::DiffResult& d) {
       why = device + "growth per iteration changed by " + std::to_string(*c.growth_per_iteration_change_bytes);
     else if (c.other_gpu) why = device + "another GPU";
     for (const memtrace::CategoryChange& category : c.categories)
-      if (why.empty() && (category.change_bytes != 0 || category.before_bytes != category.after_bytes))
-        why = device + category.name + " changed by " + std::to_string(category.change_bytes);
+      if (why.empty() && (category.change_bytes.value_or(0) != 0 || category.before_bytes != category.after_bytes))
+        why = device + category.name + " changed by " + std::to_string(category.change_bytes.value_or(0));
   }
   if (!why.empty()) finding("diff of the trace against itself reports a change: " + why);
 }
