@@ -117,6 +117,17 @@ TraceFigures gather_trace_figures(const Analysis& analysis, const IterationRepor
   return figures;
 }
 
+CallSite SiteChange::shown_site() const {
+  const SiteSide& shown = after ? *after : *before;
+  CallSite site;
+  site.device = device;
+  site.stack_id = shown.stack_id;
+  site.bytes = shown.peak_bytes;
+  site.count = shown.peak_count;
+  site.stack_count = shown.stack_count;
+  return site;
+}
+
 const char* growth_measure_name(GrowthMeasure measure) {
   switch (measure) {
     case GrowthMeasure::kPerIteration: return "per iteration";

@@ -116,6 +116,10 @@ struct SiteChange {
   int64_t peak_change_bytes = 0;               // after - before, an absent side counted as 0
   std::optional<int64_t> growth_change_bytes;  // in DiffResult::growth's measure; unset for kNone
   bool changed() const { return !before || !after || peak_change_bytes != 0 || growth_change_bytes.value_or(0) != 0; }
+  // The site as the reports show it: AFTER's side where the site is in AFTER (shown_in_after), else BEFORE's; its
+  // stack is one of that trace's.
+  bool shown_in_after() const { return after.has_value(); }
+  CallSite shown_site() const;
 };
 
 struct DiffResult {

@@ -1,10 +1,7 @@
 // The peak breakdown (analysis/peak_breakdown.h), the tree by user line (analysis/live_tree.h) and `memtrace peak`,
 // on a two-iteration training trace built by hand with hand-made EventPhases. Every figure worked out below.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -450,27 +447,8 @@ TEST(PeakBreakdown, SummaryLinesWithPhases) {
             "or keep a smaller optimizer state.\n");
 }
 
-struct CliResult {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-CliResult run_peak(const std::string& args) {
-  std::string out = test::temp_path("peak-cli.out"), err = test::temp_path("peak-cli.err");
-  int status = std::system((std::string(MEMTRACE_BIN) + " peak " + args + " >" + out + " 2>" + err).c_str());
-  CliResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
+// `memtrace peak ARGS`: its exit status and what it wrote to each stream.
+test::MemtraceRun run_peak(const std::string& args) { return test::run_memtrace_binary("peak " + args); }
 
 // The command finds the iterations itself (find_iterations), not training_phases(): train_step's line 42 comes
 // back after line 45, so iterations start at e4 and e13 (line 45, seen in one run, is not where one starts); e10
@@ -481,7 +459,7 @@ CliResult run_peak(const std::string& args) {
 // P + S = 22 MiB (56%) is model state.
 TEST(PeakCli, TextReportAtThePeak) {
   std::string path = training_trace();
-  CliResult r = run_peak(path + " --top 4");
+  test::MemtraceRun r = run_peak(path + " --top 4");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.err, "");
   const std::string expected =
@@ -523,7 +501,7 @@ TEST(PeakCli, TextReportAtThePeak) {
 
 TEST(PeakCli, AtATimeAndJson) {
   std::string path = training_trace();
-  CliResult r = run_peak(path + " --at 0.0145 --json");  // e13 is at 14 ms, e14 at 15 ms
+  test::MemtraceRun r = run_peak(path + " --at 0.0145 --json");  // e13 is at 14 ms, e14 at 15 ms
   ASSERT_EQ(r.exit_code, 0) << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["peaks"].size(), 1u);
@@ -577,7 +555,7 @@ TEST(PeakCli, AtATimeAndJson) {
 // (21 ms, its last event) is inside it.
 TEST(PeakCli, AtTheTimeTheHeaderPrints) {
   std::string path = training_trace();
-  CliResult r = run_peak(path + " --at 0.016000 --json");
+  test::MemtraceRun r = run_peak(path + " --at 0.016000 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["peaks"][0]["event"], 15);
   r = run_peak(path + " --at 0.0159999 --json");  // just before e15 (16 ms): e14
@@ -590,7 +568,7 @@ TEST(PeakCli, AtTheTimeTheHeaderPrints) {
 
 TEST(PeakCli, BadAtIsOneLine) {
   std::string path = training_trace();
-  CliResult r = run_peak(path + " --at 0.5");
+  test::MemtraceRun r = run_peak(path + " --at 0.5");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "memtrace: " + path + ": --at 0.5: outside the trace, which runs from 0.000 s to 0.021 s\n");
   EXPECT_EQ(r.out, "");

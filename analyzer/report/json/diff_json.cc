@@ -63,14 +63,7 @@ json site_json(const SiteChange& c, FrameResolver& before_frames, FrameResolver&
                  {"after", site_side_json(c.after)},
                  {"peak_change_bytes", c.peak_change_bytes},
                  {"growth_change_bytes", optional_json(c.growth_change_bytes)}};
-  const SiteSide& shown = c.after ? *c.after : *c.before;
-  CallSite site;
-  site.device = c.device;
-  site.stack_id = shown.stack_id;
-  site.bytes = shown.peak_bytes;
-  site.count = shown.peak_count;
-  site.stack_count = shown.stack_count;
-  return with_site_stack(std::move(fields), site, c.after ? after_frames : before_frames);
+  return with_site_stack(std::move(fields), c.shown_site(), c.shown_in_after() ? after_frames : before_frames);
 }
 
 json program_json(const std::string& program) { return program.empty() ? json(nullptr) : json(program); }

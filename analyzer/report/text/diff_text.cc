@@ -87,14 +87,7 @@ void print_site(std::ostream& out, size_t number, const SiteChange& c, GrowthMea
   if (c.growth_change_bytes && (growth_before || growth_after))
     out << "      grows " << growth_measure_name(growth) << ": " << signed_bytes(growth_before) << " -> "
         << signed_bytes(growth_after) << ", " << format_bytes_change(*c.growth_change_bytes) << '\n';
-  const SiteSide& shown = c.after ? *c.after : *c.before;
-  CallSite site;
-  site.device = c.device;
-  site.stack_id = shown.stack_id;
-  site.bytes = shown.peak_bytes;
-  site.count = shown.peak_count;
-  site.stack_count = shown.stack_count;
-  print_site_frames(out, site, c.after ? after.resolver : before.resolver, options);
+  print_site_frames(out, c.shown_site(), c.shown_in_after() ? after.resolver : before.resolver, options);
 }
 
 void print_sites(std::ostream& out, const DiffResult& diff, const DiffSide& before, const DiffSide& after,
