@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "stacks/folded_stack.h"
 #include "stacks/frame_roles.h"
 #include "util/format.h"
 #include "util/terminal_text.h"
@@ -129,15 +130,6 @@ void print_folded_run(std::ostream& out, const std::vector<const Frame*>& run) {
   out << '\n';
 }
 
-// Who allocated where frame_roles cannot name the layer: the innermost native frame, "descend_and_allocate() in
-// libdeep.so" where it has a name here, "in libdeep.so" where it has none, "outside every known module" where it is
-// a bare address.
-std::string unknown_layer(const Frame& innermost, const NativeRoles& roles) {
-  if (roles.innermost_module.empty()) return "outside every known module";
-  if (innermost.python || unsymbolized(innermost)) return "in " + roles.innermost_module;
-  return shorten_cpp_name(innermost.function) + " in " + roles.innermost_module;
-}
-
 // "MEMTRACE_MAX_FRAMES_PYTHON=16": the limit that cut a stack's native frames, as the folded line names it.
 std::string native_limit_setting(bool python_thread, const TextOptions& options) {
   const char* name = python_thread ? "MEMTRACE_MAX_FRAMES_PYTHON" : "MEMTRACE_MAX_FRAMES";
@@ -148,9 +140,8 @@ std::string native_limit_setting(bool python_thread, const TextOptions& options)
 
 // The one line every native frame of a stack with Python frames folds into:
 //   "native: autograd node AddmmBackward0, aten::mm -> cuBLAS workspace (23 frames; --all-frames shows them)".
-// What is not known is left out: no node, no operator, and for a layer frame_roles cannot tell, the innermost
-// native frame (unknown_layer). The frames of a borrowed stack were taken on the autograd thread, which has no
-// Python frames of its own: its cut is the tracer's plain limit.
+// The phrase is folded_stack.h's native_summary. The frames of a borrowed stack were taken on the autograd thread,
+// which has no Python frames of its own: its cut is the tracer's plain limit.
 void print_native_line(std::ostream& out, const ResolvedStack& stack, const TextOptions& options) {
   size_t native_count = 0, unsymbolized_count = 0;
   for (const Frame& f : stack.frames)
@@ -162,15 +153,7 @@ void print_native_line(std::ostream& out, const ResolvedStack& stack, const Text
     out << kIndent << "native: none kept (cut at " << limit << ")\n";
     return;
   }
-  NativeRoles roles = native_roles(stack);
-  std::string what;
-  if (roles.autograd_node) what = "autograd node " + *roles.autograd_node;
-  if (roles.aten_operator) what += (what.empty() ? "" : ", ") + *roles.aten_operator;
-  std::string layer = roles.layer != AllocatingLayer::kOther ? allocating_layer_name(roles.layer)
-                                                             : unknown_layer(stack.frames.front(), roles);
-  out << kIndent << "native: ";
-  if (!what.empty()) out << terminal_safe(what) << " -> ";
-  out << terminal_safe(layer);
+  out << kIndent << "native: " << terminal_safe(native_summary(stack));
   out << " (" << count_of(native_count, "frame");
   if (unsymbolized_count == native_count) out << ", not symbolized on this machine";
   else if (unsymbolized_count) out << ", " << unsymbolized_count << " not symbolized on this machine";

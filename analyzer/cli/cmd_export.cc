@@ -1,0 +1,95 @@
+// `memtrace export --format FORMAT TRACE -o FILE`: the trace in a form another tool reads (docs/commands/export.md).
+// One row of kFormats per format; each format's writer is its own file in analyzer/export/.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+#include "cli/report_session.h"
+#include "export/event_csv.h"
+#include "export/export_source.h"
+#include "util/terminal_text.h"
+
+namespace memtrace {
+namespace {
+
+struct ExportFormat {
+  const char* name;
+  const char* help;
+  // Writes the whole export to `out` (opened in binary mode on FILE). Throws TraceError where the trace no
+  // longer reads.
+  void (*write)(const ExportSource& source, std::ostream& out);
+};
+
+constexpr ExportFormat kFormats[] = {
+    {"csv", "every event as a CSV row: time, device, API, address, size, stack id", write_event_csv},
+};
+
+struct ExportArgs {
+  ReportArgs report;  // TRACE and --debug-paths (the other report options are not offered)
+  std::string format;
+  std::string output;
+};
+
+const ExportFormat* find_format(const std::string& name) {
+  for (const ExportFormat& f : kFormats)
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
+std::string format_names() {
+  std::string names;
+  for (const ExportFormat& f : kFormats) names += (names.empty() ? "" : ", ") + std::string(f.name);
+  return names;
+}
+
+int export_trace(const ExportArgs& args) {
+  const ExportFormat* format = find_format(args.format);
+  if (!format) throw UsageError("unknown --format '" + args.format + "' (formats: " + format_names() + ")");
+  if (args.output.empty()) throw UsageError("export needs -o FILE");
+  ReportSession session;
+  if (int status = open_report(args.report, /*with_live_at_peak=*/true, &session); status != kExitOk) return status;
+  const Analysis& analysis = *session.analysis;
+  FrameResolver& resolver = *session.resolver;
+  ExportSource source(analysis, resolver, [&] { return event_phases_of(analysis, resolver); });
+  std::ofstream out(args.output, std::ios::binary | std::ios::trunc);
+  if (!out) {
+    std::cerr << "memtrace: " << terminal_safe(args.output) << ": cannot write\n";
+    return kExitBadInput;
+  }
+  try {
+    format->write(source, out);
+  } catch (const TraceError& e) {
+    out.close();
+    std::remove(args.output.c_str());  // no half-written export left behind
+    return report_trace_error(analysis.path, e);
+  }
+  out.close();
+  if (!out) {
+    std::cerr << "memtrace: " << terminal_safe(args.output) << ": write failed\n";
+    return kExitBadInput;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+RunCommand add_export(CLI::App& memtrace) {
+  auto args = std::make_shared<ExportArgs>();
+  CLI::App* command = memtrace.add_subcommand("export", "the trace in a form another tool reads: " + format_names());
+  add_trace(*command, &args->report.trace);
+  std::string help = "one of:";
+  for (const ExportFormat& f : kFormats) help += std::string("\n  ") + f.name + ": " + f.help;
+  command->add_option("--format", args->format, help)->required()->type_name("FORMAT");
+  command->add_option("-o,--output", args->output, "the file to write")->required()->type_name("FILE");
+  command->add_option("--debug-paths", args->report.debug_paths,
+                      "directories with debug files for the symbolizer, searched in order")
+      ->type_name("DIR[:DIR...]");
+  return [args] { return export_trace(*args); };
+}
+
+}  // namespace memtrace

@@ -1,0 +1,59 @@
+// `memtrace export --format csv` (export/event_csv.h): every event as one row, on a trace built here.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "trace_builder.h"
+
+namespace memtrace {
+namespace {
+
+using test::run_memtrace_binary;
+using test::TraceBuilder;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(EventCsv, EveryEventOneRowWithTheTraceClock) {
+  TraceBuilder b;
+  b.start();
+  // 1 ms in: a 4 MiB cudaMalloc on device 0 from stack 7; 0.5 ms later a 1 MiB PyTorch block in it; then the
+  // block freed (2 us later) and the segment freed with cudaFree (3 us later).
+  b.event(test::driver_alloc(0, 0x7f0000000000, 4 << 20, 1000000, 7));
+  b.event(test::torch_event(proto::ALLOC, 0, 0x7f0000000000, 1 << 20, 1 << 20, 4 << 20, 500000, 8));
+  b.event(test::torch_event(proto::FREE, 0, 0x7f0000000000, 1 << 20, 0, 4 << 20, 2000));
+  b.event(test::driver_free(0, 0x7f0000000000, 3000));
+  b.end(4, 0).end_chunk();
+  const std::string trace = test::temp_path("csv.mtrace"), csv = test::temp_path("csv.csv");
+  test::write_file(trace, b.bytes());
+  test::MemtraceRun r = run_memtrace_binary("export --format csv " + trace + " -o " + csv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(read_file(csv),
+            "event,time_ns,kind,layer,api,memory,device,stream,tid,address,size_bytes,result,stack_id,handle\n"
+            "0,1000000,ALLOC,LAYER_DRIVER,CUDA_MALLOC,MEMORY_DEVICE,0,0,0,0x7f0000000000,4194304,0,7,0\n"
+            "1,1500000,ALLOC,LAYER_BLOCK,TORCH_ALLOCATOR,MEMORY_DEVICE,0,0,0,0x7f0000000000,1048576,0,8,0\n"
+            "2,1502000,FREE,LAYER_BLOCK,TORCH_ALLOCATOR,MEMORY_DEVICE,0,0,0,0x7f0000000000,1048576,0,0,0\n"
+            "3,1505000,FREE,LAYER_DRIVER,CUDA_FREE,MEMORY_DEVICE,0,0,0,0x7f0000000000,0,0,0,0\n");
+}
+
+TEST(EventCsv, UnknownFormatAndUnreadableTraceAreOneLine) {
+  const std::string csv = test::temp_path("bad.csv");
+  test::MemtraceRun r = run_memtrace_binary("export --format xls " + std::string(MEMTRACE_EXAMPLE_OOM_TRACE) + " -o " + csv);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err.substr(0, r.err.find('\n')), "memtrace: unknown --format 'xls' (formats: csv)");
+  const std::string junk = test::temp_path("junk.mtrace");
+  test::write_file(junk, "not a trace");
+  r = run_memtrace_binary("export --format csv " + junk + " -o " + csv);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(junk), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace memtrace
