@@ -12,6 +12,8 @@
 #include "cli/report_session.h"
 #include "export/event_csv.h"
 #include "export/export_source.h"
+#include "export/perfetto.h"
+#include "export/pprof.h"
 #include "util/terminal_text.h"
 
 namespace memtrace {
@@ -27,6 +29,8 @@ struct ExportFormat {
 
 constexpr ExportFormat kFormats[] = {
     {"csv", "every event as a CSV row: time, device, API, address, size, stack id", write_event_csv},
+    {"perfetto", "a Perfetto trace: memory counters per device, OOMs, iterations and NVTX ranges", write_perfetto},
+    {"pprof", "a gzip'ed pprof profile of the bytes by stack: in use at the peak, at exit, allocated", write_pprof},
 };
 
 struct ExportArgs {

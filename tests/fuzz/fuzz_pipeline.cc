@@ -42,6 +42,7 @@
 // The Symbolizer gets no modules (it would open the files a trace names; a fuzzer must not open arbitrary
 // paths of this machine); Module records still reach the StackTable.
 #include <google/protobuf/stubs/logging.h>
+#include <zlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -72,7 +73,11 @@
 #include "analysis/peak_breakdown.h"
 #include "cli/commands.h"
 #include "cli/report_session.h"
+#include "export/perfetto.h"
+#include "export/pprof.h"
 #include "export/record_dump.h"
+#include "perfetto_trace.pb.h"
+#include "profile.pb.h"
 #include "memtrace.pb.h"
 #include "pipeline_input.h"
 #include "report/json/diff_json.h"
@@ -520,6 +525,82 @@ void run_dump(bool frames) {
   }
 }
 
+// `memtrace export --format perfetto`: the output decodes, and on every track its slices nest (an END closes an open
+// BEGIN, both in time order) and every event is on a declared track.
+void check_perfetto(const std::string& bytes) {
+  memtrace::perfetto_proto::Trace trace;
+  if (!trace.ParseFromString(bytes)) finding("export perfetto: the output does not decode as a Perfetto Trace");
+  std::map<uint64_t, std::pair<int64_t, uint64_t>> slice_tracks;  // uuid -> (open slices, last time)
+  std::map<uint64_t, bool> declared;
+  for (const auto& p : trace.packet()) {
+    if (p.has_track_descriptor()) {
+      declared[p.track_descriptor().uuid()] = true;
+      continue;
+    }
+    const auto& e = p.track_event();
+    if (!declared.count(e.track_uuid())) finding("export perfetto: an event on a track not declared before it");
+    if (e.type() == memtrace::perfetto_proto::TrackEvent::TYPE_COUNTER) continue;
+    auto& [open, last] = slice_tracks[e.track_uuid()];
+    if (p.timestamp() < last) finding("export perfetto: a slice track's times go back");
+    last = p.timestamp();
+    if (e.type() == memtrace::perfetto_proto::TrackEvent::TYPE_SLICE_BEGIN) ++open;
+    if (e.type() == memtrace::perfetto_proto::TrackEvent::TYPE_SLICE_END && --open < 0)
+      finding("export perfetto: a slice ends that never began");
+  }
+  for (const auto& [uuid, track] : slice_tracks)
+    if (track.first != 0) finding("export perfetto: a slice never ends");
+}
+
+// `memtrace export --format pprof`: the output is gzip, decodes as a Profile, and every sample has a value per
+// sample type and names locations that exist, each naming a function that exists.
+void check_pprof(const std::string& gzipped) {
+  z_stream z{};
+  if (inflateInit2(&z, 15 + 16) != Z_OK) std::abort();
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gzipped.data()));
+  z.avail_in = uInt(gzipped.size());
+  std::string bytes;
+  char buffer[1 << 14];
+  int status;
+  do {
+    z.next_out = reinterpret_cast<Bytef*>(buffer);
+    z.avail_out = sizeof buffer;
+    status = inflate(&z, Z_NO_FLUSH);
+    bytes.append(buffer, sizeof buffer - z.avail_out);
+  } while (status == Z_OK);
+  inflateEnd(&z);
+  if (status != Z_STREAM_END) finding("export pprof: the output is not gzip");
+  memtrace::pprof_proto::Profile profile;
+  if (!profile.ParseFromString(bytes)) finding("export pprof: the output does not decode as a Profile");
+  if (profile.string_table_size() == 0 || !profile.string_table(0).empty())
+    finding("export pprof: string_table[0] is not \"\"");
+  for (const auto& sample : profile.sample()) {
+    if (sample.value_size() != profile.sample_type_size()) finding("export pprof: a sample's values do not match");
+    for (uint64_t id : sample.location_id())
+      if (id == 0 || id > uint64_t(profile.location_size()) || profile.location(int(id - 1)).id() != id)
+        finding("export pprof: a sample names a location that does not exist");
+  }
+  for (const auto& location : profile.location())
+    for (const auto& line : location.line())
+      if (line.function_id() == 0 || line.function_id() > uint64_t(profile.function_size()))
+        finding("export pprof: a location names a function that does not exist");
+}
+
+void run_exports() {
+  Session s(accepted_stage("analysis (export)", [] { return memtrace::analyze_trace(input_path(), true); }));
+  memtrace::ExportSource source(*s.a, s.resolver, [&] { return memtrace::event_phases_of(*s.a, s.resolver); });
+  std::ostringstream perfetto, pprof;
+  accepted_stage("export perfetto", [&] {
+    memtrace::write_perfetto(source, perfetto);
+    return 0;
+  });
+  check_perfetto(perfetto.str());
+  accepted_stage("export pprof", [&] {
+    memtrace::write_pprof(source, pprof);
+    return 0;
+  });
+  check_pprof(pprof.str());
+}
+
 // MEMTRACE_FUZZ_TIMING=1: each stage's time on stderr (to tell which command a slow input is slow in).
 class StageTimer {
  public:
@@ -609,6 +690,8 @@ void run_pipeline(const PipelineInput& in) {
     timer.stage(frames ? "dump --frames" : "dump");
     run_dump(frames);
   }
+  timer.stage("export perfetto, pprof");
+  run_exports();
 }
 
 // ---------------------------------------------------------------------------------------------------
