@@ -12,6 +12,8 @@
 #include "cli/report_session.h"
 #include "export/event_csv.h"
 #include "export/export_source.h"
+#include "export/folded.h"
+#include "export/speedscope.h"
 #include "util/terminal_text.h"
 
 namespace memtrace {
@@ -27,6 +29,10 @@ struct ExportFormat {
 
 constexpr ExportFormat kFormats[] = {
     {"csv", "every event as a CSV row: time, device, API, address, size, stack id", write_event_csv},
+    {"speedscope", "bytes by stack for speedscope: live at each device's peak and at exit, all allocations",
+     write_speedscope},
+    {"folded", "folded stacks (flamegraph.pl, inferno) of the bytes live at each device's peak allocated",
+     write_folded},
 };
 
 struct ExportArgs {
