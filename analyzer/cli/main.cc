@@ -9,7 +9,8 @@
 #include "read/read_progress.h"
 
 int main(int argc, char** argv) {
-  // Every read of a trace draws a progress bar on stderr when stderr is a terminal (read/read_progress.h).
-  memtrace::TerminalReadProgress progress(STDERR_FILENO, std::cerr);
+  // Every read of a trace draws a progress bar on stderr when stderr is a terminal, cleared before anything the
+  // command prints on the terminal (read/read_progress.h).
+  memtrace::TerminalReadProgress progress(STDERR_FILENO, std::cerr, STDOUT_FILENO, std::cout);
   return memtrace::run_memtrace(std::vector<std::string>(argv + 1, argv + argc));
 }

@@ -34,13 +34,23 @@ void ReadProgressBar::begin_read(const std::string& path, uint64_t file_bytes) {
   bar_.begin(what(path, ++reads_of_path_[path]), file_bytes);
 }
 
-TerminalReadProgress::TerminalReadProgress(int fd, std::ostream& out, ProgressBar::Clock now_ns) {
-  if (!::isatty(fd)) return;
-  bar_ = std::make_unique<ReadProgressBar>(out, std::move(now_ns));
+TerminalReadProgress::TerminalReadProgress(int err_fd, std::ostream& err, int out_fd, std::ostream& out,
+                                           ProgressBar::Clock now_ns) {
+  if (!::isatty(err_fd)) return;
+  bar_ = std::make_unique<ReadProgressBar>(err, std::move(now_ns));
   previous_ = set_read_progress(bar_.get());
+  if (!::isatty(out_fd)) return;
+  out_ = &out;
+  out_buffer_ = out.rdbuf();
+  clearing_ = std::make_unique<ClearsProgressBar>(out_buffer_, bar_->bar());
+  out.rdbuf(clearing_.get());
 }
 
 TerminalReadProgress::~TerminalReadProgress() {
+  if (out_) {
+    out_->flush();
+    out_->rdbuf(out_buffer_);
+  }
   if (bar_) set_read_progress(previous_);
 }
 

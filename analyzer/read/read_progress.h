@@ -44,6 +44,7 @@ class ReadProgressBar final : public ReadProgress {
   void begin_read(const std::string& path, uint64_t file_bytes) override;
   void chunk_read(uint64_t complete_bytes) override { bar_.update(complete_bytes); }
   void end_read() override { bar_.end(); }
+  ProgressBar& bar() { return bar_; }
   // What begin_read names a read of `path` that is its `pass`th (from 1).
   static std::string what(const std::string& path, uint64_t pass);
 
@@ -52,11 +53,14 @@ class ReadProgressBar final : public ReadProgress {
   std::map<std::string, uint64_t> reads_of_path_;
 };
 
-// For its lifetime, a ReadProgressBar drawing on `out` is installed where `fd` is a terminal (isatty), and
-// nothing where it is not (a file, a pipe: what scripts and tests capture stays exactly as it was).
+// For its lifetime, where `err_fd` is a terminal (isatty): a ReadProgressBar drawing on `err` is installed, and where
+// `out_fd` is a terminal too, `out` writes through a ClearsProgressBar (util/progress.h), so that what a command
+// prints while it reads is not written over the bar. Where `err_fd` is not a terminal (a file, a pipe), nothing:
+// what scripts and tests capture stays exactly as it was.
 class TerminalReadProgress {
  public:
-  TerminalReadProgress(int fd, std::ostream& out, ProgressBar::Clock now_ns = ProgressBar::steady_now_ns);
+  TerminalReadProgress(int err_fd, std::ostream& err, int out_fd, std::ostream& out,
+                       ProgressBar::Clock now_ns = ProgressBar::steady_now_ns);
   ~TerminalReadProgress();
   TerminalReadProgress(const TerminalReadProgress&) = delete;
   TerminalReadProgress& operator=(const TerminalReadProgress&) = delete;
@@ -65,6 +69,9 @@ class TerminalReadProgress {
  private:
   std::unique_ptr<ReadProgressBar> bar_;
   ReadProgress* previous_ = nullptr;
+  std::ostream* out_ = nullptr;  // with its own buffer replaced by clearing_, which passes on to out_buffer_
+  std::streambuf* out_buffer_ = nullptr;
+  std::unique_ptr<ClearsProgressBar> clearing_;
 };
 
 }  // namespace memtrace

@@ -41,12 +41,15 @@ void ProgressBar::update(uint64_t done_bytes) {
   drawn_chars_ = text.size();
 }
 
-void ProgressBar::end() {
-  if (drawn_chars_ > 0) {
-    out_ << '\r' << std::string(drawn_chars_, ' ') << '\r';
-    out_.flush();
-  }
+void ProgressBar::hide() {
+  if (drawn_chars_ == 0) return;
+  out_ << '\r' << std::string(drawn_chars_, ' ') << '\r';
+  out_.flush();
   drawn_chars_ = 0;
+}
+
+void ProgressBar::end() {
+  hide();
   drawn_ = false;
 }
 
@@ -58,6 +61,17 @@ std::string ProgressBar::line(const std::string& what, uint64_t done_bytes, uint
   std::snprintf(numbers, sizeof numbers, "%u%%", percent);
   return "memtrace: " + what + "  " + numbers + " (" + bytes_text(done_bytes) + " of " + bytes_text(total_bytes) +
          ")";
+}
+
+ClearsProgressBar::int_type ClearsProgressBar::overflow(int_type c) {
+  if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+  bar_.hide();
+  return target_->sputc(traits_type::to_char_type(c));
+}
+
+std::streamsize ClearsProgressBar::xsputn(const char* s, std::streamsize n) {
+  bar_.hide();
+  return target_->sputn(s, n);
 }
 
 int64_t ProgressBar::steady_now_ns() {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <ostream>
+#include <streambuf>
 #include <string>
 
 namespace memtrace {
@@ -35,6 +36,9 @@ class ProgressBar {
   void update(uint64_t done_bytes);
   // Clears the line if anything was drawn for this piece; nothing otherwise.
   void end();
+  // Clears the line if it shows the bar, for other output to the same terminal (ClearsProgressBar); the next
+  // update() draws it again, kRedrawIntervalNs after the last drawing.
+  void hide();
 
   // The line update() draws, without the '\r': "memtrace: WHAT  42% (1.20 GiB of 2.90 GiB)", the
   // sizes as format_bytes writes them, without the exact count.
@@ -51,6 +55,24 @@ class ProgressBar {
   bool drawn_ = false;          // the current piece has drawn at least once
   int64_t last_draw_ns_ = 0;    // when it last did
   size_t drawn_chars_ = 0;      // the length of the line on the terminal now (0: none)
+};
+
+// A stream buffer for output that shares the bar's terminal (stdout, when stderr and stdout are both the terminal):
+// before passing anything on to `target`, it clears the bar's line, so that what a command prints while it reads a
+// trace (`memtrace dump`, `memtrace timeline`) is not written over the bar; the bar is redrawn below it at its next
+// update. Unbuffered itself: `target` buffers as it did.
+class ClearsProgressBar : public std::streambuf {
+ public:
+  ClearsProgressBar(std::streambuf* target, ProgressBar& bar) : target_(target), bar_(bar) {}
+
+ protected:
+  int_type overflow(int_type c) override;
+  std::streamsize xsputn(const char* s, std::streamsize n) override;
+  int sync() override { return target_->pubsync(); }
+
+ private:
+  std::streambuf* target_;
+  ProgressBar& bar_;
 };
 
 }  // namespace memtrace

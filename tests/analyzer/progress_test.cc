@@ -103,6 +103,29 @@ TEST(ProgressBar, APieceThatDrewNothingClearsNothingAndTheNextDrawsAtOnce) {
   EXPECT_EQ(out.str(), '\r' + pass2 + cleared(pass2.size()) + "\rmemtrace: reading b  20% (20 B of 100 B)");
 }
 
+// Output to the bar's terminal (stdout) clears the bar first; the bar comes back at its next update, below it.
+TEST(ClearsProgressBar, OtherOutputClearsTheBarWhichComesBackBelowIt) {
+  int64_t now = 0;
+  std::ostringstream terminal, printed;
+  ProgressBar bar(terminal, [&] { return now; });
+  ClearsProgressBar clearing(printed.rdbuf(), bar);
+  std::ostream out(&clearing);
+  bar.begin("reading a", 100);
+  out << "row 1\n";  // nothing drawn yet: nothing to clear
+  EXPECT_EQ(terminal.str(), "");
+  now = 1000 * kMs;
+  bar.update(40);
+  const std::string line = "memtrace: reading a  40% (40 B of 100 B)";
+  out << "row " << 2 << '\n';
+  out << "row 3\n";  // cleared once: the line is empty after the first write
+  now = 1050 * kMs;
+  bar.update(50);  // throttled: 50 ms after the last drawing
+  now = 1100 * kMs;
+  bar.update(60);
+  EXPECT_EQ(printed.str(), "row 1\nrow 2\nrow 3\n");
+  EXPECT_EQ(terminal.str(), '\r' + line + cleared(line.size()) + "\rmemtrace: reading a  60% (60 B of 100 B)");
+}
+
 TEST(ReadProgressBar, NamesTheFileAndItsPass) {
   EXPECT_EQ(ReadProgressBar::what("/data/runs/train.mtrace", 1), "reading train.mtrace");
   EXPECT_EQ(ReadProgressBar::what("train.mtrace", 3), "reading train.mtrace, pass 3");
@@ -169,8 +192,11 @@ TEST(TerminalReadProgress, NothingWhereTheStreamIsNotATerminal) {
   ASSERT_EQ(::pipe(pipe_fds), 0);
   std::ostringstream out;
   {
-    TerminalReadProgress progress(pipe_fds[1], out, [] { return int64_t(60'000) * kMs; });
+    std::ostringstream printed;
+    std::streambuf* printed_buffer = static_cast<std::ostream&>(printed).rdbuf();
+    TerminalReadProgress progress(pipe_fds[1], out, pipe_fds[1], printed, [] { return int64_t(60'000) * kMs; });
     EXPECT_FALSE(progress.active());
+    EXPECT_EQ(static_cast<std::ostream&>(printed).rdbuf(), printed_buffer);
     EXPECT_EQ(read_progress(), nullptr);
     read_trace(MEMTRACE_EXAMPLE_OOM_TRACE, [](const proto::Record&) {});
   }
@@ -184,16 +210,23 @@ TEST(TerminalReadProgress, InstalledWhileItLivesWhereTheStreamIsATerminal) {
   if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0) GTEST_SKIP() << "no pseudo-terminal here";
   int terminal = ::open(::ptsname(master), O_RDWR | O_NOCTTY);
   ASSERT_GE(terminal, 0);
-  std::ostringstream out;
+  std::ostringstream out, printed;
+  std::streambuf* printed_buffer = static_cast<std::ostream&>(printed).rdbuf();
   int64_t now = 0;
   {
-    TerminalReadProgress progress(terminal, out, [&] { return now; });
+    // Both streams on the terminal: what is printed during a read goes through a ClearsProgressBar.
+    TerminalReadProgress progress(terminal, out, terminal, printed, [&] { return now; });
     EXPECT_TRUE(progress.active());
     EXPECT_NE(read_progress(), nullptr);
+    EXPECT_NE(static_cast<std::ostream&>(printed).rdbuf(), printed_buffer);
     now = 2000 * kMs;
-    read_trace(MEMTRACE_EXAMPLE_OOM_TRACE, [](const proto::Record&) {});
+    read_trace(MEMTRACE_EXAMPLE_OOM_TRACE, [&](const proto::Record& r) {
+      if (r.has_end()) printed << "the end\n";
+    });
   }
   EXPECT_EQ(read_progress(), nullptr);
+  EXPECT_EQ(static_cast<std::ostream&>(printed).rdbuf(), printed_buffer);
+  EXPECT_EQ(printed.str(), "the end\n");
   EXPECT_EQ(out.str().substr(0, 36), "\rmemtrace: reading torch_oom.mtrace ");
   EXPECT_EQ(out.str().back(), '\r');  // cleared
   ::close(terminal);

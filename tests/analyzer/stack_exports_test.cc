@@ -1,6 +1,6 @@
 // `memtrace export --format speedscope` (export/speedscope.h) and `--format folded` (export/folded.h), exactly, on
-// one trace built here: two devices, one with PyTorch's allocator (allocated = its blocks), one with plain
-// cudaMalloc (allocated = driver memory), stacks of Python frames, one with ';' and a newline in its text.
+// the two-device trace of stack_export_traces.h: one device with PyTorch's allocator (allocated = its blocks), one
+// with plain cudaMalloc (allocated = driver memory), stacks of Python frames, one with ';' and a newline in its text.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -9,14 +9,12 @@
 #include <sstream>
 #include <string>
 
-#include "stacks/stack_table.h"
-#include "trace_builder.h"
+#include "stack_export_traces.h"
 
 namespace memtrace {
 namespace {
 
 using test::run_memtrace_binary;
-using test::TraceBuilder;
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -25,37 +23,9 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
-constexpr uint64_t kSegment = 64 << 20, kMs = 1'000'000;
-
-// Python frames 1 train.py:10 main, 2 model.py:20 forward, 3 "a;b.py":7 "odd\nname". Stacks (innermost first):
-// 11 = forward < main, 12 = main, 13 = odd name < main. Events, 1 ms apart from 1 ms on:
-//   device 0: a 64 MiB cudaMalloc segment (no stack), PyTorch blocks 1000 B (s11), 3000 B (s12), 500 B (s13)
-//             -> peak allocated 4500 B at 4 ms; then the 3000 B block freed and 2000 B (s11) allocated (3500 B).
-//   device 1: cudaMalloc 8192 B (s12), 100 B (no stack) -> peak 8292 B at 8 ms; then the 100 B freed.
-// Live at exit (the end): device 0's blocks of s11 (1000 + 2000 B) and s13 (500 B); device 1's 8192 B (s12). The
-// segment is not a leak candidate (PyTorch's cache: reserved, not allocated).
-// Every allocation of the allocated kind: s12 3000 + 8192 = 11192, s11 3000, s13 500, no stack 100 (the segment is
-// not of that kind on device 0, which has PyTorch's blocks).
 std::string two_device_trace() {
-  TraceBuilder b;
-  b.start();
-  b.python_frame(1, "train.py", "main", 10).python_frame(2, "model.py", "forward", 20);
-  b.python_frame(3, "a;b.py", "odd\nname", 7);
-  b.stack(11, {kPythonFrameBit | 2, kPythonFrameBit | 1});
-  b.stack(12, {kPythonFrameBit | 1});
-  b.stack(13, {kPythonFrameBit | 3, kPythonFrameBit | 1});
-  b.event(test::driver_alloc(0, 0x10000000, kSegment, kMs));
-  b.event(test::torch_event(proto::ALLOC, 0, 0x10000000, 1000, 1000, kSegment, kMs, 11));
-  b.event(test::torch_event(proto::ALLOC, 0, 0x10001000, 3000, 4000, kSegment, kMs, 12));
-  b.event(test::torch_event(proto::ALLOC, 0, 0x10002000, 500, 4500, kSegment, kMs, 13));
-  b.event(test::torch_event(proto::FREE, 0, 0x10001000, 3000, 1500, kSegment, kMs));
-  b.event(test::torch_event(proto::ALLOC, 0, 0x10003000, 2000, 3500, kSegment, kMs, 11));
-  b.event(test::driver_alloc(1, 0x20000000, 8192, kMs, 12));
-  b.event(test::driver_alloc(1, 0x20010000, 100, kMs));
-  b.event(test::driver_free(1, 0x20010000, kMs));
-  b.end(9, 0).end_chunk();
   const std::string path = test::temp_path("stacks.mtrace");
-  test::write_file(path, b.bytes());
+  test::write_file(path, test::two_device_trace_bytes());
   return path;
 }
 
@@ -71,6 +41,18 @@ TEST(FoldedExport, BytesLiveAtEachDevicesPeakOneLinePerStack) {
             "device 0;train.py:10 main;model.py:20 forward 1000\n"
             "device 0;train.py:10 main;a,b.py:7 odd name 500\n"
             "device 1;[no stack] 100\n");
+}
+
+// A C++ program's stack: its native frames root first, each as the symbolizer names it (outside every module: the
+// address); an id no Stack record defines is "[no stack]". Both allocations live at the peak (5120 B).
+TEST(FoldedExport, NativeFramesRootFirstAndUndefinedStacks) {
+  const std::string trace = test::temp_path("native.mtrace"), folded = test::temp_path("native.folded");
+  test::write_file(trace, test::native_trace_bytes());
+  test::MemtraceRun r = run_memtrace_binary("export --format folded " + trace + " -o " + folded);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_file(folded),
+            "device 0;0x400f00;0x401100;0x401234 4096\n"
+            "device 0;[no stack] 1024\n");
 }
 
 TEST(SpeedscopeExport, PeakAndExitPerDeviceThenEveryAllocation) {
