@@ -106,8 +106,8 @@ nlohmann::ordered_json profile_json(const Profile& profile) {
     weights.push_back(bytes);
     total = saturating_add(total, bytes);
   }
-  return {{"type", "sampled"},   {"name", profile.name}, {"unit", "bytes"},          {"startValue", 0},
-          {"endValue", total},   {"samples", samples},   {"weights", weights}};
+  return {{"type", "sampled"}, {"name", profile.name}, {"unit", "bytes"},   {"startValue", 0},
+          {"endValue", total}, {"samples", samples},   {"weights", weights}};
 }
 
 nlohmann::ordered_json frame_json(const FoldedFrame& frame) {

@@ -59,8 +59,7 @@ std::string ProgressBar::line(const std::string& what, uint64_t done_bytes, uint
       total_bytes == 0 ? 100 : unsigned((unsigned __int128)std::min(done_bytes, total_bytes) * 100 / total_bytes);
   char numbers[16];
   std::snprintf(numbers, sizeof numbers, "%u%%", percent);
-  return "memtrace: " + what + "  " + numbers + " (" + bytes_text(done_bytes) + " of " + bytes_text(total_bytes) +
-         ")";
+  return "memtrace: " + what + "  " + numbers + " (" + bytes_text(done_bytes) + " of " + bytes_text(total_bytes) + ")";
 }
 
 ClearsProgressBar::int_type ClearsProgressBar::overflow(int_type c) {

@@ -52,9 +52,9 @@ class ProgressBar {
   int64_t start_ns_;
   std::string what_;
   uint64_t total_bytes_ = 0;
-  bool drawn_ = false;          // the current piece has drawn at least once
-  int64_t last_draw_ns_ = 0;    // when it last did
-  size_t drawn_chars_ = 0;      // the length of the line on the terminal now (0: none)
+  bool drawn_ = false;        // the current piece has drawn at least once
+  int64_t last_draw_ns_ = 0;  // when it last did
+  size_t drawn_chars_ = 0;    // the length of the line on the terminal now (0: none)
 };
 
 // A stream buffer for output that shares the bar's terminal (stdout, when stderr and stdout are both the terminal):

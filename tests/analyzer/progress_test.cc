@@ -173,7 +173,7 @@ TEST(ReadProgressBar, TheReaderReportsEveryChunkAndEveryPass) {
 TEST(ReadProgressBar, AReadThatThrowsClearsItsLine) {
   test::TraceBuilder b;
   b.start().event(test::driver_alloc(0, 0xA000, 100)).end_chunk();
-  std::string bytes = b.bytes() + test::compress_frame("\x05" "abc");  // a record running past its chunk's end
+  std::string bytes = b.bytes() + test::compress_frame(std::string(1, 5) + "abc");  // 5 bytes said, 3 there
   const std::string path = test::temp_path("progress-damaged.mtrace");
   test::write_file(path, bytes);
   int64_t now = 0;
