@@ -89,7 +89,7 @@ std::vector<Profile> device_profiles(const Analysis& analysis, FoldedStackTable&
     Profile peak{name + ": live at peak allocated (" + format_seconds(seconds(peak_ns)) + ")", {}};
     if (auto sites = peak_sites.find(device); sites != peak_sites.end())
       for (const CallSite& site : *sites->second) add_bytes(peak.bytes, table.stack(site.stack_id), site.bytes);
-    Profile exit{name + ": live at exit", {}};
+    Profile exit{name + ": live at exit (leak candidates)", {}};
     for (const LeakSite& leak : analysis.leaks)
       if (leak.site.device == device) add_bytes(exit.bytes, table.stack(leak.site.stack_id), leak.site.bytes);
     profiles.push_back(std::move(peak));

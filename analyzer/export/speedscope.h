@@ -2,10 +2,10 @@
 // checked against the schema the pinned `speedscope` npm package ships; docs/commands/export.md, speedscope) of
 // "sampled" profiles whose weights are bytes (unit "bytes"), one sample per distinct stack:
 //   - per device, in ascending order of ordinal, two profiles:
-//       "device N: live at peak allocated (T s)"  what was live of the allocated kind at the device's peak
-//                                                 allocated (the call sites of `memtrace summary`'s live at peak);
-//       "device N: live at exit"                  the leak candidates live at exit (`memtrace leaks`: at the first
-//                                                 PYTHON_FINALIZING, else at the end);
+//       "device N: live at peak allocated (T s)": what was live of the allocated kind at the device's peak
+//           allocated (the call sites of `memtrace summary`'s live at peak);
+//       "device N: live at exit (leak candidates)": the leak candidates live at exit (`memtrace leaks`: at the
+//           first PYTHON_FINALIZING, else at the end);
 //   - then "all devices: every allocation (alloc_space)": the bytes of every successful allocation of the
 //     allocated kind over the whole trace, freed or not (pprof's alloc_space). Graph memory nodes made live by
 //     a graph launch are not ALLOC events and are not counted there.

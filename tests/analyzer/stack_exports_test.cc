@@ -75,11 +75,11 @@ TEST(SpeedscopeExport, PeakAndExitPerDeviceThenEveryAllocation) {
     "profiles": [
       {"type": "sampled", "name": "device 0: live at peak allocated (0.004 s)", "unit": "bytes",
        "startValue": 0, "endValue": 4500, "samples": [[0], [0, 1], [0, 2]], "weights": [3000, 1000, 500]},
-      {"type": "sampled", "name": "device 0: live at exit", "unit": "bytes",
+      {"type": "sampled", "name": "device 0: live at exit (leak candidates)", "unit": "bytes",
        "startValue": 0, "endValue": 3500, "samples": [[0, 1], [0, 2]], "weights": [3000, 500]},
       {"type": "sampled", "name": "device 1: live at peak allocated (0.008 s)", "unit": "bytes",
        "startValue": 0, "endValue": 8292, "samples": [[0], [3]], "weights": [8192, 100]},
-      {"type": "sampled", "name": "device 1: live at exit", "unit": "bytes",
+      {"type": "sampled", "name": "device 1: live at exit (leak candidates)", "unit": "bytes",
        "startValue": 0, "endValue": 8192, "samples": [[0]], "weights": [8192]},
       {"type": "sampled", "name": "all devices: every allocation (alloc_space)", "unit": "bytes",
        "startValue": 0, "endValue": 14792, "samples": [[0], [0, 1], [0, 2], [3]],
