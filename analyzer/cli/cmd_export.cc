@@ -14,6 +14,8 @@
 #include "export/export_source.h"
 #include "export/perfetto.h"
 #include "export/pprof.h"
+#include "export/folded.h"
+#include "export/speedscope.h"
 #include "util/terminal_text.h"
 
 namespace memtrace {
@@ -31,6 +33,10 @@ constexpr ExportFormat kFormats[] = {
     {"csv", "every event as a CSV row: time, device, API, address, size, stack id", write_event_csv},
     {"perfetto", "a Perfetto trace: memory counters per device, OOMs, iterations and NVTX ranges", write_perfetto},
     {"pprof", "a gzip'ed pprof profile of the bytes by stack: in use at the peak, at exit, allocated", write_pprof},
+    {"speedscope", "bytes by stack for speedscope: live at each device's peak and at exit, all allocations",
+     write_speedscope},
+    {"folded", "folded stacks (flamegraph.pl, inferno) of the bytes live at each device's peak allocated",
+     write_folded},
 };
 
 struct ExportArgs {

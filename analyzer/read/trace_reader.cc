@@ -2,6 +2,7 @@
 
 #include "read/derived_fields.h"
 #include "read/event_decoder.h"
+#include "read/read_progress.h"
 #include "read/utf8_repair.h"
 
 #include <fcntl.h>
@@ -567,6 +568,27 @@ int open_trace_file(const std::string& path, struct stat* st) {
   return -1;  // not reached: require_regular threw
 }
 
+// Tells the installed ReadProgress (read_progress.h), if any, that a read began, and that it ended when this
+// goes out of scope, however the read ends.
+class ProgressScope {
+ public:
+  ProgressScope(const std::string& path, uint64_t file_bytes) : progress_(read_progress()) {
+    if (progress_) progress_->begin_read(path, file_bytes);
+  }
+  ~ProgressScope() {
+    if (progress_) progress_->end_read();
+  }
+  ProgressScope(const ProgressScope&) = delete;
+  ProgressScope& operator=(const ProgressScope&) = delete;
+  // Once per chunk: a test of a pointer when none is installed.
+  void chunk_read(uint64_t complete_bytes) {
+    if (progress_) progress_->chunk_read(complete_bytes);
+  }
+
+ private:
+  ReadProgress* progress_;
+};
+
 // Hands every record on as a proto::Record, events rebuilt as messages.
 class CallbackSink {
  public:
@@ -652,6 +674,7 @@ TraceReadSummary read_chunks(const std::string& path, ChunkSink& chunks) {
   summary.complete_bytes = offset;
   summary.file_bytes = in.size();
 
+  ProgressScope progress(path, summary.file_bytes);
   Decoder decoder;
   const uint64_t zero_begin = zero_tail_begin(in, offset);
   chunks.begin_trace(summary.format_version);
@@ -673,6 +696,7 @@ TraceReadSummary read_chunks(const std::string& path, ChunkSink& chunks) {
     if (!frame->skippable) ++summary.chunks;
     offset += frame->bytes;
     summary.complete_bytes = offset;
+    progress.chunk_read(offset);
   }
   summary.truncated = summary.complete_bytes != summary.file_bytes;
   return summary;

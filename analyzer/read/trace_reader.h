@@ -3,6 +3,7 @@
 // Memory never grows with the number of events: a chunk that declares at most 64 MiB of content (the
 // tracer's, 8 MiB by default) is decompressed whole, in one pass, into a buffer reused from chunk to
 // chunk; a larger one streams through zstd's window, records parsed as it decompresses.
+// Each read tells the installed ReadProgress (read_progress.h), if any, how far it has got, chunk by chunk.
 #pragma once
 
 #include <algorithm>
