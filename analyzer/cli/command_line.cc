@@ -26,6 +26,7 @@ constexpr const char* kUsage =
     "       memtrace peak TRACE [--at TIME] [--device N] [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"
     "       memtrace dump TRACE [--frames]\n"
     "       memtrace export --format FORMAT TRACE -o FILE\n"
+    "       memtrace report TRACE -o FILE [--debug-paths DIR[:DIR...]]\n"
     "       memtrace --version\n"
     "       memtrace --help, memtrace CMD --help    this text\n"
     "The tracer's settings are MEMTRACE_* environment variables (README.md, Environment variables); by default it\n"
@@ -43,6 +44,7 @@ std::vector<RunCommand> add_commands(CLI::App& memtrace, std::vector<std::string
   commands.push_back(add_peak(memtrace));
   commands.push_back(add_dump(memtrace));
   commands.push_back(add_export(memtrace));
+  commands.push_back(add_report(memtrace));
   return commands;
 }
 

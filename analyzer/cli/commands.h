@@ -45,6 +45,7 @@ RunCommand add_peak(CLI::App& memtrace);
 RunCommand add_dump(CLI::App& memtrace);
 RunCommand add_diff(CLI::App& memtrace);
 RunCommand add_export(CLI::App& memtrace);
+RunCommand add_report(CLI::App& memtrace);
 // `program` is run's CMD ARGS..., split off the command line before CLI11 sees it (split_run_args).
 RunCommand add_run(CLI::App& memtrace, std::vector<std::string> program);
 

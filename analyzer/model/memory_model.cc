@@ -355,6 +355,7 @@ void MemoryModel::add_live(const LiveAllocation& a) {
   }
   site_first_times(a.device).note(a.stack_id, now_ns_, site_array_entries_left_);
   charge(a, +1);
+  if (on_live_changed_) on_live_changed_(a, true);
   switch (a.space) {
     case AddressSpace::kTorchBlock:
       if (!segment_index_active_) activate_segment_index();
@@ -378,6 +379,7 @@ void MemoryModel::add_live(const LiveAllocation& a) {
 }
 
 void MemoryModel::release(const LiveAllocation& a) {
+  if (on_live_changed_) on_live_changed_(a, false);
   charge(a, -1);
   switch (a.space) {
     case AddressSpace::kTorchBlock:

@@ -305,6 +305,19 @@ class MemoryModel {
     });
   }
 
+  // Called with every allocation of every kind and device as it becomes live (`live` true, once the model has
+  // charged it) and as it stops being live (false, before the model forgets it), in the order the model applies
+  // them: where an allocation lands on a live address, the one it replaces goes first. For callers that keep
+  // their own figures over the live set as it changes (the HTML report's live bytes by call site): O(1) per
+  // change, where walking the live set is O(live). An imported handle's size, which its allocation does not
+  // say, is set later by its first mapping without a call (imported memory is never charged to a device).
+  // Set it before the first apply(): with one, PyTorch block events take the general path, which calls it.
+  using LiveCallback = std::function<void(const LiveAllocation& allocation, bool live)>;
+  void set_live_callback(LiveCallback callback) {
+    on_live_changed_ = std::move(callback);
+    update_torch_fast_path_ready();
+  }
+
   // Calls `visit` for every allocation live now, of every kind and device (the peak breakdown reads the
   // driver-layer ones outside PyTorch's segments).
   template <typename Visit>
@@ -568,6 +581,7 @@ class MemoryModel {
   int64_t now_ns_ = 0;
   uint64_t event_index_ = 0;
   TotalsCallback on_totals_changed_;
+  LiveCallback on_live_changed_;
   bool fast_paths_ = true;
   // The model's own conditions of apply_torch_block, all of which (and cached_device_) only
   // apply_general and set_fast_paths change, kept up to date after each: cached_device_ where they
@@ -578,7 +592,7 @@ class MemoryModel {
   static constexpr int64_t kNoTorchFastPathDevice = INT64_MIN;
   int64_t torch_fast_path_device_ = kNoTorchFastPathDevice;
   void update_torch_fast_path_ready() {
-    bool ready = fast_paths_ && !incremental_fragmentation_ && cached_state_ && segment_index_active_ &&
+    bool ready = fast_paths_ && !incremental_fragmentation_ && !on_live_changed_ && cached_state_ && segment_index_active_ &&
                  pending_driver_ooms_.empty() && touched_.size() == 1 && touched_[0] == cached_state_ &&
                  cached_state_->block_layer_seen && cached_state_->allocator_layer_seen;
     torch_fast_path_device_ = ready ? int64_t(cached_device_) : kNoTorchFastPathDevice;

@@ -8,6 +8,7 @@
 //     start, a quarter, half or its end, by the flags' interval bits);
 //   `diff` (text, --json) of the trace against itself, and against the input less its last chunk (a second
 //     in-memory file);
+//   `report` (the HTML report's data, report_data, embedded as the page embeds it);
 //   `timeline` (--csv, --json, each with and without --interval) and `dump` (with and without --frames).
 // Then it checks the outputs:
 //   - an input the analysis refuses throws memtrace::TraceError, nothing else (any other exception
@@ -83,6 +84,7 @@
 #include "report/json/diff_json.h"
 #include "report/json/oom_json.h"
 #include "report/json/peak_json.h"
+#include "report/html/report_data.h"
 #include "report/json/report_json.h"
 #include "report/text/diff_text.h"
 #include "report/text/iterations_text.h"
@@ -354,6 +356,35 @@ void run_summary(Session& s, uint8_t flags) {
   memtrace::print_ooms(out, a, s.resolver, options);
   memtrace::print_health(out, a, s.symbolizer.modules_not_opened());
   check_text(out.str(), "summary");
+}
+
+// cmd_report, in process: the HTML report's data as the page embeds it (embeddable_json): no '<' left in it, it
+// parses back, and no integer in it is beyond JavaScript's exact ones (report_data clamps them to 2^53 - 1).
+void run_report(Session& s) {
+  const nlohmann::json data =
+      accepted_stage("report_data", [&] { return memtrace::report_data(*s.a, s.resolver, &s.symbolizer); });
+  const std::string embedded = memtrace::embeddable_json(data);
+  if (embedded.find('<') != std::string::npos) finding("report: a '<' is left in the embedded data");
+  nlohmann::json parsed;
+  try {
+    parsed = nlohmann::json::parse(embedded);
+  } catch (const nlohmann::json::exception& e) {
+    finding(std::string("report: the embedded data does not parse: ") + e.what());
+  }
+  check_numbers(parsed, "report data");
+  constexpr int64_t kMaxExact = (int64_t(1) << 53) - 1;
+  std::vector<const nlohmann::json*> todo = {&parsed};
+  while (!todo.empty()) {
+    const nlohmann::json* j = todo.back();
+    todo.pop_back();
+    if (j->is_structured()) {
+      for (const nlohmann::json& element : *j) todo.push_back(&element);
+    } else if ((j->is_number_unsigned() && j->get<uint64_t>() > uint64_t(kMaxExact)) ||
+               (j->is_number_integer() && !j->is_number_unsigned() &&
+                (j->get<int64_t>() > kMaxExact || j->get<int64_t>() < -kMaxExact))) {
+      finding("report data: " + j->dump() + " is beyond 2^53 - 1");
+    }
+  }
 }
 
 // cmd_leaks (with the iteration report) and cmd_oom, which share an analysis without live-at-peak.
@@ -636,6 +667,8 @@ void run_pipeline(const PipelineInput& in) {
   timer.stage("summary, summary --json");
   Session summary(std::move(with_peak));
   run_summary(summary, flags);
+  timer.stage("report (the HTML report's data)");
+  run_report(summary);
   {
     // diff opens each trace with live at peak, as summary does: summary's analysis is BEFORE (a new session, as
     // the command's), the trace again and the trace less its last chunk are AFTER.
