@@ -282,9 +282,9 @@
         btn('◀', 'pan left', () => pan(-0.5)), btn('▶', 'pan right', () => pan(0.5)),
         btn('−', 'zoom out', () => zoomBy(2)), btn('+', 'zoom in', () => zoomBy(0.5)),
         btn('reset', 'the whole trace', () => setWindow(0, endNs))),
-      legend, phaseKey(), viewInfo);
+      viewInfo, phaseKey());
     const chartDiv = el('div', {class: 'chart'});
-    section.append(toolbar, chartDiv);
+    section.append(toolbar, legend, chartDiv);
 
     const chart = new uPlot({
       width: chartWidth(section), height: 340,
@@ -367,6 +367,7 @@
 
     // After a zoom or pan: switch to the level that fits the window, and hold the points around it.
     let refinePending = false;
+    let windowText = '';
     function scheduleRefine() {
       if (refinePending) return;
       refinePending = true;
@@ -377,7 +378,8 @@
       const li = chooseLevel(lo, hi, chart.bbox.width / devicePixelRatio);
       const L = levels[li];
       const binText = L.bin_ns > 0 ? 'bins of ' + fmtTime(L.bin_ns) + ' (min–max)' : 'every change';
-      viewInfo.textContent = fmtTime(lo) + ' – ' + fmtTime(hi) + ' · ' + binText;
+      windowText = fmtTime(lo) + ' – ' + fmtTime(hi) + ' · ' + binText;
+      viewInfo.textContent = windowText;
       if (li === current.level && lo >= current.lo && hi <= current.hi) return;
       const span = hi - lo;
       const range = li === 0 ? {lo: -Infinity, hi: Infinity} : {lo: lo - span, hi: hi + span};
@@ -498,7 +500,7 @@
         const loV = item.idx.length > 1 ? valueAt(u.data[item.idx[1]], idx) : hiV;
         val.textContent = hiV == null ? '' : (loV != null && loV !== hiV ? fmtBytes(loV) + '–' : '') + fmtBytes(hiV);
       }
-      if (idx != null) viewInfo.textContent = 'at ' + fmtTime(u.data[0][idx] * NS_PER_S);
+      viewInfo.textContent = idx != null ? 'at ' + fmtTime(u.data[0][idx] * NS_PER_S) : windowText;
     }
     function valueAt(col, idx) {
       for (let i = idx; i >= 0 && i > idx - 64; i--) if (col[i] != null) return col[i];
