@@ -43,6 +43,12 @@
     if (Math.abs(ns) >= 1e6 || ns === 0) return (ns / NS_PER_S).toFixed(3) + ' s';
     return Math.round(ns / 1e3) + ' us';
   }
+  // A time with the decimals a resolution of `resolutionNs` needs (at least milliseconds): "0.00625 s".
+  function fmtTimeAt(ns, resolutionNs) {
+    if (!(resolutionNs > 0) || resolutionNs >= 1e6) return fmtTime(ns);
+    const decimals = Math.min(9, Math.ceil(-Math.log10(resolutionNs / NS_PER_S) - 1e-9));
+    return (ns / NS_PER_S).toFixed(decimals) + ' s';
+  }
   function fmtDuration(ns) {
     if (ns >= 60 * NS_PER_S) {
       const s = Math.round(ns / NS_PER_S);
@@ -546,18 +552,20 @@
     const head = el('h3');
     const body = el('div');
     const peak = dev.timeline.peaks && dev.timeline.peaks.allocated;
-    const peakBtn = peak ? el('button', {type: 'button', onclick: () => show(peak.time_ns)}, 'at the peak') : null;
+    const peakBtn = peak ? el('button', {type: 'button', onclick: () => show(peak.time_ns, 'peak')}, 'at the peak') : null;
     const left = el('div', null, el('div', {class: 'moment-head'}, head, peakBtn), body);
     const right = el('div');
     section.append(el('div', {class: 'below-chart'}, left, right));
 
-    function show(ns) {
+    function show(ns, why) {
       let k = lowerBound(ends, ns);
       if (k >= ends.length || (k > 0 && ns - ends[k - 1] < ends[k] - ns)) k = Math.max(0, k - 1);
       const at = ends[k];
       timeline.setMoment(at);
-      head.replaceChildren('Live by call site at ' + fmtTime(at),
-        el('span', {class: 'sub'}, binNs > 0 ? 'end of the bin ' + fmtTime(at - binNs) + ' – ' + fmtTime(at) + ' nearest the click' : 'after the change nearest the click'));
+      const near = why === 'peak' ? 'nearest the peak (the flame graph below is exact at the peak)' : 'nearest the click';
+      const t = v => fmtTimeAt(v, binNs);
+      head.replaceChildren('Live by call site at ' + t(at),
+        el('span', {class: 'sub'}, (binNs > 0 ? 'end of the bin ' + t(at - binNs) + ' – ' + t(at) : 'the change') + ' ' + near));
       const rows = [];
       for (let s = 0; s < sites.length; s++) {
         const b = siteBytes[s] ? siteBytes[s][k] : 0;
@@ -587,7 +595,7 @@
       body.replaceChildren(table);
     }
     timeline.onMoment = show;
-    show(peak ? peak.time_ns : ends[ends.length - 1]);
+    if (peak) show(peak.time_ns, 'peak'); else show(ends[ends.length - 1]);
 
     const breakdown = dev.breakdown_at_peak || [];
     if (breakdown.length) {
@@ -657,9 +665,10 @@
     const table = el('table', null, el('thead', null, el('tr', null, el('th', null, '#'), el('th', null, 'call site'),
       el('th', {class: 'num'}, 'live at exit'), el('th', {class: 'num'}, 'allocations'), el('th', {class: 'num'}, 'growth per iteration'))));
     const tb = el('tbody');
+    const shownFirst = 10;  // the rest behind a button, so that the page reads at a glance
     leaks.forEach((l, i) => {
       const g = l.growth_per_iteration_bytes;
-      tb.append(el('tr', null, el('td', {class: 'num muted'}, i + 1), siteCell(l),
+      tb.append(el('tr', {class: i >= shownFirst ? 'more' : null, hidden: i >= shownFirst}, el('td', {class: 'num muted'}, i + 1), siteCell(l),
         el('td', {class: 'num', title: exactBytes(l.live_bytes)}, fmtBytes(l.live_bytes)),
         el('td', {class: 'num'}, fmtCount(l.allocations)),
         el('td', {class: 'num' + (g > 0 ? ' grows' : ' muted'), title: g != null ? exactBytes(g) : 'not known (no iterations)'},
@@ -667,6 +676,13 @@
     });
     table.append(tb);
     box.append(table);
+    if (leaks.length > shownFirst) {
+      const more = el('button', {type: 'button', class: 'more-button', onclick: () => {
+        for (const tr of tb.querySelectorAll('tr.more')) tr.hidden = false;
+        more.remove();
+      }}, 'show all ' + leaks.length);
+      box.append(more);
+    }
   }
 
   function drawOoms() {
@@ -682,8 +698,16 @@
       box.append(el('div', {class: 'oom'},
         el('div', null, el('span', {class: 'when'}, 'OOM #' + (i + 1) + ': device ' + o.device + ' at ' + fmtTime(o.time_ns)),
           ', requested ', el('b', {title: exactBytes(o.requested_bytes)}, fmtBytes(o.requested_bytes)), ' · ', link),
-        o.diagnosis ? el('p', null, o.diagnosis) : null));
+        o.diagnosis ? diagnosisOf(o.diagnosis) : null));
     });
+  }
+
+  // `memtrace oom`'s diagnosis: "1. ... 2. ..." as a numbered list, other text as a paragraph.
+  function diagnosisOf(text) {
+    const parts = text.split(/\s+(?=\d+\. )/);
+    const numbered = parts.length > 1 && parts.every((p, i) => p.startsWith((i + 1) + '. '));
+    if (!numbered) return el('p', null, text);
+    return el('ol', {class: 'diagnosis'}, ...parts.map((p, i) => el('li', null, p.slice(String(i + 1).length + 2))));
   }
 
   function drawTraps() {
