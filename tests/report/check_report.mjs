@@ -6,8 +6,8 @@
 // Fails (exit 1, one line per failure) on: a console error, a page error, any request other than the file itself,
 // the page not ready within 60 s, a drawn count that differs from the one the data gives (charts and their uPlot
 // canvases, series per chart, OOM markers, leak/OOM/trap/health rows, the title), no flame graph nodes where the
-// data has a flame graph, an <img> element (text from the trace must stay text), a zoom, click or wheel that
-// breaks the page, or a report larger than --max-bytes. Prints the report's size and its load-to-ready time, and
+// data has a flame graph, an <img> element (text from the trace must stay text), a zoom, click, wheel or resize
+// that breaks the page, or a report larger than --max-bytes. Prints the report's size and its load-to-ready time, and
 // saves a full-page screenshot.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -138,6 +138,10 @@ try {
     const heading = await page.locator('.moment-head h3').first().textContent();
     check(heading.startsWith('Live by call site at '), `after a click: ${heading}`);
     await page.locator('.toolbar button[title="the whole trace"]').first().click();
+    await page.setViewportSize({width: 1000, height: 800});  // the charts and flame graphs redraw at the new width
+    await page.waitForTimeout(400);
+    const width = await page.evaluate(() => document.querySelector('.uplot canvas').getBoundingClientRect().width);
+    check(width < 1000, `after a resize to 1000 px the chart is ${width} px wide`);
   }
   if (maxBytes != null) check(sizeBytes <= maxBytes, `report is ${sizeBytes} bytes, more than ${maxBytes}`);
   console.log(`report ${reportPath}: ${sizeBytes} bytes (${(sizeBytes / 1e6).toFixed(2)} MB); ` +
