@@ -1,4 +1,4 @@
-// The browser assets of a memtrace built without web/node_modules (report/html/assets.cmake chooses this file
+// The browser assets of a memtrace built without web/node_modules (report/html/CMakeLists.txt chooses this file
 // over the generated report_assets.cc): no assets, and the one line that says how to get them.
 #include "report/html/report_assets.h"
 

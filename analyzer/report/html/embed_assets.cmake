@@ -1,5 +1,5 @@
 # embed_assets.cmake: writes the C++ file that holds the HTML report's browser assets (report_assets.h), run at
-# build time by report/html/assets.cmake:
+# build time by report/html/CMakeLists.txt:
 #   cmake -DOUT=report_assets.cc -DASSETS=NAME=PATH|NAME=PATH|... -P embed_assets.cmake
 # Each file becomes a char array of "\xNN" escapes (any bytes survive, unlike a raw string literal, which a
 # script may end). It refuses what would break the page: a script holding "</script" or "<!--", a style holding

@@ -1,7 +1,7 @@
 // The browser files the HTML report inlines (web/report.html, report.css, report.js and the pinned npm packages'
 // dist files), compiled into the analyzer at build time: report/html/embed_assets.cmake writes their bytes into a
 // generated report_assets.cc, or, where web/node_modules is not installed, the build takes assets_missing.cc
-// instead (report/html/assets.cmake picks one of the two translation units).
+// instead (report/html/CMakeLists.txt picks one of the two translation units).
 #pragma once
 
 #include <span>
