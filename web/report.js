@@ -139,6 +139,7 @@
   const ooms = data.ooms || [];
   const leaks = data.leaks || [];
   const traps = data.traps || [];
+  const iterationEnds = iterations.map(s => s.end_ns);  // ascending: the spans follow each other
   const timelines = [];   // one per device: {chart, zoomToNs(begin, end)}
   const report = {ready: false, charts: 0, flameNodes: 0, markers: 0, series: [], drawnMs: null};
   window.memtraceReport = report;
@@ -254,11 +255,12 @@
       return uPlot.join(tables);
     }
 
-    // The finest level whose points in [lo, hi] are about the plot's width in pixels.
+    // The finest level with about the plot's width in points in [lo, hi]: at most two per pixel, so that a level
+    // a little finer than the pixels still wins over one far coarser (levels are often 10 to 25 times apart).
     function chooseLevel(lo, hi, widthPx) {
       for (let i = levels.length - 1; i > 0; i--) {
         const t = levels[i].t_ns;
-        if (lowerBound(t, hi) - lowerBound(t, lo) <= widthPx * 1.5) return i;
+        if (lowerBound(t, hi) - lowerBound(t, lo) <= widthPx * 2) return i;
       }
       return 0;
     }
@@ -384,7 +386,7 @@
       const li = chooseLevel(lo, hi, chart.bbox.width / devicePixelRatio);
       const L = levels[li];
       const binText = L.bin_ns > 0 ? 'bins of ' + fmtTime(L.bin_ns) + ' (min–max)' : 'every change';
-      windowText = fmtTime(lo) + ' – ' + fmtTime(hi) + ' · ' + binText;
+      windowText = fmtTimeAt(lo, (hi - lo) / 100) + ' – ' + fmtTimeAt(hi, (hi - lo) / 100) + ' · ' + binText;
       viewInfo.textContent = windowText;
       if (li === current.level && lo >= current.lo && hi <= current.hi) return;
       const span = hi - lo;
@@ -405,7 +407,7 @@
       ctx.beginPath();
       ctx.rect(left, top, width, height);
       ctx.clip();
-      let first = lowerBound(iterations.map(s => s.end_ns), lo);
+      const first = lowerBound(iterationEnds, lo);
       const dpr = devicePixelRatio;
       let lastLabelPx = -Infinity;
       for (let i = first; i < iterations.length && iterations[i].begin_ns <= hi; i++) {
@@ -506,7 +508,8 @@
         const loV = item.idx.length > 1 ? valueAt(u.data[item.idx[1]], idx) : hiV;
         val.textContent = hiV == null ? '' : (loV != null && loV !== hiV ? fmtBytes(loV) + '–' : '') + fmtBytes(hiV);
       }
-      viewInfo.textContent = idx != null ? 'at ' + fmtTime(u.data[0][idx] * NS_PER_S) : windowText;
+      const span = (u.scales.x.max - u.scales.x.min) * NS_PER_S;
+      viewInfo.textContent = idx != null ? 'at ' + fmtTimeAt(u.data[0][idx] * NS_PER_S, span / 1000) : windowText;
     }
     function valueAt(col, idx) {
       for (let i = idx; i >= 0 && i > idx - 64; i--) if (col[i] != null) return col[i];
