@@ -1,5 +1,5 @@
 // write_report_html with the browser assets built in: every directive of the template replaced, the assets
-// inlined byte for byte, the data escaped so that no string ends its script element.
+// inlined byte for byte, the data with no '<' left, so that no string ends its script element.
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -63,7 +63,7 @@ TEST(ReportHtml, DataIsEmbeddedWithNoEndTagInside) {
   const std::string page = page_of(data);
   const std::string element =
       "<script id=\"memtrace-data\" type=\"application/json\">"
-      "{\"format\":1,\"trace\":{\"command\":\"python a.py <\\/script>\\u003c!--<script>\"}}</script>";
+      "{\"format\":1,\"trace\":{\"command\":\"python a.py \\u003c/script>\\u003c!--\\u003cscript>\"}}</script>";
   EXPECT_NE(page.find(element), std::string::npos);
   // Parsed back as JSON, the escapes are the same text.
   const size_t begin = page.find("{\"format\"");

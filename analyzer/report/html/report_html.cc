@@ -41,20 +41,18 @@ void write_inline(const ReportAsset& asset, std::ostream& out) {
   }
 }
 
-// The data as JSON inside a script element. In JSON, '<' occurs only inside strings, where "<\/" and "\u003c"
-// are the same text as "</" and "<": "</" is written "<\/" so that no string ends the element, and "<!" as
-// "\u003c!" so that no "<!--" switches the HTML parser into the escaped state where "<script" would keep the
-// element open past its end tag. Invalid UTF-8 in a string (a label from a hostile trace) becomes U+FFFD.
+// The data as JSON inside a script element, every '<' written "\u003c": in JSON a '<' occurs only inside strings,
+// where the escape is the same text, and with none left no string can end the element ("</script") or switch
+// the HTML parser into the escaped state where "<!--<script" would keep it open past its end tag. Invalid UTF-8
+// in a string (a label from a hostile trace) becomes U+FFFD.
 void write_data(const nlohmann::json& data, std::ostream& out) {
   const std::string json = data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   out << "<script id=\"memtrace-data\" type=\"application/json\">";
   size_t written = 0;
   for (size_t i = json.find('<'); i != std::string::npos; i = json.find('<', i + 1)) {
-    const char next = i + 1 < json.size() ? json[i + 1] : '\0';
-    if (next != '/' && next != '!') continue;
     out.write(json.data() + written, static_cast<std::streamsize>(i - written));
-    out << (next == '/' ? "<\\/" : "\\u003c!");
-    written = i + 2;
+    out << "\\u003c";
+    written = i + 1;
   }
   out.write(json.data() + written, static_cast<std::streamsize>(json.size() - written));
   out << "</script>";
