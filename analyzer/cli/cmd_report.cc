@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/report_session.h"
 #include "report/html/report_data.h"
+#include "report/html/report_assets.h"
 #include "report/html/report_html.h"
 #include "util/terminal_text.h"
 
@@ -25,6 +26,11 @@ struct ReportCommandArgs {
 
 int report(const ReportCommandArgs& args) {
   if (args.output.empty()) throw UsageError("report needs -o FILE");
+  // A memtrace built without the browser packages (report/html/assets_missing.cc) says so before reading anything.
+  if (const char* missing = report_html_assets_missing()) {
+    std::cerr << missing << '\n';
+    return kExitBadInput;
+  }
   ReportSession session;
   if (int status = open_report(args.report, /*with_live_at_peak=*/true, &session); status != kExitOk) return status;
   nlohmann::json data;

@@ -1,5 +1,5 @@
-// The page of `memtrace report TRACE -o report.html`: one self-contained HTML file (no network) that draws the
-// report's data (report_data.h; docs/report.md says what it holds and what the page shows).
+// The HTML report: one self-contained page (web/report.html with its scripts, styles and the report's data inlined)
+// that `memtrace report TRACE -o report.html` writes. The data's shape: docs/report.md.
 #pragma once
 
 #include <ostream>
@@ -8,9 +8,10 @@
 
 namespace memtrace {
 
-// Writes the whole page to `out`: the page and the scripts and styles it uses, inlined, with `data`
-// (report_data()) embedded as <script id="memtrace-data" type="application/json">, written by embeddable_json so
-// that nothing in it can end the element.
+// Writes the page for `data` (the report's JSON object) to `out`: the template with its assets inlined and the data
+// as <script id="memtrace-data" type="application/json">, every '<' in it written "\u003c" so that nothing in it
+// can end the element. Throws std::runtime_error (report_assets.h's one line) where this memtrace was built
+// without the browser packages.
 void write_report_html(const nlohmann::json& data, std::ostream& out);
 
 }  // namespace memtrace

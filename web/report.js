@@ -1,0 +1,759 @@
+// memtrace's HTML report: draws the data that `memtrace report` embeds in <script id="memtrace-data"> (its
+// shape: docs/report.md) with uPlot (the timelines) and d3-flame-graph (the live-at-peak icicle). Everything is
+// drawn from the embedded data: nothing is fetched. Text from the trace goes into the page as text, never as HTML.
+// When everything is drawn the page sets window.memtraceReport = {ready: true, charts, flameNodes, markers} (and
+// series: the series each chart draws, x not counted; drawnMs: milliseconds from navigation to drawn).
+(function () {
+  'use strict';
+
+  const NS_PER_S = 1e9;
+  const PHASE_FILL = {
+    forward: 'rgba(59, 130, 246, 0.10)',
+    backward: 'rgba(245, 158, 11, 0.13)',
+    optimizer: 'rgba(16, 185, 129, 0.13)',
+    other: 'rgba(148, 163, 184, 0.12)',
+  };
+  const COLORS = {
+    allocated: '#2563eb', reserved: '#d97706', driver: '#7c3aed',
+    device_used: '#52606d', process_used: '#0d9488', other_processes: '#db2777', oom: '#dc2626',
+  };
+  const TOTALS = ['allocated', 'reserved', 'driver'];
+  const SAMPLED = [
+    {key: 'device_used', label: 'device used (NVML)'},
+    {key: 'process_used', label: 'this process (NVML)'},
+    {key: 'other_processes', label: 'other processes'},
+  ];
+
+  // ---- formatting -------------------------------------------------------------------------------------------
+  const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+  // "9.31 GiB"; below 1 KiB "512 B" (the text reports' units).
+  function fmtBytes(bytes) {
+    if (bytes == null) return '—';
+    const neg = bytes < 0;
+    let v = Math.abs(bytes);
+    if (v < 1024) return (neg ? '-' : '') + v + ' B';
+    let u = 0;
+    while (v >= 1024 && u < UNITS.length - 1) { v /= 1024; u++; }
+    return (neg ? '-' : '') + v.toFixed(2) + ' ' + UNITS[u];
+  }
+  function exactBytes(bytes) { return bytes == null ? '' : Number(bytes).toLocaleString('en-US') + ' B'; }
+  // "12.345 s" from a millisecond up, "14 us" below.
+  function fmtTime(ns) {
+    if (ns == null) return '—';
+    if (Math.abs(ns) >= 1e6 || ns === 0) return (ns / NS_PER_S).toFixed(3) + ' s';
+    return Math.round(ns / 1e3) + ' us';
+  }
+  // A time with the decimals a resolution of `resolutionNs` needs (at least milliseconds): "0.00625 s".
+  function fmtTimeAt(ns, resolutionNs) {
+    if (!(resolutionNs > 0) || resolutionNs >= 1e6) return fmtTime(ns);
+    const decimals = Math.min(9, Math.ceil(-Math.log10(resolutionNs / NS_PER_S) - 1e-9));
+    return (ns / NS_PER_S).toFixed(decimals) + ' s';
+  }
+  function fmtDuration(ns) {
+    if (ns >= 60 * NS_PER_S) {
+      const s = Math.round(ns / NS_PER_S);
+      return Math.floor(s / 60) + ' min ' + (s % 60) + ' s';
+    }
+    return fmtTime(ns);
+  }
+  function fmtCount(n) { return Number(n).toLocaleString('en-US'); }
+  // An axis tick in seconds with as many decimals as the tick spacing needs.
+  function fmtAxisSeconds(v, incr) {
+    const decimals = incr >= 1 ? 0 : Math.min(9, Math.ceil(-Math.log10(incr) - 1e-9));
+    return v.toFixed(decimals) + ' s';
+  }
+  function fmtAxisBytes(v, incr) {
+    if (v === 0) return '0';
+    let u = 0;
+    while (u < UNITS.length - 1 && Math.abs(incr) >= 1024 ** (u + 1)) u++;
+    const scaled = v / 1024 ** u;
+    const step = incr / 1024 ** u;
+    const decimals = step >= 1 ? 0 : Math.min(3, Math.ceil(-Math.log10(step) - 1e-9));
+    return scaled.toFixed(decimals) + ' ' + UNITS[u];
+  }
+  // Byte tick spacings: powers of two of each unit, so that ticks fall on round binary sizes.
+  const BYTE_INCRS = (function () {
+    const out = [];
+    for (let u = 0; u < 5; u++)
+      for (const m of [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]) out.push(m * 1024 ** u);
+    return out;
+  })();
+  const TIME_INCRS = (function () {
+    const out = [];
+    for (let e = -9; e <= 6; e++) for (const m of [1, 2, 5]) out.push(m * 10 ** e);
+    return out;
+  })();
+
+  // ---- DOM helpers ------------------------------------------------------------------------------------------
+  // el('div', {class: 'x', title: 't'}, child, 'text', ...): children are nodes or text (never parsed as HTML).
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    if (attrs) {
+      for (const [k, v] of Object.entries(attrs)) {
+        if (v == null || v === false) continue;
+        if (k === 'style') node.style.cssText = v;
+        else if (k.startsWith('on')) node.addEventListener(k.slice(2), v);
+        else node.setAttribute(k, v === true ? '' : v);
+      }
+    }
+    for (const c of children) {
+      if (c == null || c === false) continue;
+      node.append(c instanceof Node ? c : String(c));
+    }
+    return node;
+  }
+  function byId(id) { return document.getElementById(id); }
+
+  // First index i with a[i] >= v (a ascending).
+  function lowerBound(a, v) {
+    let lo = 0, hi = a.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (a[mid] < v) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+  }
+
+  function stackTitle(site) {
+    const stack = site && site.stack;
+    return stack && stack.length ? stack.join('\n') : '';
+  }
+  function siteCell(site) {
+    const stack = (site && site.stack) || [];
+    if (stack.length <= 1) return el('td', {class: 'site', title: stackTitle(site)}, (site && site.label) || '?');
+    return el('td', {class: 'site'},
+      el('details', {class: 'stack'},
+        el('summary', {title: 'the call stack, root first'}, site.label || stack[stack.length - 1]),
+        el('ol', null, ...stack.map(f => el('li', null, f)))));
+  }
+  function bar(fraction) {
+    const pct = Math.max(0, Math.min(1, fraction || 0)) * 100;
+    return el('div', {class: 'bar'}, el('span', {style: 'width:' + pct.toFixed(1) + '%'}));
+  }
+
+  // ---- the page ---------------------------------------------------------------------------------------------
+  const data = JSON.parse(byId('memtrace-data').textContent);
+  const trace = data.trace || {};
+  const devices = data.devices || [];
+  const iterations = (data.iterations && data.iterations.spans) || [];
+  const ooms = data.ooms || [];
+  const leaks = data.leaks || [];
+  const traps = data.traps || [];
+  const iterationEnds = iterations.map(s => s.end_ns);  // ascending: the spans follow each other
+  const timelines = [];   // one per device: {chart, zoomToNs(begin, end)}
+  const report = {ready: false, charts: 0, flameNodes: 0, markers: 0, series: [], drawnMs: null};
+  window.memtraceReport = report;
+
+  function drawHeader() {
+    const command = trace.command || trace.path || 'trace';
+    byId('title-command').textContent = command;
+    byId('title-command').title = command;
+    document.title = 'memtrace: ' + command;
+    const facts = byId('trace-facts');
+    const items = [];
+    if (trace.path) items.push(el('span', {class: 'mono'}, trace.path));
+    if (trace.host || trace.pid) items.push(el('span', null, 'pid ' + (trace.pid || '?') + (trace.host ? ' on ' + trace.host : '')));
+    if (trace.duration_ns != null) items.push(el('span', null, fmtDuration(trace.duration_ns)));
+    if (trace.events != null) items.push(el('span', null, fmtCount(trace.events) + ' events'));
+    if (trace.truncated) items.push(el('span', {class: 'warn'}, 'trace truncated'));
+    facts.append(...items);
+  }
+
+  function card(kind, label, value, detail, title) {
+    return el('div', {class: 'card ' + kind, title: title || null},
+      el('div', {class: 'label'}, label), el('div', {class: 'value'}, value), el('div', {class: 'detail'}, detail || ''));
+  }
+
+  function drawSummary() {
+    const cards = [];
+    for (const total of TOTALS) {
+      let best = null;
+      for (const dev of devices) {
+        const p = dev.timeline && dev.timeline.peaks && dev.timeline.peaks[total];
+        if (p && (!best || p.bytes > best.p.bytes)) best = {p, dev};
+      }
+      if (!best) continue;
+      const where = (devices.length > 1 ? 'device ' + best.dev.device + ', ' : '') + 'at ' + fmtTime(best.p.time_ns);
+      cards.push(card(total, 'Peak ' + total, fmtBytes(best.p.bytes), where, exactBytes(best.p.bytes)));
+    }
+    if (iterations.length) {
+      cards.push(card('', 'Iterations', fmtCount(iterations.length), data.iterations.source || '', data.iterations.source));
+    }
+    cards.push(card(ooms.length ? 'bad' : 'good', 'Out of memory', ooms.length ? fmtCount(ooms.length) : 'none',
+      ooms.length ? 'first at ' + fmtTime(ooms[0].time_ns) : ''));
+    const growing = leaks.filter(l => l.growth_per_iteration_bytes > 0);
+    cards.push(card(growing.length ? 'bad' : '', 'Leak candidates', fmtCount(leaks.length),
+      growing.length ? growing.length + ' growing per iteration' : 'none grows per iteration'));
+    if (traps.length) cards.push(card('bad', 'Traps', fmtCount(traps.length), traps[0].title, traps[0].title));
+    byId('summary').append(...cards);
+  }
+
+  // ---- the timeline of one device -----------------------------------------------------------------------------
+  // Series: x (seconds), then for each total its bin max and bin min (a band between them, so that no peak is lost
+  // whatever the zoom), then the sampled series present.
+  function drawDevice(dev) {
+    const tl = dev.timeline || {levels: []};
+    const levels = (tl.levels || []).filter(l => l.t_ns && l.t_ns.length);
+    const section = el('section', {class: 'panel device'});
+    const name = 'Device ' + dev.device + (dev.name ? ' · ' + dev.name : '');
+    section.append(el('h2', null, name, dev.total_bytes ? el('span', {class: 'total'}, fmtBytes(dev.total_bytes) + ' total') : null));
+    byId('devices').append(section);
+    if (!levels.length) {
+      section.append(el('div', {class: 'empty'}, 'No memory events on this device.'));
+      return;
+    }
+    const timeline = makeTimeline(dev, tl, levels, section);
+    timelines.push(timeline);
+    drawBelowChart(dev, section, timeline, levels[0]);
+    drawFlame(dev, section);
+  }
+
+  function makeTimeline(dev, tl, levels, section) {
+    const sampled = SAMPLED.filter(s => Array.isArray(tl[s.key]) && tl[s.key].length);
+    const lastT = Math.max(...levels.map(l => l.t_ns[l.t_ns.length - 1] + (l.bin_ns || 0)));
+    const endNs = Math.max(trace.duration_ns || 0, lastT, 1);
+    const devOoms = ooms.filter(o => o.device === dev.device);
+    const peaks = tl.peaks || {};
+    let moment = null;    // ns of the chosen moment (a vertical line), or null
+    let current = null;   // {level, lo, hi}: the level and the time range (ns) whose points the chart holds
+
+    // The chart's points for level `li` between lo and hi (ns), one bin either side, joined with the samples.
+    function buildData(li, lo, hi) {
+      const L = levels[li];
+      const t = L.t_ns;
+      const i0 = Math.max(0, lowerBound(t, lo) - 1);
+      const i1 = Math.min(t.length, lowerBound(t, hi) + 1);
+      const xs = [];
+      const cols = TOTALS.flatMap(() => [[], []]);
+      for (let i = i0; i < i1; i++) {
+        xs.push(t[i] / NS_PER_S);
+        TOTALS.forEach((k, j) => {
+          cols[2 * j].push(L[k + '_max'] ? L[k + '_max'][i] : null);
+          cols[2 * j + 1].push(L[k + '_min'] ? L[k + '_min'][i] : null);
+        });
+      }
+      // The last bin (or change) lasts to its bin's end (or the trace's end): a closing point draws it.
+      if (i1 === t.length && xs.length) {
+        const close = L.bin_ns > 0 ? t[t.length - 1] + L.bin_ns : endNs;
+        if (close / NS_PER_S > xs[xs.length - 1]) {
+          xs.push(close / NS_PER_S);
+          for (const c of cols) c.push(c[c.length - 1]);
+        }
+      }
+      const table = [xs, ...cols];
+      if (!sampled.length) return table;
+      const tables = [table];
+      for (const s of sampled) {
+        const pts = tl[s.key];
+        const ts = pts.map(p => p[0]);
+        const j0 = Math.max(0, lowerBound(ts, lo) - 1);
+        const j1 = Math.min(pts.length, lowerBound(ts, hi) + 1);
+        const sx = [], sy = [];
+        for (let j = j0; j < j1; j++) { sx.push(pts[j][0] / NS_PER_S); sy.push(pts[j][1]); }
+        tables.push([sx, sy]);
+      }
+      return uPlot.join(tables);
+    }
+
+    // The finest level with about the plot's width in points in [lo, hi]: at most two per pixel, so that a level
+    // a little finer than the pixels still wins over one far coarser (levels are often 10 to 25 times apart).
+    function chooseLevel(lo, hi, widthPx) {
+      for (let i = levels.length - 1; i > 0; i--) {
+        const t = levels[i].t_ns;
+        if (lowerBound(t, hi) - lowerBound(t, lo) <= widthPx * 2) return i;
+      }
+      return 0;
+    }
+
+    const series = [{}];
+    for (const k of TOTALS) {
+      const stroke = COLORS[k];
+      series.push({label: k, stroke, width: 1.6, paths: uPlot.paths.stepped({align: 1}), spanGaps: true,
+                   points: {show: false}, fill: null});
+      series.push({label: k + ' (bin min)', stroke, width: 0.8, paths: uPlot.paths.stepped({align: 1}), spanGaps: true,
+                   points: {show: false}, alpha: 0.9});
+    }
+    for (const s of sampled) {
+      series.push({label: s.label, stroke: COLORS[s.key], width: 1.4, dash: [5, 4], spanGaps: true, points: {show: false}});
+    }
+    const bands = TOTALS.map((k, j) => ({series: [1 + 2 * j, 2 + 2 * j], fill: hexAlpha(COLORS[k], 0.22)}));
+
+    // Toolbar: zoom buttons, legend (toggles + the values under the cursor), what the chart shows.
+    const legend = el('div', {class: 'legend'});
+    const legendVals = [];
+    const legendItems = TOTALS.map((k, j) => ({label: k, color: COLORS[k], idx: [1 + 2 * j, 2 + 2 * j], dashed: false}))
+      .concat(sampled.map((s, j) => ({label: s.label, color: COLORS[s.key], idx: [7 + j], dashed: true})));
+    const viewInfo = el('span', {class: 'view-info'});
+    const btn = (label, title, fn) => el('button', {type: 'button', title, onclick: fn}, label);
+    const toolbar = el('div', {class: 'toolbar'},
+      el('div', {class: 'buttons'},
+        btn('◀', 'pan left', () => pan(-0.5)), btn('▶', 'pan right', () => pan(0.5)),
+        btn('−', 'zoom out', () => zoomBy(2)), btn('+', 'zoom in', () => zoomBy(0.5)),
+        btn('reset', 'the whole trace', () => setWindow(0, endNs))),
+      viewInfo, phaseKey());
+    const chartDiv = el('div', {class: 'chart'});
+    section.append(toolbar, legend, chartDiv);
+
+    const chart = new uPlot({
+      width: chartWidth(section), height: 340,
+      legend: {show: false},
+      cursor: {drag: {x: true, y: false, setScale: true}, bind: {dblclick: () => null}, points: {show: false}},
+      scales: {
+        // Not auto: setData keeps the window (the points around it change with the zoom, not the window).
+        x: {time: false, auto: false, range: (u, min, max) => [min == null ? 0 : min, max == null ? endNs / NS_PER_S : max]},
+        y: {range: (u, min, max) => [0, max > 0 ? max * 1.12 : 1]},
+      },
+      axes: [
+        {space: 90, incrs: TIME_INCRS, values: (u, splits, ax, space, incr) => splits.map(v => fmtAxisSeconds(v, incr)),
+         grid: {stroke: '#eef2f6'}, ticks: {stroke: '#d9e2ec'}},
+        {size: 76, space: 36, incrs: BYTE_INCRS, values: (u, splits, ax, space, incr) => splits.map(v => fmtAxisBytes(v, incr)),
+         grid: {stroke: '#eef2f6'}, ticks: {stroke: '#d9e2ec'}},
+      ],
+      series, bands,
+      hooks: {
+        drawClear: [u => drawBands(u)],
+        draw: [u => drawMarkers(u)],
+        setScale: [(u, key) => { if (key === 'x') scheduleRefine(); }],
+        setCursor: [u => showCursor(u)],
+      },
+    }, buildData(0, 0, endNs), chartDiv);
+    current = {level: 0, lo: -Infinity, hi: Infinity};
+
+    for (const item of legendItems) {
+      const val = el('span', {class: 'val'});
+      legendVals.push({item, val});
+      const box = el('input', {type: 'checkbox', checked: true});
+      box.addEventListener('change', () => { for (const i of item.idx) chart.setSeries(i, {show: box.checked}); });
+      legend.append(el('label', null, box,
+        el('span', {class: 'swatch' + (item.dashed ? ' dashed' : ''), style: 'background:' + item.color + ';border-color:' + item.color}),
+        item.label, val));
+    }
+
+    // Zoom, pan, click.
+    function setWindow(lo, hi) {
+      const minSpan = 1000;  // 1 us
+      if (hi - lo < minSpan) { const mid = (lo + hi) / 2; lo = mid - minSpan / 2; hi = mid + minSpan / 2; }
+      const span = hi - lo;
+      if (span >= endNs) { lo = 0; hi = endNs; }
+      else if (lo < 0) { lo = 0; hi = span; }
+      else if (hi > endNs) { hi = endNs; lo = endNs - span; }
+      chart.setScale('x', {min: lo / NS_PER_S, max: hi / NS_PER_S});
+    }
+    function view() { return [chart.scales.x.min * NS_PER_S, chart.scales.x.max * NS_PER_S]; }
+    function pan(fraction) { const [lo, hi] = view(); const d = (hi - lo) * fraction; setWindow(lo + d, hi + d); }
+    function zoomBy(factor, centerNs) {
+      const [lo, hi] = view();
+      const c = centerNs == null ? (lo + hi) / 2 : centerNs;
+      setWindow(c - (c - lo) * factor, c + (hi - c) * factor);
+    }
+    const over = chart.over;
+    over.addEventListener('wheel', e => {
+      e.preventDefault();
+      const c = chart.posToVal(e.offsetX, 'x') * NS_PER_S;
+      zoomBy(e.deltaY < 0 ? 0.8 : 1.25, c);
+    }, {passive: false});
+    over.addEventListener('dblclick', () => setWindow(0, endNs));
+    let downAt = null;
+    // Shift-drag pans: caught before uPlot's own drag-to-zoom (capture on the chart's root).
+    chart.root.addEventListener('mousedown', e => {
+      downAt = {x: e.clientX, y: e.clientY};
+      if (!e.shiftKey || !over.contains(e.target)) return;
+      e.stopPropagation();
+      e.preventDefault();
+      const [lo, hi] = view();
+      const nsPerPx = (hi - lo) / over.clientWidth;
+      const x0 = e.clientX;
+      const move = ev => { const d = (x0 - ev.clientX) * nsPerPx; setWindow(lo + d, hi + d); };
+      const up = () => { window.removeEventListener('mousemove', move); window.removeEventListener('mouseup', up); };
+      window.addEventListener('mousemove', move);
+      window.addEventListener('mouseup', up);
+    }, true);
+    over.addEventListener('click', e => {
+      if (!downAt || Math.abs(e.clientX - downAt.x) > 3 || Math.abs(e.clientY - downAt.y) > 3) return;
+      timeline.onMoment(chart.posToVal(e.offsetX, 'x') * NS_PER_S);
+    });
+
+    // After a zoom or pan: switch to the level that fits the window, and hold the points around it.
+    let refinePending = false;
+    let windowText = '';
+    function scheduleRefine() {
+      if (refinePending) return;
+      refinePending = true;
+      Promise.resolve().then(() => { refinePending = false; refine(); });
+    }
+    function refine() {
+      const [lo, hi] = view();
+      const li = chooseLevel(lo, hi, chart.bbox.width / devicePixelRatio);
+      const L = levels[li];
+      const binText = L.bin_ns > 0 ? 'bins of ' + fmtTime(L.bin_ns) + ' (min–max)' : 'every change';
+      windowText = fmtTimeAt(lo, (hi - lo) / 100) + ' – ' + fmtTimeAt(hi, (hi - lo) / 100) + ' · ' + binText;
+      viewInfo.textContent = windowText;
+      if (li === current.level && lo >= current.lo && hi <= current.hi) return;
+      const span = hi - lo;
+      const range = li === 0 ? {lo: -Infinity, hi: Infinity} : {lo: lo - span, hi: hi + span};
+      current = {level: li, lo: range.lo, hi: range.hi};
+      chart.setData(buildData(li, Math.max(0, range.lo), Math.min(endNs, range.hi)));
+    }
+
+    // Behind the series: iterations (boundaries and numbers) and their phases as bands.
+    function drawBands(u) {
+      if (!iterations.length) return;
+      const ctx = u.ctx;
+      const {left, top, width, height} = u.bbox;
+      const lo = u.scales.x.min * NS_PER_S, hi = u.scales.x.max * NS_PER_S;
+      const px = ns => u.valToPos(ns / NS_PER_S, 'x', true);
+      ctx.save();
+      ctx.textAlign = 'left';
+      ctx.beginPath();
+      ctx.rect(left, top, width, height);
+      ctx.clip();
+      const first = lowerBound(iterationEnds, lo);
+      const dpr = devicePixelRatio;
+      let lastLabelPx = -Infinity;
+      for (let i = first; i < iterations.length && iterations[i].begin_ns <= hi; i++) {
+        const s = iterations[i];
+        const x0 = px(s.begin_ns), x1 = px(s.end_ns);
+        const phases = s.phases || [];
+        if (phases.length) {
+          for (const p of phases) {
+            const a = px(p.begin_ns), b = px(p.end_ns);
+            if (b - a < 0.5) continue;
+            ctx.fillStyle = PHASE_FILL[p.phase] || PHASE_FILL.other;
+            ctx.fillRect(a, top, b - a, height);
+          }
+        } else if (i % 2 === 0) {
+          ctx.fillStyle = 'rgba(148, 163, 184, 0.10)';
+          ctx.fillRect(x0, top, x1 - x0, height);
+        }
+        if (x1 - x0 >= 2) {
+          ctx.fillStyle = 'rgba(82, 96, 109, 0.35)';
+          ctx.fillRect(Math.round(x0), top, Math.max(1, dpr), height);
+        }
+        if (x1 - x0 > 26 * dpr && x0 - lastLabelPx > 26 * dpr) {
+          ctx.fillStyle = '#7b8794';
+          ctx.font = (11 * dpr) + 'px system-ui, sans-serif';
+          ctx.textBaseline = 'top';
+          ctx.fillText(String(s.index), Math.max(left, x0) + 3 * dpr, top + 3 * dpr);
+          lastLabelPx = x0;
+        }
+      }
+      ctx.restore();
+    }
+
+    // Above the series: OOMs (red lines), the peaks (dots with their size) and the chosen moment.
+    function drawMarkers(u) {
+      const ctx = u.ctx;
+      const {left, top, width, height} = u.bbox;
+      const dpr = devicePixelRatio;
+      const xpx = ns => u.valToPos(ns / NS_PER_S, 'x', true);
+      const inside = x => x >= left - 1 && x <= left + width + 1;
+      ctx.save();
+      ctx.textAlign = 'left';
+      ctx.beginPath();
+      ctx.rect(left, top - 2 * dpr, width, height + 2 * dpr);
+      ctx.clip();
+      if (moment != null && inside(xpx(moment))) {
+        const x = xpx(moment);
+        ctx.strokeStyle = '#102a43';
+        ctx.lineWidth = 1 * dpr;
+        ctx.setLineDash([4 * dpr, 3 * dpr]);
+        ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + height); ctx.stroke();
+        ctx.setLineDash([]);
+      }
+      for (const o of devOoms) {
+        const x = xpx(o.time_ns);
+        if (!inside(x)) continue;
+        ctx.strokeStyle = COLORS.oom;
+        ctx.lineWidth = 2 * dpr;
+        ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + height); ctx.stroke();
+        ctx.fillStyle = COLORS.oom;
+        ctx.beginPath();
+        ctx.moveTo(x - 6 * dpr, top); ctx.lineTo(x + 6 * dpr, top); ctx.lineTo(x, top + 9 * dpr); ctx.closePath(); ctx.fill();
+        ctx.font = 'bold ' + (11 * dpr) + 'px system-ui, sans-serif';
+        ctx.textBaseline = 'top';
+        const label = 'OOM';
+        const w = ctx.measureText(label).width;
+        ctx.fillText(label, x + 8 * dpr + w > left + width ? x - 8 * dpr - w : x + 8 * dpr, top + 2 * dpr);
+      }
+      for (const k of TOTALS.slice().reverse()) {
+        const p = peaks[k];
+        if (!p || !chart.series[1 + 2 * TOTALS.indexOf(k)].show) continue;
+        const x = xpx(p.time_ns), y = u.valToPos(p.bytes, 'y', true);
+        if (!inside(x)) continue;
+        ctx.fillStyle = '#fff';
+        ctx.strokeStyle = COLORS[k];
+        ctx.lineWidth = 2 * dpr;
+        ctx.beginPath(); ctx.arc(x, y, 4.5 * dpr, 0, 2 * Math.PI); ctx.fill(); ctx.stroke();
+        if (k === 'allocated') {
+          const label = 'peak allocated ' + fmtBytes(p.bytes);
+          ctx.font = '600 ' + (12 * dpr) + 'px system-ui, sans-serif';
+          ctx.textBaseline = 'bottom';
+          const w = ctx.measureText(label).width;
+          const tx = x + 8 * dpr + w > left + width ? x - 8 * dpr - w : x + 8 * dpr;
+          ctx.fillStyle = 'rgba(255,255,255,0.85)';
+          ctx.fillRect(tx - 2 * dpr, y - 18 * dpr, w + 4 * dpr, 15 * dpr);
+          ctx.fillStyle = COLORS.allocated;
+          ctx.fillText(label, tx, y - 4 * dpr);
+        }
+      }
+      ctx.restore();
+    }
+
+    // The legend's values under the cursor (for a band: its bin's max, and its min where they differ).
+    function showCursor(u) {
+      const idx = u.cursor.idx;
+      for (const {item, val} of legendVals) {
+        if (idx == null) { val.textContent = ''; continue; }
+        const hiV = valueAt(u.data[item.idx[0]], idx);
+        const loV = item.idx.length > 1 ? valueAt(u.data[item.idx[1]], idx) : hiV;
+        val.textContent = hiV == null ? '' : (loV != null && loV !== hiV ? fmtBytes(loV) + '–' : '') + fmtBytes(hiV);
+      }
+      const span = (u.scales.x.max - u.scales.x.min) * NS_PER_S;
+      viewInfo.textContent = idx != null ? 'at ' + fmtTimeAt(u.data[0][idx] * NS_PER_S, span / 1000) : windowText;
+    }
+    function valueAt(col, idx) {
+      for (let i = idx; i >= 0 && i > idx - 64; i--) if (col[i] != null) return col[i];
+      return null;
+    }
+
+    const timeline = {
+      chart, endNs, device: dev.device,
+      markers: devOoms.length,
+      zoomToNs(lo, hi) { setWindow(lo, hi); section.scrollIntoView({behavior: 'smooth', block: 'start'}); },
+      setMoment(ns) { moment = ns; chart.redraw(false, false); },
+      onMoment: () => {},
+    };
+    refine();
+    return timeline;
+  }
+
+  function phaseKey() {
+    const phases = new Set();
+    for (const s of iterations) for (const p of s.phases || []) phases.add(p.phase);
+    const key = el('div', {class: 'key'});
+    for (const p of ['forward', 'backward', 'optimizer', 'other']) {
+      if (phases.has(p)) key.append(el('span', null, el('span', {class: 'chip', style: 'background:' + PHASE_FILL[p].replace(/[\d.]+\)$/, '0.45)')}), p));
+    }
+    if (ooms.length) key.append(el('span', null, el('span', {class: 'chip', style: 'background:' + COLORS.oom}), 'OOM'));
+    return key;
+  }
+
+  function hexAlpha(hex, alpha) {
+    const n = parseInt(hex.slice(1), 16);
+    return 'rgba(' + (n >> 16) + ',' + ((n >> 8) & 255) + ',' + (n & 255) + ',' + alpha + ')';
+  }
+
+  function chartWidth(section) { return Math.max(400, section.clientWidth - 36); }
+
+  // ---- what was live at a moment, and the breakdown at the peak -----------------------------------------------
+  function drawBelowChart(dev, section, timeline, level0) {
+    const sites = dev.sites || [];
+    const siteBytes = dev.site_bytes || [];
+    const otherBytes = dev.other_site_bytes || [];
+    const binNs = level0.bin_ns || 0;
+    const ends = level0.t_ns.map(t => t + binNs);
+    const head = el('h3');
+    const body = el('div');
+    const peak = dev.timeline.peaks && dev.timeline.peaks.allocated;
+    const peakBtn = peak ? el('button', {type: 'button', onclick: () => show(peak.time_ns, 'peak')}, 'at the peak') : null;
+    const left = el('div', null, el('div', {class: 'moment-head'}, head, peakBtn), body);
+    const right = el('div');
+    section.append(el('div', {class: 'below-chart'}, left, right));
+
+    function show(ns, why) {
+      let k = lowerBound(ends, ns);
+      if (k >= ends.length || (k > 0 && ns - ends[k - 1] < ends[k] - ns)) k = Math.max(0, k - 1);
+      const at = ends[k];
+      timeline.setMoment(at);
+      const near = why === 'peak' ? 'nearest the peak (the flame graph below is exact at the peak)' : 'nearest the click';
+      const t = v => fmtTimeAt(v, binNs);
+      head.replaceChildren('Live by call site at ' + t(at),
+        el('span', {class: 'sub'}, (binNs > 0 ? 'end of the bin ' + t(at - binNs) + ' – ' + t(at) : 'the change') + ' ' + near));
+      const rows = [];
+      for (let s = 0; s < sites.length; s++) {
+        const b = siteBytes[s] ? siteBytes[s][k] : 0;
+        if (b > 0) rows.push({site: sites[s], bytes: b});
+      }
+      rows.sort((a, b) => b.bytes - a.bytes);
+      const other = otherBytes[k] || 0;
+      const total = rows.reduce((a, r) => a + r.bytes, 0) + other;
+      if (!total) { body.replaceChildren(el('div', {class: 'empty'}, 'Nothing allocated was live then.')); return; }
+      const shown = rows.slice(0, 15);
+      const rest = rows.slice(15).reduce((a, r) => a + r.bytes, 0) + other;
+      const max = Math.max(shown.length ? shown[0].bytes : 0, rest);
+      const table = el('table', {class: 'moment-table'},
+        el('thead', null, el('tr', null, el('th', null, 'call site'), el('th', {class: 'num'}, 'live'), el('th', null, ''))));
+      const tb = el('tbody');
+      for (const r of shown) {
+        tb.append(el('tr', null, siteCell(r.site), el('td', {class: 'num', title: exactBytes(r.bytes)}, fmtBytes(r.bytes)),
+          el('td', {style: 'width:22%'}, bar(r.bytes / max))));
+      }
+      if (rest > 0) {
+        const n = rows.length - shown.length;
+        tb.append(el('tr', {class: 'other'}, el('td', null, n > 0 ? 'other call sites (' + n + ' more listed, and the rest)' : 'other call sites'),
+          el('td', {class: 'num', title: exactBytes(rest)}, fmtBytes(rest)), el('td', null, bar(rest / max))));
+      }
+      tb.append(el('tr', {class: 'total'}, el('td', null, 'total allocated'), el('td', {class: 'num', title: exactBytes(total)}, fmtBytes(total)), el('td')));
+      table.append(tb);
+      body.replaceChildren(table);
+    }
+    timeline.onMoment = show;
+    if (peak) show(peak.time_ns, 'peak'); else show(ends[ends.length - 1]);
+
+    const breakdown = dev.breakdown_at_peak || [];
+    if (breakdown.length) {
+      const max = Math.max(...breakdown.map(b => b.bytes), 1);
+      right.append(el('h3', null, 'What the peak is made of', peak ? el('span', {class: 'sub'}, 'at ' + fmtTime(peak.time_ns)) : null),
+        el('div', {class: 'breakdown'}, ...breakdown.map(b => el('div', {class: 'row'},
+          el('span', null, b.category), bar(b.bytes / max), el('span', {class: 'num', title: exactBytes(b.bytes)}, fmtBytes(b.bytes))))));
+    }
+    if (peak) {
+      const facts = el('table', {class: 'peaks'}, el('thead', null, el('tr', null, el('th', null, 'peak'), el('th', {class: 'num'}, 'bytes'), el('th', {class: 'num'}, 'at'), el('th', {class: 'num'}, 'event'))));
+      const tb = el('tbody');
+      for (const k of TOTALS) {
+        const p = dev.timeline.peaks[k];
+        if (!p) continue;
+        tb.append(el('tr', null, el('td', null, el('span', {class: 'chip', style: 'display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:6px;background:' + COLORS[k]}), k),
+          el('td', {class: 'num', title: exactBytes(p.bytes)}, fmtBytes(p.bytes)),
+          el('td', {class: 'num'}, el('a', {href: '#', onclick: e => { e.preventDefault(); const w = Math.max(endNsOf(timeline) / 50, 1e6); timeline.zoomToNs(p.time_ns - w, p.time_ns + w); show(p.time_ns); }}, fmtTime(p.time_ns))),
+          el('td', {class: 'num'}, p.event != null ? fmtCount(p.event) : '')));
+      }
+      facts.append(tb);
+      right.append(el('h3', {style: 'margin-top:14px'}, 'Peaks', el('span', {class: 'sub'}, 'click a time to zoom there')), facts);
+    }
+  }
+  function endNsOf(timeline) { return timeline.endNs; }
+
+  // ---- the flame graph (icicle) of what was live at the peak --------------------------------------------------
+  function drawFlame(dev, section) {
+    const flame = dev.flame_at_peak;
+    if (!flame || !(flame.value > 0)) return;
+    const peak = dev.timeline.peaks && dev.timeline.peaks.allocated;
+    const div = el('div', {class: 'flame'});
+    const details = el('div', {class: 'flame-details'}, 'hover a frame for its bytes; click to zoom into it');
+    section.append(el('div', {class: 'flame-wrap'},
+      el('h3', null, 'Live at the peak allocated, by call stack',
+        el('span', {class: 'sub'}, (peak ? fmtBytes(peak.bytes) + ' at ' + fmtTime(peak.time_ns) + '; ' : '') + 'callers on top, native frames folded as the text reports fold them')),
+      details, div));
+    const total = flame.value;
+    const factory = window.flamegraph.flamegraph || window.flamegraph.default;
+    const chart = factory()
+      .width(Math.max(400, section.clientWidth - 36))
+      .cellHeight(20)
+      .inverted(true)
+      .sort(true)
+      .minFrameSize(1)
+      .transitionDuration(0)
+      .title('')
+      .setColorMapper((d, original) => frameColor(d))
+      .setLabelHandler(d => d.data.name + ': ' + fmtBytes(d.data.value) + ' (' + (100 * d.data.value / total).toFixed(1) + '%)')
+      .setDetailsElement(details);
+    d3.select(div).datum(flame).call(chart);
+    dev._flame = {chart, div, section};
+    report.flameNodes += div.querySelectorAll('g').length;
+  }
+  function frameColor(d) {
+    const name = d.data.name || '';
+    if (d.depth === 0) return '#cbd2d9';
+    const h = hash(name);
+    if (name.startsWith('native:')) return 'hsl(' + (24 + h % 20) + ', 80%, ' + (68 + h % 8) + '%)';
+    return 'hsl(' + (205 + h % 25) + ', 70%, ' + (70 + h % 10) + '%)';
+  }
+  function hash(s) { let h = 0; for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) | 0; return Math.abs(h); }
+
+  // ---- leaks, OOMs, traps, health -----------------------------------------------------------------------------
+  function drawLeaks() {
+    const box = byId('leaks');
+    if (!leaks.length) { box.append(el('div', {class: 'empty'}, 'Nothing was live at exit.')); return; }
+    const table = el('table', null, el('thead', null, el('tr', null, el('th', null, '#'), el('th', null, 'call site'),
+      el('th', {class: 'num'}, 'live at exit'), el('th', {class: 'num'}, 'allocations'), el('th', {class: 'num'}, 'growth per iteration'))));
+    const tb = el('tbody');
+    const shownFirst = 10;  // the rest behind a button, so that the page reads at a glance
+    leaks.forEach((l, i) => {
+      const g = l.growth_per_iteration_bytes;
+      tb.append(el('tr', {class: i >= shownFirst ? 'more' : null, hidden: i >= shownFirst}, el('td', {class: 'num muted'}, i + 1), siteCell(l),
+        el('td', {class: 'num', title: exactBytes(l.live_bytes)}, fmtBytes(l.live_bytes)),
+        el('td', {class: 'num'}, fmtCount(l.allocations)),
+        el('td', {class: 'num' + (g > 0 ? ' grows' : ' muted'), title: g != null ? exactBytes(g) : 'not known (no iterations)'},
+          g == null ? '—' : (g > 0 ? '+' : '') + fmtBytes(g) + (g > 0 ? ' per iteration' : ''))));
+    });
+    table.append(tb);
+    box.append(table);
+    if (leaks.length > shownFirst) {
+      const more = el('button', {type: 'button', class: 'more-button', onclick: () => {
+        for (const tr of tb.querySelectorAll('tr.more')) tr.hidden = false;
+        more.remove();
+      }}, 'show all ' + leaks.length);
+      box.append(more);
+    }
+  }
+
+  function drawOoms() {
+    const box = byId('ooms');
+    if (!ooms.length) { box.append(el('div', {class: 'empty'}, 'No allocation failed.')); return; }
+    ooms.forEach((o, i) => {
+      const timeline = timelines.find(t => t.device === o.device);
+      const link = timeline ? el('a', {href: '#', onclick: e => {
+        e.preventDefault();
+        const w = Math.max(timeline.endNs / 40, 1e6);
+        timeline.zoomToNs(o.time_ns - w, o.time_ns + w);
+      }}, 'show on the chart') : null;
+      box.append(el('div', {class: 'oom'},
+        el('div', null, el('span', {class: 'when'}, 'OOM #' + (i + 1) + ': device ' + o.device + ' at ' + fmtTime(o.time_ns)),
+          ', requested ', el('b', {title: exactBytes(o.requested_bytes)}, fmtBytes(o.requested_bytes)), ' · ', link),
+        o.diagnosis ? diagnosisOf(o.diagnosis) : null));
+    });
+  }
+
+  // `memtrace oom`'s diagnosis: "1. ... 2. ..." as a numbered list, other text as a paragraph.
+  function diagnosisOf(text) {
+    const parts = text.split(/\s+(?=\d+\. )/);
+    const numbered = parts.length > 1 && parts.every((p, i) => p.startsWith((i + 1) + '. '));
+    if (!numbered) return el('p', null, text);
+    return el('ol', {class: 'diagnosis'}, ...parts.map((p, i) => el('li', null, p.slice(String(i + 1).length + 2))));
+  }
+
+  function drawTraps() {
+    const box = byId('traps');
+    if (!traps.length) { byId('traps-section').hidden = true; return; }
+    for (const t of traps) box.append(el('div', {class: 'trap'}, el('div', {class: 'title'}, t.title), t.advice ? el('p', null, t.advice) : null));
+  }
+
+  function drawHealth() {
+    const lines = trace.health || [];
+    const box = byId('health');
+    if (!lines.length) { box.append(el('div', {class: 'empty'}, 'No findings.')); return; }
+    box.append(el('ul', {class: 'health'}, ...lines.map(l => el('li', null, l))));
+  }
+
+  // ---- resizing -----------------------------------------------------------------------------------------------
+  let resizeTimer = null;
+  window.addEventListener('resize', () => {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(() => {
+      for (const t of timelines) t.chart.setSize({width: chartWidth(t.chart.root.closest('section')), height: 340});
+      for (const dev of devices) {
+        if (!dev._flame) continue;
+        dev._flame.chart.width(Math.max(400, dev._flame.section.clientWidth - 36));
+        dev._flame.chart.update();
+      }
+    }, 150);
+  });
+
+  drawHeader();
+  drawSummary();
+  devices.forEach(drawDevice);
+  if (!devices.length) byId('devices').append(el('section', {class: 'panel'}, el('div', {class: 'empty'}, 'The trace has no device memory events.')));
+  drawLeaks();
+  drawOoms();
+  drawTraps();
+  drawHealth();
+  report.charts = timelines.length;
+  report.markers = timelines.reduce((a, t) => a + t.markers, 0);
+  report.series = timelines.map(t => t.chart.series.length - 1);
+  // Ready once the browser has painted what was drawn (d3's label transitions run on the next frame).
+  requestAnimationFrame(() => requestAnimationFrame(() => {
+    report.drawnMs = Math.round(performance.now());
+    report.ready = true;
+  }));
+})();
