@@ -49,6 +49,9 @@ struct Counts {
   uint64_t blocks_allocated_again = 0;    // allocations at a live block's address: the old one freed first
   uint64_t blocks_freed_with_segment = 0; // live blocks given a free entry because their segment went
   uint64_t segments_overlapping = 0;      // segment allocations or maps overlapping a live segment
+  // Mappings right next to a live driver or pool segment on the same stream, and such segments next to a live
+  // mapping (DeviceTrace::touches_other_kind).
+  uint64_t segments_next_to_mappings = 0;
 };
 
 // The name the tracer's API has in CUDA's headers, for the few that make segments.
@@ -272,6 +275,10 @@ class DeviceTrace {
       ++counts_.segments_overlapping;
       return;
     }
+    if (touches_other_kind(next, start, end, kind, e.stream())) {
+      ++counts_.segments_next_to_mappings;
+      return;
+    }
     Piece p;
     p.end = end;
     p.kind = kind;
@@ -282,6 +289,17 @@ class DeviceTrace {
     pieces_.emplace(start, p);
     const char* layer = kind == PieceKind::kPool ? "stream-ordered pool" : frames_.layer(p.stack_id);
     entry(action, start, size, p.stream, p.stack_id, segment_label(p.api, layer));
+  }
+
+  // Whether [start, end) of `kind` would lie right next to a live piece on the same stream where one of the two is
+  // a mapping and the other not (`next`: the first piece at or after `start`). The page merges a mapping with the
+  // segments beside it on its stream when it replays an unmap backwards, and a cudaMalloc segment merged so can no
+  // longer be found by its address: such a pair is never made.
+  bool touches_other_kind(std::map<uint64_t, Piece>::iterator next, uint64_t start, uint64_t end, PieceKind kind,
+                          uint64_t stream) const {
+    auto mixed = [&](const Piece& p) { return p.stream == stream && (p.kind == PieceKind::kMapped) != (kind == PieceKind::kMapped); };
+    if (next != pieces_.end() && next->first == end && mixed(next->second)) return true;
+    return next != pieces_.begin() && std::prev(next)->second.end == start && mixed(std::prev(next)->second);
   }
 
   // The segment (or mapping) at `it` is gone: its live blocks are freed first, then it is written as `action`.
@@ -467,6 +485,7 @@ void write_counts(ValueWriter& w, const Counts& c, bool at_finalizing, uint64_t 
       {"blocks_allocated_again", c.blocks_allocated_again},
       {"blocks_freed_with_segment", c.blocks_freed_with_segment},
       {"segments_overlapping", c.segments_overlapping},
+      {"segments_next_to_mappings", c.segments_next_to_mappings},
   };
   for (const auto& [name, value] : counts) {
     w.key(name);
