@@ -126,12 +126,20 @@ std::string segment_label(proto::Api api, const char* layer) {
 // `segments` written after every device's entries. The observer of replay_trace (model/replay.h).
 class DeviceTrace {
  public:
-  DeviceTrace(int32_t device, const MemoryModel& model, ValueWriter& w, FrameLists& frames, uint64_t start_unix_ns,
-              Counts& counts)
-      : device_(device), model_(model), w_(w), frames_(frames), start_unix_ns_(start_unix_ns), counts_(counts) {}
+  DeviceTrace(int32_t device, ValueWriter& w, FrameLists& frames, uint64_t start_unix_ns, Counts& counts)
+      : device_(device), w_(w), frames_(frames), start_unix_ns_(start_unix_ns), counts_(counts) {}
+
+  // Replays the trace at `path` (model/replay.h) into a model of its own, writing this device's entries. Throws
+  // TraceError where the trace no longer reads.
+  void replay(const std::string& path) {
+    MemoryModel model;
+    model_ = &model;
+    replay_trace(path, {}, model, *this);
+    model_ = nullptr;
+  }
 
   ReplayStep after_event(const EventFields& e) {
-    index_ = model_.next_event_index() - 1;
+    index_ = model_->next_event_index() - 1;
     switch (e.kind()) {
       case proto::PYTHON_FINALIZING:
         ended_at_finalizing_ = true;
@@ -176,7 +184,7 @@ class DeviceTrace {
 
  private:
   uint64_t time_us() const {
-    int64_t now = model_.now_ns();
+    int64_t now = model_->now_ns();
     uint64_t ns = now >= 0 ? saturating_add(start_unix_ns_, uint64_t(now))
                            : (start_unix_ns_ > uint64_t(-(now + 1)) ? start_unix_ns_ + uint64_t(now) : 0);
     return ns / 1000;
@@ -204,13 +212,13 @@ class DeviceTrace {
   void on_alloc(const EventFields& e) {
     if (e.device() != device_) return;
     if (e.layer() == proto::LAYER_DRIVER) {
-      const LiveAllocation* a = model_.find_live(AddressSpace::kDriverPointer, e.address());
+      const LiveAllocation* a = model_->find_live(AddressSpace::kDriverPointer, e.address());
       if (a && a->event_index == index_ && a->memory == proto::MEMORY_DEVICE && a->device == device_)
         add_piece(e, e.address(), a->size_bytes, PieceKind::kDriver, "segment_alloc");
     } else if (e.layer() == proto::LAYER_BLOCK && e.api() == proto::TORCH_ALLOCATOR) {
       on_block_alloc(e);
     } else if (e.layer() == proto::LAYER_BLOCK && e.graph() == 0 && e.capture_id() == 0) {
-      const LiveAllocation* a = model_.find_live(AddressSpace::kPoolBlock, e.address());
+      const LiveAllocation* a = model_->find_live(AddressSpace::kPoolBlock, e.address());
       if (a && a->event_index == index_ && a->device == device_)
         add_piece(e, e.address(), a->size_bytes, PieceKind::kPool, "segment_alloc");
     }
@@ -230,7 +238,7 @@ class DeviceTrace {
   // Whether the model still holds the allocation that made `it` (a failed free leaves it live).
   bool still_live(std::map<uint64_t, Piece>::iterator it) const {
     AddressSpace space = it->second.kind == PieceKind::kPool ? AddressSpace::kPoolBlock : AddressSpace::kDriverPointer;
-    const LiveAllocation* a = model_.find_live(space, it->first);
+    const LiveAllocation* a = model_->find_live(space, it->first);
     return a && a->event_index == it->second.event_index;
   }
 
@@ -244,7 +252,7 @@ class DeviceTrace {
 
   void on_map(const EventFields& e) {
     if (e.result() != 0) return;
-    const LiveAllocation* h = model_.find_live(AddressSpace::kDriverHandle, e.handle());
+    const LiveAllocation* h = model_->find_live(AddressSpace::kDriverHandle, e.handle());
     if (!h || h->memory != proto::MEMORY_DEVICE || h->device != device_) return;
     add_piece(e, e.address(), e.size(), PieceKind::kMapped, "segment_map");
   }
@@ -460,7 +468,7 @@ class DeviceTrace {
   }
 
   int32_t device_;
-  const MemoryModel& model_;
+  const MemoryModel* model_ = nullptr;  // during replay()
   ValueWriter& w_;
   FrameLists& frames_;
   uint64_t start_unix_ns_;
@@ -503,8 +511,7 @@ void write_snapshot(const ExportSource& source, ValueWriter& w) {
 
   FrameLists frames(source.resolver(), w);
   Counts counts;
-  // One replay per device, each keeping its own model and live state until `segments` is written.
-  std::vector<std::unique_ptr<MemoryModel>> models;
+  // One replay per device; each device's live segments and blocks are kept until `segments` is written.
   std::vector<std::unique_ptr<DeviceTrace>> devices;
   bool at_finalizing = false;
   uint64_t end_time_us = start_unix_ns / 1000;
@@ -514,9 +521,8 @@ void write_snapshot(const ExportSource& source, ValueWriter& w) {
   for (int32_t device = 0; device <= max_device; ++device) {
     w.begin_list();
     if (analysis.model.devices().count(device)) {
-      models.push_back(std::make_unique<MemoryModel>());
-      devices.push_back(std::make_unique<DeviceTrace>(device, *models.back(), w, frames, start_unix_ns, counts));
-      replay_trace(source.path(), {}, *models.back(), *devices.back());
+      devices.push_back(std::make_unique<DeviceTrace>(device, w, frames, start_unix_ns, counts));
+      devices.back()->replay(source.path());
       at_finalizing = devices.back()->ended_at_finalizing();
       end_time_us = devices.back()->end_time_us();
     }

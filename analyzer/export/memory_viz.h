@@ -18,8 +18,9 @@
 // out and counted: a block outside every segment, a free of a block or segment not live, a segment overlapping a
 // live one; a block still live when its segment is freed or unmapped gets a free entry first.
 //
-// Memory: the live segments and blocks of one device and the frames of each stack (written once, then referred to
-// in the pickle; the JSON repeats them). The trace is read once per device that has events.
+// Memory: the live segments and blocks (every device's, until `segments` is written), one memory model while a
+// device's entries are written, and each stack's frames, resolved once (written once and referred to after in the
+// pickle; the JSON repeats them). The trace is read once per device that has events.
 #pragma once
 
 #include <ostream>
