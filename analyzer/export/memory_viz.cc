@@ -353,14 +353,14 @@ class DeviceTrace {
     entry("alloc", start, size, e.stream(), e.stack_id(), "");
   }
 
-  // Whether [start, end) lies in one driver segment, or in one run of adjacent mappings on one stream; marks the
-  // pieces as PyTorch's.
+  // Whether [start, end) lies in one driver segment or pool block (PyTorch's cudaMallocAsync backend places each
+  // of its blocks in one), or in one run of adjacent mappings on one stream; marks the pieces as PyTorch's.
   bool covered(uint64_t start, uint64_t end) {
     auto it = pieces_.upper_bound(start);
     if (it == pieces_.begin()) return false;
     --it;
-    if (it->second.end <= start || it->second.kind == PieceKind::kPool) return false;
-    if (it->second.kind == PieceKind::kDriver) {
+    if (it->second.end <= start) return false;
+    if (it->second.kind != PieceKind::kMapped) {
       if (it->second.end < end) return false;
       it->second.held_block = true;
       return true;
@@ -415,7 +415,7 @@ class DeviceTrace {
     w_.key("stream");
     w_.unsigned_integer(first.stream);
     w_.key("segment_type");
-    if (!held) w_.string(piece_layer(first));
+    if (!held || first.kind == PieceKind::kPool) w_.string(piece_layer(first));
     else w_.string(first.kind == PieceKind::kDriver && end - start == kSmallSegmentBytes ? "small" : "large");
     w_.key("segment_pool_id");
     w_.begin_tuple();

@@ -352,6 +352,34 @@ TEST(MemoryViz, EachDeviceHasItsOwnListAndAFreeOnAnotherDeviceFindsItsSegment) {
   EXPECT_EQ(s["segments"], json::array());
 }
 
+TEST(MemoryViz, PoolBlocksAreSegmentsAndMayHoldPyTorchBlocks) {
+  TraceBuilder b;
+  b.start(1'000'000'000, kStartUnixNs);
+  // PyTorch's cudaMallocAsync backend: each block is a stream-ordered pool block (stream 0x10) that the allocator
+  // also reports as its own block; freed in the same order.
+  proto::Event pool = test::make_event(proto::ALLOC, proto::LAYER_BLOCK, proto::CUDA_MALLOC_ASYNC, 0, kA, kMiB, 1000);
+  pool.set_stream(0x10);
+  b.event(pool);
+  b.event(test::torch_event(proto::ALLOC, 0, kA, kMiB, kMiB, 0, 1000));
+  b.event(test::torch_event(proto::FREE, 0, kA, kMiB, 0, 0, 1000));
+  proto::Event pool_free = test::make_event(proto::FREE, proto::LAYER_BLOCK, proto::CUDA_FREE_ASYNC, 0, kA, 0, 1000);
+  pool_free.set_stream(0x10);
+  b.event(pool_free);
+  b.end(4, 0).end_chunk();
+  json s = export_snapshot(b, "pool");
+  json none = json::array();
+  json pool_label = json::array({label("[memtrace] cudaMallocAsync: stream-ordered pool")});
+  json segment_alloc = entry("segment_alloc", kA, kMiB, kBaseUs + 1, pool_label);
+  segment_alloc["stream"] = 0x10;
+  json segment_free = entry("segment_free", kA, kMiB, kBaseUs + 4, pool_label);
+  segment_free["stream"] = 0x10;
+  EXPECT_EQ(s["device_traces"],
+            json::array({json::array({segment_alloc, entry("alloc", kA, kMiB, kBaseUs + 2, none),
+                                      entry("free_requested", kA, kMiB, kBaseUs + 3, none),
+                                      entry("free_completed", kA, kMiB, kBaseUs + 3, none), segment_free})}));
+  EXPECT_EQ(s["memtrace"], counts("end_of_trace", kBaseUs + 4, 0, 0, 0, 0));
+}
+
 TEST(MemoryViz, HostileEventSoupStaysConsistent) {
   // Events no tracer writes in this order: segments, mappings, pool blocks and PyTorch blocks on a few addresses,
   // sizes that overlap and wrap, frees of anything, context destroys, on devices -1..2. The export must succeed and
