@@ -502,6 +502,17 @@ void write_counts(ValueWriter& w, const Counts& c, bool at_finalizing, uint64_t 
   w.end_dict();
 }
 
+// Whether `device` has anything to write: an allocation or a failed one (the first pass saw it). Other devices (one
+// only sampled by NVML, say) get an empty list without a pass over the trace.
+bool has_entries(const Analysis& analysis, int32_t device) {
+  auto it = analysis.model.devices().find(device);
+  if (it != analysis.model.devices().end() && it->second.driver_allocations + it->second.block_allocations > 0)
+    return true;
+  for (const OomEvent& oom : analysis.model.ooms())
+    if (oom.device == device) return true;
+  return analysis.model.health().ooms_not_listed > 0 && it != analysis.model.devices().end();
+}
+
 void write_snapshot(const ExportSource& source, ValueWriter& w) {
   const Analysis& analysis = source.analysis();
   uint64_t start_unix_ns = analysis.info.start ? analysis.info.start->start_unix_ns() : 0;
@@ -520,7 +531,7 @@ void write_snapshot(const ExportSource& source, ValueWriter& w) {
   w.begin_list();
   for (int32_t device = 0; device <= max_device; ++device) {
     w.begin_list();
-    if (analysis.model.devices().count(device)) {
+    if (has_entries(analysis, device)) {
       devices.push_back(std::make_unique<DeviceTrace>(device, w, frames, start_unix_ns, counts));
       devices.back()->replay(source.path());
       at_finalizing = devices.back()->ended_at_finalizing();
