@@ -14,7 +14,7 @@
 // since both readers refuse invalid UTF-8.
 //
 // Both writers check the nesting as they go: a value where a dict expects a key, an end without its begin, or a
-// finish() with containers open is a programming error and aborts (std::logic_error), never a malformed file.
+// finish() with containers open is a programming error and throws std::logic_error, never writes a malformed file.
 #pragma once
 
 #include <cstdint>
