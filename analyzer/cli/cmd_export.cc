@@ -12,6 +12,7 @@
 #include "cli/report_session.h"
 #include "export/event_csv.h"
 #include "export/export_source.h"
+#include "export/memory_viz.h"
 #include "export/perfetto.h"
 #include "export/pprof.h"
 #include "export/folded.h"
@@ -31,6 +32,7 @@ struct ExportFormat {
 
 constexpr ExportFormat kFormats[] = {
     {"csv", "every event as a CSV row: time, device, API, address, size, stack id", write_event_csv},
+    {"memory-viz", "PyTorch's memory_viz snapshot: a pickle, JSON where FILE ends in .json", write_memory_viz},
     {"perfetto", "a Perfetto trace: memory counters per device, OOMs, iterations and NVTX ranges", write_perfetto},
     {"pprof", "a gzip'ed pprof profile of the bytes by stack: in use at the peak, at exit, allocated", write_pprof},
     {"speedscope", "bytes by stack for speedscope: live at each device's peak and at exit, all allocations",
@@ -66,6 +68,7 @@ int export_trace(const ExportArgs& args) {
   const Analysis& analysis = *session.analysis;
   FrameResolver& resolver = *session.resolver;
   ExportSource source(analysis, resolver, [&] { return event_phases_of(analysis, resolver); });
+  source.set_output_path(args.output);
   std::ofstream out(args.output, std::ios::binary | std::ios::trunc);
   if (!out) {
     std::cerr << "memtrace: " << terminal_safe(args.output) << ": cannot write\n";

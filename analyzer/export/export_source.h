@@ -21,6 +21,9 @@ class ExportSource {
       : analysis_(analysis), resolver_(resolver), find_phases_(std::move(find_phases)) {}
 
   const std::string& path() const { return analysis_.path; }
+  // The file the export is written to ("" when not known): a format may choose its encoding by its name.
+  const std::string& output_path() const { return output_path_; }
+  void set_output_path(std::string path) { output_path_ = std::move(path); }
   const Analysis& analysis() const { return analysis_; }
   FrameResolver& resolver() const { return resolver_; }
   // The iterations and the phase of each event (analysis/phases.h). Throws TraceError where the trace no
@@ -35,6 +38,7 @@ class ExportSource {
   FrameResolver& resolver_;
   std::function<EventPhases()> find_phases_;
   mutable std::optional<EventPhases> phases_;
+  std::string output_path_;
 };
 
 }  // namespace memtrace

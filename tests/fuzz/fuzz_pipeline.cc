@@ -9,7 +9,8 @@
 //   `diff` (text, --json) of the trace against itself, and against the input less its last chunk (a second
 //     in-memory file);
 //   `report` (the HTML report's data, report_data, embedded as the page embeds it);
-//   `timeline` (--csv, --json, each with and without --interval) and `dump` (with and without --frames).
+//   `timeline` (--csv, --json, each with and without --interval) and `dump` (with and without --frames); the
+//   exports perfetto, pprof and memory-viz (pickle and JSON).
 // Then it checks the outputs:
 //   - an input the analysis refuses throws memtrace::TraceError, nothing else (any other exception
 //     escapes: a finding); once accepted, every command must accept it too;
@@ -74,6 +75,7 @@
 #include "analysis/peak_breakdown.h"
 #include "cli/commands.h"
 #include "cli/report_session.h"
+#include "export/memory_viz.h"
 #include "export/perfetto.h"
 #include "export/pprof.h"
 #include "export/record_dump.h"
@@ -616,6 +618,28 @@ void check_pprof(const std::string& gzipped) {
         finding("export pprof: a location names a function that does not exist");
 }
 
+// `memtrace export --format memory-viz`: the pickle starts with PROTO 4 and ends with STOP; the JSON parses, and each
+// segment's blocks tile it (what `python -m torch.cuda._memory_viz stats` asserts).
+void check_memory_viz(const std::string& pickle, const std::string& json_text) {
+  if (pickle.size() < 3 || pickle.compare(0, 2, "\x80\x04") != 0 || pickle.back() != '.')
+    finding("export memory-viz: the pickle does not begin with PROTO 4 and end with STOP");
+  nlohmann::json snapshot;
+  try {
+    snapshot = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::exception& e) {
+    finding(std::string("export memory-viz: the JSON does not parse: ") + e.what());
+  }
+  for (const auto& segment : snapshot.at("segments")) {
+    uint64_t address = segment.at("address").get<uint64_t>();
+    for (const auto& block : segment.at("blocks")) {
+      if (block.at("address").get<uint64_t>() != address) finding("export memory-viz: a segment's blocks leave a gap");
+      address += block.at("size").get<uint64_t>();
+    }
+    if (address - segment.at("address").get<uint64_t>() != segment.at("total_size").get<uint64_t>())
+      finding("export memory-viz: a segment's blocks do not add up to its size");
+  }
+}
+
 void run_exports() {
   Session s(accepted_stage("analysis (export)", [] { return memtrace::analyze_trace(input_path(), true); }));
   memtrace::ExportSource source(*s.a, s.resolver, [&] { return memtrace::event_phases_of(*s.a, s.resolver); });
@@ -630,6 +654,13 @@ void run_exports() {
     return 0;
   });
   check_pprof(pprof.str());
+  std::ostringstream memory_viz_pickle, memory_viz_json;
+  accepted_stage("export memory-viz", [&] {
+    memtrace::write_memory_viz_as(source, memory_viz_pickle, false);
+    memtrace::write_memory_viz_as(source, memory_viz_json, true);
+    return 0;
+  });
+  check_memory_viz(memory_viz_pickle.str(), memory_viz_json.str());
 }
 
 // MEMTRACE_FUZZ_TIMING=1: each stage's time on stderr (to tell which command a slow input is slow in).
