@@ -1,8 +1,5 @@
 // `memtrace export --format FORMAT TRACE -o FILE`: the trace in a form another tool reads (docs/commands/export.md).
 // One row of kFormats per format; each format's writer is its own file in analyzer/export/.
-#include <cstdio>
-#include <fstream>
-#include <iostream>
 #include <memory>
 #include <string>
 
@@ -12,12 +9,11 @@
 #include "cli/report_session.h"
 #include "export/event_csv.h"
 #include "export/export_source.h"
+#include "export/folded.h"
 #include "export/memory_viz.h"
 #include "export/perfetto.h"
 #include "export/pprof.h"
-#include "export/folded.h"
 #include "export/speedscope.h"
-#include "util/terminal_text.h"
 
 namespace memtrace {
 namespace {
@@ -69,24 +65,7 @@ int export_trace(const ExportArgs& args) {
   FrameResolver& resolver = *session.resolver;
   ExportSource source(analysis, resolver, [&] { return event_phases_of(analysis, resolver); });
   source.set_output_path(args.output);
-  std::ofstream out(args.output, std::ios::binary | std::ios::trunc);
-  if (!out) {
-    std::cerr << "memtrace: " << terminal_safe(args.output) << ": cannot write\n";
-    return kExitBadInput;
-  }
-  try {
-    format->write(source, out);
-  } catch (const TraceError& e) {
-    out.close();
-    std::remove(args.output.c_str());  // no half-written export left behind
-    return report_trace_error(analysis.path, e);
-  }
-  out.close();
-  if (!out) {
-    std::cerr << "memtrace: " << terminal_safe(args.output) << ": write failed\n";
-    return kExitBadInput;
-  }
-  return kExitOk;
+  return write_output_file(args.output, analysis.path, [&](std::ostream& out) { format->write(source, out); });
 }
 
 }  // namespace

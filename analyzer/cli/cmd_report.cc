@@ -1,8 +1,6 @@
 // `memtrace report TRACE -o FILE [--debug-paths DIR[:DIR...]]`: the HTML report, one self-contained page that
 // draws the timeline per device, what was live by call site, the flame graph at the peak, the leaks, the OOM
 // diagnoses, the traps and the trace's health (docs/report.md).
-#include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -11,10 +9,9 @@
 
 #include "cli/commands.h"
 #include "cli/report_session.h"
-#include "report/html/report_data.h"
 #include "report/html/report_assets.h"
+#include "report/html/report_data.h"
 #include "report/html/report_html.h"
-#include "util/terminal_text.h"
 
 namespace memtrace {
 namespace {
@@ -39,19 +36,8 @@ int report(const ReportCommandArgs& args) {
   } catch (const TraceError& e) {
     return report_trace_error(session.analysis->path, e);
   }
-  std::ofstream out(args.output, std::ios::binary | std::ios::trunc);
-  if (!out) {
-    std::cerr << "memtrace: " << terminal_safe(args.output) << ": cannot write\n";
-    return kExitBadInput;
-  }
-  write_report_html(data, out);
-  out.close();
-  if (!out) {
-    std::remove(args.output.c_str());  // no half-written page left behind
-    std::cerr << "memtrace: " << terminal_safe(args.output) << ": write failed\n";
-    return kExitBadInput;
-  }
-  return kExitOk;
+  return write_output_file(args.output, session.analysis->path,
+                           [&](std::ostream& out) { write_report_html(data, out); });
 }
 
 }  // namespace

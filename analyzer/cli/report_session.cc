@@ -1,8 +1,13 @@
 #include "cli/report_session.h"
 
 #include "analysis/iterations.h"
+#include "util/terminal_text.h"
 
 #include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
 
 #include <CLI/CLI.hpp>
 
@@ -61,6 +66,29 @@ int open_report(const ReportArgs& args, bool with_live_at_peak, ReportSession* s
   }
   session->symbolizer = std::make_unique<Symbolizer>(session->analysis->stacks.modules(), std::move(debug_dirs));
   session->resolver = std::make_unique<FrameResolver>(session->analysis->stacks, *session->symbolizer);
+  return kExitOk;
+}
+
+int write_output_file(const std::string& output, const std::string& trace,
+                      const std::function<void(std::ostream& out)>& write) {
+  std::ofstream out(output, std::ios::binary | std::ios::trunc);
+  if (!out) {
+    std::cerr << "memtrace: " << terminal_safe(output) << ": cannot write\n";
+    return kExitBadInput;
+  }
+  try {
+    write(out);
+  } catch (const TraceError& e) {
+    out.close();
+    std::remove(output.c_str());
+    return report_trace_error(trace, e);
+  }
+  out.close();
+  if (!out) {
+    std::remove(output.c_str());
+    std::cerr << "memtrace: " << terminal_safe(output) << ": write failed\n";
+    return kExitBadInput;
+  }
   return kExitOk;
 }
 

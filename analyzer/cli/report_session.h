@@ -2,7 +2,9 @@
 // the trace, and the resolver that turns its stacks into frames.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <ostream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +46,12 @@ std::vector<std::string> parse_debug_paths(const std::string& value);
 // kExitOk, or kExitBadInput after printing the one error line when the trace cannot be read. Throws UsageError
 // for a bad value on the command line.
 int open_report(const ReportArgs& args, bool with_live_at_peak, ReportSession* session);
+
+// Writes the file `output` (binary, truncated first) through `write`, for the commands that write a file (export,
+// report). Where it cannot be opened or written, or `write` throws TraceError (the trace at `trace` no longer
+// reads), prints the one line and returns kExitBadInput, leaving no half-written file; else kExitOk.
+int write_output_file(const std::string& output, const std::string& trace,
+                      const std::function<void(std::ostream& out)>& write);
 
 // The job's iterations and the phase of each event (analysis/iterations.h, from the trace's Python frames and
 // NVTX ranges), for `peak`. Reads the trace once more; throws TraceError where it no longer reads.

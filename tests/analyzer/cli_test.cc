@@ -20,20 +20,13 @@ struct CliResult {
   std::string out, err;
 };
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 CliResult run_memtrace(const std::string& args) {
   std::string out = test::temp_path("cli.out"), err = test::temp_path("cli.err");
   int status = std::system((std::string(MEMTRACE_BIN) + " " + args + " >" + out + " 2>" + err).c_str());
   CliResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
+  r.out = test::read_file(out);
+  r.err = test::read_file(err);
   return r;
 }
 
@@ -156,7 +149,7 @@ TEST(Cli, HelpOfEachCommandIsTheUsageOnStandardOutput) {
   int status = std::system((installed + " run -- sh -c 'echo \"$0\"' --help >" + out + " 2>/dev/null").c_str());
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
-  EXPECT_EQ(slurp(out), "--help\n");
+  EXPECT_EQ(test::read_file(out), "--help\n");
 }
 
 TEST(Cli, SummaryJsonHasTheDocumentedKeys) {
@@ -405,8 +398,8 @@ CliResult run_memtrace_with(const std::string& shell_prefix, const std::string& 
       std::system((shell_prefix + " " + std::string(MEMTRACE_BIN) + " " + args + " >" + out + " 2>" + err).c_str());
   CliResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
+  r.out = test::read_file(out);
+  r.err = test::read_file(err);
   return r;
 }
 
@@ -513,7 +506,7 @@ TEST(Cli, RunPrependsTheTracerToLdPreloadAndReturnsTheCommandsStatus) {
   int status = std::system(command.c_str());
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 3);
-  EXPECT_EQ(slurp(out), (prefix / "lib" / "libmemtrace.so").string() + ":/nonexistent/other.so|/tmp/x-%p.mtrace\n");
+  EXPECT_EQ(test::read_file(out), (prefix / "lib" / "libmemtrace.so").string() + ":/nonexistent/other.so|/tmp/x-%p.mtrace\n");
   // A command that does not exist: the shell's 127.
   status = std::system(((prefix / "bin" / "memtrace").string() + " run -- /nonexistent/program 2>/dev/null").c_str());
   EXPECT_EQ(WEXITSTATUS(status), 127);

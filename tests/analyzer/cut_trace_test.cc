@@ -15,13 +15,6 @@
 namespace memtrace {
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 struct Chunk {
   size_t begin = 0, end = 0;  // file offsets
   std::vector<proto::Record> records;
@@ -128,7 +121,7 @@ void expect_same_numbers(const MemoryModel& expected, const Analysis& a) {
 class CutRealTrace : public testing::Test {
  protected:
   static void SetUpTestSuite() {
-    bytes_ = new std::string(slurp(MEMTRACE_EXAMPLE_TRACE));
+    bytes_ = new std::string(test::read_file(MEMTRACE_EXAMPLE_TRACE));
     trace_ = new SplitTrace(split(*bytes_));
   }
   static void TearDownTestSuite() {

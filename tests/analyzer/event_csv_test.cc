@@ -13,13 +13,6 @@ namespace {
 using test::run_memtrace_binary;
 using test::TraceBuilder;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 TEST(EventCsv, EveryEventOneRowWithTheTraceClock) {
   TraceBuilder b;
   b.start();
@@ -35,7 +28,7 @@ TEST(EventCsv, EveryEventOneRowWithTheTraceClock) {
   test::MemtraceRun r = run_memtrace_binary("export --format csv " + trace + " -o " + csv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "");
-  EXPECT_EQ(read_file(csv),
+  EXPECT_EQ(test::read_file(csv),
             "event,time_ns,kind,layer,api,memory,device,stream,tid,address,size_bytes,result,stack_id,handle\n"
             "0,1000000,ALLOC,LAYER_DRIVER,CUDA_MALLOC,MEMORY_DEVICE,0,0,0,0x7f0000000000,4194304,0,7,0\n"
             "1,1500000,ALLOC,LAYER_BLOCK,TORCH_ALLOCATOR,MEMORY_DEVICE,0,0,0,0x7f0000000000,1048576,0,8,0\n"

@@ -18,13 +18,6 @@ namespace {
 using nlohmann::json;
 using test::TraceBuilder;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::string bytes(std::initializer_list<int> values) {
   std::string out;
   for (int v : values) out.push_back(char(v));
@@ -199,7 +192,7 @@ json export_snapshot(const TraceBuilder& b, const std::string& name) {
     EXPECT_EQ(r.out, "");
   }
   EXPECT_EQ(std::system(("python3 " MEMORY_VIZ_CHECK_PY " " + pickle + " " + json_file).c_str()), 0);
-  return json::parse(read_file(json_file));
+  return json::parse(test::read_file(json_file));
 }
 
 json frames_train() { return json::array({{{"filename", "train.py"}, {"line", 10}, {"name", "main"}}}); }

@@ -20,20 +20,13 @@ struct CliResult {
   std::string out, err;
 };
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 CliResult run_oom(const std::string& args) {
   std::string out = test::temp_path("oom-cli.out"), err = test::temp_path("oom-cli.err");
   int status = std::system((std::string(MEMTRACE_BIN) + " oom " + args + " >" + out + " 2>" + err).c_str());
   CliResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
+  r.out = test::read_file(out);
+  r.err = test::read_file(err);
   return r;
 }
 

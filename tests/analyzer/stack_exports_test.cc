@@ -16,13 +16,6 @@ namespace {
 
 using test::run_memtrace_binary;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::string two_device_trace() {
   const std::string path = test::temp_path("stacks.mtrace");
   test::write_file(path, test::two_device_trace_bytes());
@@ -35,7 +28,7 @@ TEST(FoldedExport, BytesLiveAtEachDevicesPeakOneLinePerStack) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(r.err, "");
-  EXPECT_EQ(read_file(folded),
+  EXPECT_EQ(test::read_file(folded),
             "device 1;train.py:10 main 8192\n"
             "device 0;train.py:10 main 3000\n"
             "device 0;train.py:10 main;model.py:20 forward 1000\n"
@@ -50,7 +43,7 @@ TEST(FoldedExport, NativeFramesRootFirstAndUndefinedStacks) {
   test::write_file(trace, test::native_trace_bytes());
   test::MemtraceRun r = run_memtrace_binary("export --format folded " + trace + " -o " + folded);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(read_file(folded),
+  EXPECT_EQ(test::read_file(folded),
             "device 0;0x400f00;0x401100;0x401234 4096\n"
             "device 0;[no stack] 1024\n");
 }
@@ -85,7 +78,7 @@ TEST(SpeedscopeExport, PeakAndExitPerDeviceThenEveryAllocation) {
        "startValue": 0, "endValue": 14792, "samples": [[0], [0, 1], [0, 2], [3]],
        "weights": [11192, 3000, 500, 100]}]})json";
   // Byte for byte: compact JSON in this key order, and a newline.
-  EXPECT_EQ(read_file(file), nlohmann::ordered_json::parse(expected).dump() + "\n");
+  EXPECT_EQ(test::read_file(file), nlohmann::ordered_json::parse(expected).dump() + "\n");
 }
 
 TEST(StackExports, ATraceThatDoesNotReadLeavesNoFile) {
