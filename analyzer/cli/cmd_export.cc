@@ -65,7 +65,9 @@ int export_trace(const ExportArgs& args) {
   FrameResolver& resolver = *session.resolver;
   ExportSource source(analysis, resolver, [&] { return event_phases_of(analysis, resolver); });
   source.set_output_path(args.output);
-  return write_output_file(args.output, analysis.path, [&](std::ostream& out) { format->write(source, out); });
+  int status = write_output_file(args.output, analysis.path, [&](std::ostream& out) { format->write(source, out); });
+  if (status == kExitOk) warn_if_truncated(analysis, "the export");
+  return status;
 }
 
 }  // namespace

@@ -36,8 +36,10 @@ int report(const ReportCommandArgs& args) {
   } catch (const TraceError& e) {
     return report_trace_error(session.analysis->path, e);
   }
-  return write_output_file(args.output, session.analysis->path,
-                           [&](std::ostream& out) { write_report_html(data, out); });
+  int status = write_output_file(args.output, session.analysis->path,
+                                 [&](std::ostream& out) { write_report_html(data, out); });
+  if (status == kExitOk) warn_if_truncated(*session.analysis, "the report");
+  return status;
 }
 
 }  // namespace

@@ -4,8 +4,12 @@
 #include "util/terminal_text.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 
@@ -69,27 +73,76 @@ int open_report(const ReportArgs& args, bool with_live_at_peak, ReportSession* s
   return kExitOk;
 }
 
+namespace {
+
+// One line about the output file, with the system's reason where there is one.
+int output_error(const std::string& output, const char* what, int error) {
+  std::cerr << "memtrace: " << terminal_safe(output) << ": " << what;
+  if (error) std::cerr << ": " << std::strerror(error);
+  std::cerr << '\n';
+  return kExitBadInput;
+}
+
+}  // namespace
+
 int write_output_file(const std::string& output, const std::string& trace,
                       const std::function<void(std::ostream& out)>& write) {
-  std::ofstream out(output, std::ios::binary | std::ios::trunc);
-  if (!out) {
-    std::cerr << "memtrace: " << terminal_safe(output) << ": cannot write\n";
-    return kExitBadInput;
+  // The file -o names, through any symlink: the trace itself is refused (writing would destroy it), a device or
+  // a pipe is written in place and never removed, anything else is written beside it and renamed over it once
+  // complete, so that a failed run leaves what was there.
+  struct stat target_stat {}, trace_stat {};
+  const bool exists = ::stat(output.c_str(), &target_stat) == 0;
+  if (exists && ::stat(trace.c_str(), &trace_stat) == 0 && target_stat.st_dev == trace_stat.st_dev &&
+      target_stat.st_ino == trace_stat.st_ino)
+    return output_error(output, "is the trace being read; give -o another file", 0);
+  if (exists && S_ISDIR(target_stat.st_mode)) return output_error(output, "cannot write", EISDIR);
+  const bool in_place = exists && !S_ISREG(target_stat.st_mode);
+  std::string target = output;
+  if (exists && !in_place) {
+    char* resolved = ::realpath(output.c_str(), nullptr);  // write through a symlink, as opening it would
+    if (resolved) target = resolved;
+    std::free(resolved);
   }
+  const std::string written = in_place ? target : target + ".memtrace-" + std::to_string(::getpid());
+  errno = 0;
+  std::ofstream out(written, std::ios::binary | std::ios::trunc);
+  if (!out) return output_error(output, "cannot write", errno);
+  auto discard = [&] {
+    out.close();
+    if (!in_place) std::remove(written.c_str());
+  };
   try {
     write(out);
   } catch (const TraceError& e) {
-    out.close();
-    std::remove(output.c_str());
+    discard();
     return report_trace_error(trace, e);
+  }
+  // errno is that of the write that failed, if one did (the stream stops writing after its first failure).
+  if (out) out.flush();
+  const int write_errno = errno;
+  if (!out) {
+    discard();
+    return output_error(output, "write failed", write_errno);
   }
   out.close();
   if (!out) {
-    std::remove(output.c_str());
-    std::cerr << "memtrace: " << terminal_safe(output) << ": write failed\n";
-    return kExitBadInput;
+    const int close_errno = errno;
+    discard();
+    return output_error(output, "write failed", close_errno);
+  }
+  if (!in_place && std::rename(written.c_str(), target.c_str()) != 0) {
+    const int rename_errno = errno;
+    std::remove(written.c_str());
+    return output_error(output, "cannot write", rename_errno);
   }
   return kExitOk;
+}
+
+void warn_if_truncated(const Analysis& analysis, const std::string& what) {
+  if (!analysis.read.truncated) return;
+  std::cerr << "memtrace: " << terminal_safe(analysis.path) << ": truncated trace, " << what
+            << " holds it up to the last complete chunk (after byte " << analysis.read.complete_bytes << ": "
+            << analysis.read.tail << ")\n";
 }
 
 EventPhases event_phases_of(const Analysis& analysis, FrameResolver& resolver) {

@@ -47,11 +47,16 @@ std::vector<std::string> parse_debug_paths(const std::string& value);
 // for a bad value on the command line.
 int open_report(const ReportArgs& args, bool with_live_at_peak, ReportSession* session);
 
-// Writes the file `output` (binary, truncated first) through `write`, for the commands that write a file (export,
-// report). Where it cannot be opened or written, or `write` throws TraceError (the trace at `trace` no longer
-// reads), prints the one line and returns kExitBadInput, leaving no half-written file; else kExitOk.
+// Writes the file `output` through `write`, for the commands that write a file (export, report): into a new file
+// beside it, renamed over it once complete, or in place where `output` is a device or a pipe. Where `output` is the
+// trace at `trace` itself, cannot be written, or `write` throws TraceError (the trace no longer reads), prints the
+// one line (with the system's reason) and returns kExitBadInput, leaving `output` as it was; else kExitOk.
 int write_output_file(const std::string& output, const std::string& trace,
                       const std::function<void(std::ostream& out)>& write);
+
+// For a file written from a truncated trace: one line on stderr saying that `what` ("the export", "the report")
+// holds the trace up to its last complete chunk. Nothing for a complete trace.
+void warn_if_truncated(const Analysis& analysis, const std::string& what);
 
 // The job's iterations and the phase of each event (analysis/iterations.h, from the trace's Python frames and
 // NVTX ranges), for `peak`. Reads the trace once more; throws TraceError where it no longer reads.

@@ -1,6 +1,8 @@
 // `memtrace export --format csv` (export/event_csv.h): every event as one row, on a trace built here.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -47,6 +49,47 @@ TEST(EventCsv, UnknownFormatAndUnreadableTraceAreOneLine) {
   r = run_memtrace_binary("export --format csv " + junk + " -o " + csv);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find(junk), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace memtrace
+
+namespace memtrace {
+namespace {
+
+// The output file (cli/report_session.h, write_output_file), as export and report share it.
+TEST(ExportOutputFile, TheTraceItselfIsRefusedAndKept) {
+  const std::string trace = test::temp_path("self.mtrace");
+  const std::string bytes = test::read_file(MEMTRACE_EXAMPLE_OOM_TRACE);
+  test::write_file(trace, bytes);
+  test::MemtraceRun r = run_memtrace_binary("export --format csv " + trace + " -o " + trace);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "memtrace: " + trace + ": is the trace being read; give -o another file\n");
+  EXPECT_EQ(test::read_file(trace), bytes);
+}
+
+TEST(ExportOutputFile, AFailedWriteSaysWhyAndLeavesWhatWasThere) {
+  test::MemtraceRun r =
+      run_memtrace_binary("export --format csv " + std::string(MEMTRACE_EXAMPLE_OOM_TRACE) + " -o /dev/full");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "memtrace: /dev/full: write failed: No space left on device\n");
+  struct stat full {};
+  ASSERT_EQ(::stat("/dev/full", &full), 0);  // a device is written in place and never removed
+  EXPECT_TRUE(S_ISCHR(full.st_mode));
+  const std::string missing_dir = test::temp_path("no-such-dir") + "/out.csv";
+  r = run_memtrace_binary("export --format csv " + std::string(MEMTRACE_EXAMPLE_OOM_TRACE) + " -o " + missing_dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "memtrace: " + missing_dir + ": cannot write: No such file or directory\n");
+}
+
+TEST(ExportOutputFile, AnExistingFileIsReplacedWhole) {
+  const std::string csv = test::temp_path("replaced.csv");
+  test::write_file(csv, std::string(1 << 20, '#'));  // longer than the export: nothing of it may stay
+  test::MemtraceRun r = run_memtrace_binary("export --format csv " + std::string(MEMTRACE_EXAMPLE_OOM_TRACE) + " -o " + csv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string text = test::read_file(csv);
+  EXPECT_EQ(text.find('#'), std::string::npos);
+  EXPECT_EQ(text.substr(0, 6), "event,");
 }
 
 }  // namespace
