@@ -1,5 +1,6 @@
 #include "read/read_progress.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "util/terminal_text.h"
@@ -38,6 +39,9 @@ TerminalReadProgress::TerminalReadProgress(int err_fd, std::ostream& err, int ou
                                            ProgressBar::Clock now_ns) {
   if (!::isatty(err_fd)) return;
   bar_ = std::make_unique<ReadProgressBar>(err, std::move(now_ns));
+  // One column short of the terminal's width: a line that fills the last column wraps on some terminals.
+  struct winsize size {};
+  if (::ioctl(err_fd, TIOCGWINSZ, &size) == 0 && size.ws_col > 1) bar_->bar().set_max_chars(size.ws_col - 1);
   previous_ = set_read_progress(bar_.get());
   if (!::isatty(out_fd)) return;
   out_ = &out;

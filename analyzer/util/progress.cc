@@ -30,7 +30,7 @@ void ProgressBar::update(uint64_t done_bytes) {
   const int64_t now = now_ns_();
   if (now - start_ns_ < kDelayNs) return;
   if (drawn_ && now - last_draw_ns_ < kRedrawIntervalNs) return;
-  const std::string text = line(what_, std::min(done_bytes, total_bytes_), total_bytes_);
+  const std::string text = fitted_line(what_, std::min(done_bytes, total_bytes_), total_bytes_, max_chars_);
   out_ << '\r' << text;
   // A shorter line than the one on the terminal ("9.9 MiB" after "10.0 MiB" cannot happen, but a new piece's
   // first line can be shorter): blank what is left of the old one.
@@ -60,6 +60,17 @@ std::string ProgressBar::line(const std::string& what, uint64_t done_bytes, uint
   char numbers[16];
   std::snprintf(numbers, sizeof numbers, "%u%%", percent);
   return "memtrace: " + what + "  " + numbers + " (" + bytes_text(done_bytes) + " of " + bytes_text(total_bytes) + ")";
+}
+
+std::string ProgressBar::fitted_line(const std::string& what, uint64_t done_bytes, uint64_t total_bytes,
+                                     size_t max_chars) {
+  std::string text = line(what, done_bytes, total_bytes);
+  if (max_chars == 0 || text.size() <= max_chars) return text;
+  const std::string figures = text.substr(text.rfind("  "));  // "  42% (1.20 GiB of 2.90 GiB)": ASCII
+  if (figures.size() >= max_chars) return figures.substr(2, max_chars);
+  size_t keep = max_chars - figures.size();
+  while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xC0) == 0x80) --keep;  // not inside a character
+  return text.substr(0, keep) + figures;
 }
 
 ClearsProgressBar::int_type ClearsProgressBar::overflow(int_type c) {

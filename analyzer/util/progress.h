@@ -43,6 +43,12 @@ class ProgressBar {
   // The line update() draws, without the '\r': "memtrace: WHAT  42% (1.20 GiB of 2.90 GiB)", the
   // sizes as format_bytes writes them, without the exact count.
   static std::string line(const std::string& what, uint64_t done_bytes, uint64_t total_bytes);
+  // The same line fitted into `max_chars` bytes (0: no limit): the figures at its end are kept and WHAT is cut
+  // (at a UTF-8 character boundary), so that on a narrow terminal the line does not wrap (a wrapped line cannot be
+  // redrawn in place with '\r'). A UTF-8 character takes one column and up to four bytes: bytes are a safe bound.
+  static std::string fitted_line(const std::string& what, uint64_t done_bytes, uint64_t total_bytes, size_t max_chars);
+  // Lines drawn from now on are fitted into `max_chars` bytes (0: no limit, the default).
+  void set_max_chars(size_t max_chars) { max_chars_ = max_chars; }
   // CLOCK_MONOTONIC in nanoseconds (std::chrono::steady_clock).
   static int64_t steady_now_ns();
 
@@ -55,6 +61,7 @@ class ProgressBar {
   bool drawn_ = false;        // the current piece has drawn at least once
   int64_t last_draw_ns_ = 0;  // when it last did
   size_t drawn_chars_ = 0;    // the length of the line on the terminal now (0: none)
+  size_t max_chars_ = 0;      // set_max_chars
 };
 
 // A stream buffer for output that shares the bar's terminal (stdout, when stderr and stdout are both the terminal):

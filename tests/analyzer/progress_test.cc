@@ -36,6 +36,22 @@ TEST(ProgressBar, LineSaysWhatHowFarAndOfHowMuch) {
             "memtrace: reading a  49% (8192.00 PiB of 16384.00 PiB)");
 }
 
+TEST(ProgressBar, ANarrowTerminalKeepsTheFiguresAndCutsTheName) {
+  // The whole line, "memtrace: reading train.mtrace  40% (4.00 MiB of 10.00 MiB)", is 59 bytes.
+  const std::string whole = ProgressBar::line("reading train.mtrace", 4 << 20, 10 << 20);
+  EXPECT_EQ(ProgressBar::fitted_line("reading train.mtrace", 4 << 20, 10 << 20, 0), whole);
+  EXPECT_EQ(ProgressBar::fitted_line("reading train.mtrace", 4 << 20, 10 << 20, whole.size()), whole);
+  // 40 bytes: the figures "  40% (4.00 MiB of 10.00 MiB)" are 29, so 11 of the name's part stay.
+  EXPECT_EQ(ProgressBar::fitted_line("reading train.mtrace", 4 << 20, 10 << 20, 40),
+            "memtrace: r  40% (4.00 MiB of 10.00 MiB)");
+  // Narrower than the figures: the figures alone, cut.
+  EXPECT_EQ(ProgressBar::fitted_line("reading train.mtrace", 4 << 20, 10 << 20, 12), "40% (4.00 Mi");
+  // A name cut never splits a UTF-8 character: "é" is 2 bytes (0xC3 0xA9). The whole line is 33 bytes; in 32 the
+  // name could keep 3 bytes, which would end inside the second "é", so it keeps 2.
+  EXPECT_EQ(ProgressBar::fitted_line("\xC3\xA9\xC3\xA9", 0, 512, 33), "memtrace: \xC3\xA9\xC3\xA9  0% (0 B of 512 B)");
+  EXPECT_EQ(ProgressBar::fitted_line("\xC3\xA9\xC3\xA9", 0, 512, 32), "memtrace: \xC3\xA9  0% (0 B of 512 B)");
+}
+
 TEST(ProgressBar, SilentForASecondThenAtMostTenRedrawsASecondThenCleared) {
   int64_t now = 0;
   std::ostringstream out;
