@@ -133,8 +133,10 @@ class ProfileBuilder {
     if (it != functions_.end()) return it->second;
     pp::Function* function = profile_.add_function();
     function->set_id(uint64_t(profile_.function_size()));
+    // No system_name: pprof demangles a function whose name equals its system_name, and its fallback for a name
+    // that looks demangled strips "<...>", which takes "<module>" and "<lambda>" off Python frames
+    // (google/pprof internal/symbolizer: demangleSingleFunction). The labels are names already.
     function->set_name(string_id(f.label));
-    function->set_system_name(string_id(f.label));
     function->set_filename(string_id(f.file));
     return functions_.emplace(key, function->id()).first->second;
   }

@@ -13,7 +13,7 @@
 // "device" ("cuda:0", "unknown device" for -1) and, where the job's iterations were found (analysis/phases.h),
 // "phase" (phase_name of the allocating event: "forward", "backward", "optimizer", "other", "outside iterations").
 // Stacks: stacks/folded_stack.h's fold_stack, one Location per frame label, leaf first in Sample.location_id; a
-// Function per label (name and system_name the label, filename the frame's file, start_line 0: the trace has the
+// Function per label (name the label, no system_name, filename the frame's file, start_line 0: the trace has the
 // line that ran, not the function's first), the Location's Line the frame's line (0 where unknown).
 // Memory: the replay's (live allocations) plus a few values per (stack, device, phase) and the folded stacks.
 #pragma once
