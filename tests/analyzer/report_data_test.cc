@@ -125,6 +125,24 @@ TEST(ReportData, TopSitesLiveBytesAtTheEndOfEachCoarseBin) {
   EXPECT_EQ(ints(device["other_site_bytes"]), (std::vector<int64_t>{0, 50, 50, 50, 50, 50, 0, 0, 0}));
 }
 
+TEST(ReportData, TopSitesLiveBytesAtThePeakAreExactWhereTheBinsEndIsNot) {
+  ReportDataOptions options;
+  options.level_bins = {2, 4};
+  options.max_sites = 2;  // c (200 at most) and a (100); b (50) goes to "other"
+  Report r = report_of(three_sites("report-sites-peak.mtrace"), options);
+  const json& device = r.data["devices"].at(0);
+  ASSERT_EQ(device["sites"].size(), 2u);
+  // Bins of 50 ns. The peak (250 at t=70) is inside the bin [50, 100), whose end holds only C (B freed at t=75):
+  // c 200, a 0, other 0, 200 in all.
+  EXPECT_EQ(ints(device["site_bytes"][0]), (std::vector<int64_t>{0, 200}));
+  EXPECT_EQ(ints(device["site_bytes"][1]), (std::vector<int64_t>{0, 0}));  // A lives [10, 30)
+  EXPECT_EQ(ints(device["other_site_bytes"]), (std::vector<int64_t>{50, 0}));
+  // At the peak itself: C 200 (site c), A freed at t=30 (site a 0), B 50 (other): 250, the peak allocated.
+  EXPECT_EQ(ints(device["site_bytes_at_peak"]), (std::vector<int64_t>{200, 0}));
+  EXPECT_EQ(device["other_site_bytes_at_peak"], 50);
+  EXPECT_EQ(device["timeline"]["peaks"]["allocated"]["bytes"], 250);
+}
+
 TEST(ReportData, FlameGraphAtThePeakIsTheFoldedStacksRootFirst) {
   Report r = report_of(three_sites("report-flame.mtrace"), ReportDataOptions{});
   // At the peak (t=70): B (50, stack 2) and C (200, stack 3), both under <module>.

@@ -728,6 +728,25 @@ std::map<int32_t, DeviceSites> choose_sites(std::map<int32_t, DeviceTimeline>& t
   return sites;
 }
 
+// The live bytes of each listed site (per slot of `sites`) at the device's peak allocated, exactly, and those of
+// every other site together: Analysis::live_at_peak grouped as the per-bin series group (a CallSite merges only
+// stacks that differ in interpreter frames, which fold alike), so that they add up to the peak allocated.
+std::pair<std::vector<int64_t>, uint64_t> site_bytes_at_peak(const Analysis& a, int32_t device,
+                                                             const DeviceSites* sites, StackGroups& groups) {
+  std::vector<uint64_t> bytes(sites ? sites->top.size() : 0, 0);
+  uint64_t other_bytes = 0;
+  if (auto live = a.live_at_peak.find(device); live != a.live_at_peak.end())
+    for (const CallSite& site : live->second) {
+      uint32_t group = groups.group_of(site.stack_id);
+      int32_t slot = sites && group < sites->slot_of_group.size() ? sites->slot_of_group[group] : -1;
+      if (slot >= 0) bytes[size_t(slot)] = saturating_add(bytes[size_t(slot)], site.bytes);
+      else other_bytes = saturating_add(other_bytes, site.bytes);
+    }
+  std::vector<int64_t> out;
+  for (uint64_t b : bytes) out.push_back(exact(b));
+  return {std::move(out), other_bytes};
+}
+
 json device_json(const Analysis& a, int32_t device, DeviceTimeline& t, DeviceSites* sites, StackGroups& groups,
                  const std::map<int32_t, MomentBreakdown>& breakdowns, const ReportDataOptions& options) {
   const proto::Device* info = device >= 0 ? a.info.device(uint32_t(device)) : nullptr;
@@ -749,6 +768,7 @@ json device_json(const Analysis& a, int32_t device, DeviceTimeline& t, DeviceSit
     }
     other = std::move(sites->other_at_bin_end);
   }
+  auto [at_peak, other_at_peak] = site_bytes_at_peak(a, device, sites, groups);
   auto breakdown = breakdowns.find(device);
   return {{"device", device},
           {"name", info ? info->name() : ""},
@@ -762,6 +782,8 @@ json device_json(const Analysis& a, int32_t device, DeviceTimeline& t, DeviceSit
           {"sites", std::move(site_list)},
           {"site_bytes", std::move(site_bytes)},
           {"other_site_bytes", std::move(other)},
+          {"site_bytes_at_peak", std::move(at_peak)},
+          {"other_site_bytes_at_peak", exact(other_at_peak)},
           {"flame_at_peak", flame_at_peak(a, device, groups, options.flame_min_fraction)},
           {"breakdown_at_peak", breakdown == breakdowns.end() ? json::array() : breakdown_json(breakdown->second)}};
 }
