@@ -370,6 +370,14 @@
     }, true);
     over.addEventListener('click', e => {
       if (!downAt || Math.abs(e.clientX - downAt.x) > 3 || Math.abs(e.clientY - downAt.y) > 3) return;
+      // A click on the peak allocated's dot chooses the peak itself (the table then shows it exactly).
+      const p = peaks.allocated;
+      if (p && chart.series[1 + 2 * TOTALS.indexOf('allocated')].show &&
+          Math.abs(e.offsetX - chart.valToPos(p.time_ns / NS_PER_S, 'x')) <= 8 &&
+          Math.abs(e.offsetY - chart.valToPos(p.bytes, 'y')) <= 8) {
+        timeline.onMoment(p.time_ns, 'peak');
+        return;
+      }
       timeline.onMoment(chart.posToVal(e.offsetX, 'x') * NS_PER_S);
     });
 
@@ -560,22 +568,30 @@
     const right = el('div');
     section.append(el('div', {class: 'below-chart'}, left, right));
 
+    // The live bytes by call site at `ns`: exactly at the peak allocated where why is 'peak' (the data's figures
+    // at the peak), else at the end of the coarse bin nearest `ns`.
     function show(ns, why) {
+      const atPeak = why === 'peak' && peak && Array.isArray(dev.site_bytes_at_peak);
       let k = lowerBound(ends, ns);
       if (k >= ends.length || (k > 0 && ns - ends[k - 1] < ends[k] - ns)) k = Math.max(0, k - 1);
-      const at = ends[k];
+      const at = atPeak ? peak.time_ns : ends[k];
       timeline.setMoment(at);
-      const near = why === 'peak' ? 'nearest the peak (the flame graph below is exact at the peak)' : 'nearest the click';
       const t = v => fmtTimeAt(v, binNs);
-      head.replaceChildren('Live by call site at ' + t(at),
-        el('span', {class: 'sub'}, (binNs > 0 ? 'end of the bin ' + t(at - binNs) + ' – ' + t(at) : 'the change') + ' ' + near));
+      if (atPeak) {
+        head.replaceChildren('Live by call site at ' + fmtTime(at), el('span', {class: 'sub'}, 'at the peak allocated, exactly'));
+      } else {
+        const near = why === 'peak' ? 'nearest the peak (the flame graph below is exact at the peak)' : 'nearest the click';
+        head.replaceChildren('Live by call site at ' + t(at),
+          el('span', {class: 'sub'}, (binNs > 0 ? 'end of the bin ' + t(at - binNs) + ' – ' + t(at) : 'the change') + ' ' + near));
+      }
+      const bytesOf = s => atPeak ? dev.site_bytes_at_peak[s] || 0 : (siteBytes[s] ? siteBytes[s][k] : 0);
       const rows = [];
       for (let s = 0; s < sites.length; s++) {
-        const b = siteBytes[s] ? siteBytes[s][k] : 0;
+        const b = bytesOf(s);
         if (b > 0) rows.push({site: sites[s], bytes: b});
       }
       rows.sort((a, b) => b.bytes - a.bytes);
-      const other = otherBytes[k] || 0;
+      const other = (atPeak ? dev.other_site_bytes_at_peak : otherBytes[k]) || 0;
       const total = rows.reduce((a, r) => a + r.bytes, 0) + other;
       if (!total) { body.replaceChildren(el('div', {class: 'empty'}, 'Nothing allocated was live then.')); return; }
       const shown = rows.slice(0, 15);
@@ -589,8 +605,7 @@
           el('td', {style: 'width:22%'}, bar(r.bytes / max))));
       }
       if (rest > 0) {
-        const n = rows.length - shown.length;
-        tb.append(el('tr', {class: 'other'}, el('td', null, n > 0 ? 'other call sites (' + n + ' more listed, and the rest)' : 'other call sites'),
+        tb.append(el('tr', {class: 'other'}, el('td', null, 'all other call sites'),
           el('td', {class: 'num', title: exactBytes(rest)}, fmtBytes(rest)), el('td', null, bar(rest / max))));
       }
       tb.append(el('tr', {class: 'total'}, el('td', null, 'total allocated'), el('td', {class: 'num', title: exactBytes(total)}, fmtBytes(total)), el('td')));

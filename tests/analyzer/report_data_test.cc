@@ -1,6 +1,7 @@
 // The HTML report's data (report/html/report_data.h) on traces built here, every figure worked out by hand: the
 // timeline's binned levels (min/max per bin, a peak inside a bin), the exact level, the top sites' live bytes at
-// the coarse bins' ends, the flame graph at the peak, iterations and phases as spans, an OOM entry; the data
+// the coarse bins' ends and at the peak, call sites of alike labels (merged, told apart, numbered), the flame graph
+// at the peak, iterations and phases as spans, an OOM entry; the data
 // embedded in the page cannot be ended by a frame name; and `memtrace report` itself.
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include "analysis/analysis.h"
 #include "report/html/report_data.h"
@@ -123,6 +125,114 @@ TEST(ReportData, TopSitesLiveBytesAtTheEndOfEachCoarseBin) {
   EXPECT_EQ(ints(device["site_bytes"][0]), (std::vector<int64_t>{0, 0, 0, 0, 0, 0, 200, 200, 200}));
   EXPECT_EQ(ints(device["site_bytes"][1]), (std::vector<int64_t>{100, 100, 0, 0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(ints(device["other_site_bytes"]), (std::vector<int64_t>{0, 50, 50, 50, 50, 50, 0, 0, 0}));
+}
+
+TEST(ReportData, TopSitesLiveBytesAtThePeakAreExactWhereTheBinsEndIsNot) {
+  ReportDataOptions options;
+  options.level_bins = {2, 4};
+  options.max_sites = 2;  // c (200 at most) and a (100); b (50) goes to "other"
+  Report r = report_of(three_sites("report-sites-peak.mtrace"), options);
+  const json& device = r.data["devices"].at(0);
+  ASSERT_EQ(device["sites"].size(), 2u);
+  // Bins of 50 ns. The peak (250 at t=70) is inside the bin [50, 100), whose end holds only C (B freed at t=75):
+  // c 200, a 0, other 0, 200 in all.
+  EXPECT_EQ(ints(device["site_bytes"][0]), (std::vector<int64_t>{0, 200}));
+  EXPECT_EQ(ints(device["site_bytes"][1]), (std::vector<int64_t>{0, 0}));  // A lives [10, 30)
+  EXPECT_EQ(ints(device["other_site_bytes"]), (std::vector<int64_t>{50, 0}));
+  // At the peak itself: C 200 (site c), A freed at t=30 (site a 0), B 50 (other): 250, the peak allocated.
+  EXPECT_EQ(ints(device["site_bytes_at_peak"]), (std::vector<int64_t>{200, 0}));
+  EXPECT_EQ(device["other_site_bytes_at_peak"], 50);
+  EXPECT_EQ(device["timeline"]["peaks"]["allocated"]["bytes"], 250);
+}
+
+// Stacks whose labels would be alike, on device 0 without PyTorch, every allocation live to the end:
+//   Python (innermost last): <module> > train.py:11 step > module.py:965 _apply > module.py:1370 convert (S1,
+//   100 B), and the same with module.py:934 _apply before the 965 one (S2, 50 B): both read "train.py:11 step >
+//   torch/nn/modules/module.py:1370 convert".
+//   Native, in libx.so (not on this machine: "libx.so+0xOFFSET"), root first: N1 0x30 > 0x20 > 0x10 (1000 B),
+//   N2 0x30 > 0x40 > 0x10 (2000 B), N3 0x50 > 0x20 > 0x10 (3000 B): all read "libx.so+0x10".
+std::string alike_labels(const std::string& name) {
+  const std::string torch = "/venv/lib/python3.12/site-packages/torch/nn/modules/module.py";
+  test::TraceBuilder b;
+  b.start();
+  proto::Record module;
+  module.mutable_module()->set_path("/nonexistent/libx.so");
+  module.mutable_module()->set_load_address(0x1000000);
+  module.mutable_module()->set_start(0x1000000);
+  module.mutable_module()->set_end(0x2000000);
+  b.record(module);
+  b.python_frame(1, "train.py", "<module>", 30).python_frame(2, "train.py", "step", 11);
+  b.python_frame(3, torch, "Module._apply", 934).python_frame(4, torch, "Module._apply", 965);
+  b.python_frame(5, torch, "convert", 1370);
+  b.stack(1, {kPy | 5, kPy | 4, kPy | 2, kPy | 1}).stack(2, {kPy | 5, kPy | 4, kPy | 3, kPy | 2, kPy | 1});
+  b.stack(3, {0x1000010, 0x1000020, 0x1000030}).stack(4, {0x1000010, 0x1000040, 0x1000030});
+  b.stack(5, {0x1000010, 0x1000020, 0x1000050});
+  b.event(test::driver_alloc(0, 0x10000, 100, 10, 1));
+  b.event(test::driver_alloc(0, 0x20000, 50, 10, 2));
+  b.event(test::driver_alloc(0, 0x30000, 1000, 10, 3));
+  b.event(test::driver_alloc(0, 0x40000, 2000, 10, 4));
+  b.event(test::driver_alloc(0, 0x50000, 3000, 10, 5));
+  b.end(5, 10).end_chunk();
+  std::string path = test::temp_path(name);
+  test::write_file(path, b.bytes());
+  return path;
+}
+
+TEST(ReportData, SitesOfOneLabelAreMergedWherePythonNamesThemElseToldApartByTheirPath) {
+  Report r = report_of(alike_labels("report-alike.mtrace"), ReportDataOptions{});
+  const json& device = r.data["devices"].at(0);
+  std::vector<std::string> labels;
+  for (const json& site : device["sites"]) labels.push_back(site["label"]);
+  // Highest first: N3, N2, N1, then S1 + S2 as one site. Read from the allocation outwards, N1 shares 0x10 > 0x20
+  // with N3 and parts from it at 0x30; N3 parts from N1 at 0x50; N2 shares only 0x10 and parts at 0x40.
+  EXPECT_EQ(labels, (std::vector<std::string>{"libx.so+0x10 (via libx.so+0x50)", "libx.so+0x10 (via libx.so+0x40)",
+                                              "libx.so+0x10 (via libx.so+0x30)",
+                                              "train.py:11 step > torch/nn/modules/module.py:1370 convert"}));
+  EXPECT_EQ(device["sites"][3]["max_bytes"], 150);
+  EXPECT_EQ(device["sites"][3]["stack"], (json{"train.py:30 <module>", "train.py:11 step",
+                                               "torch/nn/modules/module.py:965 Module._apply",
+                                               "torch/nn/modules/module.py:1370 convert"}));  // S1's, seen first
+  EXPECT_EQ(ints(device["site_bytes_at_peak"]), (std::vector<int64_t>{3000, 2000, 1000, 150}));
+  EXPECT_EQ(device["other_site_bytes_at_peak"], 0);
+  // The leak table names the sites as the live table does, one row per site: S1 and S2 (two candidates of the
+  // leaks report, 100 B and 50 B) in one row of 150 B and 2 allocations, where S1 ranked.
+  std::vector<std::tuple<std::string, int64_t, int64_t>> leaks;  // label, live bytes, allocations
+  for (const json& l : r.data["leaks"]) leaks.emplace_back(l["label"], l["live_bytes"], l["allocations"]);
+  EXPECT_EQ(leaks, (std::vector<std::tuple<std::string, int64_t, int64_t>>{
+                       {"libx.so+0x10 (via libx.so+0x50)", 3000, 1},
+                       {"libx.so+0x10 (via libx.so+0x40)", 2000, 1},
+                       {"libx.so+0x10 (via libx.so+0x30)", 1000, 1},
+                       {"train.py:11 step > torch/nn/modules/module.py:1370 convert", 150, 2}}));
+}
+
+// Native stacks that one frame each cannot tell apart, in libx.so, root first: R 0x50 > 0x40 > 0x20 > 0x10 (400 B),
+// S 0x40 > 0x30 > 0x10 (300 B), T 0x60 > 0x20 > 0x10 (200 B), U 0x70 > 0x30 > 0x10 (100 B), V 0x10 (50 B).
+TEST(ReportData, SitesThatTheirPathCannotTellApartAreNumbered) {
+  test::TraceBuilder b;
+  b.start();
+  proto::Record module;
+  module.mutable_module()->set_path("/nonexistent/libx.so");
+  module.mutable_module()->set_load_address(0x1000000);
+  module.mutable_module()->set_start(0x1000000);
+  module.mutable_module()->set_end(0x2000000);
+  b.record(module);
+  b.stack(1, {0x1000010, 0x1000020, 0x1000040, 0x1000050}).stack(2, {0x1000010, 0x1000030, 0x1000040});
+  b.stack(3, {0x1000010, 0x1000020, 0x1000060}).stack(4, {0x1000010, 0x1000030, 0x1000070});
+  b.stack(5, {0x1000010});
+  const uint64_t sizes[] = {400, 300, 200, 100, 50};
+  for (uint64_t k = 0; k < 5; ++k) b.event(test::driver_alloc(0, 0x10000 * (k + 1), sizes[k], 10, k + 1));
+  b.end(5, 10).end_chunk();
+  const std::string path = test::temp_path("report-numbered.mtrace");
+  test::write_file(path, b.bytes());
+  Report r = report_of(path, ReportDataOptions{});
+  std::vector<std::string> labels;
+  for (const json& site : r.data["devices"].at(0)["sites"]) labels.push_back(site["label"]);
+  // From the allocation outwards R shares 0x10 > 0x20 with T and parts at 0x40; S shares 0x10 > 0x30 with U and
+  // parts at 0x40 too: both are numbered, in the order seen. T parts at 0x60, U at 0x70; V, all of it shared, has
+  // no frame to name and its label alone is already unlike the others.
+  EXPECT_EQ(labels, (std::vector<std::string>{"libx.so+0x10 (via libx.so+0x40) #1", "libx.so+0x10 (via libx.so+0x40) #2",
+                                              "libx.so+0x10 (via libx.so+0x60)", "libx.so+0x10 (via libx.so+0x70)",
+                                              "libx.so+0x10"}));
 }
 
 TEST(ReportData, FlameGraphAtThePeakIsTheFoldedStacksRootFirst) {

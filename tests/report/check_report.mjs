@@ -7,8 +7,8 @@
 // the page not ready within 60 s, a drawn count that differs from the one the data gives (charts and their uPlot
 // canvases, series per chart, OOM markers, leak/OOM/trap/health rows, the title), no flame graph nodes where the
 // data has a flame graph, an <img> element (text from the trace must stay text), a zoom, click, wheel or resize
-// that breaks the page, or a report larger than --max-bytes. Prints the report's size and its load-to-ready time, and
-// saves a full-page screenshot.
+// that breaks the page, an "at the peak" table whose total is not the peak allocated, or a report larger than
+// --max-bytes. Prints the report's size and its load-to-ready time, and saves a full-page screenshot.
 import fs from 'node:fs';
 import path from 'node:path';
 import {fileURLToPath, pathToFileURL} from 'node:url';
@@ -138,6 +138,21 @@ try {
     const heading = await page.locator('.moment-head h3').first().textContent();
     check(heading.startsWith('Live by call site at '), `after a click: ${heading}`);
     await page.locator('.toolbar button[title="the whole trace"]').first().click();
+    // "at the peak": the table's total is the peak allocated, exactly (each device with a peak has the button).
+    const withPeak = devicesWithTimeline.filter(d => d.timeline.peaks && d.timeline.peaks.allocated);
+    const buttons = page.locator('.moment-head button');
+    check(await buttons.count() === withPeak.length, `"at the peak" buttons: ${await buttons.count()}, expected ${withPeak.length}`);
+    for (let i = 0; i < withPeak.length && i < await buttons.count(); i++) {
+      await buttons.nth(i).click();
+      const peakBytes = withPeak[i].timeline.peaks.allocated.bytes;
+      const box = buttons.nth(i).locator('xpath=../..');  // the moment's heading and its table
+      const head = await box.locator('.moment-head h3').textContent();
+      check(head.includes('at the peak allocated, exactly'), `after "at the peak" (device ${withPeak[i].device}): ${head}`);
+      const totalTitle = await box.locator('.moment-table tr.total td.num').getAttribute('title', {timeout: 2000}).catch(() => null);
+      const total = totalTitle == null ? null : Number(totalTitle.replace(/[^0-9]/g, ''));
+      check(total === peakBytes || (peakBytes === 0 && total === null),
+            `after "at the peak" (device ${withPeak[i].device}): total allocated ${totalTitle}, the peak is ${peakBytes} B`);
+    }
     await page.setViewportSize({width: 1000, height: 800});  // the charts and flame graphs redraw at the new width
     await page.waitForTimeout(400);
     const width = await page.evaluate(() => document.querySelector('.uplot canvas').getBoundingClientRect().width);

@@ -72,6 +72,7 @@ class Device:
         self.site_history = []  # (t_ns, by_site copy) after each change
         self.peak = {"allocated": None, "reserved": None, "driver": None}
         self.flame_live = None
+        self.site_bytes_at_peak = []
         self.events = 0
 
     def alloc(self, t, site, size):
@@ -101,6 +102,7 @@ class Device:
                 self.peak[name] = {"bytes": value, "time_ns": t, "event": self.events}
                 if name == "allocated":
                     self.flame_live = list(self.live.values())
+                    self.site_bytes_at_peak = list(self.by_site)
 
     def site_bytes_at_bin_ends(self, level0):
         """Live bytes by site at the end of each bin of the coarsest level."""
@@ -218,6 +220,8 @@ def sample():
                "sites": sites,
                "site_bytes": d.site_bytes_at_bin_ends(levels[0]),
                "other_site_bytes": [0] * len(levels[0]["t_ns"]),
+               "site_bytes_at_peak": d.site_bytes_at_peak,
+               "other_site_bytes_at_peak": 0,
                "flame_at_peak": d.flame(),
                "breakdown_at_peak": []}
         if sampled:
@@ -317,6 +321,8 @@ def large(bins):
                      "timeline": {"levels": levels, "device_used": samples, "process_used": samples,
                                   "other_processes": [], "peaks": {"allocated": peak, "reserved": peak, "driver": peak}},
                      "sites": sites, "site_bytes": site_bytes, "other_site_bytes": [0] * n0,
+                     "site_bytes_at_peak": [60 * GiB // n_sites] * n_sites,
+                     "other_site_bytes_at_peak": 60 * GiB - 60 * GiB // n_sites * n_sites,
                      "flame_at_peak": flame, "breakdown_at_peak": []}],
         "iterations": {"source": "NVTX ranges 'step'", "spans": spans},
         "nvtx": [],

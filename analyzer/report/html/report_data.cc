@@ -34,8 +34,16 @@ int64_t exact(uint32_t value) { return value; }
 // ------------------------------------------------------------------------------------------------------------
 
 // The folded stacks (stacks/folded_stack.h) of the stacks the report names, each resolved once: stack ids that
-// fold to the same labels are one group, which is what the report calls a call site (its table agrees with its
-// flame graph: both show folded stacks).
+// fold to the same labels are one group (the flame graph's stacks), and groups are gathered into the call sites
+// the tables list, each under a label no other site has:
+//   - a stack with Python frames is labelled by the user's line and the library function under it (site_label);
+//     groups of one such label are one site: the same place in the user's code, reached through different library
+//     paths (Module._apply's recursion, an encoder layer's two dropouts), which the flame graph tells apart;
+//   - a stack without Python frames (a C++ program, PyTorch's autograd threads) is labelled by its innermost
+//     frame, which many paths share (the allocator's entry): each group is its own site, and sites of one label
+//     are told apart by " (via X)", X the frame where the stack, read from the allocation outwards, first parts
+//     from the stacks of that label most like it; " #k" (k from 1, in the order seen) where that is not enough.
+// Labels are final once name_sites() ran: call it after the last site_of, before reading a label.
 class StackGroups {
  public:
   explicit StackGroups(FrameResolver& resolver) : resolver_(resolver) {}
@@ -45,9 +53,24 @@ class StackGroups {
     if (inserted) it->second = add_group(stack_id);
     return it->second;
   }
-  size_t size() const { return stacks_.size(); }
+  uint32_t site_of(uint64_t stack_id) { return site_of_group_[group_of(stack_id)]; }
   const std::vector<std::string>& stack(uint32_t group) const { return stacks_[group]; }
-  const std::string& label(uint32_t group) const { return labels_[group]; }
+  // A site's stack: that of its first group seen.
+  const std::vector<std::string>& site_stack(uint32_t site) const { return stacks_[site_groups_[site]]; }
+  const std::string& site_label(uint32_t site) const { return site_labels_[site]; }
+
+  void name_sites() {
+    std::map<std::string, std::vector<uint32_t>> native_by_label;
+    for (uint32_t site = 0; site < site_labels_.size(); ++site)
+      if (!site_python_[site]) native_by_label[site_labels_[site]].push_back(site);
+    for (auto& [label, sites] : native_by_label)
+      if (sites.size() > 1) add_via(sites);
+    std::map<std::string, std::vector<uint32_t>> by_label;
+    for (uint32_t site = 0; site < site_labels_.size(); ++site) by_label[site_labels_[site]].push_back(site);
+    for (auto& [label, sites] : by_label)
+      if (sites.size() > 1)
+        for (size_t k = 0; k < sites.size(); ++k) site_labels_[sites[k]] += " #" + std::to_string(k + 1);
+  }
 
  private:
   uint32_t add_group(uint64_t stack_id) {
@@ -56,7 +79,17 @@ class StackGroups {
     for (const FoldedFrame& f : folded) labels.push_back(f.label);
     auto [it, inserted] = group_by_labels_.try_emplace(labels, uint32_t(stacks_.size()));
     if (inserted) {
-      labels_.push_back(site_label(folded));
+      const uint32_t group = it->second;
+      const bool python = std::any_of(folded.begin(), folded.end(), [](const FoldedFrame& f) { return f.python; });
+      std::string label = site_label(folded);
+      uint32_t site = uint32_t(site_labels_.size());
+      if (python) site = site_by_python_label_.try_emplace(label, site).first->second;
+      if (site == site_labels_.size()) {
+        site_labels_.push_back(std::move(label));
+        site_python_.push_back(python);
+        site_groups_.push_back(group);
+      }
+      site_of_group_.push_back(site);
       stacks_.push_back(std::move(labels));
     }
     return it->second;
@@ -71,12 +104,42 @@ class StackGroups {
     if (user == folded.rend()) return python->label;
     return user == python ? user->label : user->label + " > " + python->label;
   }
+  // Appends " (via X)" to the labels of `sites` (one label, distinct stacks): X is the frame just outside the
+  // longest innermost run of frames the site's stack shares with another of them. Sorted innermost frame first,
+  // the stack sharing the longest such run with a stack is next to it: O(n log n) comparisons.
+  void add_via(std::vector<uint32_t> sites) {
+    auto frame = [&](uint32_t site, size_t from_leaf) -> const std::string& {
+      const std::vector<std::string>& s = site_stack(site);
+      return s[s.size() - 1 - from_leaf];
+    };
+    auto depth = [&](uint32_t site) { return site_stack(site).size(); };
+    auto shared = [&](uint32_t a, uint32_t b) {
+      size_t n = 0;
+      while (n < depth(a) && n < depth(b) && frame(a, n) == frame(b, n)) ++n;
+      return n;
+    };
+    std::sort(sites.begin(), sites.end(), [&](uint32_t a, uint32_t b) {
+      size_t n = shared(a, b);
+      if (n == depth(a) || n == depth(b)) return depth(a) < depth(b);
+      return frame(a, n) < frame(b, n);
+    });
+    for (size_t i = 0; i < sites.size(); ++i) {
+      size_t n = 0;
+      if (i > 0) n = std::max(n, shared(sites[i], sites[i - 1]));
+      if (i + 1 < sites.size()) n = std::max(n, shared(sites[i], sites[i + 1]));
+      if (n < depth(sites[i])) site_labels_[sites[i]] += " (via " + frame(sites[i], n) + ")";
+    }
+  }
 
   FrameResolver& resolver_;
   std::unordered_map<uint64_t, uint32_t> group_by_stack_;
   std::map<std::vector<std::string>, uint32_t> group_by_labels_;
-  std::vector<std::vector<std::string>> stacks_;  // root first
-  std::vector<std::string> labels_;
+  std::vector<std::vector<std::string>> stacks_;  // per group, root first
+  std::vector<uint32_t> site_of_group_;
+  std::map<std::string, uint32_t> site_by_python_label_;
+  std::vector<std::string> site_labels_;  // per site
+  std::vector<bool> site_python_;
+  std::vector<uint32_t> site_groups_;     // per site: its first group
 };
 
 json stack_json(const std::vector<std::string>& stack) { return json(stack); }
@@ -246,19 +309,19 @@ struct DeviceTimeline {
   std::vector<BinnedSeries> levels;
   ExactSeries exact;
   UsageSeries device_used, process_used, other_processes;
-  // Per StackGroups group: the live bytes of the allocated kind now, and the most they reached.
+  // Per StackGroups site: the live bytes of the allocated kind now, and the most they reached.
   std::vector<uint64_t> site_bytes, site_max_bytes;
 };
 
-// Live bytes of the allocated kind by stack group, kept as allocations come and go (MemoryModel's live callback):
+// Live bytes of the allocated kind by call site (StackGroups' sites), kept as allocations come and go (MemoryModel's live callback):
 // O(1) per change.
 class LiveBySite {
  public:
   LiveBySite(const MemoryModel& model, StackGroups& groups) : model_(model), groups_(groups) {}
-  // The group `a` changes and by how much, where `a` is of its device's allocated kind.
-  std::optional<uint32_t> group_of(const LiveAllocation& a) {
+  // The site `a` changes, where `a` is of its device's allocated kind.
+  std::optional<uint32_t> site_of(const LiveAllocation& a) {
     if (!counts_as_allocated(a)) return std::nullopt;
-    return groups_.group_of(a.stack_id);
+    return groups_.site_of(a.stack_id);
   }
 
  private:
@@ -299,12 +362,12 @@ class TimelinePass {
       d.exact.add(clock_ns_, totals);
     });
     model_.set_live_callback([this](const LiveAllocation& a, bool live) {
-      std::optional<uint32_t> group = live_.group_of(a);
-      if (!group) return;
+      std::optional<uint32_t> site = live_.site_of(a);
+      if (!site) return;
       DeviceTimeline& d = device_timeline(a.device);
-      change_bytes(d.site_bytes, *group, a.size_bytes, live);
-      if (d.site_max_bytes.size() <= *group) d.site_max_bytes.resize(*group + 1, 0);
-      d.site_max_bytes[*group] = std::max(d.site_max_bytes[*group], d.site_bytes[*group]);
+      change_bytes(d.site_bytes, *site, a.size_bytes, live);
+      if (d.site_max_bytes.size() <= *site) d.site_max_bytes.resize(*site + 1, 0);
+      d.site_max_bytes[*site] = std::max(d.site_max_bytes[*site], d.site_bytes[*site]);
     });
     replay_trace(analysis_.path, analysis_.model.layer_hints(), model_, *this);
     for (auto& [device, d] : devices_)
@@ -382,8 +445,8 @@ class TimelinePass {
 // ------------------------------------------------------------------------------------------------------------
 
 struct DeviceSites {
-  std::vector<uint32_t> top;                  // groups, highest maximum first
-  std::vector<int32_t> slot_of_group;         // group -> index in `top`, -1 for the others
+  std::vector<uint32_t> top;                  // sites, highest maximum first
+  std::vector<int32_t> slot_of_site;          // site -> index in `top`, -1 for the others
   uint64_t first_bin = 0;                     // the device's coarse level starts there
   uint64_t next_bin = 0;                      // the first bin not yet written
   std::vector<uint64_t> bytes;                // per slot, now
@@ -400,15 +463,15 @@ class SiteBinsPass {
 
   void run() {
     model_.set_live_callback([this](const LiveAllocation& a, bool live) {
-      std::optional<uint32_t> group = live_.group_of(a);
-      if (!group) return;
+      std::optional<uint32_t> site = live_.site_of(a);
+      if (!site) return;
       auto it = devices_.find(a.device);
       if (it == devices_.end()) return;
       DeviceSites& d = it->second;
       write_bins_before(d, coarse_.bin_of(std::max(clock_ns_, model_.now_ns())));
       d.total_bytes = live ? saturating_add(d.total_bytes, a.size_bytes) : d.total_bytes - std::min(d.total_bytes, a.size_bytes);
-      if (*group < d.slot_of_group.size() && d.slot_of_group[*group] >= 0)
-        change_bytes(d.bytes, uint32_t(d.slot_of_group[*group]), a.size_bytes, live);
+      if (*site < d.slot_of_site.size() && d.slot_of_site[*site] >= 0)
+        change_bytes(d.bytes, uint32_t(d.slot_of_site[*site]), a.size_bytes, live);
     });
     replay_trace(analysis_.path, analysis_.model.layer_hints(), model_, *this);
     for (auto& [device, d] : devices_) write_bins_before(d, coarse_.last_bin + 1);
@@ -440,9 +503,9 @@ class SiteBinsPass {
   int64_t clock_ns_ = 0;  // as TimelinePass's, so that both place a change in the same bin
 };
 
-// The groups with the highest maxima (ties: the lower group, first seen), at most `count`, none that never held
+// The sites with the highest maxima (ties: the lower site, first seen), at most `count`, none that never held
 // a byte.
-std::vector<uint32_t> top_groups(const std::vector<uint64_t>& max_bytes, size_t count) {
+std::vector<uint32_t> top_sites(const std::vector<uint64_t>& max_bytes, size_t count) {
   std::vector<uint32_t> groups;
   for (uint32_t g = 0; g < max_bytes.size(); ++g)
     if (max_bytes[g]) groups.push_back(g);
@@ -613,13 +676,13 @@ std::string diagnosis_text(const OomDetail& detail) {
 }
 
 json oom_entry(const OomEvent& o, std::string diagnosis, StackGroups& groups) {
-  uint32_t group = groups.group_of(o.stack_id);
+  uint32_t site = groups.site_of(o.stack_id);
   return {{"time_ns", exact(o.time_ns)},
           {"device", o.device},
           {"requested_bytes", exact(o.requested_bytes)},
           {"api", proto::Api_Name(o.api)},
-          {"label", groups.label(group)},
-          {"stack", stack_json(groups.stack(group))},
+          {"label", groups.site_label(site)},
+          {"stack", stack_json(groups.site_stack(site))},
           {"diagnosis", std::move(diagnosis)}};
 }
 
@@ -637,22 +700,40 @@ json ooms_json(const Analysis& a, const OomReport* report, StackGroups& groups, 
   return out;
 }
 
+// The leak candidates in the leaks report's order (the first max_leaks), candidates of one call site of the
+// report (StackGroups: one user line and library function) and device merged into the row of the first: their
+// bytes, allocations and growth summed, growing where one of them grows.
 json leaks_json(const Analysis& a, const IterationReport& iterations, StackGroups& groups, size_t max_leaks) {
-  json out = json::array();
+  struct Row {
+    uint32_t site;
+    int32_t device;
+    uint64_t bytes = 0, allocations = 0;
+    bool growing = false;
+    uint64_t growth_bytes = 0;
+  };
+  std::vector<Row> rows;
+  std::map<std::pair<uint32_t, int32_t>, size_t> row_of;
   for (size_t i = 0; i < a.leaks.size() && i < max_leaks; ++i) {
     const LeakSite& l = a.leaks[i];
-    uint32_t group = groups.group_of(l.site.stack_id);
-    json growth = iterations.found() && i < iterations.leak_growth_per_iteration_bytes.size()
-                      ? json(exact(iterations.leak_growth_per_iteration_bytes[i]))
-                      : json(nullptr);
-    out.push_back({{"label", groups.label(group)},
-                   {"stack", stack_json(groups.stack(group))},
-                   {"device", l.site.device},
-                   {"live_bytes", exact(l.site.bytes)},
-                   {"allocations", exact(l.site.count)},
-                   {"growing", l.growing},
-                   {"growth_per_iteration_bytes", std::move(growth)}});
+    uint32_t site = groups.site_of(l.site.stack_id);
+    auto [it, inserted] = row_of.try_emplace({site, l.site.device}, rows.size());
+    if (inserted) rows.push_back(Row{site, l.site.device});
+    Row& r = rows[it->second];
+    r.bytes = saturating_add(r.bytes, l.site.bytes);
+    r.allocations = saturating_add(r.allocations, l.site.count);
+    r.growing = r.growing || l.growing;
+    if (i < iterations.leak_growth_per_iteration_bytes.size())
+      r.growth_bytes = saturating_add(r.growth_bytes, iterations.leak_growth_per_iteration_bytes[i]);
   }
+  json out = json::array();
+  for (const Row& r : rows)
+    out.push_back({{"label", groups.site_label(r.site)},
+                   {"stack", stack_json(groups.site_stack(r.site))},
+                   {"device", r.device},
+                   {"live_bytes", exact(r.bytes)},
+                   {"allocations", exact(r.allocations)},
+                   {"growing", r.growing},
+                   {"growth_per_iteration_bytes", iterations.found() ? json(exact(r.growth_bytes)) : json(nullptr)}});
   return out;
 }
 
@@ -718,14 +799,34 @@ std::map<int32_t, DeviceSites> choose_sites(std::map<int32_t, DeviceTimeline>& t
   for (auto& [device, t] : timelines) {
     if (t.levels.empty() || !t.levels[0].started()) continue;
     DeviceSites& d = sites[device];
-    d.top = top_groups(t.site_max_bytes, count);
-    d.slot_of_group.assign(t.site_max_bytes.size(), -1);
-    for (size_t slot = 0; slot < d.top.size(); ++slot) d.slot_of_group[d.top[slot]] = int32_t(slot);
+    d.top = top_sites(t.site_max_bytes, count);
+    d.slot_of_site.assign(t.site_max_bytes.size(), -1);
+    for (size_t slot = 0; slot < d.top.size(); ++slot) d.slot_of_site[d.top[slot]] = int32_t(slot);
     d.first_bin = d.next_bin = t.levels[0].first_bin();
     d.bytes.assign(d.top.size(), 0);
     d.at_bin_end.resize(d.top.size());
   }
   return sites;
+}
+
+// The live bytes of each listed site (per slot of `sites`) at the device's peak allocated, exactly, and those of
+// every other site together: Analysis::live_at_peak gathered into the sites the per-bin series use (a CallSite
+// merges only stacks that differ in interpreter frames, which fold alike), so that they add up to the peak
+// allocated.
+std::pair<std::vector<int64_t>, uint64_t> site_bytes_at_peak(const Analysis& a, int32_t device,
+                                                             const DeviceSites* sites, StackGroups& groups) {
+  std::vector<uint64_t> bytes(sites ? sites->top.size() : 0, 0);
+  uint64_t other_bytes = 0;
+  if (auto live = a.live_at_peak.find(device); live != a.live_at_peak.end())
+    for (const CallSite& site : live->second) {
+      uint32_t s = groups.site_of(site.stack_id);
+      int32_t slot = sites && s < sites->slot_of_site.size() ? sites->slot_of_site[s] : -1;
+      if (slot >= 0) bytes[size_t(slot)] = saturating_add(bytes[size_t(slot)], site.bytes);
+      else other_bytes = saturating_add(other_bytes, site.bytes);
+    }
+  std::vector<int64_t> out;
+  for (uint64_t b : bytes) out.push_back(exact(b));
+  return {std::move(out), other_bytes};
 }
 
 json device_json(const Analysis& a, int32_t device, DeviceTimeline& t, DeviceSites* sites, StackGroups& groups,
@@ -742,13 +843,14 @@ json device_json(const Analysis& a, int32_t device, DeviceTimeline& t, DeviceSit
   json site_list = json::array(), site_bytes = json::array(), other = json::array();
   if (sites) {
     for (size_t slot = 0; slot < sites->top.size(); ++slot) {
-      uint32_t group = sites->top[slot];
-      site_list.push_back({{"label", groups.label(group)}, {"stack", stack_json(groups.stack(group))},
-                           {"max_bytes", exact(t.site_max_bytes[group])}});
+      uint32_t site = sites->top[slot];
+      site_list.push_back({{"label", groups.site_label(site)}, {"stack", stack_json(groups.site_stack(site))},
+                           {"max_bytes", exact(t.site_max_bytes[site])}});
       site_bytes.push_back(std::move(sites->at_bin_end[slot]));
     }
     other = std::move(sites->other_at_bin_end);
   }
+  auto [at_peak, other_at_peak] = site_bytes_at_peak(a, device, sites, groups);
   auto breakdown = breakdowns.find(device);
   return {{"device", device},
           {"name", info ? info->name() : ""},
@@ -762,6 +864,8 @@ json device_json(const Analysis& a, int32_t device, DeviceTimeline& t, DeviceSit
           {"sites", std::move(site_list)},
           {"site_bytes", std::move(site_bytes)},
           {"other_site_bytes", std::move(other)},
+          {"site_bytes_at_peak", std::move(at_peak)},
+          {"other_site_bytes_at_peak", exact(other_at_peak)},
           {"flame_at_peak", flame_at_peak(a, device, groups, options.flame_min_fraction)},
           {"breakdown_at_peak", breakdown == breakdowns.end() ? json::array() : breakdown_json(breakdown->second)}};
 }
@@ -805,6 +909,15 @@ json report_data(const Analysis& a, FrameResolver& resolver, const Symbolizer* s
 
   std::map<int32_t, DeviceSites> sites = choose_sites(timeline.devices(), sites_per_device(options, device_count));
   if (!levels.empty()) SiteBinsPass(a, groups, levels.front(), sites).run();
+
+  // Every stack the report labels has its site before the labels are made final (StackGroups::name_sites).
+  for (const auto& [device, live] : a.live_at_peak)
+    for (const CallSite& site : live) groups.site_of(site.stack_id);
+  for (size_t i = 0; i < a.leaks.size() && i < options.max_leaks; ++i) groups.site_of(a.leaks[i].site.stack_id);
+  for (size_t i = 0; i < a.model.ooms().size() && i < options.max_ooms; ++i) groups.site_of(a.model.ooms()[i].stack_id);
+  if (oom_report)
+    for (const OomDetail& detail : oom_report->detailed) groups.site_of(detail.oom.stack_id);
+  groups.name_sites();
 
   json devices = json::array();
   for (auto& [device, t] : timeline.devices()) {

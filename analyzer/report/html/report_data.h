@@ -2,9 +2,11 @@
 // draws, laid out as docs/report.md says (the contract between this layer and the page). It holds, per device,
 // the timeline of the allocated, reserved and driver totals downsampled at several resolutions (the lowest and
 // the highest value of each total in every bin, so that no peak is lost; exact where the trace has few changes),
-// the DEVICE_USAGE samples, the peaks, the live bytes of the top call sites at the end of each coarse bin, the
-// flame graph and the breakdown at the peak allocated; and for the job its iterations and phases, NVTX ranges,
-// OOMs with their diagnosis, leak candidates with their growth per iteration, traps and the trace's health.
+// the DEVICE_USAGE samples, the peaks, the live bytes of the top call sites at the end of each coarse bin and at
+// the peak allocated (exactly), the flame graph and the breakdown at the peak allocated; and for the job its
+// iterations and phases, NVTX ranges, OOMs with their diagnosis, leak candidates (one row per call site) with
+// their growth per iteration, traps and the trace's health. Call sites are labelled as docs/report.md says, no two
+// alike.
 //
 // Cost: the first-pass Analysis (with live at peak) is given; this reads the trace again for the iterations
 // (analysis/iteration_report.h: two passes), the breakdown at the peaks, the OOMs (where there are some) and two
