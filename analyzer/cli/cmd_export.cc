@@ -78,11 +78,13 @@ RunCommand add_export(CLI::App& memtrace) {
       memtrace.add_subcommand("export", "the trace in a form another tool reads (docs/commands/export.md)");
   add_trace(*command, &args->report.trace);
   std::string help = "one of";
-  for (const ExportFormat& f : kFormats) help += std::string(help == "one of" ? " " : "; ") + f.name + " (" + f.help + ")";
+  for (const ExportFormat& f : kFormats)
+    help += std::string(help == "one of" ? " " : "; ") + f.name + " (" + f.help + ")";
   command->add_option("--format", args->format, help)->required()->type_name("FORMAT");
   command->add_option("-o,--output", args->output, "the file to write")->required()->type_name("FILE");
-  command->add_option("--debug-paths", args->report.debug_paths,
-                      "find symbol files in these directories too, by build id or by file name")
+  command
+      ->add_option("--debug-paths", args->report.debug_paths,
+                   "find symbol files in these directories too, by build id or by file name")
       ->type_name("DIR[:DIR...]");
   return [args] { return export_trace(*args); };
 }

@@ -36,8 +36,8 @@ int report(const ReportCommandArgs& args) {
   } catch (const TraceError& e) {
     return report_trace_error(session.analysis->path, e);
   }
-  int status = write_output_file(args.output, session.analysis->path,
-                                 [&](std::ostream& out) { write_report_html(data, out); });
+  int status =
+      write_output_file(args.output, session.analysis->path, [&](std::ostream& out) { write_report_html(data, out); });
   if (status == kExitOk) warn_if_truncated(*session.analysis, "the report");
   return status;
 }
@@ -46,9 +46,10 @@ int report(const ReportCommandArgs& args) {
 
 RunCommand add_report(CLI::App& memtrace) {
   auto args = std::make_shared<ReportCommandArgs>();
-  CLI::App* command = memtrace.add_subcommand(
-      "report", "the HTML report: one self-contained page with the timeline, flame graph, leaks and OOMs "
-                "(docs/report.md)");
+  CLI::App* command =
+      memtrace.add_subcommand("report",
+                              "the HTML report: one self-contained page with the timeline, flame graph, leaks and OOMs "
+                              "(docs/report.md)");
   add_trace(*command, &args->report.trace);
   command->add_option("-o,--output", args->output, "the HTML file to write")->required()->type_name("FILE");
   command

@@ -90,7 +90,8 @@ int write_output_file(const std::string& output, const std::string& trace,
   // The file -o names, through any symlink: the trace itself is refused (writing would destroy it), a device or
   // a pipe is written in place and never removed, anything else is written beside it and renamed over it once
   // complete, so that a failed run leaves what was there.
-  struct stat target_stat {}, trace_stat {};
+  struct stat target_stat {
+  }, trace_stat{};
   const bool exists = ::stat(output.c_str(), &target_stat) == 0;
   if (exists && ::stat(trace.c_str(), &trace_stat) == 0 && target_stat.st_dev == trace_stat.st_dev &&
       target_stat.st_ino == trace_stat.st_ino)

@@ -17,8 +17,8 @@ class CsvRows {
     std::snprintf(numbers, sizeof numbers, "%" PRIu64 ",%" PRId64 ",", index_++, model_.now_ns());
     out_ << numbers << proto::EventKind_Name(e.kind()) << ',' << proto::Layer_Name(e.layer()) << ','
          << proto::Api_Name(e.api()) << ',' << proto::Memory_Name(e.memory()) << ',';
-    std::snprintf(numbers, sizeof numbers, "%" PRId32 ",%" PRIu64 ",%" PRIu32 ",0x%" PRIx64 ",%" PRIu64 ",%" PRId32
-                  ",%" PRIu64 ",%" PRIu64 "\n",
+    std::snprintf(numbers, sizeof numbers,
+                  "%" PRId32 ",%" PRIu64 ",%" PRIu32 ",0x%" PRIx64 ",%" PRIu64 ",%" PRId32 ",%" PRIu64 ",%" PRIu64 "\n",
                   e.device(), e.stream(), e.tid(), e.address(), e.size(), e.result(), e.stack_id(), e.handle());
     out_ << numbers;
     return ReplayStep::kGoOn;

@@ -43,12 +43,12 @@ struct LiveBlock {
 
 // What was left out or added to keep segments and device_traces consistent (memory_viz.h), all devices together.
 struct Counts {
-  uint64_t blocks_outside_segments = 0;   // block allocations not inside a live segment of their device
-  uint64_t blocks_overlapping = 0;        // block allocations overlapping a live block
-  uint64_t frees_of_unknown_blocks = 0;   // block frees of no live block
-  uint64_t blocks_allocated_again = 0;    // allocations at a live block's address: the old one freed first
-  uint64_t blocks_freed_with_segment = 0; // live blocks given a free entry because their segment went
-  uint64_t segments_overlapping = 0;      // segment allocations or maps overlapping a live segment
+  uint64_t blocks_outside_segments = 0;    // block allocations not inside a live segment of their device
+  uint64_t blocks_overlapping = 0;         // block allocations overlapping a live block
+  uint64_t frees_of_unknown_blocks = 0;    // block frees of no live block
+  uint64_t blocks_allocated_again = 0;     // allocations at a live block's address: the old one freed first
+  uint64_t blocks_freed_with_segment = 0;  // live blocks given a free entry because their segment went
+  uint64_t segments_overlapping = 0;       // segment allocations or maps overlapping a live segment
   // Mappings right next to a live driver or pool segment on the same stream, and such segments next to a live
   // mapping (DeviceTrace::touches_other_kind).
   uint64_t segments_next_to_mappings = 0;
@@ -305,7 +305,9 @@ class DeviceTrace {
   // longer be found by its address: such a pair is never made.
   bool touches_other_kind(std::map<uint64_t, Piece>::iterator next, uint64_t start, uint64_t end, PieceKind kind,
                           uint64_t stream) const {
-    auto mixed = [&](const Piece& p) { return p.stream == stream && (p.kind == PieceKind::kMapped) != (kind == PieceKind::kMapped); };
+    auto mixed = [&](const Piece& p) {
+      return p.stream == stream && (p.kind == PieceKind::kMapped) != (kind == PieceKind::kMapped);
+    };
     if (next != pieces_.end() && next->first == end && mixed(next->second)) return true;
     return next != pieces_.begin() && std::prev(next)->second.end == start && mixed(std::prev(next)->second);
   }
@@ -487,12 +489,9 @@ void write_counts(ValueWriter& w, const Counts& c, bool at_finalizing, uint64_t 
   w.key("ends_at_time_us");
   w.unsigned_integer(end_time_us);
   const std::pair<const char*, uint64_t> counts[] = {
-      {"blocks_outside_segments", c.blocks_outside_segments},
-      {"blocks_overlapping", c.blocks_overlapping},
-      {"frees_of_unknown_blocks", c.frees_of_unknown_blocks},
-      {"blocks_allocated_again", c.blocks_allocated_again},
-      {"blocks_freed_with_segment", c.blocks_freed_with_segment},
-      {"segments_overlapping", c.segments_overlapping},
+      {"blocks_outside_segments", c.blocks_outside_segments},     {"blocks_overlapping", c.blocks_overlapping},
+      {"frees_of_unknown_blocks", c.frees_of_unknown_blocks},     {"blocks_allocated_again", c.blocks_allocated_again},
+      {"blocks_freed_with_segment", c.blocks_freed_with_segment}, {"segments_overlapping", c.segments_overlapping},
       {"segments_next_to_mappings", c.segments_next_to_mappings},
   };
   for (const auto& [name, value] : counts) {

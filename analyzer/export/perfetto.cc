@@ -16,8 +16,8 @@ namespace {
 
 namespace pf = perfetto_proto;
 
-constexpr uint32_t kSequenceId = 1;    // every packet is on one sequence
-constexpr uint64_t kProcessUuid = 1;   // the process track; the others count up from 2
+constexpr uint32_t kSequenceId = 1;   // every packet is on one sequence
+constexpr uint64_t kProcessUuid = 1;  // the process track; the others count up from 2
 constexpr size_t kMaxNvtxLanesPerThread = 16;
 constexpr size_t kMaxNvtxTracks = 4096;
 
@@ -40,7 +40,7 @@ class PacketWriter {
     char head[11];
     size_t n = 0;
     head[n++] = 0x0a;  // field 1 (Trace.packet), wire type 2
-    for (uint64_t size = body_.size(); ; size >>= 7) {
+    for (uint64_t size = body_.size();; size >>= 7) {
       head[n++] = char(size < 0x80 ? size : (size & 0x7f) | 0x80);
       if (size < 0x80) break;
     }
@@ -105,7 +105,8 @@ void write_process(const Analysis& analysis, PacketWriter& writer) {
 // One counter track: declared at its first value; its values one per change, or thinned (the header's rule).
 class CounterTrack {
  public:
-  CounterTrack(std::string name, std::optional<uint64_t> interval_ns) : name_(std::move(name)), interval_ns_(interval_ns) {}
+  CounterTrack(std::string name, std::optional<uint64_t> interval_ns)
+      : name_(std::move(name)), interval_ns_(interval_ns) {}
   void add(PacketWriter& writer, int64_t time_ns, uint64_t bytes) {
     Point p{time_ns, bytes, seq_++};
     if (!interval_ns_) return emit(writer, p);
@@ -169,7 +170,8 @@ void write_ooms(const MemoryModel& model, PacketWriter& writer) {
   std::map<int32_t, uint64_t> tracks;
   for (const OomEvent& oom : model.ooms()) {
     auto it = tracks.find(oom.device);
-    if (it == tracks.end()) it = tracks.emplace(oom.device, writer.declare_track(device_name(oom.device) + " OOMs", false)).first;
+    if (it == tracks.end())
+      it = tracks.emplace(oom.device, writer.declare_track(device_name(oom.device) + " OOMs", false)).first;
     pf::TracePacket packet;
     packet.set_timestamp(clamp_time(oom.time_ns));
     pf::TrackEvent* e = packet.mutable_track_event();
@@ -328,7 +330,8 @@ class PerfettoReplay {
     if (e.kind() == proto::DEVICE_USAGE && valid_device_ordinal(e.device())) {
       DeviceCounters& d = counters(e.device());
       d.device_used.add(writer_, now,
-                        e.device_total_bytes() > e.device_free_bytes() ? e.device_total_bytes() - e.device_free_bytes() : 0);
+                        e.device_total_bytes() > e.device_free_bytes() ? e.device_total_bytes() - e.device_free_bytes()
+                                                                       : 0);
       if (e.has_other_processes_used_bytes()) d.other_processes.add(writer_, now, e.other_processes_used_bytes());
     }
     slices_.at_event(model_.next_event_index() - 1, now);

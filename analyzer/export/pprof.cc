@@ -3,8 +3,8 @@
 #include <zlib.h>
 
 #include <map>
-#include <stdexcept>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -47,7 +47,10 @@ class PprofReplay {
  public:
   PprofReplay(const Analysis& analysis, const EventPhases& phases, const MemoryModel& model,
               std::map<StackKey, Values>& values)
-      : phases_(phases), model_(model), values_(values), hints_(analysis.model.layer_hints()),
+      : phases_(phases),
+        model_(model),
+        values_(values),
+        hints_(analysis.model.layer_hints()),
         budget_(kWalkSlack, kWalkPerEvent, analysis.model.health().events) {
     for (const auto& [device, state] : analysis.model.devices())
       if (state.peak_allocated().bytes > 0) peaks_[state.peak_allocated().event_index].push_back(device);
@@ -217,8 +220,8 @@ void write_pprof(const ExportSource& source, std::ostream& out) {
     const auto& [locations, device, phase] = key;
     pp::Sample* sample = profile.add_sample();
     for (uint64_t id : locations) sample->add_location_id(id);
-    for (uint64_t value : {v.alloc_objects, v.alloc_bytes, v.exit_objects, v.exit_bytes, v.inuse_objects,
-                           v.inuse_bytes})
+    for (uint64_t value :
+         {v.alloc_objects, v.alloc_bytes, v.exit_objects, v.exit_bytes, v.inuse_objects, v.inuse_bytes})
       sample->add_value(clamp_value(value));
     pp::Label* label = sample->add_label();
     label->set_key(builder.string_id("device"));
@@ -231,8 +234,9 @@ void write_pprof(const ExportSource& source, std::ostream& out) {
   }
   if (analysis.info.start) profile.set_time_nanos(clamp_value(analysis.info.start->start_unix_ns()));
   profile.set_duration_nanos(analysis.duration_ns() > 0 ? analysis.duration_ns() : 0);
-  profile.add_comment(builder.string_id("memtrace: inuse_* at each device's peak allocated, exit_* live at exit "
-                                        "(leak candidates), alloc_* every allocation of the trace"));
+  profile.add_comment(
+      builder.string_id("memtrace: inuse_* at each device's peak allocated, exit_* live at exit "
+                        "(leak candidates), alloc_* every allocation of the trace"));
   profile.set_default_sample_type(builder.string_id("inuse_space"));
   write_gzip(profile.SerializeAsString(), out);
 }

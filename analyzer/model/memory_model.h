@@ -592,9 +592,9 @@ class MemoryModel {
   static constexpr int64_t kNoTorchFastPathDevice = INT64_MIN;
   int64_t torch_fast_path_device_ = kNoTorchFastPathDevice;
   void update_torch_fast_path_ready() {
-    bool ready = fast_paths_ && !incremental_fragmentation_ && !on_live_changed_ && cached_state_ && segment_index_active_ &&
-                 pending_driver_ooms_.empty() && touched_.size() == 1 && touched_[0] == cached_state_ &&
-                 cached_state_->block_layer_seen && cached_state_->allocator_layer_seen;
+    bool ready = fast_paths_ && !incremental_fragmentation_ && !on_live_changed_ && cached_state_ &&
+                 segment_index_active_ && pending_driver_ooms_.empty() && touched_.size() == 1 &&
+                 touched_[0] == cached_state_ && cached_state_->block_layer_seen && cached_state_->allocator_layer_seen;
     torch_fast_path_device_ = ready ? int64_t(cached_device_) : kNoTorchFastPathDevice;
   }
   bool allocated_peak_raised_ = false;

@@ -506,7 +506,8 @@ TEST(Cli, RunPrependsTheTracerToLdPreloadAndReturnsTheCommandsStatus) {
   int status = std::system(command.c_str());
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 3);
-  EXPECT_EQ(test::read_file(out), (prefix / "lib" / "libmemtrace.so").string() + ":/nonexistent/other.so|/tmp/x-%p.mtrace\n");
+  EXPECT_EQ(test::read_file(out),
+            (prefix / "lib" / "libmemtrace.so").string() + ":/nonexistent/other.so|/tmp/x-%p.mtrace\n");
   // A command that does not exist: the shell's 127.
   status = std::system(((prefix / "bin" / "memtrace").string() + " run -- /nonexistent/program 2>/dev/null").c_str());
   EXPECT_EQ(WEXITSTATUS(status), 127);

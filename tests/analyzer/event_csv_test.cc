@@ -40,7 +40,8 @@ TEST(EventCsv, EveryEventOneRowWithTheTraceClock) {
 
 TEST(EventCsv, UnknownFormatAndUnreadableTraceAreOneLine) {
   const std::string csv = test::temp_path("bad.csv");
-  test::MemtraceRun r = run_memtrace_binary("export --format xls " + std::string(MEMTRACE_EXAMPLE_OOM_TRACE) + " -o " + csv);
+  test::MemtraceRun r =
+      run_memtrace_binary("export --format xls " + std::string(MEMTRACE_EXAMPLE_OOM_TRACE) + " -o " + csv);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
             "memtrace: unknown --format 'xls' (formats: csv, memory-viz, perfetto, pprof, speedscope, folded)");
@@ -85,7 +86,8 @@ TEST(ExportOutputFile, AFailedWriteSaysWhyAndLeavesWhatWasThere) {
 TEST(ExportOutputFile, AnExistingFileIsReplacedWhole) {
   const std::string csv = test::temp_path("replaced.csv");
   test::write_file(csv, std::string(1 << 20, '#'));  // longer than the export: nothing of it may stay
-  test::MemtraceRun r = run_memtrace_binary("export --format csv " + std::string(MEMTRACE_EXAMPLE_OOM_TRACE) + " -o " + csv);
+  test::MemtraceRun r =
+      run_memtrace_binary("export --format csv " + std::string(MEMTRACE_EXAMPLE_OOM_TRACE) + " -o " + csv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string text = test::read_file(csv);
   EXPECT_EQ(text.find('#'), std::string::npos);

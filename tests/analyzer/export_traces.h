@@ -52,7 +52,8 @@ inline std::string perfetto_export_trace() {
   b.event(torch_event(proto::ALLOC, 0, kSegment, kMiB, kMiB, 8 * kMiB, 2000));
   b.record(range_name_record(2, "backward")).record(range_event_record(proto::RangeEvent::PUSH, 2, 7, 4));
   b.event(torch_event(proto::ALLOC, 0, kSegment + kMiB, 2 * kMiB, 3 * kMiB, 8 * kMiB, 2000));
-  b.record(range_event_record(proto::RangeEvent::POP, 0, 7, 6)).record(range_event_record(proto::RangeEvent::POP, 0, 7, 6));
+  b.record(range_event_record(proto::RangeEvent::POP, 0, 7, 6))
+      .record(range_event_record(proto::RangeEvent::POP, 0, 7, 6));
   b.record(range_event_record(proto::RangeEvent::PUSH, 1, 7, 7));
   b.event(torch_event(proto::FREE, 0, kSegment + kMiB, 2 * kMiB, kMiB, 8 * kMiB, 3000));
   proto::Event usage = make_event(proto::DEVICE_USAGE, proto::LAYER_UNKNOWN, proto::NVML_SAMPLE, 0, 0, 0, 1000);
@@ -95,7 +96,8 @@ inline std::string pprof_export_trace() {
   b.event(torch_event(proto::ALLOC, 0, kSegment, 4 * kMiB, 4 * kMiB, 32 * kMiB, 2000, 1));
   b.record(range_name_record(2, "backward")).record(range_event_record(proto::RangeEvent::PUSH, 2, 7, 4));
   b.event(torch_event(proto::ALLOC, 0, kSegment + 4 * kMiB, 8 * kMiB, 12 * kMiB, 32 * kMiB, 2000, 2));
-  b.record(range_event_record(proto::RangeEvent::POP, 0, 7, 6)).record(range_event_record(proto::RangeEvent::POP, 0, 7, 6));
+  b.record(range_event_record(proto::RangeEvent::POP, 0, 7, 6))
+      .record(range_event_record(proto::RangeEvent::POP, 0, 7, 6));
   b.record(range_event_record(proto::RangeEvent::PUSH, 1, 7, 7));
   b.event(torch_event(proto::FREE, 0, kSegment + 4 * kMiB, 8 * kMiB, 4 * kMiB, 32 * kMiB, 3000));
   b.event(torch_event(proto::ALLOC, 0, kSegment + 4 * kMiB, 2 * kMiB, 6 * kMiB, 32 * kMiB, 1000, 1));

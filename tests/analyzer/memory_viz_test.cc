@@ -64,11 +64,12 @@ TEST(PickleWriter, ScalarsDictTupleAndListBytes) {
   // PROTO 4; EMPTY_DICT MARK; "a" EMPTY_LIST MARK BININT1 1, BININT2 300, BININT -1, LONG1 6 bytes 2^40, APPENDS;
   // "b" NONE; "c" NEWTRUE; "d" BINFLOAT 1.5 big-endian; "e" MARK 0 0 TUPLE; "f" LONG1 9 bytes; "g" LONG1 8 bytes;
   // SETITEMS; STOP.
-  std::string expected = bytes({0x80, 4, '}', '(', 0x8c, 1, 'a', ']', '(', 'K', 1, 'M', 0x2c, 0x01, 'J', 0xff, 0xff,
-                                0xff, 0xff, 0x8a, 6, 0, 0, 0, 0, 0, 1, 'e', 0x8c, 1, 'b', 'N', 0x8c, 1, 'c', 0x88,
-                                0x8c, 1, 'd', 'G', 0x3f, 0xf8, 0, 0, 0, 0, 0, 0, 0x8c, 1, 'e', '(', 'K', 0, 'K', 0,
-                                't', 0x8c, 1, 'f', 0x8a, 9, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0,
-                                0x8c, 1, 'g', 0x8a, 8, 0, 0, 0, 0, 0, 0, 0, 0x80, 'u', '.'});
+  std::string expected =
+      bytes({0x80, 4,    '}',  '(',  0x8c, 1,    'a',  ']', '(',  'K',  1,    'M',  0x2c, 0x01, 'J',  0xff, 0xff, 0xff,
+             0xff, 0x8a, 6,    0,    0,    0,    0,    0,   1,    'e',  0x8c, 1,    'b',  'N',  0x8c, 1,    'c',  0x88,
+             0x8c, 1,    'd',  'G',  0x3f, 0xf8, 0,    0,   0,    0,    0,    0,    0x8c, 1,    'e',  '(',  'K',  0,
+             'K',  0,    't',  0x8c, 1,    'f',  0x8a, 9,   0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0,    0x8c,
+             1,    'g',  0x8a, 8,    0,    0,    0,    0,   0,    0,    0,    0x80, 'u',  '.'});
   EXPECT_EQ(out.str(), expected);
   std::string file = test::temp_path("scalars.pickle");
   test::write_file(file, out.str());
@@ -104,7 +105,8 @@ TEST(PickleWriter, ListsAndDictsAreBatchedByAThousandItems) {
   d.finish();
   std::string pairs;
   for (int i = 0; i < 1000; ++i) pairs += std::string("\x8c\x01k", 3) + "K" + char(i % 2);
-  EXPECT_EQ(dict_out.str(), bytes({0x80, 4, '}', '('}) + pairs + "u(" + std::string("\x8c\x01k", 3) + std::string("K\0", 2) + "u.");
+  EXPECT_EQ(dict_out.str(),
+            bytes({0x80, 4, '}', '('}) + pairs + "u(" + std::string("\x8c\x01k", 3) + std::string("K\0", 2) + "u.");
   std::string file = test::temp_path("batched.pickle");
   test::write_file(file, out.str());
   EXPECT_EQ(run_python("import pickle, sys\nassert pickle.load(open(sys.argv[1], 'rb')) == [7] * 1001\n", file), 0);
@@ -169,8 +171,9 @@ TEST(JsonWriter, EscapesAndRepeatsRememberedValues) {
   w.end_list();
   w.end_dict();
   w.finish();
-  EXPECT_EQ(out.str(),
-            "{\"a\\\"b\":[{\"n\":\"x\\u000a\\\\\"},{\"n\":\"x\\u000a\\\\\"},0.5,false,null,18446744073709551615,[-3]]}");
+  EXPECT_EQ(
+      out.str(),
+      "{\"a\\\"b\":[{\"n\":\"x\\u000a\\\\\"},{\"n\":\"x\\u000a\\\\\"},0.5,false,null,18446744073709551615,[-3]]}");
 }
 
 // ---- the snapshot ------------------------------------------------------------------------------------------
@@ -254,22 +257,39 @@ TEST(MemoryViz, SegmentsTiledByLiveBlocksAndEntriesInEventOrder) {
       entry("free_requested", kA, 512, kBaseUs + 4, frames_train()),
       entry("free_completed", kA, 512, kBaseUs + 4, frames_train()),
       entry("segment_alloc", kB, kMiB, kBaseUs + 5, json::array({label("[memtrace] cuMemAlloc: other")})),
-      {{"action", "oom"}, {"device_free", 12345}, {"size", 1 << 30}, {"stream", 0}, {"time_us", kBaseUs + 9},
+      {{"action", "oom"},
+       {"device_free", 12345},
+       {"size", 1 << 30},
+       {"stream", 0},
+       {"time_us", kBaseUs + 9},
        {"frames", json::array()}},
   });
   EXPECT_EQ(s["device_traces"], json::array({trace}));
-  json segment_a = {
-      {"device", 0}, {"address", kA}, {"total_size", 2 * kMiB}, {"allocated_size", 1024}, {"active_size", 1024},
-      {"requested_size", 1024}, {"stream", 0}, {"segment_type", "small"}, {"segment_pool_id", {0, 0}},
-      {"is_expandable", false},
-      {"frames", json::array({label("[memtrace] cudaMalloc: PyTorch allocator"), frames_train()[0]})},
-      {"blocks", json::array({block(kA, 512, false), block(kA + 512, 1024, true, frames_train()),
-                              block(kA + 1536, 2 * kMiB - 1536, false)})}};
-  json segment_b = {
-      {"device", 0}, {"address", kB}, {"total_size", kMiB}, {"allocated_size", 0}, {"active_size", 0},
-      {"requested_size", 0}, {"stream", 0}, {"segment_type", "other"}, {"segment_pool_id", {0, 0}},
-      {"is_expandable", false}, {"frames", json::array({label("[memtrace] cuMemAlloc: other")})},
-      {"blocks", json::array({block(kB, kMiB, false)})}};
+  json segment_a = {{"device", 0},
+                    {"address", kA},
+                    {"total_size", 2 * kMiB},
+                    {"allocated_size", 1024},
+                    {"active_size", 1024},
+                    {"requested_size", 1024},
+                    {"stream", 0},
+                    {"segment_type", "small"},
+                    {"segment_pool_id", {0, 0}},
+                    {"is_expandable", false},
+                    {"frames", json::array({label("[memtrace] cudaMalloc: PyTorch allocator"), frames_train()[0]})},
+                    {"blocks", json::array({block(kA, 512, false), block(kA + 512, 1024, true, frames_train()),
+                                            block(kA + 1536, 2 * kMiB - 1536, false)})}};
+  json segment_b = {{"device", 0},
+                    {"address", kB},
+                    {"total_size", kMiB},
+                    {"allocated_size", 0},
+                    {"active_size", 0},
+                    {"requested_size", 0},
+                    {"stream", 0},
+                    {"segment_type", "other"},
+                    {"segment_pool_id", {0, 0}},
+                    {"is_expandable", false},
+                    {"frames", json::array({label("[memtrace] cuMemAlloc: other")})},
+                    {"blocks", json::array({block(kB, kMiB, false)})}};
   EXPECT_EQ(s["segments"], json::array({segment_a, segment_b}));
   EXPECT_EQ(s["memtrace"], counts("python_finalizing", kBaseUs + 10, 1, 1, 0, 1));
 }
@@ -313,11 +333,18 @@ TEST(MemoryViz, BlocksOfAFreedSegmentAreFreedFirstAndMappingsJoinIntoExpandableS
       entry("alloc", kV, kMiB, kBaseUs + 9, none),
   });
   EXPECT_EQ(s["device_traces"], json::array({trace}));
-  json segment = {
-      {"device", 0}, {"address", kV}, {"total_size", 2 * kMiB}, {"allocated_size", kMiB}, {"active_size", kMiB},
-      {"requested_size", kMiB}, {"stream", 0}, {"segment_type", "large"}, {"segment_pool_id", {0, 0}},
-      {"is_expandable", true}, {"frames", json::array({label("[memtrace] cuMemMap: PyTorch allocator")})},
-      {"blocks", json::array({block(kV, kMiB, true), block(kV + kMiB, kMiB, false)})}};
+  json segment = {{"device", 0},
+                  {"address", kV},
+                  {"total_size", 2 * kMiB},
+                  {"allocated_size", kMiB},
+                  {"active_size", kMiB},
+                  {"requested_size", kMiB},
+                  {"stream", 0},
+                  {"segment_type", "large"},
+                  {"segment_pool_id", {0, 0}},
+                  {"is_expandable", true},
+                  {"frames", json::array({label("[memtrace] cuMemMap: PyTorch allocator")})},
+                  {"blocks", json::array({block(kV, kMiB, true), block(kV + kMiB, kMiB, false)})}};
   EXPECT_EQ(s["segments"], json::array({segment}));
   EXPECT_EQ(s["memtrace"], counts("end_of_trace", kBaseUs + 9, 0, 0, 2, 0));
 }
@@ -403,7 +430,9 @@ TEST(MemoryViz, HostileEventSoupStaysConsistent) {
           e = test::make_event(proto::MAP, proto::LAYER_DRIVER, proto::CU_MEM_MAP, device, address, size);
           e.set_handle(0x66);
           break;
-        case 6: e = test::make_event(proto::UNMAP, proto::LAYER_DRIVER, proto::CU_MEM_UNMAP, device, address, size); break;
+        case 6:
+          e = test::make_event(proto::UNMAP, proto::LAYER_DRIVER, proto::CU_MEM_UNMAP, device, address, size);
+          break;
         case 7:
           e = test::make_event(proto::ALLOC, proto::LAYER_BLOCK, proto::CUDA_MALLOC_ASYNC, device, address, size);
           break;

@@ -52,9 +52,24 @@ pp::Profile export_pprof(const std::string& trace_bytes, const std::string& name
 TEST(PprofExport, SampleTypesStacksAndLabels) {
   pp::Profile p = export_pprof(test::pprof_export_trace(), "pprof");
   const std::vector<std::string> strings = {
-      "", "alloc_objects", "count", "alloc_space", "bytes", "exit_objects", "exit_space", "inuse_objects",
-      "inuse_space", "train.py:20 step", "train.py", "train.py:10 main", "train.py:21 step", "device", "cuda:0",
-      "phase", "forward", "backward",
+      "",
+      "alloc_objects",
+      "count",
+      "alloc_space",
+      "bytes",
+      "exit_objects",
+      "exit_space",
+      "inuse_objects",
+      "inuse_space",
+      "train.py:20 step",
+      "train.py",
+      "train.py:10 main",
+      "train.py:21 step",
+      "device",
+      "cuda:0",
+      "phase",
+      "forward",
+      "backward",
       "memtrace: inuse_* at each device's peak allocated, exit_* live at exit (leak candidates), alloc_* every "
       "allocation of the trace"};
   ASSERT_EQ(std::vector<std::string>(p.string_table().begin(), p.string_table().end()), strings);
@@ -97,14 +112,14 @@ TEST(PprofExport, SampleTypesStacksAndLabels) {
     for (const pp::Label& l : s.label()) text += " " + str(l.key()) + "=" + str(l.str());
     return text;
   };
-  EXPECT_EQ(describe(p.sample(0)), "at 1 2: 2 " + std::to_string(6 * kMiB) + " 2 " + std::to_string(6 * kMiB) +
-                                       " 1 " + std::to_string(4 * kMiB) + " device=cuda:0 phase=forward");
+  EXPECT_EQ(describe(p.sample(0)), "at 1 2: 2 " + std::to_string(6 * kMiB) + " 2 " + std::to_string(6 * kMiB) + " 1 " +
+                                       std::to_string(4 * kMiB) + " device=cuda:0 phase=forward");
   EXPECT_EQ(describe(p.sample(1)), "at 3 2: 1 " + std::to_string(8 * kMiB) + " 0 0 1 " + std::to_string(8 * kMiB) +
                                        " device=cuda:0 phase=backward");
   EXPECT_EQ(p.comment_size(), 1);
   EXPECT_EQ(str(p.comment(0)), strings.back());
-  EXPECT_EQ(p.time_nanos(), 0);             // the builder's TraceStart has start_unix_ns 0
-  EXPECT_EQ(p.duration_nanos(), 9000);      // the last event, at 9 us
+  EXPECT_EQ(p.time_nanos(), 0);         // the builder's TraceStart has start_unix_ns 0
+  EXPECT_EQ(p.duration_nanos(), 9000);  // the last event, at 9 us
 }
 
 TEST(PprofExport, NoIterationsNoPhaseLabel) {

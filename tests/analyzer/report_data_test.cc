@@ -189,9 +189,9 @@ TEST(ReportData, SitesOfOneLabelAreMergedWherePythonNamesThemElseToldApartByThei
                                               "libx.so+0x10 (via libx.so+0x30)",
                                               "train.py:11 step > torch/nn/modules/module.py:1370 convert"}));
   EXPECT_EQ(device["sites"][3]["max_bytes"], 150);
-  EXPECT_EQ(device["sites"][3]["stack"], (json{"train.py:30 <module>", "train.py:11 step",
-                                               "torch/nn/modules/module.py:965 Module._apply",
-                                               "torch/nn/modules/module.py:1370 convert"}));  // S1's, seen first
+  EXPECT_EQ(device["sites"][3]["stack"],
+            (json{"train.py:30 <module>", "train.py:11 step", "torch/nn/modules/module.py:965 Module._apply",
+                  "torch/nn/modules/module.py:1370 convert"}));  // S1's, seen first
   EXPECT_EQ(ints(device["site_bytes_at_peak"]), (std::vector<int64_t>{3000, 2000, 1000, 150}));
   EXPECT_EQ(device["other_site_bytes_at_peak"], 0);
   // The leak table names the sites as the live table does, one row per site: S1 and S2 (two candidates of the
@@ -230,23 +230,22 @@ TEST(ReportData, SitesThatTheirPathCannotTellApartAreNumbered) {
   // From the allocation outwards R shares 0x10 > 0x20 with T and parts at 0x40; S shares 0x10 > 0x30 with U and
   // parts at 0x40 too: both are numbered, in the order seen. T parts at 0x60, U at 0x70; V, all of it shared, has
   // no frame to name and its label alone is already unlike the others.
-  EXPECT_EQ(labels, (std::vector<std::string>{"libx.so+0x10 (via libx.so+0x40) #1", "libx.so+0x10 (via libx.so+0x40) #2",
-                                              "libx.so+0x10 (via libx.so+0x60)", "libx.so+0x10 (via libx.so+0x70)",
-                                              "libx.so+0x10"}));
+  EXPECT_EQ(labels, (std::vector<std::string>{"libx.so+0x10 (via libx.so+0x40) #1",
+                                              "libx.so+0x10 (via libx.so+0x40) #2", "libx.so+0x10 (via libx.so+0x60)",
+                                              "libx.so+0x10 (via libx.so+0x70)", "libx.so+0x10"}));
 }
 
 TEST(ReportData, FlameGraphAtThePeakIsTheFoldedStacksRootFirst) {
   Report r = report_of(three_sites("report-flame.mtrace"), ReportDataOptions{});
   // At the peak (t=70): B (50, stack 2) and C (200, stack 3), both under <module>.
-  json expected = {
-      {"name", "live at peak allocated"},
-      {"value", 250},
-      {"children",
-       {{{"name", "train.py:30 <module>"},
-         {"value", 250},
-         {"children",
-          {{{"name", "train.py:13 c"}, {"value", 200}, {"children", json::array()}},
-           {{"name", "train.py:12 b"}, {"value", 50}, {"children", json::array()}}}}}}}};
+  json expected = {{"name", "live at peak allocated"},
+                   {"value", 250},
+                   {"children",
+                    {{{"name", "train.py:30 <module>"},
+                      {"value", 250},
+                      {"children",
+                       {{{"name", "train.py:13 c"}, {"value", 200}, {"children", json::array()}},
+                        {{"name", "train.py:12 b"}, {"value", 50}, {"children", json::array()}}}}}}}};
   EXPECT_EQ(r.data["devices"].at(0)["flame_at_peak"], expected);
   EXPECT_EQ(r.data["devices"].at(0)["breakdown_at_peak"],
             (json{{{"category", "unclassified"}, {"bytes", 250}, {"in_allocated", true}}}));
@@ -263,8 +262,7 @@ TEST(ReportData, SmallFlameNodesAreMergedPerParent) {
   r = report_of(three_sites("report-flame-merged.mtrace"), options);
   const json& merged = r.data["devices"].at(0)["flame_at_peak"]["children"].at(0);
   EXPECT_EQ(merged["value"], 250);
-  EXPECT_EQ(merged["children"],
-            (json{{{"name", "[2 smaller stacks]"}, {"value", 250}, {"children", json::array()}}}));
+  EXPECT_EQ(merged["children"], (json{{{"name", "[2 smaller stacks]"}, {"value", 250}, {"children", json::array()}}}));
 }
 
 // A PyTorch training loop of 3 iterations (iterations_test.cc's, where every event is 1 ms after the one
@@ -333,8 +331,10 @@ TEST(ReportData, IterationsAndPhasesAsTimeSpans) {
   };
   json expected = json::array();
   expected.push_back(span(1, 2, 11, {phase("forward", 2, 4), phase("backward", 4, 8), phase("optimizer", 8, 11)}));
-  expected.push_back(span(2, 11, 18, {phase("forward", 11, 13), phase("backward", 13, 16), phase("optimizer", 16, 18)}));
-  expected.push_back(span(3, 18, 25, {phase("forward", 18, 20), phase("backward", 20, 23), phase("optimizer", 23, 25)}));
+  expected.push_back(
+      span(2, 11, 18, {phase("forward", 11, 13), phase("backward", 13, 16), phase("optimizer", 16, 18)}));
+  expected.push_back(
+      span(3, 18, 25, {phase("forward", 18, 20), phase("backward", 20, 23), phase("optimizer", 23, 25)}));
   EXPECT_EQ(it["spans"], expected);
   // Leak candidates at finalizing (event 24): X1..X3 of train.py:11 kept 1 MiB per iteration.
   bool found = false;
@@ -371,8 +371,9 @@ TEST(ReportData, AnOomWithItsDiagnosis) {
                     {"api", "CUDA_MALLOC"},
                     {"label", "train.py:7 main"},
                     {"stack", {"train.py:7 main"}},
-                    {"diagnosis", "the request alone is larger than the device: 200.00 GiB requested, the device "
-                                  "has 80.00 GiB in all"}}};
+                    {"diagnosis",
+                     "the request alone is larger than the device: 200.00 GiB requested, the device "
+                     "has 80.00 GiB in all"}}};
   EXPECT_EQ(r.data["ooms"], expected);
 }
 

@@ -44,9 +44,9 @@
 // The Symbolizer gets no modules (it would open the files a trace names; a fuzzer must not open arbitrary
 // paths of this machine); Module records still reach the StackTable.
 #include <google/protobuf/stubs/logging.h>
-#include <zlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <array>
 #include <chrono>
@@ -79,14 +79,14 @@
 #include "export/perfetto.h"
 #include "export/pprof.h"
 #include "export/record_dump.h"
-#include "perfetto_trace.pb.h"
-#include "profile.pb.h"
 #include "memtrace.pb.h"
+#include "perfetto_trace.pb.h"
 #include "pipeline_input.h"
+#include "profile.pb.h"
+#include "report/html/report_data.h"
 #include "report/json/diff_json.h"
 #include "report/json/oom_json.h"
 #include "report/json/peak_json.h"
-#include "report/html/report_data.h"
 #include "report/json/report_json.h"
 #include "report/text/diff_text.h"
 #include "report/text/iterations_text.h"

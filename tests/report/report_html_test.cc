@@ -72,9 +72,12 @@ TEST(ReportHtml, DataIsEmbeddedWithNoEndTagInside) {
 }
 
 TEST(ReportHtml, InvalidUtf8InTheDataBecomesReplacementCharacters) {
-  const nlohmann::json data = {{"label", std::string("a\xff" "b")}};
+  const nlohmann::json data = {{"label", std::string("a\xff"
+                                                     "b")}};
   const std::string page = page_of(data);
-  EXPECT_NE(page.find("{\"label\":\"a\xEF\xBF\xBD" "b\"}"), std::string::npos);
+  EXPECT_NE(page.find("{\"label\":\"a\xEF\xBF\xBD"
+                      "b\"}"),
+            std::string::npos);
 }
 
 }  // namespace

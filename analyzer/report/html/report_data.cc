@@ -139,10 +139,8 @@ class StackGroups {
   std::map<std::string, uint32_t> site_by_python_label_;
   std::vector<std::string> site_labels_;  // per site
   std::vector<bool> site_python_;
-  std::vector<uint32_t> site_groups_;     // per site: its first group
+  std::vector<uint32_t> site_groups_;  // per site: its first group
 };
-
-json stack_json(const std::vector<std::string>& stack) { return json(stack); }
 
 // ------------------------------------------------------------------------------------------------------------
 // The timeline: binned levels and the exact level
@@ -152,7 +150,9 @@ json stack_json(const std::vector<std::string>& stack) { return json(stack); }
 struct LevelGeometry {
   int64_t bin_ns = 1;
   uint64_t last_bin = 0;
-  uint64_t bin_of(int64_t time_ns) const { return std::min(uint64_t(std::max<int64_t>(time_ns, 0) / bin_ns), last_bin); }
+  uint64_t bin_of(int64_t time_ns) const {
+    return std::min(uint64_t(std::max<int64_t>(time_ns, 0) / bin_ns), last_bin);
+  }
 };
 
 LevelGeometry level_geometry(int64_t span_ns, uint64_t bins) {
@@ -194,7 +194,8 @@ class BinnedSeries {
   bool started() const { return started_; }
   uint64_t first_bin() const { return first_bin_; }
   json to_json() const {
-    return {{"bin_ns", exact(g_.bin_ns)},      {"t_ns", t_ns_},
+    return {{"bin_ns", exact(g_.bin_ns)},
+            {"t_ns", t_ns_},
             {"allocated_min", column(&DeviceTotals::allocated_bytes, low_bins_)},
             {"allocated_max", column(&DeviceTotals::allocated_bytes, high_bins_)},
             {"reserved_min", column(&DeviceTotals::reserved_bytes, low_bins_)},
@@ -254,10 +255,14 @@ class ExactSeries {
       reserved.push_back(exact(totals.reserved_bytes));
       driver.push_back(exact(totals.driver_bytes));
     }
-    return {{"bin_ns", 0},           {"t_ns", t},
-            {"allocated_min", allocated}, {"allocated_max", allocated},
-            {"reserved_min", reserved},   {"reserved_max", reserved},
-            {"driver_min", driver},       {"driver_max", driver}};
+    return {{"bin_ns", 0},
+            {"t_ns", t},
+            {"allocated_min", allocated},
+            {"allocated_max", allocated},
+            {"reserved_min", reserved},
+            {"reserved_max", reserved},
+            {"driver_min", driver},
+            {"driver_max", driver}};
   }
 
  private:
@@ -313,8 +318,8 @@ struct DeviceTimeline {
   std::vector<uint64_t> site_bytes, site_max_bytes;
 };
 
-// Live bytes of the allocated kind by call site (StackGroups' sites), kept as allocations come and go (MemoryModel's live callback):
-// O(1) per change.
+// Live bytes of the allocated kind by call site (StackGroups' sites), kept as allocations come and go (MemoryModel's
+// live callback): O(1) per change.
 class LiveBySite {
  public:
   LiveBySite(const MemoryModel& model, StackGroups& groups) : model_(model), groups_(groups) {}
@@ -351,8 +356,13 @@ class TimelinePass {
   TimelinePass(const Analysis& analysis, const EventPhases& phases, StackGroups& groups,
                std::vector<LevelGeometry> levels, uint64_t exact_limit, uint64_t usage_stride,
                const ReportDataOptions& options)
-      : analysis_(analysis), phases_(phases), levels_(std::move(levels)), exact_limit_(exact_limit),
-        usage_stride_(usage_stride), options_(options), live_(model_, groups) {}
+      : analysis_(analysis),
+        phases_(phases),
+        levels_(std::move(levels)),
+        exact_limit_(exact_limit),
+        usage_stride_(usage_stride),
+        options_(options),
+        live_(model_, groups) {}
 
   void run() {
     model_.set_totals_callback([this](int32_t device, int64_t time_ns, const DeviceTotals& totals) {
@@ -391,8 +401,13 @@ class TimelinePass {
     if (it != devices_.end()) return it->second;
     std::vector<BinnedSeries> levels;
     for (const LevelGeometry& g : levels_) levels.emplace_back(g);
-    DeviceTimeline d{std::move(levels), ExactSeries(exact_limit_), UsageSeries(usage_stride_),
-                     UsageSeries(usage_stride_), UsageSeries(usage_stride_), {}, {}};
+    DeviceTimeline d{std::move(levels),
+                     ExactSeries(exact_limit_),
+                     UsageSeries(usage_stride_),
+                     UsageSeries(usage_stride_),
+                     UsageSeries(usage_stride_),
+                     {},
+                     {}};
     return devices_.emplace(device, std::move(d)).first->second;
   }
 
@@ -445,12 +460,12 @@ class TimelinePass {
 // ------------------------------------------------------------------------------------------------------------
 
 struct DeviceSites {
-  std::vector<uint32_t> top;                  // sites, highest maximum first
-  std::vector<int32_t> slot_of_site;          // site -> index in `top`, -1 for the others
-  uint64_t first_bin = 0;                     // the device's coarse level starts there
-  uint64_t next_bin = 0;                      // the first bin not yet written
-  std::vector<uint64_t> bytes;                // per slot, now
-  uint64_t total_bytes = 0;                   // every group, now
+  std::vector<uint32_t> top;                     // sites, highest maximum first
+  std::vector<int32_t> slot_of_site;             // site -> index in `top`, -1 for the others
+  uint64_t first_bin = 0;                        // the device's coarse level starts there
+  uint64_t next_bin = 0;                         // the first bin not yet written
+  std::vector<uint64_t> bytes;                   // per slot, now
+  uint64_t total_bytes = 0;                      // every group, now
   std::vector<std::vector<int64_t>> at_bin_end;  // per slot, per bin from first_bin
   std::vector<int64_t> other_at_bin_end;
 };
@@ -469,7 +484,8 @@ class SiteBinsPass {
       if (it == devices_.end()) return;
       DeviceSites& d = it->second;
       write_bins_before(d, coarse_.bin_of(std::max(clock_ns_, model_.now_ns())));
-      d.total_bytes = live ? saturating_add(d.total_bytes, a.size_bytes) : d.total_bytes - std::min(d.total_bytes, a.size_bytes);
+      d.total_bytes =
+          live ? saturating_add(d.total_bytes, a.size_bytes) : d.total_bytes - std::min(d.total_bytes, a.size_bytes);
       if (*site < d.slot_of_site.size() && d.slot_of_site[*site] >= 0)
         change_bytes(d.bytes, uint32_t(d.slot_of_site[*site]), a.size_bytes, live);
     });
@@ -509,7 +525,9 @@ std::vector<uint32_t> top_sites(const std::vector<uint64_t>& max_bytes, size_t c
   std::vector<uint32_t> groups;
   for (uint32_t g = 0; g < max_bytes.size(); ++g)
     if (max_bytes[g]) groups.push_back(g);
-  auto higher = [&](uint32_t a, uint32_t b) { return max_bytes[a] != max_bytes[b] ? max_bytes[a] > max_bytes[b] : a < b; };
+  auto higher = [&](uint32_t a, uint32_t b) {
+    return max_bytes[a] != max_bytes[b] ? max_bytes[a] > max_bytes[b] : a < b;
+  };
   if (groups.size() > count) {
     std::partial_sort(groups.begin(), groups.begin() + std::ptrdiff_t(count), groups.end(), higher);
     groups.resize(count);
@@ -594,8 +612,8 @@ json breakdown_json(const MomentBreakdown& b) {
     for (size_t i = 0; i < kOutsideLayers.size(); ++i) {
       if (!b.outside[i].count) continue;
       AllocatingLayer layer = kOutsideLayers[i];
-      std::string name = layer == AllocatingLayer::kOther ? "other (the program, other libraries)"
-                                                          : allocating_layer_name(layer);
+      std::string name =
+          layer == AllocatingLayer::kOther ? "other (the program, other libraries)" : allocating_layer_name(layer);
       rows.push_back(byte_row("outside PyTorch's allocator: " + name, b.outside[i].bytes, false));
     }
   if (b.usage && b.usage->process_used_bytes)
@@ -647,7 +665,9 @@ json iterations_json(const EventPhases& p, const std::vector<PhaseRun>& runs, si
       int64_t end = last ? end_ns : std::clamp(runs[run + 1].begin_ns, begin, end_ns);
       phases.push_back({{"phase", phase_key(runs[run].phase)}, {"begin_ns", exact(begin)}, {"end_ns", exact(end)}});
     }
-    spans.push_back({{"index", k + 1}, {"begin_ns", exact(span.begin_ns)}, {"end_ns", exact(end_ns)},
+    spans.push_back({{"index", k + 1},
+                     {"begin_ns", exact(span.begin_ns)},
+                     {"end_ns", exact(end_ns)},
                      {"phases", std::move(phases)}});
   }
   return {{"source", iterations_source(p)}, {"spans", std::move(spans)}};
@@ -682,7 +702,7 @@ json oom_entry(const OomEvent& o, std::string diagnosis, StackGroups& groups) {
           {"requested_bytes", exact(o.requested_bytes)},
           {"api", proto::Api_Name(o.api)},
           {"label", groups.site_label(site)},
-          {"stack", stack_json(groups.site_stack(site))},
+          {"stack", json(groups.site_stack(site))},
           {"diagnosis", std::move(diagnosis)}};
 }
 
@@ -693,8 +713,9 @@ json ooms_json(const Analysis& a, const OomReport* report, StackGroups& groups, 
     if (report && i < report->detailed.size())
       out.push_back(oom_entry(report->detailed[i].oom, diagnosis_text(report->detailed[i]), groups));
     else
-      out.push_back(oom_entry(listed[i], "not diagnosed: the report diagnoses the first " +
-                                             std::to_string(kMaxOomsDetailed) + " failed allocations",
+      out.push_back(oom_entry(listed[i],
+                              "not diagnosed: the report diagnoses the first " + std::to_string(kMaxOomsDetailed) +
+                                  " failed allocations",
                               groups));
   }
   return out;
@@ -728,7 +749,7 @@ json leaks_json(const Analysis& a, const IterationReport& iterations, StackGroup
   json out = json::array();
   for (const Row& r : rows)
     out.push_back({{"label", groups.site_label(r.site)},
-                   {"stack", stack_json(groups.site_stack(r.site))},
+                   {"stack", json(groups.site_stack(r.site))},
                    {"device", r.device},
                    {"live_bytes", exact(r.bytes)},
                    {"allocations", exact(r.allocations)},
@@ -739,7 +760,8 @@ json leaks_json(const Analysis& a, const IterationReport& iterations, StackGroup
 
 json traps_json(const std::vector<Trap>& traps) {
   json out = json::array();
-  for (const Trap& t : traps) out.push_back({{"kind", trap_json_name(t.kind)}, {"title", t.title}, {"advice", t.advice}});
+  for (const Trap& t : traps)
+    out.push_back({{"kind", trap_json_name(t.kind)}, {"title", t.title}, {"advice", t.advice}});
   return out;
 }
 
@@ -765,8 +787,10 @@ json trace_json(const Analysis& a, int64_t span_ns) {
     host = a.info.start->hostname();
     pid = a.info.start->pid();
   }
-  return {{"path", a.path},          {"command", command},
-          {"host", host},            {"pid", pid},
+  return {{"path", a.path},
+          {"command", command},
+          {"host", host},
+          {"pid", pid},
           {"duration_ns", exact(span_ns)},
           {"events", exact(a.model.health().events)},
           {"truncated", a.read.truncated}};
@@ -844,7 +868,8 @@ json device_json(const Analysis& a, int32_t device, DeviceTimeline& t, DeviceSit
   if (sites) {
     for (size_t slot = 0; slot < sites->top.size(); ++slot) {
       uint32_t site = sites->top[slot];
-      site_list.push_back({{"label", groups.site_label(site)}, {"stack", stack_json(groups.site_stack(site))},
+      site_list.push_back({{"label", groups.site_label(site)},
+                           {"stack", json(groups.site_stack(site))},
                            {"max_bytes", exact(t.site_max_bytes[site])}});
       site_bytes.push_back(std::move(sites->at_bin_end[slot]));
     }
@@ -876,7 +901,8 @@ std::vector<std::string> cut_lines(const Analysis& a, const IterationReport& ite
   std::vector<std::string> lines;
   auto cut = [&](size_t total, size_t kept, const std::string& what) {
     if (total > kept)
-      lines.push_back("the report shows the first " + std::to_string(kept) + " of " + std::to_string(total) + " " + what);
+      lines.push_back("the report shows the first " + std::to_string(kept) + " of " + std::to_string(total) + " " +
+                      what);
   };
   cut(a.nvtx_ranges.size(), options.max_nvtx_ranges, "NVTX ranges");
   cut(iterations.phases.iterations.size(), options.max_iterations, "iterations");
@@ -928,7 +954,8 @@ json report_data(const Analysis& a, FrameResolver& resolver, const Symbolizer* s
   json leaks = leaks_json(a, iterations, groups, options.max_leaks);
   // Last: every stack the report names is symbolized by now.
   std::vector<std::string> health = health_lines(a, symbolizer ? symbolizer->modules_not_opened() : 0);
-  for (std::string& line : cut_lines(a, iterations, timeline.phase_runs_cut(), options)) health.push_back(std::move(line));
+  for (std::string& line : cut_lines(a, iterations, timeline.phase_runs_cut(), options))
+    health.push_back(std::move(line));
   json trace = trace_json(a, span_ns);
   trace["health"] = std::move(health);
   return {{"format", 1},

@@ -36,13 +36,13 @@ struct ReportDataOptions {
   // kMinLevelBins) and each device fewer top sites (at least 1), so that a trace naming hundreds of devices
   // cannot make the data grow with them.
   std::vector<uint64_t> level_bins = {2000, 50000};
-  size_t max_sites = 40;               // call sites with a series of live bytes, per device
-  size_t max_usage_points = 20000;     // points per DEVICE_USAGE series, per device
-  size_t max_nvtx_ranges = 10000;      // the first ranges opened
-  size_t max_leaks = 50;               // leak candidates, in the leaks report's order
-  size_t max_iterations = 20000;       // iteration spans (the first ones)
-  size_t max_phase_spans = 80000;      // phase spans over all the iterations listed
-  size_t max_ooms = 10000;             // OOMs listed (the model lists at most as many)
+  size_t max_sites = 40;            // call sites with a series of live bytes, per device
+  size_t max_usage_points = 20000;  // points per DEVICE_USAGE series, per device
+  size_t max_nvtx_ranges = 10000;   // the first ranges opened
+  size_t max_leaks = 50;            // leak candidates, in the leaks report's order
+  size_t max_iterations = 20000;    // iteration spans (the first ones)
+  size_t max_phase_spans = 80000;   // phase spans over all the iterations listed
+  size_t max_ooms = 10000;          // OOMs listed (the model lists at most as many)
   // Flame graph nodes whose bytes are less than this fraction of the root's are merged, per parent, into one
   // "[N smaller stacks]" node: the picture cannot show them, and a live set of many sites stays a small tree.
   double flame_min_fraction = 1e-4;
