@@ -393,6 +393,19 @@ TEST(Iterations, OneKeptSiteIsAKeptTensorNotAGraph) {
   EXPECT_EQ(text.str(), "\nTraps:\n  " + t.title + "\n    " + t.advice + "\n");
 }
 
+// A trap's title can name the user's line, which is the traced program's text: printed escaped.
+TEST(Iterations, TrapTextIsPrintedEscaped) {
+  IterationReport report;
+  Trap t;
+  t.kind = TrapKind::kKeptTensor;
+  t.title = "the output of \x1b]0;title\x07job.py:3 step\n";
+  t.advice = "keep `.item()`";
+  report.traps.push_back(t);
+  std::ostringstream text;
+  print_traps(text, report);
+  EXPECT_EQ(text.str(), "\nTraps:\n  the output of \\x1b]0;title\\x07job.py:3 step\\n\n    keep `.item()`\n");
+}
+
 TEST(Iterations, SteadyGrowthIsTheMedianFromTheSecondIteration) {
   EXPECT_EQ(steady_growth({}), std::nullopt);
   EXPECT_EQ(steady_growth({7}), std::nullopt);

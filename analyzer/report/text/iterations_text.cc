@@ -55,7 +55,8 @@ void print_iterations(std::ostream& out, const IterationReport& r, const TextOpt
 void print_traps(std::ostream& out, const IterationReport& r) {
   if (r.traps.empty()) return;
   out << "\nTraps:\n";
-  for (const Trap& t : r.traps) out << "  " << t.title << "\n    " << t.advice << '\n';
+  // A kept tensor's title names the user's line, which is the traced program's text.
+  for (const Trap& t : r.traps) out << "  " << terminal_safe(t.title) << "\n    " << terminal_safe(t.advice) << '\n';
 }
 
 void print_leak_groups(std::ostream& out, const Analysis& a, const IterationReport& r, FrameResolver& resolver,
