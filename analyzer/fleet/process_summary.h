@@ -59,6 +59,9 @@ struct ProcessDevice {
   // NVML samples, at most kMaxDeviceSamples (thinned evenly, the sample with the largest
   // other_processes_used_bytes always kept). Empty without NVML.
   std::vector<DeviceSample> samples;
+  // The pids NVML listed on the device besides this process, over the whole trace (ascending, at most
+  // kMaxDeviceSamples), where the tracer recorded them: they name the untraced processes (fleet.h).
+  std::vector<uint32_t> nvml_other_pids;
   bool operator==(const ProcessDevice&) const = default;
 };
 
