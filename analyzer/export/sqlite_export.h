@@ -30,8 +30,8 @@ struct SqliteError : std::runtime_error {
 
 class SqliteExport {
  public:
-  // Creates the database at `path`, which must not exist yet (the caller writes to a new name and renames it),
-  // with its tables. Throws SqliteError.
+  // Creates the database at `path`, with its tables. `path` must not exist yet or be an empty file (the caller
+  // writes to a new name and renames it). Throws SqliteError.
   explicit SqliteExport(const std::string& path);
   ~SqliteExport();
   SqliteExport(const SqliteExport&) = delete;
