@@ -215,8 +215,9 @@ SqliteExport::Impl::Impl(const std::string& path) {
   // The file is a temporary one until renamed into place, and a failed export removes it: no journal and no
   // syncs to pay for (a crash leaves a file the next run replaces). Rows are appended in key order (events keep
   // no index), so a small page cache serves: 8 MiB, measured as fast as 64 MiB (docs/performance.md).
-  exec("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE;"
-       "PRAGMA cache_size = -8192;");
+  exec(
+      "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE;"
+      "PRAGMA cache_size = -8192;");
   exec(kSchema);
   exec(("PRAGMA user_version = " + std::to_string(kSchemaVersion)).c_str());
   insert_process = std::make_unique<Statement>(
@@ -234,9 +235,11 @@ SqliteExport::Impl::Impl(const std::string& path) {
       " device_free_bytes, process_used_bytes, other_processes_used_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
       " ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)");
   insert_frame = std::make_unique<Statement>(
-      db, "INSERT INTO frames (frame_id, kind, function, file, line, module, offset) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
-  insert_stack = std::make_unique<Statement>(
-      db, "INSERT INTO stacks (process_id, stack_id, depth, frame_id) VALUES (?1, ?2, ?3, ?4)");
+      db,
+      "INSERT INTO frames (frame_id, kind, function, file, line, module, offset) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  insert_stack =
+      std::make_unique<Statement>(db,
+                                  "INSERT INTO stacks (process_id, stack_id, depth, frame_id) VALUES (?1, ?2, ?3, ?4)");
 }
 
 void SqliteExport::Impl::exec(const char* sql) {
@@ -382,7 +385,7 @@ class EventRows {
 }  // namespace
 
 void SqliteExport::Impl::add_events(int64_t process_id, const ExportSource& source,
-                                        std::unordered_set<uint64_t>* stack_ids) {
+                                    std::unordered_set<uint64_t>* stack_ids) {
   const Analysis& analysis = source.analysis();
   std::unordered_map<int32_t, std::string> gpus;
   for (const proto::Device& d : analysis.info.devices)

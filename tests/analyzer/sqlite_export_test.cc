@@ -192,8 +192,7 @@ TEST(SqliteExport, TracesGivenOneByOneKeepTheirOrder) {
   test::write_file(b, rank1_trace());
   test::MemtraceRun r = run_memtrace_binary("export --format sqlite " + b + " " + a + " -o " + db);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(query(db, "SELECT process_id, host, events FROM processes ORDER BY process_id"),
-            "1|node2|2\n2|node1|4\n");
+  EXPECT_EQ(query(db, "SELECT process_id, host, events FROM processes ORDER BY process_id"), "1|node2|2\n2|node1|4\n");
   EXPECT_EQ(query(db, "SELECT process_id, COUNT(*) FROM events GROUP BY 1"), "1|2\n2|4\n");
 }
 
