@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstring>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -87,6 +88,16 @@ CREATE TABLE stacks (
 ) WITHOUT ROWID;
 )sql";
 
+// Why SQLite failed, in the words the other formats use: the system's reason where a system call failed ("No space
+// left on device"), else SQLite's own message.
+std::string failure_reason(sqlite3* db) {
+  if (!db) return "out of memory";
+  const int code = sqlite3_errcode(db) & 0xff;  // the primary result code
+  const bool system = code == SQLITE_CANTOPEN || code == SQLITE_IOERR || code == SQLITE_FULL;
+  if (int error = sqlite3_system_errno(db); system && error) return std::strerror(error);
+  return sqlite3_errmsg(db);
+}
+
 // SQLite's INTEGER is a signed 64-bit value: a field of 2^63 or more (only a damaged trace has one) is stored as
 // the same 64 bits, and reads back negative.
 int64_t as_integer(uint64_t value) { return static_cast<int64_t>(value); }
@@ -126,7 +137,7 @@ class Statement {
   void check(int status) {
     if (status != SQLITE_OK) fail();
   }
-  [[noreturn]] void fail() { throw SqliteError(sqlite3_errmsg(db_)); }
+  [[noreturn]] void fail() { throw SqliteError(failure_reason(db_)); }
   sqlite3* db_;
   sqlite3_stmt* statement_ = nullptr;
 };
@@ -208,7 +219,7 @@ struct SqliteExport::Impl {
 SqliteExport::Impl::Impl(const std::string& path) {
   // SQLITE_OPEN_EXCLUSIVE is not for callers; a new file is the caller's to guarantee (a temporary name).
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
-    std::string what = db ? sqlite3_errmsg(db) : "out of memory";
+    std::string what = failure_reason(db);
     close();
     throw SqliteError(what);
   }
@@ -245,7 +256,7 @@ SqliteExport::Impl::Impl(const std::string& path) {
 void SqliteExport::Impl::exec(const char* sql) {
   char* error = nullptr;
   if (sqlite3_exec(db, sql, nullptr, nullptr, &error) == SQLITE_OK) return;
-  std::string what = error ? error : sqlite3_errmsg(db);
+  std::string what = failure_reason(db);
   sqlite3_free(error);
   throw SqliteError(what);
 }

@@ -212,6 +212,10 @@ TEST(SqliteExport, AnExistingFileIsReplacedAndATraceIsRefused) {
   r = run_memtrace_binary("export --format sqlite " + a + " -o /dev/null");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "memtrace: /dev/null: is not a regular file; give -o a file\n");
+  const std::string missing_dir = test::temp_path("no-such-dir") + "/out.sqlite";
+  r = run_memtrace_binary("export --format sqlite " + a + " -o " + missing_dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "memtrace: " + missing_dir + ": cannot write: No such file or directory\n");
 }
 
 TEST(SqliteExport, ABadTraceAmongManyIsOneLineAndLeavesWhatWasThere) {
