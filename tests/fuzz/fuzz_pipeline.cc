@@ -10,7 +10,7 @@
 //     in-memory file);
 //   `report` (the HTML report's data, report_data, embedded as the page embeds it);
 //   `timeline` (--csv, --json, each with and without --interval) and `dump` (with and without --frames); the
-//   exports perfetto, pprof, memory-viz (pickle and JSON) and sqlite (into an in-memory file).
+//   exports perfetto, pprof, memory-viz (pickle and JSON) and sqlite (into a temporary file).
 // Then it checks the outputs:
 //   - an input the analysis refuses throws memtrace::TraceError, nothing else (any other exception
 //     escapes: a finding); once accepted, every command must accept it too;
@@ -661,24 +661,27 @@ std::string sqlite_row(const std::string& path, const char* sql) {
   return row;
 }
 
-// `memtrace export --format sqlite`, into an in-memory file: the database is whole, holds one process with as many
-// event rows as its row says, and every frame a stack names is in frames.
+// `memtrace export --format sqlite`, into a temporary file (SQLite resolves a symlink before it opens a database, so
+// an in-memory file's /proc/self/fd path would make it create the memfd's "(deleted)" name): the database is whole,
+// holds one process with as many event rows as its row says, and every frame a stack names is in frames.
 void run_sqlite_export(const memtrace::ExportSource& source) {
-  static const MemFile database("memtrace-fuzz-pipeline-sqlite");
-  database.write("");  // an empty file: a new database
+  const char* tmp = std::getenv("TMPDIR");
+  static const std::string path =
+      std::string(tmp && *tmp ? tmp : "/tmp") + "/memtrace-fuzz-pipeline-" + std::to_string(getpid()) + ".sqlite";
+  std::remove(path.c_str());  // a new database each time
   accepted_stage("export sqlite", [&] {
-    memtrace::SqliteExport out(database.path());
+    memtrace::SqliteExport out(path);
     out.add_trace(source);
     out.finish();
     return 0;
   });
-  if (sqlite_row(database.path(), "PRAGMA integrity_check") != "ok")
+  if (sqlite_row(path, "PRAGMA integrity_check") != "ok")
     finding("export sqlite: the database fails its integrity check");
-  if (sqlite_row(database.path(), "SELECT COUNT(*), (SELECT COUNT(*) FROM events) = events FROM processes") != "1|1")
+  if (sqlite_row(path, "SELECT COUNT(*), (SELECT COUNT(*) FROM events) = events FROM processes") != "1|1")
     finding("export sqlite: the events table does not hold the process's events");
-  if (sqlite_row(database.path(), "SELECT COUNT(*) FROM stacks WHERE frame_id NOT IN (SELECT frame_id FROM frames)") !=
-      "0")
+  if (sqlite_row(path, "SELECT COUNT(*) FROM stacks WHERE frame_id NOT IN (SELECT frame_id FROM frames)") != "0")
     finding("export sqlite: a stack names a frame that is not in frames");
+  std::remove(path.c_str());
 }
 
 void run_exports() {
