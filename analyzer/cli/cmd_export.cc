@@ -1,10 +1,8 @@
 // `memtrace export --format FORMAT TRACE... -o FILE`: the trace in a form another tool reads
 // (docs/commands/export.md). One row of kFormats per format; each format's writer is its own file in
 // analyzer/export/. Every format takes one trace, except sqlite, which takes many (a directory: every *.mtrace in it).
-#include <dirent.h>
 #include <sys/stat.h>
 
-#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -23,6 +21,7 @@
 #include "export/pprof.h"
 #include "export/speedscope.h"
 #include "export/sqlite_export.h"
+#include "fleet/read_many.h"
 #include "util/terminal_text.h"
 
 namespace memtrace {
@@ -67,31 +66,26 @@ std::string format_names() {
   return names;
 }
 
-// The traces TRACE... names, in order: a file as given, a directory as every *.mtrace file in it (sorted by name).
-// Throws UsageError for none given, an empty name, or a directory without a trace.
-std::vector<std::string> expand_traces(const std::vector<std::string>& given) {
+// The traces TRACE... names, in order (fleet/read_many.h: a directory is every *.mtrace file in it, by name; a file
+// named twice is read once) into `traces`. Returns kExitOk, or kExitBadInput once the line naming the argument that
+// names no trace is printed. One TRACE that is not a directory is taken as it is: the reader says what is wrong
+// with it, as for every command of one trace. Throws UsageError for no TRACE or an empty one.
+int expand_traces(const std::vector<std::string>& given, std::vector<std::string>* traces) {
   if (given.empty()) throw UsageError("no TRACE file given");
-  std::vector<std::string> traces;
-  for (const std::string& path : given) {
+  for (const std::string& path : given)
     if (path.empty()) throw UsageError("the TRACE file name is empty");
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      traces.push_back(path);
-      continue;
-    }
-    std::vector<std::string> in_dir;
-    if (DIR* dir = ::opendir(path.c_str())) {
-      while (const dirent* entry = ::readdir(dir)) {
-        std::string name = entry->d_name;
-        if (name.size() > 7 && name.compare(name.size() - 7, 7, ".mtrace") == 0) in_dir.push_back(name);
-      }
-      ::closedir(dir);
-    }
-    if (in_dir.empty()) throw UsageError("no .mtrace file in the directory '" + terminal_safe(path) + "'");
-    std::sort(in_dir.begin(), in_dir.end());
-    for (const std::string& name : in_dir) traces.push_back(path + (path.back() == '/' ? "" : "/") + name);
+  struct stat st {};
+  if (given.size() == 1 && !(::stat(given[0].c_str(), &st) == 0 && S_ISDIR(st.st_mode))) {
+    *traces = given;
+    return kExitOk;
   }
-  return traces;
+  try {
+    *traces = expand_trace_args(given);
+  } catch (const TraceArgError& e) {
+    std::cerr << "memtrace: " << e.what() << '\n';  // what() names the path, terminal-safe
+    return kExitBadInput;
+  }
+  return kExitOk;
 }
 
 // One trace into the database: its analysis, then its rows. Returns kExitOk, or kExitBadInput once the line is
@@ -134,7 +128,8 @@ int export_trace(const ExportArgs& args) {
   const ExportFormat* format = find_format(args.format);
   if (!format) throw UsageError("unknown --format '" + args.format + "' (formats: " + format_names() + ")");
   if (args.output.empty()) throw UsageError("export needs -o FILE");
-  const std::vector<std::string> traces = expand_traces(args.traces);
+  std::vector<std::string> traces;
+  if (int status = expand_traces(args.traces, &traces); status != kExitOk) return status;
   if (!format->write) return export_sqlite(args, traces);
   if (traces.size() > 1) throw UsageError("--format " + args.format + " takes one trace; sqlite takes many");
   ReportArgs report;

@@ -243,9 +243,9 @@ TEST(SqliteExport, TheOtherFormatsTakeOneTrace) {
   EXPECT_EQ(r.err.substr(0, r.err.find('\n')), "memtrace: --format csv takes one trace; sqlite takes many");
   const std::string empty_dir = test::temp_path("no-traces");
   ::mkdir(empty_dir.c_str(), 0755);
-  r = run_memtrace_binary("export --format sqlite " + empty_dir + " -o " + test::temp_path("x.sqlite"));
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err.substr(0, r.err.find('\n')), "memtrace: no .mtrace file in the directory '" + empty_dir + "'");
+  r = run_memtrace_binary("export --format sqlite " + a + " " + empty_dir + " -o " + test::temp_path("x.sqlite"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "memtrace: " + empty_dir + ": no .mtrace files in it\n");
 }
 
 }  // namespace
