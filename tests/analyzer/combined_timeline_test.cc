@@ -3,7 +3,10 @@
 // Every figure below is worked out by hand from the traces built here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -20,19 +23,41 @@ using test::torch_event;
 // Wall-clock time zero of the scenario: process A's start; process B starts 500 ns later.
 constexpr uint64_t kT0 = 1'700'000'000'000'000'000;
 
+// The TraceStart of process `pid` on `host`, its time zero at `start_unix_ns` on the wall clock.
+proto::Record start_record(uint32_t pid, const std::string& host, uint64_t start_unix_ns) {
+  proto::Record r;
+  r.mutable_start()->set_pid(pid);
+  r.mutable_start()->set_hostname(host);
+  r.mutable_start()->set_start_monotonic_ns(1'000'000'000);
+  r.mutable_start()->set_start_unix_ns(start_unix_ns);
+  return r;
+}
+
+// The Device record of `ordinal`: the GPU whose UUID is the 16 bytes first, first + 1, ... (nvidia-smi's
+// GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx).
+proto::Record device_record(uint32_t ordinal, uint8_t first) {
+  proto::Record r;
+  r.mutable_device()->set_ordinal(ordinal);
+  std::string uuid;
+  for (uint8_t i = 0; i < 16; ++i) uuid.push_back(char(first + i));
+  r.mutable_device()->set_uuid(uuid);
+  return r;
+}
+
 std::string write_trace(const std::string& name, const test::TraceBuilder& b) {
   std::string path = test::temp_path(name + ".mtrace");
   test::write_file(path, b.bytes());
   return path;
 }
 
-// Process A, on ordinal 0, driver level only (allocated = reserved = its cudaMalloc'd bytes), start kT0:
+// Process A (pid 100 on node1), on ordinal 0, the GPU whose UUID bytes are 0x00..0x0f, driver level only
+// (allocated = reserved = its cudaMalloc'd bytes), start kT0:
 //   wall +1000  alloc 400  -> A 400      wall +3000  free 600   -> A 400
 //   wall +2000  alloc 600  -> A 1000     wall +5000  free 400   -> A 0
 // Its own peak: 1000 at +2000.
 std::string process_a(const std::string& name) {
   test::TraceBuilder b;
-  b.start(1'000'000'000, kT0);
+  b.record(start_record(100, "node1", kT0)).record(device_record(0, 0x00));
   b.event(driver_alloc(0, 0xA000, 400, 1000));
   b.event(driver_alloc(0, 0xB000, 600, 1000));
   b.event(driver_free(0, 0xB000, 1000));
@@ -41,9 +66,10 @@ std::string process_a(const std::string& name) {
   return write_trace(name + "-a", b);
 }
 
-// Process B, a PyTorch process using the same GPU as its ordinal 1 (start kT0 + 500), with 5000 B of its own on
-// ordinal 0 (another GPU) that the combination must not count. On ordinal 1, allocated is PyTorch's blocks and
-// reserved PyTorch's reserved total (both layers seen), so its 2048 B segment alone changes neither:
+// Process B (pid 200 on node1), a PyTorch process using the same GPU as its ordinal 1 (start kT0 + 500), with
+// 5000 B of its own on ordinal 0 (another GPU: UUID bytes 0x10..0x1f) that the combination must not count. On ordinal
+// 1, allocated is PyTorch's blocks and reserved PyTorch's reserved total (both layers seen), so its 2048 B segment
+// alone changes neither:
 //   wall +1200  segment 2048                  (0, 0): no change
 //   wall +1500  block 300   (PyTorch: 300, 2048) -> B (300, 2048)
 //   wall +3500  block 1000  (1300, 2048)         -> B (1300, 2048)
@@ -52,7 +78,7 @@ std::string process_a(const std::string& name) {
 //   wall +7000  free 1000   (500, 2048)          -> B (500, 2048)
 std::string process_b(const std::string& name) {
   test::TraceBuilder b;
-  b.start(2'000'000'000, kT0 + 500);
+  b.record(start_record(200, "node1", kT0 + 500)).record(device_record(0, 0x10)).record(device_record(1, 0x00));
   b.event(driver_alloc(1, 0xC0000, 2048, 700));
   b.event(torch_event(proto::ALLOC, 1, 0xC0000, 300, 300, 2048, 300));
   b.event(torch_event(proto::ALLOC, 1, 0xC0200, 1000, 1300, 2048, 2000));
@@ -249,6 +275,163 @@ TEST(CombinedTimeline, ATraceWithoutAWallClockStartIsAnErrorNamingIt) {
   } catch (const CombinedTraceError& e) {
     EXPECT_EQ(e.trace(), not_a_trace);
   }
+}
+
+// ---- `memtrace timeline A B ...`: the combined rows of each GPU ----
+
+const std::string kGpuX = "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f";  // A's ordinal 0, B's ordinal 1
+const std::string kGpuY = "GPU-10111213-1415-1617-1819-1a1b1c1d1e1f";  // B's ordinal 0
+
+// Every change of kEveryChange on GPU X (A: pid 100, B: pid 200), then GPU Y, which only B used: 5000 B at +4000.
+const std::string kCsvHeader =
+    "time_unix_s,gpu,allocated_bytes,reserved_bytes,pid_100_allocated_bytes,"
+    "pid_200_allocated_bytes\n";
+
+TEST(CombinedTimelineCli, CsvRowsPerGpuWithAColumnPerProcess) {
+  std::vector<CombinedMember> m = scenario("cli-csv");
+  test::MemtraceRun r = test::run_memtrace_binary("timeline " + m[0].trace + " " + m[1].trace + " --csv");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(r.out, kCsvHeader + "1700000000.000001000," + kGpuX +
+                       ",400,400,400,0\n"
+                       "1700000000.000001500," +
+                       kGpuX +
+                       ",700,2448,400,300\n"
+                       "1700000000.000002000," +
+                       kGpuX +
+                       ",1300,3048,1000,300\n"
+                       "1700000000.000003000," +
+                       kGpuX +
+                       ",700,2448,400,300\n"
+                       "1700000000.000003500," +
+                       kGpuX +
+                       ",1700,2448,400,1300\n"
+                       "1700000000.000005000," +
+                       kGpuX +
+                       ",1300,2048,0,1300\n"
+                       "1700000000.000006000," +
+                       kGpuX +
+                       ",1500,2048,0,1500\n"
+                       "1700000000.000007000," +
+                       kGpuX +
+                       ",500,2048,0,500\n"
+                       "1700000000.000004000," +
+                       kGpuY + ",5000,5000,,5000\n");
+}
+
+// Intervals of 2000 ns from the epoch (kT0 is a multiple): [+0, +2000) holds +1000 and +1500, [+2000, +4000)
+// +2000, +3000 and +3500, [+4000, +6000) +5000 (and Y's +4000), [+6000, +8000) +6000 and +7000. Each row is at
+// its interval's last change, every figure the highest it reached there: the peaks (1700 allocated, 3048
+// reserved, A's 1000 and B's 1500) all stay.
+TEST(CombinedTimelineCli, AnIntervalKeepsEachFiguresHighest) {
+  std::vector<CombinedMember> m = scenario("cli-interval");
+  test::MemtraceRun r =
+      test::run_memtrace_binary("timeline " + m[0].trace + " " + m[1].trace + " --csv --interval 0.000002");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, kCsvHeader + "1700000000.000001500," + kGpuX +
+                       ",700,2448,400,300\n"
+                       "1700000000.000003500," +
+                       kGpuX +
+                       ",1700,3048,1000,1300\n"
+                       "1700000000.000005000," +
+                       kGpuX +
+                       ",1300,2048,0,1300\n"
+                       "1700000000.000007000," +
+                       kGpuX +
+                       ",1500,2048,0,1500\n"
+                       "1700000000.000004000," +
+                       kGpuY + ",5000,5000,,5000\n");
+}
+
+TEST(CombinedTimelineCli, JsonHasEachGpusRowsAndPeaks) {
+  std::vector<CombinedMember> m = scenario("cli-json");
+  test::MemtraceRun r = test::run_memtrace_binary("timeline --json " + m[0].trace + " " + m[1].trace);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["gpus"].size(), 2u);
+  const nlohmann::json& x = j["gpus"][0];
+  EXPECT_EQ(x["gpu"], kGpuX);
+  EXPECT_EQ(x["processes"], nlohmann::json::parse(R"([{"trace": ")" + m[0].trace +
+                                                  R"(", "pid": 100, "host": "node1", "ordinal": 0},
+                                                  {"trace": ")" +
+                                                  m[1].trace + R"(", "pid": 200, "host": "node1", "ordinal": 1}])"));
+  ASSERT_EQ(x["rows"].size(), 8u);
+  EXPECT_EQ(x["rows"][4], nlohmann::json::parse(R"({"unix_ns": 1700000000000003500, "allocated_bytes": 1700,
+                                                  "reserved_bytes": 2448, "process_allocated_bytes": [400, 1300]})"));
+  EXPECT_EQ(x["peak_allocated"],
+            nlohmann::json::parse(R"({"unix_ns": 1700000000000003500, "allocated_bytes": 1700, "reserved_bytes": 2448,
+                                      "process_allocated_bytes": [400, 1300], "process_reserved_bytes": [400, 2048]})"));
+  EXPECT_EQ(x["peak_reserved"],
+            nlohmann::json::parse(R"({"unix_ns": 1700000000000002000, "allocated_bytes": 1300, "reserved_bytes": 3048,
+                                      "process_allocated_bytes": [1000, 300],
+                                      "process_reserved_bytes": [1000, 2048]})"));
+  EXPECT_EQ(j["gpus"][1]["gpu"], kGpuY);
+  EXPECT_EQ(j["gpus"][1]["rows"].size(), 1u);
+  EXPECT_EQ(j["traces"][1]["truncated"], false);
+}
+
+// A directory is every trace in it, by name; one trace, by itself or alone in a directory, is the one-trace
+// timeline as it always was.
+TEST(CombinedTimelineCli, ADirectoryIsItsTracesAndOneTraceIsUnchanged) {
+  namespace fs = std::filesystem;
+  std::vector<CombinedMember> m = scenario("cli-dir");
+  fs::path dir = test::temp_path("combined-cli-dir"), alone = test::temp_path("combined-cli-alone");
+  fs::remove_all(dir);
+  fs::remove_all(alone);
+  fs::create_directories(dir);
+  fs::create_directories(alone);
+  fs::copy_file(m[0].trace, dir / "a.mtrace");
+  fs::copy_file(m[1].trace, dir / "b.mtrace");
+  fs::copy_file(m[0].trace, alone / "a.mtrace");
+  std::string both = test::memtrace_stdout("timeline " + m[0].trace + " " + m[1].trace + " --csv");
+  EXPECT_EQ(test::memtrace_stdout("timeline " + dir.string() + "/ --csv"), both);
+  std::string one = test::memtrace_stdout("timeline " + m[0].trace + " --csv");
+  EXPECT_EQ(one.substr(0, one.find('\n')),
+            "time_s,device,allocated_bytes,reserved_bytes,driver_bytes,reserved_minus_allocated_bytes,segment_count,"
+            "largest_free_block_bytes");
+  EXPECT_EQ(test::memtrace_stdout("timeline " + alone.string() + " --csv"), one);
+}
+
+// Without UUIDs (Device records), a GPU is its host and ordinal: P and Q share node h1's cuda:0, R (node h2,
+// the same pid as P) has its own. Each at +1000, +2000 and +1500 from kT0 allocates 100, 200 and 300 B. A
+// process's column is 0 on its GPU before it allocates, and empty on a GPU it never used.
+TEST(CombinedTimelineCli, WithoutUuidsAGpuIsItsHostAndOrdinal) {
+  auto trace = [](const std::string& name, uint32_t pid, const std::string& host, int64_t delta_ns, uint64_t bytes) {
+    test::TraceBuilder b;
+    b.record(start_record(pid, host, kT0)).event(driver_alloc(0, 0x1000, bytes, delta_ns)).end_chunk();
+    return write_trace(name, b);
+  };
+  std::string p = trace("cli-p", 7, "h1", 1000, 100), q = trace("cli-q", 8, "h1", 2000, 200),
+              r = trace("cli-r", 7, "h2", 1500, 300);
+  test::MemtraceRun run = test::run_memtrace_binary("timeline " + p + " " + q + " " + r + " --csv");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out,
+            "time_unix_s,gpu,allocated_bytes,reserved_bytes,pid_7_allocated_bytes,pid_8_allocated_bytes,"
+            "pid_7_2_allocated_bytes\n"
+            "1700000000.000001000,h1/cuda:0,100,100,100,0,\n"
+            "1700000000.000002000,h1/cuda:0,300,300,100,200,\n"
+            "1700000000.000001500,h2/cuda:0,300,300,,,300\n");
+}
+
+// A trace among several that has no wall-clock start, or does not read: one line naming it, exit 2, no rows.
+TEST(CombinedTimelineCli, ATraceThatCannotBeCombinedIsNamed) {
+  std::vector<CombinedMember> m = scenario("cli-bad");
+  test::TraceBuilder zero;
+  zero.start(1'000'000'000, 0).event(driver_alloc(0, 0x1000, 100, 1000)).end_chunk();
+  std::string zero_path = write_trace("cli-zero-start", zero);
+  test::MemtraceRun r = test::run_memtrace_binary("timeline " + m[0].trace + " " + zero_path + " --csv");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "memtrace: " + zero_path +
+                       ": no wall-clock start (TraceStart.start_unix_ns): its events cannot be put on the wall clock "
+                       "to combine them with other processes'\n");
+  std::string not_a_trace = test::temp_path("cli-not-a-trace.mtrace");
+  test::write_file(not_a_trace, "this is not a trace");
+  r = test::run_memtrace_binary("timeline " + m[0].trace + " " + not_a_trace + " --json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err.rfind("memtrace: " + not_a_trace + ": ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
 }
 
 }  // namespace
