@@ -192,9 +192,10 @@ std::string unix_seconds(uint64_t unix_ns) {
   return text;
 }
 
-// A CSV field: quoted (RFC 4180) where it holds a comma, a quote or a line break (a host name comes from the file).
+// A CSV field: quoted (RFC 4180) where it holds a comma or a quote (a host name comes from the file; line breaks
+// are gone through terminal_safe).
 std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  if (text.find_first_of(",\"") == std::string::npos) return text;
   std::string quoted = "\"";
   for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
   return quoted + "\"";
@@ -210,6 +211,11 @@ std::vector<std::string> process_columns(const std::vector<ProcessSummary>& proc
     columns.push_back("pid_" + std::to_string(p.pid) + (n > 1 ? "_" + std::to_string(n) : "") + "_allocated_bytes");
   }
   return columns;
+}
+
+// JSON text of strings from the traces and the command line: invalid UTF-8 replaced, and nothing a terminal acts on.
+std::string safe_dump(const nlohmann::json& value) {
+  return json_terminal_safe(value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 nlohmann::json moment_json(const CombinedMoment& m) {
@@ -242,8 +248,8 @@ class CombinedWriter {
       const ProcessSummary& p = processes_[gpu.member_process[m]];
       users.push_back({{"trace", p.trace}, {"pid", p.pid}, {"host", p.host}, {"ordinal", gpu.members[m].ordinal}});
     }
-    std::cout << (gpus_++ ? ",\n" : "\n") << "{\"gpu\": " << nlohmann::json(gpu.label).dump()
-              << ", \"processes\": " << users.dump() << ", \"rows\": [";
+    std::cout << (gpus_++ ? ",\n" : "\n") << "{\"gpu\": " << safe_dump(gpu.label)
+              << ", \"processes\": " << safe_dump(users) << ", \"rows\": [";
   }
   void row(const CombinedRow& row) {
     if (json_) {
@@ -253,8 +259,8 @@ class CombinedWriter {
                           {"process_allocated_bytes", row.member_allocated_bytes}};
       std::cout << (rows_ ? ",\n  " : "\n  ") << r.dump();
     } else {
-      std::cout << unix_seconds(row.unix_ns) << ',' << csv_field(gpu_->label) << ',' << row.allocated_bytes << ','
-                << row.reserved_bytes << process_cells(row) << '\n';
+      std::cout << unix_seconds(row.unix_ns) << ',' << csv_field(terminal_safe(gpu_->label)) << ','
+                << row.allocated_bytes << ',' << row.reserved_bytes << process_cells(row) << '\n';
     }
     ++rows_;
   }
@@ -267,7 +273,7 @@ class CombinedWriter {
     if (!json_) return;
     nlohmann::json traces = nlohmann::json::array();
     for (const ProcessSummary& p : processes_) traces.push_back({{"trace", p.trace}, {"truncated", p.truncated}});
-    std::cout << "\n], \"traces\": " << traces.dump() << "}\n";
+    std::cout << "\n], \"traces\": " << safe_dump(traces) << "}\n";
   }
 
  private:

@@ -413,6 +413,26 @@ TEST(CombinedTimelineCli, WithoutUuidsAGpuIsItsHostAndOrdinal) {
             "1700000000.000001500,h2/cuda:0,300,300,,,300\n");
 }
 
+// A host name is the traced program's bytes: in CSV its control characters are written out (terminal_safe) and a
+// comma quotes the field; JSON keeps it exact.
+TEST(CombinedTimelineCli, AHostileHostNameStaysOneField) {
+  auto trace = [](const std::string& name, uint32_t pid) {
+    test::TraceBuilder b;
+    b.record(start_record(pid, "evil,\x1b[2J", kT0)).event(driver_alloc(0, 0x1000, 64, 1000)).end_chunk();
+    return write_trace(name, b);
+  };
+  std::string p = trace("cli-evil-p", 1), q = trace("cli-evil-q", 2);
+  test::MemtraceRun run = test::run_memtrace_binary("timeline " + p + " " + q + " --csv");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out,
+            "time_unix_s,gpu,allocated_bytes,reserved_bytes,pid_1_allocated_bytes,pid_2_allocated_bytes\n"
+            "1700000000.000001000,\"evil,\\x1b[2J/cuda:0\",64,64,64,0\n"
+            "1700000000.000001000,\"evil,\\x1b[2J/cuda:0\",128,128,64,64\n");
+  run = test::run_memtrace_binary("timeline " + p + " " + q + " --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(nlohmann::json::parse(run.out)["gpus"][0]["gpu"], "evil,\x1b[2J/cuda:0");
+}
+
 // A trace among several that has no wall-clock start, or does not read: one line naming it, exit 2, no rows.
 TEST(CombinedTimelineCli, ATraceThatCannotBeCombinedIsNamed) {
   std::vector<CombinedMember> m = scenario("cli-bad");
