@@ -28,6 +28,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "read/trace_reader.h"
