@@ -25,7 +25,7 @@ int merge(const MergeArgs& args) {
   if (args.files.empty()) throw UsageError("no SUMMARY file given");
   const size_t top = args.top ? parse_count("--top", *args.top) : 10;
   std::vector<ProcessSummary> processes;
-  std::vector<UnreadableInput> unreadable;
+  std::vector<UnreadableTrace> unreadable;
   for (const std::string& file : args.files) {
     try {
       for (ProcessSummary& p : read_summary_file(file)) processes.push_back(std::move(p));

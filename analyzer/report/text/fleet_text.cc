@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "util/checked_math.h"
 #include "util/format.h"
 #include "util/terminal_text.h"
 
@@ -230,6 +231,23 @@ void print_merged_leaks(std::ostream& out, const FleetView& view, size_t top) {
     out << "  #" << i + 1 << ' ' << bytes_text(l.bytes) << " in " << count_of(l.count, "allocation") << " at "
         << (l.site.empty() ? std::string("(no stack)") : terminal_safe(l.site)) << ": "
         << processes_text(l.processes.size()) << " (" << who(view, l.processes) << ")\n";
+  }
+}
+
+void print_process_leaks(std::ostream& out, const FleetView& view, size_t top) {
+  out << "\nLeak candidates per process\n";
+  for (const ProcessSummary& p : view.processes) {
+    uint64_t bytes = 0;
+    for (const ProcessLeak& l : p.leaks) bytes = saturating_add(bytes, l.bytes);
+    out << "  " << label(p) << " [" << terminal_safe(p.trace) << "]: ";
+    if (p.leaks.empty()) {
+      out << "none\n";
+      continue;
+    }
+    out << bytes_text(bytes) << " at " << count_of(p.leaks.size(), "site") << '\n';
+    for (size_t i = 0; i < p.leaks.size() && i < top; ++i)
+      out << "    " << bytes_text(p.leaks[i].bytes) << " in " << count_of(p.leaks[i].count, "allocation") << " at "
+          << (p.leaks[i].site.empty() ? std::string("(no stack)") : terminal_safe(p.leaks[i].site)) << '\n';
   }
 }
 

@@ -29,4 +29,8 @@ void print_process_tree(std::ostream& out, const FleetView& view);
 // The `top` largest merged leak sites: bytes, allocations, in how many processes and which ranks (or pids).
 void print_merged_leaks(std::ostream& out, const FleetView& view, size_t top);
 
+// Each process's own leak candidates (its summary's), briefly: one line per process, then its `top` largest sites
+// one line each. For `leaks` of many traces, after the merged ones.
+void print_process_leaks(std::ostream& out, const FleetView& view, size_t top);
+
 }  // namespace memtrace
