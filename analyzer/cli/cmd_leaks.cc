@@ -18,6 +18,7 @@ namespace {
 
 int leaks_of_many(const ReportArgs& args) {
   const FleetRead read = read_fleet(args);
+  if (read.view.processes.empty()) return fleet_exit_status(read.unreadable);  // nothing read: the lines said it
   if (args.json) {
     print_json_document(fleet_document(read.view, read.unreadable));
   } else {

@@ -34,6 +34,7 @@ int merge(const MergeArgs& args) {
       print_unreadable(unreadable.back());
     }
   }
+  if (processes.empty() && !unreadable.empty()) return fleet_exit_status(unreadable);  // the lines said it
   const FleetView view = build_fleet(std::move(processes));
   if (args.json) print_json_document(fleet_document(view, unreadable));
   else print_fleet(std::cout, view, top);

@@ -52,6 +52,7 @@ uint64_t ooms_of(const ProcessSummary& process) {
 
 int oom_of_many(const ReportArgs& args) {
   FleetRead read = read_fleet(args);
+  if (read.view.processes.empty()) return fleet_exit_status(read.unreadable);  // nothing read: the lines said it
   if (!args.json) print_fleet(std::cout, read.view, read.options.top);
   nlohmann::json reports = nlohmann::json::array();
   int status = fleet_exit_status(read.unreadable);

@@ -24,6 +24,7 @@ namespace {
 
 int summary_of_many(const ReportArgs& args) {
   const FleetRead read = read_fleet(args);
+  if (read.view.processes.empty()) return fleet_exit_status(read.unreadable);  // nothing read: the lines said it
   if (args.json) print_json_document(fleet_document(read.view, read.unreadable));
   else print_fleet(std::cout, read.view, read.options.top);
   return fleet_exit_status(read.unreadable);
