@@ -17,8 +17,9 @@
 
 namespace memtrace {
 
-void add_report_options(CLI::App& command, ReportArgs* args, const std::string& top_help) {
-  add_trace(command, &args->trace);
+void add_report_options(CLI::App& command, ReportArgs* args, const std::string& top_help, bool many_traces) {
+  if (many_traces) add_traces(command, &args->trace, &args->traces);
+  else add_trace(command, &args->trace);
   command.add_flag("--json", args->json, "the report as one JSON document instead of text");
   command
       .add_option_function<std::string>(

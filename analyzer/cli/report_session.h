@@ -21,15 +21,17 @@ namespace memtrace {
 // The report commands' command line: TRACE [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]].
 // --top and --debug-paths are kept as given (checked by open_report); unset when not given.
 struct ReportArgs {
-  TraceArg trace;
+  TraceArg trace;                   // the first TRACE
+  std::vector<std::string> traces;  // every TRACE, where the command takes many (summary, leaks, oom)
   bool json = false;
   bool all_frames = false;
   std::optional<std::string> top;
   std::optional<std::string> debug_paths;
 };
 
-// Declares ReportArgs' options on a report command; `top_help` says what --top counts for this command.
-void add_report_options(CLI::App& command, ReportArgs* args, const std::string& top_help);
+// Declares ReportArgs' options on a report command; `top_help` says what --top counts for this command. With
+// `many_traces`, TRACE takes one path or more (add_traces).
+void add_report_options(CLI::App& command, ReportArgs* args, const std::string& top_help, bool many_traces = false);
 
 struct ReportSession {
   TextOptions options;

@@ -81,16 +81,20 @@
 #include "export/pprof.h"
 #include "export/record_dump.h"
 #include "export/sqlite_export.h"
+#include "fleet/fleet.h"
+#include "fleet/process_summary.h"
 #include "memtrace.pb.h"
 #include "perfetto_trace.pb.h"
 #include "pipeline_input.h"
 #include "profile.pb.h"
 #include "report/html/report_data.h"
 #include "report/json/diff_json.h"
+#include "report/json/fleet_json.h"
 #include "report/json/oom_json.h"
 #include "report/json/peak_json.h"
 #include "report/json/report_json.h"
 #include "report/text/diff_text.h"
+#include "report/text/fleet_text.h"
 #include "report/text/iterations_text.h"
 #include "report/text/oom_text.h"
 #include "report/text/peak_text.h"
@@ -326,6 +330,24 @@ void check_breakdown(const memtrace::MomentBreakdown& b, const memtrace::Analysi
             std::to_string(b.totals.allocated_bytes) + " != peak allocated " + std::to_string(peak_bytes));
 }
 
+// `summary A B` in process: the trace's summary (process_summary.h) beside a child of it (its pid + 1 with the
+// trace's pid as ppid), grouped (fleet.h) and printed: the text terminal-safe, the JSON well formed, and the
+// summary's JSON read back equal.
+void run_fleet(Session& s, const memtrace::TextOptions& options) {
+  memtrace::ProcessSummary process = memtrace::summarize_process(*s.a, s.resolver, options.top);
+  if (memtrace::process_summary_from_json(memtrace::process_summary_json(process)) != process)
+    finding("process_summary_json does not read back equal");
+  memtrace::ProcessSummary child = process;
+  child.ppid = process.pid;
+  child.pid = process.pid + 1;
+  const memtrace::FleetView view = memtrace::build_fleet({process, child});
+  std::ostringstream out;
+  memtrace::print_fleet(out, view, options.top);
+  memtrace::print_process_leaks(out, view, options.top);
+  check_text(out.str(), "summary of many");
+  check_report_json(memtrace::fleet_json(view), "summary of many --json");
+}
+
 // cmd_summary, in process: the iteration analysis, the breakdown at each peak, then the reports.
 void run_summary(Session& s, uint8_t flags) {
   const memtrace::Analysis& a = *s.a;
@@ -360,6 +382,7 @@ void run_summary(Session& s, uint8_t flags) {
   memtrace::print_ooms(out, a, s.resolver, options);
   memtrace::print_health(out, a, s.symbolizer.modules_not_opened());
   check_text(out.str(), "summary");
+  run_fleet(s, options);
 }
 
 // cmd_report, in process: the HTML report's data as the page embeds it (embeddable_json): no '<' left in it, it
