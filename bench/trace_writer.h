@@ -215,9 +215,17 @@ class TorchWorkload {
   void start_region(uint64_t base) { region(base).next_segment = base; }
   // Any other record of the trace (an event counts in events()).
   void add(const Record& r) {
-    trace_.add(r);
-    if (r.has_event()) ++events_;
+    if (r.has_event() && next_delta_us_ != 1 && trace_.version() >= 2) {
+      Record timed = r;
+      timed.mutable_event()->set_time_delta_us(next_delta_us_);
+      trace_.add(timed);
+    } else {
+      trace_.add(r);
+    }
+    if (r.has_event()) ++events_, next_delta_us_ = 1;
   }
+  // The time from the previous event to the next one added (versions 2 and 3; then 1 us again).
+  void set_next_delta_us(int64_t us) { next_delta_us_ = us; }
 
   static constexpr uint64_t kSegment = 2 << 20;
 
@@ -247,6 +255,7 @@ class TorchWorkload {
   uint64_t written_chunk_ = ~0ull;  // the chunk of the last TORCH_ALLOCATOR event, whose totals follow
   uint64_t written_allocated_ = 0, written_reserved_ = 0;
   uint64_t events_ = 0;
+  int64_t next_delta_us_ = 1;
   uint64_t allocated_ = 0, reserved_ = 0;
   Region regions_[2];
 };
