@@ -51,9 +51,9 @@ using proto::Record;
 
 constexpr uint32_t kRanksPerHost = 8;
 constexpr uint32_t kLayers = 12;
-constexpr uint64_t kStartUnixNs = 1'796'083'200'000'000'000ull;  // 2026-12-01 00:00:00 UTC
-constexpr uint64_t kDeviceTotalBytes = 143'771ull << 20;          // an H200 as cuDeviceTotalMem reports it
-constexpr uint64_t kContextBytes = 512ull << 20;                  // what NVML counts beyond the allocator
+constexpr uint64_t kStartUnixNs = 1'796'083'200'000'000'000ull;              // 2026-12-01 00:00:00 UTC
+constexpr uint64_t kDeviceTotalBytes = 143'771ull << 20;                     // an H200 as cuDeviceTotalMem reports it
+constexpr uint64_t kContextBytes = 512ull << 20;                             // what NVML counts beyond the allocator
 constexpr uint64_t kLiveBase = 0x7f0000000000, kChurnBase = 0x7e0000000000;  // regions differ in bit 40
 constexpr uint64_t kLossBytes = 512;
 constexpr uint32_t kSampleEverySteps = 64;
@@ -204,8 +204,7 @@ std::pair<std::string, uint64_t> make_body(int32_t device, bool leaks, uint64_t 
   }
   std::vector<Block> activation(kLayers), grad_weight(kLayers, Block{0, 1 << 20}), grad_bias(kLayers, Block{0, 4096});
   for (uint32_t l = 0; l < kLayers; ++l) activation[l].size = (256 << 10) * (1 + l % 3);
-  Block forward_temporary{0, 64 << 10}, grad_temporary{0, 768 << 10}, adam_temporary{0, 1 << 20},
-      loss{0, kLossBytes};
+  Block forward_temporary{0, 64 << 10}, grad_temporary{0, 768 << 10}, adam_temporary{0, 1 << 20}, loss{0, kLossBytes};
 
   for (uint64_t step = 0; w.events() < target_events; ++step) {
     for (uint32_t l = 0; l < kLayers; ++l) {

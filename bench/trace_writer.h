@@ -197,13 +197,12 @@ class TorchWorkload {
     }
     r.last_segment = segment;
     allocated_ += size;
-    add_torch(torch_event(trace_.version(), memtrace::proto::ALLOC, address, size, stack_id, allocated_, reserved_,
-                          device_));
+    add_torch(
+        torch_event(trace_.version(), memtrace::proto::ALLOC, address, size, stack_id, allocated_, reserved_, device_));
   }
   void free(uint64_t address, uint64_t size) {
     allocated_ -= size;
-    add_torch(
-        torch_event(trace_.version(), memtrace::proto::FREE, address, size, 0, allocated_, reserved_, device_));
+    add_torch(torch_event(trace_.version(), memtrace::proto::FREE, address, size, 0, allocated_, reserved_, device_));
   }
   // The allocator grows by one segment, then empty_cache() gives it back.
   void spare_segment(uint64_t address) {

@@ -29,8 +29,9 @@ def gpu(ordinal):
 
 
 def device(ordinal, peak_mib, final_mib):
-    return {ordinal: {"gpu": gpu(ordinal), "peak_allocated_bytes": peak_mib * MIB, "peak_reserved_bytes": peak_mib * MIB,
-                      "final_allocated_bytes": final_mib * MIB, "final_reserved_bytes": final_mib * MIB}}
+    return {ordinal: {"gpu": gpu(ordinal), "peak_allocated_bytes": peak_mib * MIB,
+                      "peak_reserved_bytes": peak_mib * MIB, "final_allocated_bytes": final_mib * MIB,
+                      "final_reserved_bytes": final_mib * MIB}}
 
 
 case = e2e_lib.Case()

@@ -16,7 +16,6 @@ Sorted by host, then start time, then pid: a, b, c, d, e, f (indices 0 to 5). Pa
 GPUs: "GPU-" and the UUID's bytes in hex: 15 of the host's letter ('A' 0x41, 'B' 0x42), then the ordinal.
 Plain cudaMalloc, no allocator layer: reserved is the driver's bytes, as allocated.
 """
-import os
 import subprocess
 
 import e2e_lib

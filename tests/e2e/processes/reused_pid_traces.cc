@@ -30,8 +30,8 @@ constexpr uint64_t kMiB = 1 << 20;
 struct Alloc {
   int32_t device;
   uint64_t bytes;
-  uint64_t at_us;    // microseconds after T0
-  int64_t free_us;   // -1: never freed
+  uint64_t at_us;   // microseconds after T0
+  int64_t free_us;  // -1: never freed
 };
 
 struct Process {
