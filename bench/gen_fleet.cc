@@ -167,95 +167,135 @@ struct Block {
   uint64_t address = 0, size = 0;
 };
 
-// One rank's records after its TraceStart and Device: the stacks, the training loop, the TraceEnd.
-// Returns the compressed chunks and the event count.
+// One rank's training loop through the caching allocator of `device`; `leaks`: it keeps each step's loss.
+class TrainingLoop {
+ public:
+  TrainingLoop(TorchWorkload& w, int32_t device, bool leaks)
+      : w_(w), device_(device), leaks_(leaks), random_(0x9e3779b97f4a7c15ull + uint64_t(device) * 2 + leaks) {
+    w_.start_region(kLiveBase);
+    w_.start_region(kChurnBase);
+    for (uint32_t l = 0; l < kLayers; ++l) {
+      activation_[l].size = (256 << 10) * (1 + l % 3);
+      grad_weight_[l].size = 1 << 20;
+      grad_bias_[l].size = 4096;
+    }
+  }
+
+  // Parameters: per layer a weight (1 MiB) and a bias (4 KiB), live to the end.
+  void build_model() {
+    for (uint32_t l = 0; l < kLayers; ++l) {
+      weight_[l] = place_live(1 << 20);
+      bias_[l] = place_live(4096);
+      w_.alloc(weight_[l].address, weight_[l].size, kParamInit + l % 3);
+      w_.alloc(bias_[l].address, bias_[l].size, kParamInit + l % 3);
+    }
+  }
+
+  void step(uint64_t step) {
+    forward();
+    backward();
+    optimizer_step(step == 0);
+    if (!leaks_) release(loss_);
+    for (uint32_t l = 0; l < kLayers; ++l) {  // optimizer.zero_grad(set_to_none=True)
+      release(grad_weight_[l]);
+      release(grad_bias_[l]);
+    }
+    if (step % kSampleEverySteps == 0) sample();
+  }
+
+ private:
+  // Each layer's activation, kept for backward, and a temporary freed at once; then the loss.
+  void forward() {
+    for (uint32_t l = 0; l < kLayers; ++l) {
+      alloc(activation_[l], kForwardActivation + l % 3, l == 0 ? int64_t(1500 + next_random() % 500) : 0);
+      alloc(forward_temporary_, kForwardTemporary + l % 3);
+      release(forward_temporary_);
+    }
+    if (leaks_) {  // a kept loss needs a block of its own, never freed
+      Block kept = place_live(kLossBytes);
+      w_.alloc(kept.address, kept.size, kLeakedLoss);
+    } else {
+      alloc(loss_, kLoss);
+    }
+  }
+  // From the last layer: its gradients, a temporary, its activation freed.
+  void backward() {
+    for (uint32_t l = kLayers; l-- > 0;) {
+      alloc(grad_weight_[l], kGradWeight + l % 3);
+      alloc(grad_bias_[l], kGradBias + l % 3);
+      alloc(grad_temporary_, kGradTemporary + l % 3);
+      release(grad_temporary_);
+      release(activation_[l]);
+    }
+  }
+  // Adam: at the first step its exp_avg and exp_avg_sq of each parameter (made lazily, live to the end); a
+  // temporary per layer.
+  void optimizer_step(bool first) {
+    for (uint32_t l = 0; l < kLayers; ++l) {
+      if (first) {
+        for (const Block& param : {weight_[l], weight_[l], bias_[l], bias_[l]}) {
+          Block state = place_live(param.size);
+          w_.alloc(state.address, state.size, kAdamState + l % 3);
+        }
+      }
+      alloc(adam_temporary_, kAdamTemporary + l % 3);
+      release(adam_temporary_);
+    }
+  }
+  // NVML's view of the device: the allocator's segments and the context, by this process only.
+  void sample() {
+    Record r;
+    auto* e = r.mutable_event();
+    e->set_kind(proto::DEVICE_USAGE);
+    e->set_api(proto::NVML_SAMPLE);
+    e->set_tid(2);  // the tracer's writer thread
+    e->set_device(device_);
+    e->set_time_delta_us(1);
+    uint64_t used = w_.reserved_bytes() + kContextBytes;
+    e->set_device_total_bytes(kDeviceTotalBytes);
+    e->set_device_free_bytes(kDeviceTotalBytes - used);
+    e->set_process_used_bytes(used);
+    e->set_other_processes_used_bytes(0);
+    w_.add(r);
+  }
+
+  // A block of the live region is placed when made. One of the churn region is placed at its first use, so
+  // that segments are made in increasing address order (TorchWorkload); the caching allocator hands the same
+  // block back at every step after.
+  Block place_live(uint64_t size) { return Block{live_.take(size), size}; }
+  // The time before it: `gap_us`, else 1 to 24 us (kernels between allocations).
+  void alloc(Block& b, uint64_t site, int64_t gap_us = 0) {
+    if (b.address == 0) b.address = churn_.take(b.size);
+    w_.set_next_delta_us(gap_us ? gap_us : int64_t(1 + next_random() % 24));
+    w_.alloc(b.address, b.size, site);
+  }
+  void release(const Block& b) {
+    w_.set_next_delta_us(int64_t(1 + next_random() % 24));
+    w_.free(b.address, b.size);
+  }
+  // A fixed pseudo-random sequence (a 64-bit LCG's high bits): the times between events.
+  uint64_t next_random() { return (random_ = random_ * 6364136223846793005ull + 1442695040888963407ull) >> 33; }
+
+  TorchWorkload& w_;
+  int32_t device_;
+  bool leaks_;
+  uint64_t random_;
+  Bump live_{kLiveBase}, churn_{kChurnBase};
+  Block weight_[kLayers], bias_[kLayers], activation_[kLayers];
+  Block grad_weight_[kLayers], grad_bias_[kLayers];
+  Block forward_temporary_{0, 64 << 10}, grad_temporary_{0, 768 << 10}, adam_temporary_{0, 1 << 20};
+  Block loss_{0, kLossBytes};
+};
+
+// One rank's records after its TraceStart and Device: the stacks, the training loop (whole steps until
+// `target_events`), the TraceEnd. Returns the compressed chunks and the event count.
 std::pair<std::string, uint64_t> make_body(int32_t device, bool leaks, uint64_t target_events) {
   TraceWriter trace(3);
   TorchWorkload w(trace, device);
   write_stacks(w);
-  w.start_region(kLiveBase);
-  w.start_region(kChurnBase);
-  Bump live(kLiveBase), churn(kChurnBase);
-  // A block of the live region: placed now. A block of the churn region: placed at its first use, so that
-  // the segments are made in increasing address order (TorchWorkload), and the caching allocator hands the
-  // same block back at every step after.
-  auto make = [](Bump& bump, uint64_t size) { return Block{bump.take(size), size}; };
-  // Times between events: 1 to 24 us (kernels between allocations), 1.5 to 2 ms before a step's first
-  // (the next batch), from a fixed pseudo-random sequence.
-  uint64_t random = 0x9e3779b97f4a7c15ull + uint64_t(device) * 2 + leaks;
-  auto next_random = [&] { return (random = random * 6364136223846793005ull + 1442695040888963407ull) >> 33; };
-  auto alloc = [&](Block& b, uint64_t site, int64_t gap_us = 0) {
-    if (b.address == 0) b.address = churn.take(b.size);
-    w.set_next_delta_us(gap_us ? gap_us : int64_t(1 + next_random() % 24));
-    w.alloc(b.address, b.size, site);
-  };
-  auto release = [&](const Block& b) {
-    w.set_next_delta_us(int64_t(1 + next_random() % 24));
-    w.free(b.address, b.size);
-  };
-
-  // Parameters: per layer a weight (1 MiB) and a bias (4 KiB), live to the end.
-  std::vector<Block> weight(kLayers), bias(kLayers);
-  for (uint32_t l = 0; l < kLayers; ++l) {
-    weight[l] = make(live, 1 << 20);
-    bias[l] = make(live, 4096);
-    w.alloc(weight[l].address, weight[l].size, kParamInit + l % 3);
-    w.alloc(bias[l].address, bias[l].size, kParamInit + l % 3);
-  }
-  std::vector<Block> activation(kLayers), grad_weight(kLayers, Block{0, 1 << 20}), grad_bias(kLayers, Block{0, 4096});
-  for (uint32_t l = 0; l < kLayers; ++l) activation[l].size = (256 << 10) * (1 + l % 3);
-  Block forward_temporary{0, 64 << 10}, grad_temporary{0, 768 << 10}, adam_temporary{0, 1 << 20}, loss{0, kLossBytes};
-
-  for (uint64_t step = 0; w.events() < target_events; ++step) {
-    for (uint32_t l = 0; l < kLayers; ++l) {
-      alloc(activation[l], kForwardActivation + l % 3, l == 0 ? int64_t(1500 + next_random() % 500) : 0);
-      alloc(forward_temporary, kForwardTemporary + l % 3);
-      release(forward_temporary);
-    }
-    if (leaks) {  // a kept loss needs a block of its own, never freed
-      Block kept = make(live, kLossBytes);
-      w.alloc(kept.address, kept.size, kLeakedLoss);
-    } else {
-      alloc(loss, kLoss);
-    }
-    for (uint32_t l = kLayers; l-- > 0;) {
-      alloc(grad_weight[l], kGradWeight + l % 3);
-      alloc(grad_bias[l], kGradBias + l % 3);
-      alloc(grad_temporary, kGradTemporary + l % 3);
-      release(grad_temporary);
-      release(activation[l]);
-    }
-    for (uint32_t l = 0; l < kLayers; ++l) {
-      if (step == 0) {  // Adam's exp_avg and exp_avg_sq of the weight and the bias, made lazily
-        for (const Block& param : {weight[l], weight[l], bias[l], bias[l]}) {
-          Block state = make(live, param.size);
-          w.alloc(state.address, state.size, kAdamState + l % 3);
-        }
-      }
-      alloc(adam_temporary, kAdamTemporary + l % 3);
-      release(adam_temporary);
-    }
-    if (!leaks) release(loss);
-    for (uint32_t l = 0; l < kLayers; ++l) {  // optimizer.zero_grad(set_to_none=True)
-      release(grad_weight[l]);
-      release(grad_bias[l]);
-    }
-    if (step % kSampleEverySteps == 0) {
-      Record r;
-      auto* e = r.mutable_event();
-      e->set_kind(proto::DEVICE_USAGE);
-      e->set_api(proto::NVML_SAMPLE);
-      e->set_tid(2);  // the tracer's writer thread
-      e->set_device(device);
-      e->set_time_delta_us(1);
-      uint64_t used = w.reserved_bytes() + kContextBytes;
-      e->set_device_total_bytes(kDeviceTotalBytes);
-      e->set_device_free_bytes(kDeviceTotalBytes - used);
-      e->set_process_used_bytes(used);
-      e->set_other_processes_used_bytes(0);
-      w.add(r);
-    }
-  }
+  TrainingLoop loop(w, device, leaks);
+  loop.build_model();
+  for (uint64_t step = 0; w.events() < target_events; ++step) loop.step(step);
   Record end;
   end.mutable_end()->set_events(w.events());
   end.mutable_end()->set_time_delta_us(1);
