@@ -9,12 +9,9 @@ import subprocess
 
 
 def _timed(device, name):
-    """(bytes, unix_ns) of a TimedBytes figure: an object {"bytes", "unix_ns"} under `name`, or the two keys
-    name_bytes and name_unix_ns."""
-    value = device.get(name)
-    if isinstance(value, dict):
-        return value.get("bytes"), value.get("unix_ns")
-    return device.get(name + "_bytes"), device.get(name + "_unix_ns")
+    """(bytes, unix_ns) of a TimedBytes figure: {"bytes", "unix_ns"} under `name` (analyzer/fleet/process_summary.cc)."""
+    value = device.get(name) or {}
+    return value.get("bytes"), value.get("unix_ns")
 
 
 def _device(device):
@@ -34,12 +31,11 @@ def processes(document):
     """The reduced processes list of a summary --json document (an empty list where it has none)."""
     reduced = []
     for entry in document.get("processes", []):
-        parent = entry.get("parent", entry.get("parent_index"))
         reduced.append({
             "pid": entry.get("pid"),
             "ppid": entry.get("ppid"),
             "host": entry.get("host"),
-            "parent": parent,
+            "parent": entry.get("parent"),
             "devices": {d.get("ordinal"): _device(d) for d in entry.get("devices", [])},
         })
     return reduced
