@@ -25,7 +25,7 @@ constexpr const char* kUsage =
     "       memtrace diff BEFORE AFTER [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"
     "       memtrace peak TRACE [--at TIME] [--device N] [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"
     "       memtrace dump TRACE [--frames]\n"
-    "       memtrace export --format FORMAT TRACE -o FILE [--debug-paths DIR[:DIR...]]\n"
+    "       memtrace export --format FORMAT TRACE... -o FILE [--debug-paths DIR[:DIR...]]\n"
     "       memtrace report TRACE -o FILE [--debug-paths DIR[:DIR...]]\n"
     "       memtrace --version\n"
     "       memtrace --help, memtrace CMD --help    this text\n"

@@ -48,7 +48,7 @@ TEST(CommandLine, HelpListsEveryOptionOfEveryCommandWithItsDescription) {
       {"diff", {"BEFORE", "AFTER", "--json", "--top N", "--all-frames", "--debug-paths DIR[:DIR...]"}},
       {"peak", {"TRACE", "--json", "--top N", "--all-frames", "--debug-paths DIR[:DIR...]", "--at TIME", "--device N"}},
       {"dump", {"TRACE", "--frames"}},
-      {"export", {"TRACE", "--format FORMAT REQUIRED", "-o,--output FILE REQUIRED", "--debug-paths DIR[:DIR...]"}},
+      {"export", {"TRACE ...", "--format FORMAT REQUIRED", "-o,--output FILE REQUIRED", "--debug-paths DIR[:DIR...]"}},
       {"report", {"TRACE", "-o,--output FILE REQUIRED", "--debug-paths DIR[:DIR...]"}},
   };
   EXPECT_EQ(options_by_command(top.out), expected);
