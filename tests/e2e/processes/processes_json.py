@@ -5,6 +5,7 @@ Each process becomes (pid, ppid, host, parent, devices) with parent the index of
 where none was traced) and devices {ordinal: {"gpu", "peak_allocated_bytes", "peak_allocated_unix_ns",
 "peak_reserved_bytes", "final_allocated_bytes", "final_reserved_bytes"}}, every value as the document gives it.
 """
+import json
 import subprocess
 
 
@@ -65,3 +66,20 @@ def skip_without_many_traces(case, directory):
     if proc.returncode != 0 and "is a directory, not a memtrace trace" in proc.stderr:
         print(f"SKIP: this memtrace does not read many traces yet: {proc.stderr.strip()}")
         raise SystemExit(77)
+
+
+def summary_of_many(case, directory):
+    """`memtrace summary DIRECTORY --json`, parsed, and checked against the contract's many-trace shape (the "fleet"
+    $def of docs/schema/memtrace.schema.json): the check `summary DIR --json matches the schema` lists every
+    violation. Exits 77 first where this memtrace reads one trace only (skip_without_many_traces)."""
+    skip_without_many_traces(case, directory)
+    argv = [case.args.memtrace, "summary", directory, "--json"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        raise SystemExit(f"FAIL: {' '.join(argv)} exited with {proc.returncode}: {proc.stderr}")
+    document = json.loads(proc.stdout)
+    violations = case.contract.violations(document, "fleet")
+    for violation in violations:
+        print(f"schema violation in memtrace summary {directory} --json: {violation}")
+    case.check("summary DIR --json matches the schema", 0, len(violations))
+    return document
