@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/replay.h"
+#include "util/format.h"
 
 namespace memtrace {
 namespace {
@@ -175,20 +176,6 @@ const std::string& layer_name(int value) { return proto::Layer_Name(proto::Layer
 const std::string& memory_name(int value) { return proto::Memory_Name(proto::Memory(value)); }
 const std::string& api_name(int value) { return proto::Api_Name(proto::Api(value)); }
 
-// "GPU-" and the 16 bytes as 8-4-4-4-12 lower-case hex digits, as nvidia-smi names a GPU; "" for a UUID that is
-// not 16 bytes (none recorded).
-std::string gpu_name(const std::string& uuid) {
-  if (uuid.size() != 16) return "";
-  static const char kHex[] = "0123456789abcdef";
-  std::string name = "GPU-";
-  for (size_t i = 0; i < uuid.size(); ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) name += '-';
-    name += kHex[uint8_t(uuid[i]) >> 4];
-    name += kHex[uint8_t(uuid[i]) & 15];
-  }
-  return name;
-}
-
 std::string joined_argv(const proto::TraceStart& start) {
   std::string argv;
   for (const std::string& arg : start.argv()) argv += (argv.empty() ? "" : " ") + arg;
@@ -305,7 +292,7 @@ void SqliteExport::Impl::add_devices(int64_t process_id, const Analysis& analysi
   for (int32_t ordinal : ordinals) {
     s.bind(2, int64_t(ordinal));
     const proto::Device* record = ordinal >= 0 ? analysis.info.device(uint32_t(ordinal)) : nullptr;
-    std::string gpu = record ? gpu_name(record->uuid()) : "";
+    std::string gpu = record ? gpu_uuid_name(record->uuid()) : "";
     if (gpu.empty()) s.bind_null(3);
     else s.bind_text(3, gpu);
     if (record && !record->name().empty()) s.bind_text(4, record->name());
@@ -400,7 +387,7 @@ void SqliteExport::Impl::add_events(int64_t process_id, const ExportSource& sour
   const Analysis& analysis = source.analysis();
   std::unordered_map<int32_t, std::string> gpus;
   for (const proto::Device& d : analysis.info.devices)
-    if (std::string gpu = gpu_name(d.uuid()); !gpu.empty()) gpus[int32_t(d.ordinal())] = gpu;
+    if (std::string gpu = gpu_uuid_name(d.uuid()); !gpu.empty()) gpus[int32_t(d.ordinal())] = gpu;
   const uint64_t start_unix_ns = analysis.info.start ? analysis.info.start->start_unix_ns() : 0;
   insert_event->bind(1, process_id);
   insert_event->bind(2, int64_t(analysis.info.start ? analysis.info.start->pid() : 0));
