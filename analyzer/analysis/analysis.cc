@@ -57,6 +57,7 @@ class ReplaySink {
     if constexpr (kCapturePeaks) peaks_->before_event(event);
     model_.apply(event);
     if constexpr (kCapturePeaks) peaks_->after_event();
+    device_facts_.on_event(event, model_.now_ns());
   }
   void on_record(const proto::Record& record) {
     switch (record.kind_case()) {
@@ -95,12 +96,14 @@ class ReplaySink {
   }
   // After the last record.
   void finish_nvtx_ranges() { analysis_.nvtx_ranges = nvtx_.finish(model_.next_event_index()); }
+  void finish_device_facts() { analysis_.device_facts = device_facts_.take(); }
 
  private:
   Analysis& analysis_;
   MemoryModel& model_;  // analysis_.model, one load away for every event instead of two instructions
   PeakCapture* peaks_;
   NvtxRangeCollector nvtx_;
+  DeviceFactsCollector device_facts_;
   uint64_t events_at_last_end_ = 0;
 };
 
@@ -110,6 +113,7 @@ void replay_records(Analysis& analysis, PeakCapture* peaks) {
   analysis.read = read_trace(analysis.path, sink);
   sink.settle_events_since_end();
   sink.finish_nvtx_ranges();
+  sink.finish_device_facts();
 }
 
 // Reads the whole trace into analysis.model; with `peaks`, captures what was live at each peak on the way.

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/device_facts.h"
 #include "model/memory_model.h"
 #include "read/nvtx_ranges.h"
 #include "read/trace_reader.h"
@@ -60,6 +61,8 @@ struct Analysis {
   // The job's NVTX ranges in the order they opened (read/nvtx_ranges.h: NvtxRangeCollector's contract), taken in
   // the first pass; empty for a trace without RangeEvent records.
   std::vector<NvtxRange> nvtx_ranges;
+  // Per device: its first allocation and its NVML samples (device_facts.h), taken in the first pass.
+  std::map<int32_t, DeviceFacts> device_facts;
 
   bool allocator_layer_seen() const;
   // From the first CUDA call to the end record (or the last event).
