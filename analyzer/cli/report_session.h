@@ -54,6 +54,14 @@ int open_report(const ReportArgs& args, bool with_live_at_peak, ReportSession* s
 int write_output_file(const std::string& output, const std::string& trace,
                       const std::function<void(std::ostream& out)>& write);
 
+// Writes the file `output` through `write`, for a format written by a library that opens the file by its name (the
+// sqlite export's database), from the traces at `traces`: `write` is given a new name beside `output` to create the
+// file at, and returns kExitOk, or another exit status once it has printed why it failed. Renamed over `output` once
+// `write` succeeded; removed otherwise, leaving `output` as it was. Where `output` is one of the traces, a directory
+// or anything but a regular file, prints the one line and returns kExitBadInput without calling `write`.
+int write_output_database(const std::string& output, const std::vector<std::string>& traces,
+                          const std::function<int(const std::string& new_file)>& write);
+
 // For a file written from a truncated trace: one line on stderr saying that `what` ("the export", "the report")
 // holds the trace up to its last complete chunk. Nothing for a complete trace.
 void warn_if_truncated(const Analysis& analysis, const std::string& what);

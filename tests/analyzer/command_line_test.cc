@@ -42,13 +42,13 @@ TEST(CommandLine, HelpListsEveryOptionOfEveryCommandWithItsDescription) {
   const std::map<std::string, std::vector<std::string>> expected = {
       {"run", {"-o,--output PATH"}},
       {"summary", report},
-      {"timeline", {"TRACE", "--csv", "--json", "--interval SECONDS"}},
+      {"timeline", {"TRACE ...", "--csv", "--json", "--interval SECONDS"}},
       {"leaks", report},
       {"oom", report},
       {"diff", {"BEFORE", "AFTER", "--json", "--top N", "--all-frames", "--debug-paths DIR[:DIR...]"}},
       {"peak", {"TRACE", "--json", "--top N", "--all-frames", "--debug-paths DIR[:DIR...]", "--at TIME", "--device N"}},
       {"dump", {"TRACE", "--frames"}},
-      {"export", {"TRACE", "--format FORMAT REQUIRED", "-o,--output FILE REQUIRED", "--debug-paths DIR[:DIR...]"}},
+      {"export", {"TRACE ...", "--format FORMAT REQUIRED", "-o,--output FILE REQUIRED", "--debug-paths DIR[:DIR...]"}},
       {"report", {"TRACE", "-o,--output FILE REQUIRED", "--debug-paths DIR[:DIR...]"}},
   };
   EXPECT_EQ(options_by_command(top.out), expected);

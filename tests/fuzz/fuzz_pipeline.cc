@@ -10,7 +10,7 @@
 //     in-memory file);
 //   `report` (the HTML report's data, report_data, embedded as the page embeds it);
 //   `timeline` (--csv, --json, each with and without --interval) and `dump` (with and without --frames); the
-//   exports perfetto, pprof and memory-viz (pickle and JSON).
+//   exports perfetto, pprof, memory-viz (pickle and JSON) and sqlite (into a temporary file).
 // Then it checks the outputs:
 //   - an input the analysis refuses throws memtrace::TraceError, nothing else (any other exception
 //     escapes: a finding); once accepted, every command must accept it too;
@@ -44,6 +44,7 @@
 // The Symbolizer gets no modules (it would open the files a trace names; a fuzzer must not open arbitrary
 // paths of this machine); Module records still reach the StackTable.
 #include <google/protobuf/stubs/logging.h>
+#include <sqlite3.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -79,6 +80,7 @@
 #include "export/perfetto.h"
 #include "export/pprof.h"
 #include "export/record_dump.h"
+#include "export/sqlite_export.h"
 #include "memtrace.pb.h"
 #include "perfetto_trace.pb.h"
 #include "pipeline_input.h"
@@ -640,6 +642,48 @@ void check_memory_viz(const std::string& pickle, const std::string& json_text) {
   }
 }
 
+// The one row `sql` returns from the database at `path`, its columns joined by '|' ("" for no row).
+std::string sqlite_row(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    sqlite3_close(db);
+    finding("export sqlite: the database does not open");
+  }
+  std::string row;
+  auto first_row = [](void* out, int columns, char** values, char**) {
+    std::string& text = *static_cast<std::string*>(out);
+    for (int i = 0; i < columns; ++i) text += std::string(i ? "|" : "") + (values[i] ? values[i] : "NULL");
+    return 1;  // one row is enough: stop
+  };
+  const int status = sqlite3_exec(db, sql, first_row, &row, nullptr);
+  sqlite3_close(db);
+  if (status != SQLITE_OK && status != SQLITE_ABORT) finding(std::string("export sqlite: query failed: ") + sql);
+  return row;
+}
+
+// `memtrace export --format sqlite`, into a temporary file (SQLite resolves a symlink before it opens a database, so
+// an in-memory file's /proc/self/fd path would make it create the memfd's "(deleted)" name): the database is whole,
+// holds one process with as many event rows as its row says, and every frame a stack names is in frames.
+void run_sqlite_export(const memtrace::ExportSource& source) {
+  const char* tmp = std::getenv("TMPDIR");
+  static const std::string path =
+      std::string(tmp && *tmp ? tmp : "/tmp") + "/memtrace-fuzz-pipeline-" + std::to_string(getpid()) + ".sqlite";
+  std::remove(path.c_str());  // a new database each time
+  accepted_stage("export sqlite", [&] {
+    memtrace::SqliteExport out(path);
+    out.add_trace(source);
+    out.finish();
+    return 0;
+  });
+  if (sqlite_row(path, "PRAGMA integrity_check") != "ok")
+    finding("export sqlite: the database fails its integrity check");
+  if (sqlite_row(path, "SELECT COUNT(*), (SELECT COUNT(*) FROM events) = events FROM processes") != "1|1")
+    finding("export sqlite: the events table does not hold the process's events");
+  if (sqlite_row(path, "SELECT COUNT(*) FROM stacks WHERE frame_id NOT IN (SELECT frame_id FROM frames)") != "0")
+    finding("export sqlite: a stack names a frame that is not in frames");
+  std::remove(path.c_str());
+}
+
 void run_exports() {
   Session s(accepted_stage("analysis (export)", [] { return memtrace::analyze_trace(input_path(), true); }));
   memtrace::ExportSource source(*s.a, s.resolver, [&] { return memtrace::event_phases_of(*s.a, s.resolver); });
@@ -661,6 +705,7 @@ void run_exports() {
     return 0;
   });
   check_memory_viz(memory_viz_pickle.str(), memory_viz_json.str());
+  run_sqlite_export(source);
 }
 
 // MEMTRACE_FUZZ_TIMING=1: each stage's time on stderr (to tell which command a slow input is slow in).
@@ -754,7 +799,7 @@ void run_pipeline(const PipelineInput& in) {
     timer.stage(frames ? "dump --frames" : "dump");
     run_dump(frames);
   }
-  timer.stage("export perfetto, pprof");
+  timer.stage("export perfetto, pprof, memory-viz, sqlite");
   run_exports();
 }
 
