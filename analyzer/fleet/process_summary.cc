@@ -129,6 +129,10 @@ ProcessDevice summarize_device(const Analysis& a, FrameResolver& resolver, int32
   out.allocations = d.block_layer_seen ? d.block_allocations : d.driver_allocations;
   for (const OomEvent& oom : a.model.ooms())
     if (oom.device == ordinal) ++out.ooms;
+  if (ordinal >= 0) {  // the pids NVML listed beside the process (TraceInfo keeps at most kMaxDeviceSamples)
+    if (auto pids = a.info.nvml_other_pids.find(uint32_t(ordinal)); pids != a.info.nvml_other_pids.end())
+      out.nvml_other_pids.assign(pids->second.begin(), pids->second.end());
+  }
   auto facts = a.device_facts.find(ordinal);
   if (facts == a.device_facts.end()) return out;
   if (facts->second.allocated) {

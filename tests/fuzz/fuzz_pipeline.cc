@@ -871,6 +871,7 @@ enum InsertKind {
   kInsertThread,
   kInsertRangeName,
   kInsertRangeEvent,
+  kInsertNvmlProcesses,
   kInsertKindCount
 };
 
@@ -888,7 +889,7 @@ void print_stats() {
   for (int i = 0; i < kMutationCount; ++i)
     std::fprintf(stderr, "  %-18s %llu\n", kMutationNames[i], (unsigned long long)stats().mutations[i]);
   static const char* const kOthers[] = {"stack", "module", "python_frame", "notice", "end", "start", "thread",
-                                              "range_name", "range_event"};
+                                              "range_name", "range_event", "nvml_processes"};
   for (int i = 0; i < kInsertKindCount; ++i) {
     std::string kind = i <= kInsertEventLast ? "event kind " + std::to_string(i) : kOthers[i - kInsertStack];
     std::fprintf(stderr, "  insert %-16s %llu\n", kind.c_str(), (unsigned long long)stats().inserts[i]);
@@ -1017,6 +1018,7 @@ class Mutator {
       case proto::Record::kThread: changed = mutate_thread(r.mutable_thread(), how); break;
       case proto::Record::kRangeName: changed = mutate_range_name(r.mutable_range_name(), how); break;
       case proto::Record::kRangeEvent: changed = mutate_range_event(r.mutable_range_event(), how); break;
+      case proto::Record::kNvmlProcesses: changed = mutate_nvml_processes(r.mutable_nvml_processes(), how); break;
       default: return false;
     }
     if (changed) *bytes = r.SerializeAsString();
@@ -1116,6 +1118,15 @@ class Mutator {
       e->set_tid(uint32_t(chance(80) ? value(kTid) : interesting()));
       e->set_time_us(chance(80) ? below(2000000) : interesting());
       e->set_range_id(chance(80) ? below(4) : interesting());
+    } else if (kind == kInsertNvmlProcesses) {
+      // Pids from the tid pool (other processes' pids look alike), some repeated across records, a few absent figures.
+      proto::NvmlProcesses* list = r.mutable_nvml_processes();
+      list->set_device(uint32_t(chance(85) ? below(4) : interesting()));
+      for (uint64_t i = 0, n = below(5); i < n; i++) {
+        proto::NvmlProcess* p = list->add_processes();
+        p->set_pid(uint32_t(value(kTid)));
+        if (chance(80)) p->set_used_bytes(value(kSize));
+      }
     } else {
       proto::ThreadInfo* t = r.mutable_thread();
       t->set_tid(uint32_t(value(kTid)));
@@ -1270,6 +1281,9 @@ class Mutator {
         break;
       case proto::Record::kThread: add(kTid, r.thread().tid()); break;
       case proto::Record::kRangeEvent: add(kTid, r.range_event().tid()); break;
+      case proto::Record::kNvmlProcesses:
+        for (const proto::NvmlProcess& p : r.nvml_processes().processes()) add(kTid, p.pid());
+        break;
       case proto::Record::kStart: add(kTime, r.start().start_monotonic_ns()); break;
       default: break;
     }
@@ -1441,6 +1455,24 @@ class Mutator {
       case 3: e->set_time_us(clear ? 0 : pick(how, kTime)); return true;
       default: e->set_range_id(clear ? 0 : pick(how, kOther)); return true;
     }
+  }
+
+  bool mutate_nvml_processes(proto::NvmlProcesses* list, Mutation how) {
+    bool clear = how == kFieldCleared;
+    if (chance(30)) {
+      list->set_device(clear ? 0 : uint32_t(pick(how, kDevice)));
+      return true;
+    }
+    if (list->processes().empty() || chance(20)) {
+      if (clear) return false;
+      list->add_processes()->set_pid(uint32_t(pick(how, kTid)));
+      return true;
+    }
+    proto::NvmlProcess* p = list->mutable_processes(int(below(uint64_t(list->processes_size()))));
+    if (chance(50)) p->set_pid(clear ? 0 : uint32_t(pick(how, kTid)));
+    else if (clear) p->clear_used_bytes();
+    else p->set_used_bytes(pick(how, kSize));
+    return true;
   }
 
   std::mt19937_64 rng_;
