@@ -97,8 +97,10 @@ def check_leaks(c, doc, index, ranks):
     rank0, rank1 = ranks
     leak_site = f"fleet_job.py:{rank1['leak_line']} rank_main"  # a site as the reports name it: FILE:LINE FUNCTION
     want_bytes = rank1["steps"] * rank1["leak_bytes"]
-    c.check("rank 1's own figure: memory_allocated() at its end == its leak", want_bytes,
-            rank1["memory_allocated_bytes"])
+    # Not the whole of memory_allocated() at its end: PyTorch's cuBLAS workspaces (allocated through its caching
+    # allocator) stay too, as rank 0's leak candidates show.
+    c.info("rank 1 at its end", f"memory_allocated() {rank1['memory_allocated_bytes']}, of which its kept tensors "
+           f"{want_bytes} (steps x leak bytes)")
     process1 = doc["processes"][index[rank1["pid"]]]
     site = next((l for l in process1.get("leaks", []) if l.get("site") == leak_site), {})
     c.check(f"rank 1 leak at {leak_site} bytes", want_bytes, site.get("bytes"))
