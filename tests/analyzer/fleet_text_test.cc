@@ -80,7 +80,7 @@ TEST(FleetText, TheJobReadsLineByLine) {
             "\n"
             "Processes: 3 (children under their parent)\n"
             "  rank 0 (pid 100) on node1, +0.000 s to +10.000 s: python train.py  [trace.100.mtrace]\n"
-            "    rank 0 (pid 102) on node1, +5.000 s to +9.000 s: python train.py  [trace.102.mtrace] (trace "
+            "    pid 102 (child of rank 0) on node1, +5.000 s to +9.000 s: python train.py  [trace.102.mtrace] (trace "
             "truncated)\n"
             "  rank 1 (pid 101) on node1, +1.000 s to +11.000 s: python train.py  [trace.101.mtrace]\n"
             "\n"

@@ -31,10 +31,15 @@ std::string when(const FleetView& view, uint64_t unix_ns) {
   return "+" + format_seconds(double(unix_ns - std::min(unix_ns, view.first_start_unix_ns)) / 1e9);
 }
 
-// "rank 1 (pid 4242)", "pid 4243".
-std::string label(const ProcessSummary& p) {
-  if (p.rank) return "rank " + std::to_string(*p.rank) + " (pid " + std::to_string(p.pid) + ")";
-  return "pid " + std::to_string(p.pid);
+// "rank 1 (pid 4242)", "pid 4243"; a child that inherited its traced parent's rank (a DataLoader worker, a process
+// it spawned: RANK is in their environment too) is not that rank: "pid 4244 (child of rank 1)".
+std::string label(const FleetView& view, size_t index) {
+  const ProcessSummary& p = view.processes[index];
+  const std::string pid = "pid " + std::to_string(p.pid);
+  if (!p.rank) return pid;
+  const std::optional<size_t> parent = index < view.parent.size() ? view.parent[index] : std::nullopt;
+  if (parent && view.processes[*parent].rank == p.rank) return pid + " (child of rank " + std::to_string(*p.rank) + ")";
+  return "rank " + std::to_string(*p.rank) + " (" + pid + ")";
 }
 
 // "GPU-0f3c... on node1 (NVIDIA H200, 140.00 GiB)"; for a GPU without UUID "device 0 of node1 (no UUID recorded)".
@@ -49,7 +54,7 @@ std::string gpu_title(const GpuView& gpu) {
 
 void print_user(std::ostream& out, const FleetView& view, const GpuView& gpu, const GpuUser& user) {
   const ProcessSummary& p = view.processes[user.process];
-  out << "  " << label(p);
+  out << "  " << label(view, user.process);
   if (p.host != gpu.host) out << " on " << terminal_safe(p.host);
   out << " as device " << user.ordinal << ": peak allocated " << bytes_text(user.peak_allocated.bytes) << " at "
       << when(view, user.peak_allocated.unix_ns) << ", peak reserved " << bytes_text(user.peak_reserved.bytes)
@@ -66,7 +71,7 @@ void print_combined_moment(std::ostream& out, const FleetView& view, const GpuVi
   const char* separator = ": ";
   for (size_t i = 0; i < shares.size() && i < gpu.users.size(); ++i) {
     if (!shares[i]) continue;
-    out << separator << label(view.processes[gpu.users[i].process]) << ' ' << bytes_text(shares[i]);
+    out << separator << label(view, gpu.users[i].process) << ' ' << bytes_text(shares[i]);
     separator = ", ";
   }
   out << '\n';
@@ -82,7 +87,7 @@ void print_untraced(std::ostream& out, const FleetView& view, const UntracedMemo
   out << "  untraced processes: ";
   if (u.bytes)
     out << bytes_text(u.bytes) << " at " << when(view, u.unix_ns) << " (NVML, seen by "
-        << label(view.processes[u.seen_by]) << ")";
+        << label(view, u.seen_by) << ")";
   else out << "no memory beyond the traced processes' in the samples";
   out << (u.pids.empty() ? "; pids not recorded" : "; pids " + pid_list(u.pids)) << '\n';
 }
@@ -134,7 +139,7 @@ constexpr size_t kMaxTreeIndent = 16;  // levels indented; deeper ones (a chain 
 
 void print_tree_line(std::ostream& out, const FleetView& view, size_t i, size_t depth) {
   const ProcessSummary& p = view.processes[i];
-  out << std::string(2 + 2 * std::min(depth, kMaxTreeIndent), ' ') << label(p) << " on " << terminal_safe(p.host)
+  out << std::string(2 + 2 * std::min(depth, kMaxTreeIndent), ' ') << label(view, i) << " on " << terminal_safe(p.host)
       << ", " << when(view, p.start_unix_ns) << " to " << when(view, p.end_unix_ns) << ':';
   if (p.argv.empty()) out << " (command line not recorded)";
   for (const std::string& arg : p.argv) out << ' ' << terminal_safe(arg);
@@ -182,7 +187,7 @@ void print_rank_table(std::ostream& out, const FleetView& view) {
   const RankTable& t = view.ranks;
   if (t.rows.empty()) return;
   out << "\nRanks: " << t.rows.size();
-  if (t.worst) out << ", worst " << label(view.processes[t.rows[*t.worst].process]);
+  if (t.worst) out << ", worst " << label(view, t.rows[*t.worst].process);
   out << "; peak allocated spread " << bytes_text(t.peak_allocated_spread_bytes) << ", median "
       << bytes_text(t.median_peak_allocated_bytes) << "; peak reserved spread "
       << bytes_text(t.peak_reserved_spread_bytes) << '\n';
@@ -197,7 +202,7 @@ void print_wrong_devices(std::ostream& out, const FleetView& view) {
   out << '\n';
   for (const WrongDevice& w : view.wrong_devices) {
     const ProcessSummary& p = view.processes[w.process];
-    out << "WRONG DEVICE: " << label(p) << " allocated " << bytes_text(w.peak_allocated_bytes) << " on GPU "
+    out << "WRONG DEVICE: " << label(view, w.process) << " allocated " << bytes_text(w.peak_allocated_bytes) << " on GPU "
         << w.ordinal;
     if (!w.gpu.empty()) out << " (" << terminal_safe(w.gpu) << ')';
     out << ", not its local device " << w.local_ordinal << ": first at "
@@ -236,10 +241,11 @@ void print_merged_leaks(std::ostream& out, const FleetView& view, size_t top) {
 
 void print_process_leaks(std::ostream& out, const FleetView& view, size_t top) {
   out << "\nLeak candidates per process\n";
-  for (const ProcessSummary& p : view.processes) {
+  for (size_t i = 0; i < view.processes.size(); ++i) {
+    const ProcessSummary& p = view.processes[i];
     uint64_t bytes = 0;
     for (const ProcessLeak& l : p.leaks) bytes = saturating_add(bytes, l.bytes);
-    out << "  " << label(p) << " [" << terminal_safe(p.trace) << "]: ";
+    out << "  " << label(view, i) << " [" << terminal_safe(p.trace) << "]: ";
     if (p.leaks.empty()) {
       out << "none\n";
       continue;
