@@ -54,7 +54,7 @@ std::string write_trace(const std::string& name, const test::TraceBuilder& b) {
 // (allocated = reserved = its cudaMalloc'd bytes), start kT0:
 //   wall +1000  alloc 400  -> A 400      wall +3000  free 600   -> A 400
 //   wall +2000  alloc 600  -> A 1000     wall +5000  free 400   -> A 0
-// Its own peak: 1000 at +2000.
+// Its own peak: 1000 at +2000. It has no TraceEnd, so it ends at its last event, +5000, already at 0.
 std::string process_a(const std::string& name) {
   test::TraceBuilder b;
   b.record(start_record(100, "node1", kT0)).record(device_record(0, 0x00));
@@ -76,6 +76,7 @@ std::string process_a(const std::string& name) {
 //   wall +4000  5000 B on ordinal 0              (another GPU)
 //   wall +6000  block 200   (1500, 2048)         -> B (1500, 2048)   its own peak allocated
 //   wall +7000  free 1000   (500, 2048)          -> B (500, 2048)
+// It has no TraceEnd, so it ends at its last event, +7000: then its totals on both GPUs fall to 0.
 std::string process_b(const std::string& name) {
   test::TraceBuilder b;
   b.record(start_record(200, "node1", kT0 + 500)).record(device_record(0, 0x10)).record(device_record(1, 0x00));
@@ -99,11 +100,17 @@ std::string process_b(const std::string& name) {
 //   +5000  A    0/0           1300/2048      1300           2048
 //   +6000  B    0/0           1500/2048      1500           2048   (B's own peak allocated)
 //   +7000  B    0/0           500/2048       500            2048
+//   +7000  B    0/0           0/0            0              0      (B's end)
 const std::vector<CombinedMoment> kEveryChange = {
-    {kT0 + 1000, 400, 400, {400, 0}, {400, 0}},          {kT0 + 1500, 700, 2448, {400, 300}, {400, 2048}},
-    {kT0 + 2000, 1300, 3048, {1000, 300}, {1000, 2048}}, {kT0 + 3000, 700, 2448, {400, 300}, {400, 2048}},
-    {kT0 + 3500, 1700, 2448, {400, 1300}, {400, 2048}},  {kT0 + 5000, 1300, 2048, {0, 1300}, {0, 2048}},
-    {kT0 + 6000, 1500, 2048, {0, 1500}, {0, 2048}},      {kT0 + 7000, 500, 2048, {0, 500}, {0, 2048}},
+    {kT0 + 1000, 400, 400, {400, 0}, {400, 0}},
+    {kT0 + 1500, 700, 2448, {400, 300}, {400, 2048}},
+    {kT0 + 2000, 1300, 3048, {1000, 300}, {1000, 2048}},
+    {kT0 + 3000, 700, 2448, {400, 300}, {400, 2048}},
+    {kT0 + 3500, 1700, 2448, {400, 1300}, {400, 2048}},
+    {kT0 + 5000, 1300, 2048, {0, 1300}, {0, 2048}},
+    {kT0 + 6000, 1500, 2048, {0, 1500}, {0, 2048}},
+    {kT0 + 7000, 500, 2048, {0, 500}, {0, 2048}},
+    {kT0 + 7000, 0, 0, {0, 0}, {0, 0}},
 };
 
 std::vector<CombinedMember> scenario(const std::string& name) { return {{process_a(name), 0}, {process_b(name), 1}}; }
@@ -112,13 +119,13 @@ TEST(CombinedTimeline, ThePeakOfTheSumIsWhereNeitherProcessPeaks) {
   CombinedTimeline t = combine_timelines(scenario("peak"), 100);
   EXPECT_EQ(t.peak_allocated, (CombinedMoment{kT0 + 3500, 1700, 2448, {400, 1300}, {400, 2048}}));
   EXPECT_EQ(t.peak_reserved, (CombinedMoment{kT0 + 2000, 1300, 3048, {1000, 300}, {1000, 2048}}));
-  EXPECT_EQ(t.changes, 8u);
+  EXPECT_EQ(t.changes, 9u);
   EXPECT_EQ(t.points, kEveryChange);
 }
 
 TEST(CombinedTimeline, TheSeriesStreamsInWallClockOrderWithTheMemberOfEachChange) {
   CombinedSeries series(scenario("stream"));
-  EXPECT_EQ(series.changes(), 8u);
+  EXPECT_EQ(series.changes(), 9u);
   EXPECT_EQ(series.first_unix_ns(), kT0 + 1000);
   EXPECT_EQ(series.last_unix_ns(), kT0 + 7000);
   ASSERT_EQ(series.reads().size(), 2u);
@@ -133,7 +140,7 @@ TEST(CombinedTimeline, TheSeriesStreamsInWallClockOrderWithTheMemberOfEachChange
                                   {c.member_allocated_bytes.begin(), c.member_allocated_bytes.end()},
                                   {c.member_reserved_bytes.begin(), c.member_reserved_bytes.end()}});
   });
-  EXPECT_EQ(members, (std::vector<size_t>{0, 1, 0, 0, 1, 0, 1, 1}));
+  EXPECT_EQ(members, (std::vector<size_t>{0, 1, 0, 0, 1, 0, 1, 1, 1}));
   EXPECT_EQ(rows, kEveryChange);
   EXPECT_EQ(peaks.first.unix_ns, kT0 + 3500);
   // A second merge reads the spill again and gives the same.
@@ -150,18 +157,18 @@ TEST(CombinedTimeline, TheSeriesStreamsInWallClockOrderWithTheMemberOfEachChange
 
 // Thinned to 3 points: the 6000 ns from the first change (+1000) to the last (+7000) in intervals of
 // 6000 / 3 + 1 = 2001 ns: [+1000, +3001) holds +1000..+3000, [+3001, +5002) +3500 and +5000, [+5002, +7003)
-// +6000 and +7000. Each row is at its interval's last change with its maxima: the combined peak allocated
-// (1700 at +3500) survives in the second, the peak reserved (3048 at +2000) in the first.
+// +6000 and +7000 (B's free, then its end). Each row is at its interval's last change with its maxima: the combined
+// peak allocated (1700 at +3500) survives in the second, the peak reserved (3048 at +2000) in the first.
 TEST(CombinedTimeline, AThinnedSeriesKeepsThePeaks) {
   CombinedTimeline t = combine_timelines(scenario("thinned"), 3);
-  EXPECT_EQ(t.changes, 8u);
+  EXPECT_EQ(t.changes, 9u);
   EXPECT_EQ(t.points, (std::vector<CombinedMoment>{{kT0 + 3000, 1300, 3048, {}, {}},
                                                    {kT0 + 5000, 1700, 2448, {}, {}},
                                                    {kT0 + 7000, 1500, 2048, {}, {}}}));
   EXPECT_EQ(t.peak_allocated.allocated_bytes, 1700u);  // the peaks are exact, whatever the thinning
   EXPECT_EQ(t.peak_allocated.member_allocated_bytes, (std::vector<uint64_t>{400, 1300}));
   // Exactly as many changes as points: every change, with the shares.
-  EXPECT_EQ(combine_timelines(scenario("thinned-8"), 8).points, kEveryChange);
+  EXPECT_EQ(combine_timelines(scenario("thinned-9"), 9).points, kEveryChange);
 }
 
 TEST(CombinedTimeline, OneMemberIsItsOwnTimeline) {
@@ -176,7 +183,8 @@ TEST(CombinedTimeline, OneMemberIsItsOwnTimeline) {
 
 // Equal wall-clock times: P allocates 100 B at S+1000 and 50 B, then 70 B more at S+2000 (the same ns), then frees
 // the 100 B at S+3000; Q (start S+2000) allocates 100 B at its 1000 ns, S+3000, the moment P frees. Member order
-// breaks the tie at S+3000, and P's two changes at S+2000 keep their file order.
+// breaks the tie at S+3000, and P's two changes at S+2000 keep their file order. Neither trace has a TraceEnd:
+// each ends at its last event, S+3000 for both, where its totals fall to 0 after its own last change.
 constexpr uint64_t kS = 1'000'000'000'000;
 
 std::vector<CombinedMember> equal_times(const std::string& name, bool p_first) {
@@ -196,20 +204,51 @@ std::vector<CombinedMember> equal_times(const std::string& name, bool p_first) {
 }
 
 TEST(CombinedTimeline, EqualTimesGoInMemberOrderThenFileOrder) {
-  // P first: +1000 100; +2000 150, 220; +3000 P frees (120), then Q allocates (220). The peak, 220, is first
-  // reached at +2000.
+  // P first: +1000 100; +2000 150, 220; +3000 P frees (120), P ends (0), then Q allocates (100), Q ends (0). The
+  // peak, 220, is first reached at +2000.
   CombinedTimeline t = combine_timelines(equal_times("p-first", true), 100);
   EXPECT_EQ(t.points, (std::vector<CombinedMoment>{{kS + 1000, 100, 100, {100, 0}, {100, 0}},
                                                    {kS + 2000, 150, 150, {150, 0}, {150, 0}},
                                                    {kS + 2000, 220, 220, {220, 0}, {220, 0}},
                                                    {kS + 3000, 120, 120, {120, 0}, {120, 0}},
-                                                   {kS + 3000, 220, 220, {120, 100}, {120, 100}}}));
+                                                   {kS + 3000, 0, 0, {0, 0}, {0, 0}},
+                                                   {kS + 3000, 100, 100, {0, 100}, {0, 100}},
+                                                   {kS + 3000, 0, 0, {0, 0}, {0, 0}}}));
   EXPECT_EQ(t.peak_allocated, (CombinedMoment{kS + 2000, 220, 220, {220, 0}, {220, 0}}));
-  // Q first: at +3000 Q allocates before P frees: 320 for an instant, the peak, with both shares.
+  // Q first: at +3000 Q allocates before P frees: 320 for an instant, the peak, with both shares; then Q ends
+  // (220), P frees (120) and P ends (0).
   t = combine_timelines(equal_times("q-first", false), 100);
-  EXPECT_EQ(t.points[3], (CombinedMoment{kS + 3000, 320, 320, {100, 220}, {100, 220}}));
-  EXPECT_EQ(t.points[4], (CombinedMoment{kS + 3000, 220, 220, {100, 120}, {100, 120}}));
+  EXPECT_EQ(t.points, (std::vector<CombinedMoment>{{kS + 1000, 100, 100, {0, 100}, {0, 100}},
+                                                   {kS + 2000, 150, 150, {0, 150}, {0, 150}},
+                                                   {kS + 2000, 220, 220, {0, 220}, {0, 220}},
+                                                   {kS + 3000, 320, 320, {100, 220}, {100, 220}},
+                                                   {kS + 3000, 220, 220, {0, 220}, {0, 220}},
+                                                   {kS + 3000, 120, 120, {0, 120}, {0, 120}},
+                                                   {kS + 3000, 0, 0, {0, 0}, {0, 0}}}));
   EXPECT_EQ(t.peak_allocated, (CombinedMoment{kS + 3000, 320, 320, {100, 220}, {100, 220}}));
+}
+
+// A process that ends holds nothing after its end: A (start S) allocates 1000 B at +1000 and exits at +2000 (its
+// TraceEnd, 1000 ns after its last event) without freeing them; B (start S) allocates 600 B at +3000 and frees
+// them at +4000. A's 1000 B are gone at +2000 (the driver freed them with the process), so the card never held
+// 1600 B: the combined peak is A's 1000 B alone at +1000.
+//   wall   who  A      B     sum
+//   +1000  A    1000   0     1000   <- peak allocated and reserved
+//   +2000  A    0      0     0      (A's TraceEnd)
+//   +3000  B    0      600   600
+//   +4000  B    0      0     0      (B's end, its last event, changes nothing more)
+TEST(CombinedTimeline, AProcessHoldsNothingAfterItsTraceEnd) {
+  test::TraceBuilder a, b;
+  a.start(1'000'000'000, kS).event(driver_alloc(0, 0x1000, 1000, 1000)).end(1, 1000).end_chunk();
+  b.start(1'000'000'000, kS).event(driver_alloc(0, 0x1000, 600, 3000)).event(driver_free(0, 0x1000, 1000));
+  b.end_chunk();
+  CombinedTimeline t = combine_timelines({{write_trace("ended-a", a), 0}, {write_trace("ended-b", b), 0}}, 100);
+  EXPECT_EQ(t.peak_allocated, (CombinedMoment{kS + 1000, 1000, 1000, {1000, 0}, {1000, 0}}));
+  EXPECT_EQ(t.peak_reserved, t.peak_allocated);
+  EXPECT_EQ(t.points, (std::vector<CombinedMoment>{{kS + 1000, 1000, 1000, {1000, 0}, {1000, 0}},
+                                                   {kS + 2000, 0, 0, {0, 0}, {0, 0}},
+                                                   {kS + 3000, 600, 600, {0, 600}, {0, 600}},
+                                                   {kS + 4000, 0, 0, {0, 0}, {0, 0}}}));
 }
 
 // A member without a change on its ordinal adds nothing, and the peaks of a GPU nobody used are zero.
@@ -227,15 +266,20 @@ TEST(CombinedTimeline, AMemberWithoutChangesAddsNothing) {
 }
 
 // Totals beyond 2^64 together (a hostile file): the sum is held in 128 bits and shown as UINT64_MAX, the
-// members' own figures exact.
+// members' own figures exact. P holds 2^63 B from +1000 to +3000; Q allocates 2^63 B at +2000, its last event,
+// where it ends: 2^64 for an instant, then 2^63 again, then 0 when P frees (P's end, also at +3000, changes
+// nothing more).
 TEST(CombinedTimeline, ASumBeyondUint64IsSaturated) {
   const uint64_t huge = uint64_t(1) << 63;
   test::TraceBuilder p, q;
-  p.start(1'000'000'000, kS).event(driver_alloc(0, 0x1000, huge, 1000)).end_chunk();
+  p.start(1'000'000'000, kS).event(driver_alloc(0, 0x1000, huge, 1000)).event(driver_free(0, 0x1000, 2000));
+  p.end_chunk();
   q.start(1'000'000'000, kS).event(driver_alloc(0, 0x1000, huge, 2000)).end_chunk();
   CombinedTimeline t = combine_timelines({{write_trace("huge-p", p), 0}, {write_trace("huge-q", q), 0}}, 100);
-  ASSERT_EQ(t.points.size(), 2u);
-  EXPECT_EQ(t.points[1], (CombinedMoment{kS + 2000, UINT64_MAX, UINT64_MAX, {huge, huge}, {huge, huge}}));
+  EXPECT_EQ(t.points, (std::vector<CombinedMoment>{{kS + 1000, huge, huge, {huge, 0}, {huge, 0}},
+                                                   {kS + 2000, UINT64_MAX, UINT64_MAX, {huge, huge}, {huge, huge}},
+                                                   {kS + 2000, huge, huge, {huge, 0}, {huge, 0}},
+                                                   {kS + 3000, 0, 0, {0, 0}, {0, 0}}}));
   EXPECT_EQ(t.peak_allocated.unix_ns, kS + 2000);
 }
 
@@ -282,7 +326,8 @@ TEST(CombinedTimeline, ATraceWithoutAWallClockStartIsAnErrorNamingIt) {
 const std::string kGpuX = "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f";  // A's ordinal 0, B's ordinal 1
 const std::string kGpuY = "GPU-10111213-1415-1617-1819-1a1b1c1d1e1f";  // B's ordinal 0
 
-// Every change of kEveryChange on GPU X (A: pid 100, B: pid 200), then GPU Y, which only B used: 5000 B at +4000.
+// Every change of kEveryChange on GPU X (A: pid 100, B: pid 200), then GPU Y, which only B used: 5000 B at +4000,
+// 0 at B's end (+7000).
 const std::string kCsvHeader =
     "time_unix_s,gpu,allocated_bytes,reserved_bytes,pid_100_allocated_bytes,"
     "pid_200_allocated_bytes\n";
@@ -315,12 +360,19 @@ TEST(CombinedTimelineCli, CsvRowsPerGpuWithAColumnPerProcess) {
                        "1700000000.000007000," +
                        kGpuX +
                        ",500,2048,0,500\n"
+                       "1700000000.000007000," +
+                       kGpuX +
+                       ",0,0,0,0\n"
                        "1700000000.000004000," +
-                       kGpuY + ",5000,5000,,5000\n");
+                       kGpuY +
+                       ",5000,5000,,5000\n"
+                       "1700000000.000007000," +
+                       kGpuY + ",0,0,,0\n");
 }
 
 // Intervals of 2000 ns from the epoch (kT0 is a multiple): [+0, +2000) holds +1000 and +1500, [+2000, +4000)
-// +2000, +3000 and +3500, [+4000, +6000) +5000 (and Y's +4000), [+6000, +8000) +6000 and +7000. Each row is at
+// +2000, +3000 and +3500, [+4000, +6000) +5000 (and Y's +4000), [+6000, +8000) +6000 and both +7000 (and Y's
+// +7000, B's end). Each row is at
 // its interval's last change, every figure the highest it reached there: the peaks (1700 allocated, 3048
 // reserved, A's 1000 and B's 1500) all stay.
 TEST(CombinedTimelineCli, AnIntervalKeepsEachFiguresHighest) {
@@ -340,7 +392,10 @@ TEST(CombinedTimelineCli, AnIntervalKeepsEachFiguresHighest) {
                        kGpuX +
                        ",1500,2048,0,1500\n"
                        "1700000000.000004000," +
-                       kGpuY + ",5000,5000,,5000\n");
+                       kGpuY +
+                       ",5000,5000,,5000\n"
+                       "1700000000.000007000," +
+                       kGpuY + ",0,0,,0\n");
 }
 
 TEST(CombinedTimelineCli, JsonHasEachGpusRowsAndPeaks) {
@@ -355,7 +410,7 @@ TEST(CombinedTimelineCli, JsonHasEachGpusRowsAndPeaks) {
                                                   R"(", "pid": 100, "host": "node1", "ordinal": 0},
                                                   {"trace": ")" +
                                                   m[1].trace + R"(", "pid": 200, "host": "node1", "ordinal": 1}])"));
-  ASSERT_EQ(x["rows"].size(), 8u);
+  ASSERT_EQ(x["rows"].size(), 9u);
   EXPECT_EQ(x["rows"][4], nlohmann::json::parse(R"({"unix_ns": 1700000000000003500, "allocated_bytes": 1700,
                                                   "reserved_bytes": 2448, "process_allocated_bytes": [400, 1300]})"));
   EXPECT_EQ(x["peak_allocated"],
@@ -366,7 +421,7 @@ TEST(CombinedTimelineCli, JsonHasEachGpusRowsAndPeaks) {
                                       "process_allocated_bytes": [1000, 300],
                                       "process_reserved_bytes": [1000, 2048]})"));
   EXPECT_EQ(j["gpus"][1]["gpu"], kGpuY);
-  EXPECT_EQ(j["gpus"][1]["rows"].size(), 1u);
+  EXPECT_EQ(j["gpus"][1]["rows"].size(), 2u);
   EXPECT_EQ(j["traces"][1]["truncated"], false);
 }
 
@@ -393,8 +448,9 @@ TEST(CombinedTimelineCli, ADirectoryIsItsTracesAndOneTraceIsUnchanged) {
 }
 
 // Without UUIDs (Device records), a GPU is its host and ordinal: P and Q share node h1's cuda:0, R (node h2,
-// the same pid as P) has its own. Each at +1000, +2000 and +1500 from kT0 allocates 100, 200 and 300 B. A
-// process's column is 0 on its GPU before it allocates, and empty on a GPU it never used.
+// the same pid as P) has its own. Each at +1000, +2000 and +1500 from kT0 allocates 100, 200 and 300 B, its last
+// event, where it ends (its column falls to 0). A process's column is 0 on its GPU before it allocates and after
+// it ends, and empty on a GPU it never used.
 TEST(CombinedTimelineCli, WithoutUuidsAGpuIsItsHostAndOrdinal) {
   auto trace = [](const std::string& name, uint32_t pid, const std::string& host, int64_t delta_ns, uint64_t bytes) {
     test::TraceBuilder b;
@@ -409,12 +465,16 @@ TEST(CombinedTimelineCli, WithoutUuidsAGpuIsItsHostAndOrdinal) {
             "time_unix_s,gpu,allocated_bytes,reserved_bytes,pid_7_allocated_bytes,pid_8_allocated_bytes,"
             "pid_7_2_allocated_bytes\n"
             "1700000000.000001000,h1/cuda:0,100,100,100,0,\n"
-            "1700000000.000002000,h1/cuda:0,300,300,100,200,\n"
-            "1700000000.000001500,h2/cuda:0,300,300,,,300\n");
+            "1700000000.000001000,h1/cuda:0,0,0,0,0,\n"
+            "1700000000.000002000,h1/cuda:0,200,200,0,200,\n"
+            "1700000000.000002000,h1/cuda:0,0,0,0,0,\n"
+            "1700000000.000001500,h2/cuda:0,300,300,,,300\n"
+            "1700000000.000001500,h2/cuda:0,0,0,,,0\n");
 }
 
 // A host name is the traced program's bytes: in CSV its control characters are written out (terminal_safe) and a
-// comma quotes the field; JSON keeps it exact.
+// comma quotes the field; JSON keeps it exact. Each process allocates 64 B at +1000, its last event, where it
+// ends: P's two changes come first (member order), then Q's.
 TEST(CombinedTimelineCli, AHostileHostNameStaysOneField) {
   auto trace = [](const std::string& name, uint32_t pid) {
     test::TraceBuilder b;
@@ -427,7 +487,9 @@ TEST(CombinedTimelineCli, AHostileHostNameStaysOneField) {
   EXPECT_EQ(run.out,
             "time_unix_s,gpu,allocated_bytes,reserved_bytes,pid_1_allocated_bytes,pid_2_allocated_bytes\n"
             "1700000000.000001000,\"evil,\\x1b[2J/cuda:0\",64,64,64,0\n"
-            "1700000000.000001000,\"evil,\\x1b[2J/cuda:0\",128,128,64,64\n");
+            "1700000000.000001000,\"evil,\\x1b[2J/cuda:0\",0,0,0,0\n"
+            "1700000000.000001000,\"evil,\\x1b[2J/cuda:0\",64,64,0,64\n"
+            "1700000000.000001000,\"evil,\\x1b[2J/cuda:0\",0,0,0,0\n");
   run = test::run_memtrace_binary("timeline " + p + " " + q + " --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(nlohmann::json::parse(run.out)["gpus"][0]["gpu"], "evil,\x1b[2J/cuda:0");

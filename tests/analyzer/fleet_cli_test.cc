@@ -93,14 +93,28 @@ const std::string kGpuB = "GPU-bbbbbbbb-bbbb-bbbb-bbbb-bbbbbbbbbbbb";
 // The fleet report of the job (summary): rank 0's 1 GiB at +1 s; rank 1's 512 MiB on A at 0.5 + 2 = +2.5 s and
 // 2 GiB on B at +1.5 s. Driver-level traces: reserved is what the driver holds, the same figures. Leaks: 1 GiB +
 // 512 MiB at train.py:42 in both ranks.
-std::string expected_report(const Job& job) {
+// With the traces (`summary` of many), GPU A, shared by both ranks, has its combined peaks. Each rank ends at its
+// TraceEnd (delta 0: at its last event), where its totals on A fall to 0:
+//   wall     who     rank 0   rank 1    sum on A
+//   +1.0 s   rank 0  1 GiB    0         1 GiB     <- combined peak allocated and reserved
+//   +1.0 s   rank 0  0        0         0         (rank 0's end)
+//   +2.5 s   rank 1  0        512 MiB   512 MiB
+//   +3.5 s   rank 1  0        0         0         (rank 1's end, after freeing its 2 GiB on B)
+// The two never held A's memory at once: the combined peak is rank 0's 1 GiB, not the sum of the peaks (1.5 GiB).
+// `merge` of summaries has no traces to combine: no combined lines (combined = false).
+std::string expected_report(const Job& job, bool combined) {
+  const std::string combined_lines =
+      combined ? "  combined peak allocated 1.00 GiB at +1.000 s: rank 0 (pid 100) 1.00 GiB\n"
+                 "  combined peak reserved 1.00 GiB at +1.000 s: rank 0 (pid 100) 1.00 GiB\n"
+               : "";
   return "memtrace: 2 processes on 1 host, 2 GPUs; time 0 = 2026-12-02 10:00:00.000 UTC (the earliest start)\n"
          "\n"
          "GPU " + kGpuA + " on node1 (NVIDIA H200, 140.00 GiB): 2 processes\n"
          "  rank 0 (pid 100) as device 0: peak allocated 1.00 GiB at +1.000 s, peak reserved 1.00 GiB at +1.000 s\n"
          "  rank 1 (pid 101) as device 0: peak allocated 512.00 MiB at +2.500 s, peak reserved 512.00 MiB at "
          "+2.500 s\n"
-         "  sum of their peaks: allocated 1.50 GiB, reserved 1.50 GiB (a bound: the peaks need not coincide)\n"
+         "  sum of their peaks: allocated 1.50 GiB, reserved 1.50 GiB (a bound: the peaks need not coincide)\n" +
+         combined_lines +
          "\n"
          "GPU " + kGpuB + " on node1 (NVIDIA H200, 140.00 GiB): 1 process\n"
          "  rank 1 (pid 101) as device 1: peak allocated 2.00 GiB at +1.500 s, peak reserved 2.00 GiB at +1.500 s\n"
@@ -128,11 +142,11 @@ TEST(FleetCli, SummaryOfTwoTracesIsTheFleetReport) {
   test::MemtraceRun run = test::run_memtrace_binary("summary " + job.rank1 + " " + job.rank0);
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_EQ(run.err, "");
-  EXPECT_EQ(run.out, expected_report(job));
+  EXPECT_EQ(run.out, expected_report(job, true));
   // The directory reads the same two traces.
   run = test::run_memtrace_binary("summary " + job.dir);
   EXPECT_EQ(run.exit_code, 0);
-  EXPECT_EQ(run.out, expected_report(job));
+  EXPECT_EQ(run.out, expected_report(job, true));
 }
 
 TEST(FleetCli, SummaryJsonOfManyHasTheFleetKeys) {
@@ -145,7 +159,16 @@ TEST(FleetCli, SummaryJsonOfManyHasTheFleetKeys) {
   ASSERT_EQ(j["gpus"].size(), 2u);
   EXPECT_EQ(j["gpus"][0]["gpu"], kGpuA);
   EXPECT_EQ(j["gpus"][0]["sum_of_peak_allocated_bytes"], kGiB + 512 * kMiB);
-  EXPECT_EQ(j["gpus"][0]["combined"], nullptr);
+  // The combined peaks of GPU A, as in expected_report's table; "process" is the index in "processes".
+  const nlohmann::json rank0_alone = {{"unix_ns", kT + kS},
+                                      {"allocated_bytes", kGiB},
+                                      {"reserved_bytes", kGiB},
+                                      {"processes",
+                                       {{{"process", 0}, {"allocated_bytes", kGiB}, {"reserved_bytes", kGiB}},
+                                        {{"process", 1}, {"allocated_bytes", 0}, {"reserved_bytes", 0}}}}};
+  EXPECT_EQ(j["gpus"][0]["combined"],
+            (nlohmann::json{{"peak_allocated", rank0_alone}, {"peak_reserved", rank0_alone}}));
+  EXPECT_EQ(j["gpus"][1]["combined"], nullptr);  // GPU B: rank 1 alone
   EXPECT_EQ(j["ranks"]["worst_rank"], 1);
   EXPECT_EQ(j["ranks"]["peak_allocated_spread_bytes"], kGiB);
   ASSERT_EQ(j["wrong_devices"].size(), 1u);
@@ -176,7 +199,7 @@ TEST(FleetCli, AnUnreadableTraceAmongManyIsNamedAndTheOthersReported) {
   test::MemtraceRun run = test::run_memtrace_binary("summary " + job.dir);
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err, "memtrace: " + bad + ": not a memtrace trace: no memtrace header frame (at byte 0)\n");
-  EXPECT_EQ(run.out, expected_report(job));
+  EXPECT_EQ(run.out, expected_report(job, true));
   run = test::run_memtrace_binary("summary " + job.rank0 + " " + job.dir + "/missing.mtrace --json");
   EXPECT_EQ(run.exit_code, 2);
   nlohmann::json j = nlohmann::json::parse(run.out);
@@ -192,11 +215,11 @@ TEST(FleetCli, MergeOfTheSummariesIsTheSameReport) {
   test::write_file(s1, test::memtrace_stdout("summary " + job.rank1 + " --json"));
   test::MemtraceRun run = test::run_memtrace_binary("merge " + s1 + " " + s0);
   EXPECT_EQ(run.exit_code, 0);
-  EXPECT_EQ(run.out, expected_report(job));
+  EXPECT_EQ(run.out, expected_report(job, false));
   // A fleet's document merges too: its processes list.
   const std::string fleet = job.dir + "/fleet.json";
   test::write_file(fleet, test::memtrace_stdout("summary " + job.dir + " --json"));
-  EXPECT_EQ(test::memtrace_stdout("merge " + fleet), expected_report(job));
+  EXPECT_EQ(test::memtrace_stdout("merge " + fleet), expected_report(job, false));
   // Not such a document: one line naming it, the others reported, exit 2.
   const std::string text = job.dir + "/notes.txt";
   test::write_file(text, "hello\n");
@@ -204,7 +227,7 @@ TEST(FleetCli, MergeOfTheSummariesIsTheSameReport) {
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err.rfind("memtrace: " + text + ": not JSON: ", 0), 0u) << run.err;
   EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1);
-  EXPECT_EQ(run.out, expected_report(job));
+  EXPECT_EQ(run.out, expected_report(job, false));
   test::write_file(text, "{\"trace\": {}}");
   run = test::run_memtrace_binary("merge " + text);
   EXPECT_EQ(run.exit_code, 2);

@@ -15,7 +15,13 @@ Sorted by host, then start time, then pid: a, b, c, d, e, f (indices 0 to 5). Pa
   started); d: none; e: 3 (d, the pid's second life, alive at 11; not a); f: none (pid 100 is on hostA only).
 GPUs: "GPU-" and the UUID's bytes in hex: 15 of the host's letter ('A' 0x41, 'B' 0x42), then the ordinal.
 Plain cudaMalloc, no allocator layer: reserved is the driver's bytes, as allocated.
+Combined (each process's totals fall to 0 at its TraceEnd: the process is gone):
+  hostA device 0 (a, b, c): 0: 10; 0.5: 13 (a 10, b 3: the peak); 1: 3 (a frees); 1.5: 0 (b ends holding its
+    3 MiB); 2: a ends, nothing left; 5: 1 (c, alone: b's 3 MiB are gone); 6: 0 (c ends).
+  hostA device 1 (d, e): 10: 7; 11: 8 (d), then 10 (e: the peak, d 8, e 2); 11.5: 8 (e ends); 12: 0 (d ends).
+  hostB device 0: f alone, no combined peaks.
 """
+import json
 import subprocess
 
 import e2e_lib
@@ -48,5 +54,40 @@ expected = [
     {"pid": 300, "ppid": 100, "host": "hostA", "parent": 3, "devices": device("A", 1, 2, 11, 2)},
     {"pid": 200, "ppid": 100, "host": "hostB", "parent": None, "devices": device("B", 0, 4, 0.5, 4)},
 ]
-processes_json.check_processes(case, processes_json.summary_of_many(case, out), expected)
+document = processes_json.summary_of_many(case, out)
+processes_json.check_processes(case, document, expected)
+
+
+def peak(at_ms, shares):
+    """A combined peak: at_ms after T0, shares [(process index, MiB)]; allocated = reserved."""
+    total = sum(mib for _, mib in shares) * MIB
+    processes = [{"process": i, "allocated_bytes": mib * MIB, "reserved_bytes": mib * MIB} for i, mib in shares]
+    return {"unix_ns": T0 + int(at_ms * MS), "allocated_bytes": total, "reserved_bytes": total, "processes": processes}
+
+
+combined = {g["gpu"]: g["combined"] for g in document["gpus"]}
+case.check("combined peaks of hostA device 0", {"peak_allocated": peak(0.5, [(0, 10), (1, 3), (2, 0)]),
+                                                "peak_reserved": peak(0.5, [(0, 10), (1, 3), (2, 0)])},
+           combined.get(gpu("A", 0)))
+case.check("combined peaks of hostA device 1", {"peak_allocated": peak(11, [(3, 8), (4, 2)]),
+                                                "peak_reserved": peak(11, [(3, 8), (4, 2)])},
+           combined.get(gpu("A", 1)))
+case.check("no combined peaks of hostB device 0 (one process)", None, combined.get(gpu("B", 0), "absent"))
+
+argv = [case.args.memtrace, "timeline", out, "--json"]
+timeline = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True, timeout=120).stdout)
+rows = {g["gpu"]: [(r["unix_ns"], r["allocated_bytes"], r["process_allocated_bytes"]) for r in g["rows"]]
+        for g in timeline["gpus"]}
+
+
+def row(at_ms, shares_mib):
+    return (T0 + int(at_ms * MS), sum(shares_mib) * MIB, [mib * MIB for mib in shares_mib])
+
+
+case.check("timeline rows of hostA device 0: b's 3 MiB gone at its end (1.5), before c allocates",
+           [row(0, [10, 0, 0]), row(0.5, [10, 3, 0]), row(1, [0, 3, 0]), row(1.5, [0, 0, 0]), row(5, [0, 0, 1]),
+            row(6, [0, 0, 0])], rows.get(gpu("A", 0)))
+case.check("timeline rows of hostA device 1",
+           [row(10, [7, 0]), row(11, [8, 0]), row(11, [8, 2]), row(11.5, [8, 0]), row(12, [0, 0])],
+           rows.get(gpu("A", 1)))
 case.finish()
