@@ -19,7 +19,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: memtrace run [-o PATH] -- CMD ARGS...      run CMD with the tracer preloaded\n"
     "       memtrace summary TRACE [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"
-    "       memtrace timeline TRACE --csv|--json [--interval SECONDS]\n"
+    "       memtrace timeline TRACE... --csv|--json [--interval SECONDS]\n"
     "       memtrace leaks TRACE [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"
     "       memtrace oom TRACE [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"
     "       memtrace diff BEFORE AFTER [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"

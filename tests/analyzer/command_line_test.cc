@@ -42,7 +42,7 @@ TEST(CommandLine, HelpListsEveryOptionOfEveryCommandWithItsDescription) {
   const std::map<std::string, std::vector<std::string>> expected = {
       {"run", {"-o,--output PATH"}},
       {"summary", report},
-      {"timeline", {"TRACE", "--csv", "--json", "--interval SECONDS"}},
+      {"timeline", {"TRACE ...", "--csv", "--json", "--interval SECONDS"}},
       {"leaks", report},
       {"oom", report},
       {"diff", {"BEFORE", "AFTER", "--json", "--top N", "--all-frames", "--debug-paths DIR[:DIR...]"}},

@@ -8,7 +8,7 @@ import json
 import jsonschema
 
 # The document shapes of the schema's $defs, by the command that prints them.
-SHAPES = ("summary", "leaks", "oom", "timeline", "diff", "peak")
+SHAPES = ("summary", "leaks", "oom", "timeline", "timeline_combined", "diff", "peak")
 
 
 class Contract:
@@ -25,7 +25,7 @@ class Contract:
         self.any_shape = jsonschema.Draft202012Validator(self.schema)
 
     def violations(self, document, shape=None):
-        """Every way `document` breaks the contract of `shape` (None: any of the five), one line each; [] when
+        """Every way `document` breaks the contract of `shape` (None: any of them), one line each; [] when
         it holds."""
         validator = self.validators[shape] if shape else self.any_shape
         errors = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))

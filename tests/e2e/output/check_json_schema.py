@@ -58,6 +58,18 @@ for trace in traces:
         check(f"{' '.join(argv[:1] + argv[2:])} {name}: matches exactly one shape", 0,
               len(contract.violations(document)))
 
+# The examples together: `timeline A B C --json`, each GPU's combined rows (and with --interval).
+for options in (["--json"], ["--json", "--interval", "0.5"]):
+    argv = ["timeline"] + traces + options
+    document = memtrace_json(argv)
+    documents.setdefault(("all", "timeline_combined"), document)
+    violations = contract.violations(document, "timeline_combined")
+    for violation in violations:
+        print(f"schema violation in memtrace timeline {' '.join(options)} of all examples: {violation}")
+    check(f"timeline {' '.join(options)} of all examples: violations", 0, len(violations))
+    check(f"timeline {' '.join(options)} of all examples: matches exactly one shape", 0,
+          len(contract.violations(document)))
+
 for before in traces:
     for after in traces:
         argv = ["diff", before, after, "--json"]
@@ -111,6 +123,10 @@ broken(OOM, "summary", "an OOM's requested_bytes removed", lambda d: d["ooms"][0
 broken(LEAK, "timeline", "a row's time_s as a string", lambda d: set_key(d["rows"][0], "time_s", "0.1"))
 broken(LEAK, "timeline", "a row's driver_bytes removed", lambda d: d["rows"][0].pop("driver_bytes"))
 broken(LEAK, "timeline", "truncated_tail on a complete trace", lambda d: set_key(d["trace"], "truncated_tail", ""))
+broken("all", "timeline_combined", "a row's unix_ns as a string",
+       lambda d: set_key(d["gpus"][0]["rows"][0], "unix_ns", "1"))
+broken("all", "timeline_combined", "a peak without its shares",
+       lambda d: d["gpus"][0]["peak_allocated"].pop("process_allocated_bytes"))
 DIFF = "torch_oom.mtrace train_leak.mtrace"
 broken(DIFF, "diff", "a gone site with an after side",
        lambda d: set_key(next(s for s in d["sites"] if s["status"] == "gone"), "after",
