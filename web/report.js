@@ -896,7 +896,9 @@
     });
     const peak = c.peak_allocated;
     section.append(el('h3', {style: 'margin-top:14px'}, 'Combined memory of the GPU',
-      el('span', {class: 'sub'}, 'the sum over its traced processes on the wall clock' + (memberCols.length ? '' : '; per-process lines not kept (the series was thinned)'))));
+      el('span', {class: 'sub'}, 'the sum over its traced processes on the wall clock' +
+        (c.changes > xs.length ? '; ' + fmtCount(c.changes) + ' changes drawn as the maxima of ' + fmtCount(xs.length) + ' intervals' : '') +
+        (memberCols.length ? '' : '; per-process lines not kept (the series was thinned)'))));
     if (!xs.length) { section.append(el('div', {class: 'empty'}, 'No combined points.')); return; }
     const legendItems = [{label: 'combined allocated', color: COLORS.allocated, width: 2.2},
                          {label: 'combined reserved', color: COLORS.reserved, width: 1.6}]

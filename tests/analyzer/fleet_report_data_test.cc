@@ -106,6 +106,7 @@ FleetView two_ranks() {
               {T + 3000, 612, 3072, {100, 512}, {2048, 1024}},
               {T + 2'000'000'000, 1400, 3072, {1000, 400}, {2048, 1024}},
               {T + 4'000'000'000, 400, 1024, {}, {}}};  // a thinned point: no shares
+  c.changes = 7;
   a.combined = c;
 
   GpuView b;
@@ -180,7 +181,7 @@ TEST(FleetReportData, TwoRanksAndAWorker) {
        "sum_of_peak_allocated_bytes": 1512, "sum_of_peak_reserved_bytes": 3072,
        "untraced": {"bytes": 4096, "time_ns": -5, "seen_by": 0, "pids": [555]},
        "combined": {
-         "members": [0, 1],
+         "members": [0, 1], "changes": 7,
          "peak_allocated": {"time_ns": 2000000000, "allocated_bytes": 1400, "reserved_bytes": 3072,
                             "member_allocated_bytes": [1000, 400], "member_reserved_bytes": [2048, 1024]},
          "peak_reserved": {"time_ns": 3000, "allocated_bytes": 612, "reserved_bytes": 3072,

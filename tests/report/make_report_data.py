@@ -406,7 +406,7 @@ def fleet():
          "sum_of_peak_allocated_bytes": r0["peak_allocated"]["bytes"] + r1a["peak_allocated"]["bytes"],
          "sum_of_peak_reserved_bytes": r0["peak_reserved"]["bytes"] + r1a["peak_reserved"]["bytes"],
          "untraced": {"bytes": 3 * GiB, "time_ns": 4_000_000_000, "seen_by": 0, "pids": [4242]},
-         "combined": {"members": [0, 1], "peak_allocated": moment(pa), "peak_reserved": moment(pr),
+         "combined": {"members": [0, 1], "changes": n, "peak_allocated": moment(pa), "peak_reserved": moment(pr),
                       "points": {"t_ns": t, "allocated_bytes": alloc, "reserved_bytes": res,
                                  "member_allocated_bytes": [r0_alloc, r1_alloc],
                                  "member_reserved_bytes": [r0_res, r1_res]}}},

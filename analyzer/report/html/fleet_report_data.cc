@@ -189,6 +189,7 @@ json combined_json(const GpuView& g, const CombinedTimeline& c, size_t processes
     reserved.push_back(exact(p.reserved_bytes));
   }
   return {{"members", std::move(members)},
+          {"changes", exact(c.changes)},
           {"peak_allocated", moment_json(c.peak_allocated, clock)},
           {"peak_reserved", moment_json(c.peak_reserved, clock)},
           {"points",
