@@ -3,12 +3,13 @@
 // built with tests/analyzer/trace_builder.h. Wall-clock times from T = TraceStart.start_unix_ns of rank 0:
 //
 //   rank 0 (pid 1000, local rank 0) on GPU A as cuda:0:  T+10 ms +100 MiB, T+30 ms +200 MiB, T+50 ms -100 MiB
-//   rank 1 (pid 1001, local rank 1), started at T+5 ms:  GPU B (cuda:1) T+10 ms +300 MiB;
+//   rank 1 (pid 1001, local rank 1), started at T+5 ms:  GPU B (cuda:1) T+10 ms +400 MiB;
 //                                                        GPU A (cuda:0) T+20 ms +50 MiB (its wrong device)
 //
 // so GPU A's combined allocated is 100, 150, 350, 250 MiB at T+10, 20, 30, 50 ms: its peak is 350 MiB at T+30 ms,
-// rank 0 holding 300 MiB and rank 1 50 MiB. Nothing is freed at the end but rank 0's first block: rank 0 leaks
-// 200 MiB, rank 1 350 MiB. check_fleet_traces.py checks the report's data for exactly these figures.
+// rank 0 holding 300 MiB and rank 1 50 MiB; rank 1 is the worst rank (400 MiB against 300). Every allocation
+// is made from train.py:31 main except rank 1's on GPU A, from train.py:12 setup. Only rank 0's first block is
+// freed: rank 0 leaks 200 MiB, rank 1 450 MiB. check_fleet_traces.py checks the report's data for these figures.
 //
 //   make_fleet_traces DIR      exit 0; 2 with one line where a file cannot be written
 #include <cstdint>
@@ -26,6 +27,7 @@ namespace test = memtrace::test;
 constexpr uint64_t kT = 1'796'205'600'000'000'000ull;  // 2026-12-02 10:00:00 UTC
 constexpr uint64_t kMs = 1'000'000;
 constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kPy = 1ull << 63;  // a stack's Python frame ids carry this bit (proto/memtrace.proto)
 
 Record start(uint32_t pid, uint32_t rank, uint64_t start_unix_ns) {
   Record r;
@@ -56,6 +58,12 @@ Record device(int32_t ordinal, uint8_t uuid_high) {
   return r;
 }
 
+// The call sites: stack 1 is train.py:31 main, stack 2 train.py:12 setup.
+void stacks(test::TraceBuilder& b) {
+  b.python_frame(1, "train.py", "main", 31).python_frame(2, "train.py", "setup", 12);
+  b.stack(1, {kPy | 1}).stack(2, {kPy | 2});
+}
+
 bool write(const std::string& path, test::TraceBuilder& b) {
   b.end_chunk();
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -75,15 +83,17 @@ int main(int argc, char** argv) {
   const std::string dir = argv[1];
   test::TraceBuilder r0;
   r0.record(start(1000, 0, kT)).record(device(0, 0xa0));
-  r0.event(test::driver_alloc(0, 0x1000000, 100 * kMiB, 10 * kMs));
-  r0.event(test::driver_alloc(0, 0x9000000, 200 * kMiB, 20 * kMs));
+  stacks(r0);
+  r0.event(test::driver_alloc(0, 0x1000000, 100 * kMiB, 10 * kMs, 1));
+  r0.event(test::driver_alloc(0, 0x9000000, 200 * kMiB, 20 * kMs, 1));
   r0.event(test::driver_free(0, 0x1000000, 20 * kMs));
   r0.end(3, 50 * kMs);
 
   test::TraceBuilder r1;
   r1.record(start(1001, 1, kT + 5 * kMs)).record(device(0, 0xa0)).record(device(1, 0xb0));
-  r1.event(test::driver_alloc(1, 0x1000000, 300 * kMiB, 5 * kMs));
-  r1.event(test::driver_alloc(0, 0x2000000, 50 * kMiB, 10 * kMs));
+  stacks(r1);
+  r1.event(test::driver_alloc(1, 0x1000000, 400 * kMiB, 5 * kMs, 1));
+  r1.event(test::driver_alloc(0, 0x2000000, 50 * kMiB, 10 * kMs, 2));
   r1.end(2, 80 * kMs);
   return write(dir + "/job-1000.mtrace", r0) && write(dir + "/job-1001.mtrace", r1) ? 0 : 2;
 }
