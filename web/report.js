@@ -746,7 +746,8 @@
 
   // ---- many processes (`memtrace report A B C`, `report DIR/`) ----------------------------------------------------
   // The data of a fleet (docs/report.md, "The data of many processes"): times are ns since origin_unix_ns.
-  const fleetCharts = [];  // {chart, section}
+  const fleetCharts = [];  // {chart, section, markers}
+  const MAX_MEMBER_LINES = 12;  // per-process lines on a combined chart: the rest are summed into one
   const MEMBER_HUES = [160, 330, 270, 100, 0, 190, 300, 45, 230, 120];  // away from allocated's blue and reserved's orange
   function memberColor(i) { return 'hsl(' + MEMBER_HUES[i % MEMBER_HUES.length] + ', 65%, ' + (38 + 12 * (Math.floor(i / MEMBER_HUES.length) % 3)) + '%)'; }
 
@@ -886,15 +887,23 @@
     const pts = c.points || {};
     const members = c.members || [];
     const memberCols = pts.member_allocated_bytes || [];
-    const xs = [], cols = [[], [], ...members.map(() => [])];
+    const peak = c.peak_allocated;
+    // A line per process, for the MAX_MEMBER_LINES that held most at the combined peak; the others as one line.
+    const byShare = members.map((m, j) => j);
+    const share = j => ((peak && peak.member_allocated_bytes) || [])[j] || 0;
+    byShare.sort((a, b) => share(b) - share(a) || a - b);
+    const lined = members.length > MAX_MEMBER_LINES ? byShare.slice(0, MAX_MEMBER_LINES - 1) : byShare.sort((a, b) => a - b);
+    const rest = members.length > MAX_MEMBER_LINES ? byShare.slice(MAX_MEMBER_LINES - 1) : [];
+    const xs = [], cols = [[], [], ...lined.map(() => []), ...(rest.length ? [[]] : [])];
+    const at = (j, i) => (memberCols[j] ? memberCols[j][i] : null);
     (pts.t_ns || []).forEach((t, i) => {
       if (t == null) return;
       xs.push(t / NS_PER_S);
       cols[0].push(pts.allocated_bytes[i]);
       cols[1].push(pts.reserved_bytes[i]);
-      members.forEach((m, j) => cols[2 + j].push(memberCols[j] ? memberCols[j][i] : null));
+      lined.forEach((j, k) => cols[2 + k].push(at(j, i)));
+      if (rest.length) cols[2 + lined.length].push(rest.some(j => at(j, i) == null) ? null : rest.reduce((a, j) => a + at(j, i), 0));
     });
-    const peak = c.peak_allocated;
     section.append(el('h3', {style: 'margin-top:14px'}, 'Combined memory of the GPU',
       el('span', {class: 'sub'}, 'the sum over its traced processes on the wall clock' +
         (c.changes > xs.length ? '; ' + fmtCount(c.changes) + ' changes drawn as the maxima of ' + fmtCount(xs.length) + ' intervals' : '') +
@@ -902,7 +911,8 @@
     if (!xs.length) { section.append(el('div', {class: 'empty'}, 'No combined points.')); return; }
     const legendItems = [{label: 'combined allocated', color: COLORS.allocated, width: 2.2},
                          {label: 'combined reserved', color: COLORS.reserved, width: 1.6}]
-      .concat(members.map((m, j) => ({label: procLabel(m) + ' allocated', color: memberColor(j), width: 1.2, dash: [4, 3]})));
+      .concat(lined.map((j, k) => ({label: procLabel(members[j]) + ' allocated', color: memberColor(k), width: 1.2, dash: [4, 3]})))
+      .concat(rest.length ? [{label: rest.length + ' other processes allocated', color: '#9aa5b1', width: 1.2, dash: [2, 3]}] : []);
     const series = [{}].concat(legendItems.map(s => ({label: s.label, stroke: s.color, width: s.width, dash: s.dash,
       paths: uPlot.paths.stepped({align: 1}), spanGaps: false, points: {show: false}})));
     const legend = el('div', {class: 'legend'});
@@ -964,7 +974,8 @@
       const tb = el('tbody');
       members.forEach((m, j) => {
         const a = (peak.member_allocated_bytes || [])[j], r = (peak.member_reserved_bytes || [])[j];
-        tb.append(el('tr', {class: 'held-row'}, el('td', null, el('span', {class: 'swatch', style: 'display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:6px;background:' + memberColor(j)}), procLabel(m)),
+        const k = lined.indexOf(j);
+        tb.append(el('tr', {class: 'held-row'}, el('td', null, el('span', {class: 'swatch', style: 'display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:6px;background:' + (k >= 0 ? memberColor(k) : '#9aa5b1')}), procLabel(m)),
           bytesCell(a), bytesCell(r), el('td', {style: 'width:30%'}, bar(peak.allocated_bytes ? (a || 0) / peak.allocated_bytes : 0))));
       });
       tb.append(el('tr', {class: 'total'}, el('td', null, 'the GPU'), bytesCell(peak.allocated_bytes), bytesCell(peak.reserved_bytes), el('td')));
