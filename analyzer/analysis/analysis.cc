@@ -1,6 +1,7 @@
 #include "analysis/analysis.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "analysis/peak_capture.h"
 #include "model/replay.h"
@@ -9,7 +10,6 @@ namespace memtrace {
 namespace {
 
 constexpr size_t kMaxNoticesKept = 100;
-constexpr size_t kMaxDevicesKept = 1024;  // far more than a machine has: a bound for damaged or hostile files
 
 // Keeps `device` in info.devices, in place of an earlier record of its ordinal.
 void keep_device(const proto::Device& device, TraceInfo& info, StackTable& stacks) {
@@ -22,6 +22,22 @@ void keep_device(const proto::Device& device, TraceInfo& info, StackTable& stack
     *same = device;
   }
   stacks.bound(&*same);
+}
+
+// Adds the pids of `list` to info.nvml_other_pids (TraceInfo's bounds: the lowest pids kept). A set: a damaged or
+// hostile file's long lists cost a logarithm per pid.
+void keep_nvml_other_pids(const proto::NvmlProcesses& list, TraceInfo& info) {
+  auto device = info.nvml_other_pids.find(list.device());
+  if (device == info.nvml_other_pids.end()) {
+    if (list.processes().empty() || info.nvml_other_pids.size() >= kMaxDevicesKept) return;
+    device = info.nvml_other_pids.emplace(list.device(), std::set<uint32_t>{}).first;
+  }
+  std::set<uint32_t>& pids = device->second;
+  for (const proto::NvmlProcess& process : list.processes()) {
+    if (pids.size() >= kMaxNvmlOtherPidsKept && process.pid() > *pids.rbegin()) continue;
+    pids.insert(process.pid());
+    if (pids.size() > kMaxNvmlOtherPidsKept) pids.erase(std::prev(pids.end()));  // a lower pid displaced the highest
+  }
 }
 
 // Replays every record into `analysis` (and `peaks`, with kCapturePeaks). What depends on whether an
@@ -62,6 +78,7 @@ class ReplaySink {
         }
         break;
       case proto::Record::kDevice: keep_device(record.device(), analysis_.info, analysis_.stacks); break;
+      case proto::Record::kNvmlProcesses: keep_nvml_other_pids(record.nvml_processes(), analysis_.info); break;
       case proto::Record::kRangeName:
       case proto::Record::kRangeEvent: nvtx_.on_record(record, model_.next_event_index()); break;
       default: analysis_.stacks.add(record); break;

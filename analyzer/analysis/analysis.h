@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,9 @@
 
 namespace memtrace {
 
+inline constexpr size_t kMaxDevicesKept = 1024;  // far more than a machine has: a bound for damaged or hostile files
+inline constexpr size_t kMaxNvmlOtherPidsKept = 1024;
+
 struct TraceInfo {
   std::optional<proto::TraceStart> start;  // with the process's rank and job where the tracer wrote them
   std::optional<proto::TraceEnd> end;
@@ -27,8 +31,14 @@ struct TraceInfo {
   // The Device records (UUID, name, total memory of each ordinal), in file order, at most kMaxDevicesKept; a
   // later record of an ordinal replaces the earlier one. Empty for traces of tracers that did not write them.
   std::vector<proto::Device> devices;
+  // Per device ordinal: the pids NVML listed on it besides this process (NvmlProcesses records), over the whole
+  // trace, ascending, at most kMaxNvmlOtherPidsKept per device (the lowest kept) and kMaxDevicesKept devices.
+  // What names the untraced processes on a GPU. Empty for traces without such records (no NVML, nobody else on
+  // the device, older tracers).
+  std::map<uint32_t, std::set<uint32_t>> nvml_other_pids;
   const proto::Device* device(uint32_t ordinal) const;
 };
+
 
 struct Analysis {
   std::string path;

@@ -1,7 +1,13 @@
-// `memtrace export --format FORMAT TRACE -o FILE`: the trace in a form another tool reads (docs/commands/export.md).
-// One row of kFormats per format; each format's writer is its own file in analyzer/export/.
+// `memtrace export --format FORMAT TRACE... -o FILE`: the trace in a form another tool reads
+// (docs/commands/export.md). One row of kFormats per format; each format's writer is its own file in
+// analyzer/export/. Every format takes one trace, except sqlite, which takes many (a directory: every *.mtrace in it).
+#include <sys/stat.h>
+
+#include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -14,6 +20,9 @@
 #include "export/perfetto.h"
 #include "export/pprof.h"
 #include "export/speedscope.h"
+#include "export/sqlite_export.h"
+#include "fleet/read_many.h"
+#include "util/terminal_text.h"
 
 namespace memtrace {
 namespace {
@@ -21,8 +30,8 @@ namespace {
 struct ExportFormat {
   const char* name;
   const char* help;
-  // Writes the whole export to `out` (opened in binary mode on FILE). Throws TraceError where the trace no
-  // longer reads.
+  // Writes the whole export of one trace to `out` (opened in binary mode on FILE). Throws TraceError where the
+  // trace no longer reads. nullptr for sqlite, which takes many traces and writes FILE by name (export_sqlite).
   void (*write)(const ExportSource& source, std::ostream& out);
 };
 
@@ -35,10 +44,12 @@ constexpr ExportFormat kFormats[] = {
      write_speedscope},
     {"folded", "folded stacks (flamegraph.pl, inferno) of the bytes live at each device's peak allocated",
      write_folded},
+    {"sqlite", "one SQLite database of many traces: processes, devices, events, stacks and frames", nullptr},
 };
 
 struct ExportArgs {
-  ReportArgs report;  // TRACE and --debug-paths (the other report options are not offered)
+  std::vector<std::string> traces;  // TRACE... as given: files and directories
+  std::optional<std::string> debug_paths;
   std::string format;
   std::string output;
 };
@@ -55,12 +66,77 @@ std::string format_names() {
   return names;
 }
 
+// The traces TRACE... names, in order (fleet/read_many.h: a directory is every *.mtrace file in it, by name; a file
+// named twice is read once) into `traces`. Returns kExitOk, or kExitBadInput once the line naming the argument that
+// names no trace is printed. One TRACE that is not a directory is taken as it is: the reader says what is wrong
+// with it, as for every command of one trace. Throws UsageError for no TRACE or an empty one.
+int expand_traces(const std::vector<std::string>& given, std::vector<std::string>* traces) {
+  if (given.empty()) throw UsageError("no TRACE file given");
+  for (const std::string& path : given)
+    if (path.empty()) throw UsageError("the TRACE file name is empty");
+  struct stat st {};
+  if (given.size() == 1 && !(::stat(given[0].c_str(), &st) == 0 && S_ISDIR(st.st_mode))) {
+    *traces = given;
+    return kExitOk;
+  }
+  try {
+    *traces = expand_trace_args(given);
+  } catch (const TraceArgError& e) {
+    std::cerr << "memtrace: " << e.what() << '\n';  // what() names the path, terminal-safe
+    return kExitBadInput;
+  }
+  return kExitOk;
+}
+
+// One trace into the database: its analysis, then its rows. Returns kExitOk, or kExitBadInput once the line is
+// printed.
+int add_to_database(SqliteExport& database, const std::string& trace, const ExportArgs& args) {
+  ReportArgs report;
+  report.trace = TraceArg{trace, true};
+  report.debug_paths = args.debug_paths;
+  ReportSession session;
+  if (int status = open_report(report, /*with_live_at_peak=*/false, &session); status != kExitOk) return status;
+  const Analysis& analysis = *session.analysis;
+  FrameResolver& resolver = *session.resolver;
+  ExportSource source(analysis, resolver, [&] { return event_phases_of(analysis, resolver); });
+  try {
+    database.add_trace(source);
+  } catch (const TraceError& e) {
+    return report_trace_error(trace, e);
+  }
+  warn_if_truncated(analysis, "the export");
+  return kExitOk;
+}
+
+// `--format sqlite`: every trace into one database, written under a new name and renamed over FILE once complete.
+int export_sqlite(const ExportArgs& args, const std::vector<std::string>& traces) {
+  return write_output_database(args.output, traces, [&](const std::string& new_file) {
+    try {
+      SqliteExport database(new_file);
+      for (const std::string& trace : traces)
+        if (int status = add_to_database(database, trace, args); status != kExitOk) return status;
+      database.finish();
+    } catch (const SqliteError& e) {
+      std::cerr << "memtrace: " << terminal_safe(args.output) << ": cannot write: " << e.what() << '\n';
+      return kExitBadInput;
+    }
+    return kExitOk;
+  });
+}
+
 int export_trace(const ExportArgs& args) {
   const ExportFormat* format = find_format(args.format);
   if (!format) throw UsageError("unknown --format '" + args.format + "' (formats: " + format_names() + ")");
   if (args.output.empty()) throw UsageError("export needs -o FILE");
+  std::vector<std::string> traces;
+  if (int status = expand_traces(args.traces, &traces); status != kExitOk) return status;
+  if (!format->write) return export_sqlite(args, traces);
+  if (traces.size() > 1) throw UsageError("--format " + args.format + " takes one trace; sqlite takes many");
+  ReportArgs report;
+  report.trace = TraceArg{traces.front(), true};
+  report.debug_paths = args.debug_paths;
   ReportSession session;
-  if (int status = open_report(args.report, /*with_live_at_peak=*/true, &session); status != kExitOk) return status;
+  if (int status = open_report(report, /*with_live_at_peak=*/true, &session); status != kExitOk) return status;
   const Analysis& analysis = *session.analysis;
   FrameResolver& resolver = *session.resolver;
   ExportSource source(analysis, resolver, [&] { return event_phases_of(analysis, resolver); });
@@ -76,15 +152,17 @@ RunCommand add_export(CLI::App& memtrace) {
   auto args = std::make_shared<ExportArgs>();
   CLI::App* command =
       memtrace.add_subcommand("export", "the trace in a form another tool reads (docs/commands/export.md)");
-  add_trace(*command, &args->report.trace);
+  command->add_option("TRACE", args->traces, "the .mtrace files to read, or directories of them (sqlite only: many)")
+      ->type_name("");  // the name says it
   std::string help = "one of";
   for (const ExportFormat& f : kFormats)
     help += std::string(help == "one of" ? " " : "; ") + f.name + " (" + f.help + ")";
   command->add_option("--format", args->format, help)->required()->type_name("FORMAT");
   command->add_option("-o,--output", args->output, "the file to write")->required()->type_name("FILE");
   command
-      ->add_option("--debug-paths", args->report.debug_paths,
-                   "find symbol files in these directories too, by build id or by file name")
+      ->add_option_function<std::string>(
+          "--debug-paths", [args](const std::string& value) { args->debug_paths = value; },
+          "find symbol files in these directories too, by build id or by file name")
       ->type_name("DIR[:DIR...]");
   return [args] { return export_trace(*args); };
 }

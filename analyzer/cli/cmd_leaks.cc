@@ -1,19 +1,36 @@
-// `memtrace leaks TRACE [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]`: allocations live at exit
-// (first PYTHON_FINALIZING, else end of trace), grouped by call site, growing sites first.
+// `memtrace leaks TRACE... [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]`: allocations live at
+// exit (first PYTHON_FINALIZING, else end of trace), grouped by call site, growing sites first. Of several traces or
+// a directory: the leak candidates merged by call site across the processes, then each process's briefly.
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
 
 #include "analysis/iteration_report.h"
+#include "cli/fleet_session.h"
 #include "cli/report_session.h"
 #include "report/json/report_json.h"
+#include "report/text/fleet_text.h"
 #include "report/text/iterations_text.h"
 #include "util/terminal_text.h"
 
 namespace memtrace {
 namespace {
 
+int leaks_of_many(const ReportArgs& args) {
+  const FleetRead read = read_fleet(args);
+  if (read.view.processes.empty()) return fleet_exit_status(read.unreadable);  // nothing read: the lines said it
+  if (args.json) {
+    print_json_document(fleet_document(read.view, read.unreadable));
+  } else {
+    print_fleet_overview(std::cout, read.view);
+    print_merged_leaks(std::cout, read.view, read.options.top);
+    print_process_leaks(std::cout, read.view, read.options.top);
+  }
+  return fleet_exit_status(read.unreadable);
+}
+
 int leaks(const ReportArgs& args) {
+  if (names_many_traces(args)) return leaks_of_many(args);
   ReportSession s;
   if (int status = open_report(args, /*with_live_at_peak=*/false, &s); status != kExitOk) return status;
   IterationReport iterations;
@@ -42,7 +59,7 @@ RunCommand add_leaks(CLI::App& memtrace) {
   auto args = std::make_shared<ReportArgs>();
   CLI::App* command =
       memtrace.add_subcommand("leaks", "allocations live at exit, grouped by call site, growing sites first");
-  add_report_options(*command, args.get(), "call sites shown (default 10)");
+  add_report_options(*command, args.get(), "call sites shown (default 10)", /*many_traces=*/true);
   return [args] { return leaks(*args); };
 }
 

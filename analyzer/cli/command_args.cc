@@ -38,6 +38,21 @@ void add_trace(CLI::App& command, TraceArg* trace) {
       ->type_name("");  // the name says it
 }
 
+void add_traces(CLI::App& command, TraceArg* first, std::vector<std::string>* all) {
+  command
+      .add_option_function<std::vector<std::string>>(
+          "TRACE",
+          [first, all](const std::vector<std::string>& paths) {
+            *all = paths;
+            if (paths.empty()) return;
+            first->path = paths.front();
+            first->given = true;
+          },
+          "the .mtrace files to read, or directories of them (every *.mtrace in each)")
+      ->type_name("")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
 const std::string& check_trace(const TraceArg& trace) {
   if (!trace.given) throw UsageError("no TRACE file given");
   if (trace.path.empty()) throw UsageError("the TRACE file name is empty");

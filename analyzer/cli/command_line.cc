@@ -18,15 +18,16 @@ namespace {
 // The synopsis: the head of --help, and what follows the error line of a usage error.
 constexpr const char* kUsage =
     "usage: memtrace run [-o PATH] -- CMD ARGS...      run CMD with the tracer preloaded\n"
-    "       memtrace summary TRACE [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"
+    "       memtrace summary TRACE... [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"
     "       memtrace timeline TRACE... --csv|--json [--interval SECONDS]\n"
-    "       memtrace leaks TRACE [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"
-    "       memtrace oom TRACE [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"
+    "       memtrace leaks TRACE... [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"
+    "       memtrace oom TRACE... [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"
     "       memtrace diff BEFORE AFTER [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"
     "       memtrace peak TRACE [--at TIME] [--device N] [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"
     "       memtrace dump TRACE [--frames]\n"
-    "       memtrace export --format FORMAT TRACE -o FILE [--debug-paths DIR[:DIR...]]\n"
+    "       memtrace export --format FORMAT TRACE... -o FILE [--debug-paths DIR[:DIR...]]\n"
     "       memtrace report TRACE -o FILE [--debug-paths DIR[:DIR...]]\n"
+    "       memtrace merge SUMMARY.json... [--json] [--top N]\n"
     "       memtrace --version\n"
     "       memtrace --help, memtrace CMD --help    this text\n"
     "The tracer's settings are MEMTRACE_* environment variables (README.md, Environment variables); by default it\n"
@@ -45,6 +46,7 @@ std::vector<RunCommand> add_commands(CLI::App& memtrace, std::vector<std::string
   commands.push_back(add_dump(memtrace));
   commands.push_back(add_export(memtrace));
   commands.push_back(add_report(memtrace));
+  commands.push_back(add_merge(memtrace));
   return commands;
 }
 

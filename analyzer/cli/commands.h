@@ -46,6 +46,7 @@ RunCommand add_dump(CLI::App& memtrace);
 RunCommand add_diff(CLI::App& memtrace);
 RunCommand add_export(CLI::App& memtrace);
 RunCommand add_report(CLI::App& memtrace);
+RunCommand add_merge(CLI::App& memtrace);
 // `program` is run's CMD ARGS..., split off the command line before CLI11 sees it (split_run_args).
 RunCommand add_run(CLI::App& memtrace, std::vector<std::string> program);
 
@@ -74,6 +75,9 @@ struct TraceArg {
 };
 void add_trace(CLI::App& command, TraceArg* trace);
 const std::string& check_trace(const TraceArg& trace);
+// TRACE... of a command that reads one trace or many (summary, leaks, oom): every path given, in order, into
+// `all`, and the first into `first` (so that check_trace reads as for one).
+void add_traces(CLI::App& command, TraceArg* first, std::vector<std::string>* all);
 
 // Parses a non-negative count such as --top's. Throws UsageError naming `option` for anything else.
 size_t parse_count(const std::string& option, const std::string& text);

@@ -17,8 +17,9 @@
 
 namespace memtrace {
 
-void add_report_options(CLI::App& command, ReportArgs* args, const std::string& top_help) {
-  add_trace(command, &args->trace);
+void add_report_options(CLI::App& command, ReportArgs* args, const std::string& top_help, bool many_traces) {
+  if (many_traces) add_traces(command, &args->trace, &args->traces);
+  else add_trace(command, &args->trace);
   command.add_flag("--json", args->json, "the report as one JSON document instead of text");
   command
       .add_option_function<std::string>(
@@ -132,6 +133,39 @@ int write_output_file(const std::string& output, const std::string& trace,
     return output_error(output, "write failed", close_errno);
   }
   if (!in_place && std::rename(written.c_str(), target.c_str()) != 0) {
+    const int rename_errno = errno;
+    std::remove(written.c_str());
+    return output_error(output, "cannot write", rename_errno);
+  }
+  return kExitOk;
+}
+
+int write_output_database(const std::string& output, const std::vector<std::string>& traces,
+                          const std::function<int(const std::string& new_file)>& write) {
+  struct stat target_stat {};
+  const bool exists = ::stat(output.c_str(), &target_stat) == 0;
+  for (const std::string& trace : traces) {
+    struct stat trace_stat {};
+    if (exists && ::stat(trace.c_str(), &trace_stat) == 0 && target_stat.st_dev == trace_stat.st_dev &&
+        target_stat.st_ino == trace_stat.st_ino)
+      return output_error(output, "is the trace being read; give -o another file", 0);
+  }
+  if (exists && S_ISDIR(target_stat.st_mode)) return output_error(output, "cannot write", EISDIR);
+  // A database is written by name, seeking back into the file: a device or a pipe cannot hold one.
+  if (exists && !S_ISREG(target_stat.st_mode)) return output_error(output, "is not a regular file; give -o a file", 0);
+  std::string target = output;
+  if (exists) {
+    char* resolved = ::realpath(output.c_str(), nullptr);  // replace the file a symlink names, not the symlink
+    if (resolved) target = resolved;
+    std::free(resolved);
+  }
+  const std::string written = target + ".memtrace-" + std::to_string(::getpid());
+  std::remove(written.c_str());  // left by an earlier run of the same pid that was killed
+  if (int status = write(written); status != kExitOk) {
+    std::remove(written.c_str());
+    return status;
+  }
+  if (std::rename(written.c_str(), target.c_str()) != 0) {
     const int rename_errno = errno;
     std::remove(written.c_str());
     return output_error(output, "cannot write", rename_errno);

@@ -21,15 +21,17 @@ namespace memtrace {
 // The report commands' command line: TRACE [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]].
 // --top and --debug-paths are kept as given (checked by open_report); unset when not given.
 struct ReportArgs {
-  TraceArg trace;
+  TraceArg trace;                   // the first TRACE
+  std::vector<std::string> traces;  // every TRACE, where the command takes many (summary, leaks, oom)
   bool json = false;
   bool all_frames = false;
   std::optional<std::string> top;
   std::optional<std::string> debug_paths;
 };
 
-// Declares ReportArgs' options on a report command; `top_help` says what --top counts for this command.
-void add_report_options(CLI::App& command, ReportArgs* args, const std::string& top_help);
+// Declares ReportArgs' options on a report command; `top_help` says what --top counts for this command. With
+// `many_traces`, TRACE takes one path or more (add_traces).
+void add_report_options(CLI::App& command, ReportArgs* args, const std::string& top_help, bool many_traces = false);
 
 struct ReportSession {
   TextOptions options;
@@ -53,6 +55,14 @@ int open_report(const ReportArgs& args, bool with_live_at_peak, ReportSession* s
 // one line (with the system's reason) and returns kExitBadInput, leaving `output` as it was; else kExitOk.
 int write_output_file(const std::string& output, const std::string& trace,
                       const std::function<void(std::ostream& out)>& write);
+
+// Writes the file `output` through `write`, for a format written by a library that opens the file by its name (the
+// sqlite export's database), from the traces at `traces`: `write` is given a new name beside `output` to create the
+// file at, and returns kExitOk, or another exit status once it has printed why it failed. Renamed over `output` once
+// `write` succeeded; removed otherwise, leaving `output` as it was. Where `output` is one of the traces, a directory
+// or anything but a regular file, prints the one line and returns kExitBadInput without calling `write`.
+int write_output_database(const std::string& output, const std::vector<std::string>& traces,
+                          const std::function<int(const std::string& new_file)>& write);
 
 // For a file written from a truncated trace: one line on stderr saying that `what` ("the export", "the report")
 // holds the trace up to its last complete chunk. Nothing for a complete trace.

@@ -123,6 +123,17 @@ nlohmann::json device_json(const proto::Device& d) {
   return {{"ordinal", d.ordinal()}, {"uuid", hex(d.uuid())}, {"name", d.name()}, {"total_bytes", d.total_bytes()}};
 }
 
+// `used_bytes` only where NVML gave a figure (absent and 0 differ: 0 is a process without memory yet).
+nlohmann::json nvml_processes_json(const proto::NvmlProcesses& list) {
+  nlohmann::json processes = nlohmann::json::array();
+  for (const proto::NvmlProcess& p : list.processes()) {
+    nlohmann::json entry = {{"pid", p.pid()}};
+    if (p.has_used_bytes()) entry["used_bytes"] = p.used_bytes();
+    processes.push_back(std::move(entry));
+  }
+  return {{"device", list.device()}, {"processes", std::move(processes)}};
+}
+
 nlohmann::json range_name_json(const proto::RangeName& n) { return {{"id", n.id()}, {"name", n.name()}}; }
 
 nlohmann::json range_event_json(const proto::RangeEvent& e) {
@@ -190,6 +201,10 @@ nlohmann::json record_json(const proto::Record& record, const StackFramesById& s
     case proto::Record::kRangeEvent:
       j = range_event_json(record.range_event());
       kind = "range_event";
+      break;
+    case proto::Record::kNvmlProcesses:
+      j = nvml_processes_json(record.nvml_processes());
+      kind = "nvml_processes";
       break;
     case proto::Record::KIND_NOT_SET:  // a record kind newer than this reader (proto3: skipped fields)
       j = nlohmann::json::object();

@@ -83,16 +83,21 @@ class SpillWriter {
   uint64_t offset_ = 0;
 };
 
-// The first pass's and the second's observer: every event goes on; the TraceStart's wall-clock time is kept.
+// The first pass's and the second's observer: every event goes on; the TraceStart's wall-clock time is kept, and
+// with a `model`, each TraceEnd's time is given to it (MemoryModel::apply_end), so that its clock ends where the
+// process did.
 class StartObserver {
  public:
+  explicit StartObserver(MemoryModel* model = nullptr) : model_(model) {}
   ReplayStep after_event(const EventFields&) { return ReplayStep::kGoOn; }
   void on_record(const proto::Record& record) {
     if (record.kind_case() == proto::Record::kStart && !start_unix_ns_) start_unix_ns_ = record.start().start_unix_ns();
+    if (record.kind_case() == proto::Record::kEnd && model_) model_->apply_end(record.end());
   }
   std::optional<uint64_t> start_unix_ns() const { return start_unix_ns_; }
 
  private:
+  MemoryModel* model_;
   std::optional<uint64_t> start_unix_ns_;
 };
 
@@ -132,8 +137,7 @@ SpilledMember spill_member(const CombinedMember& member, SpillWriter& spill) {
   MemoryModel model;
   int64_t last_time_ns = 0;
   uint64_t last_allocated = 0, last_reserved = 0;
-  model.set_totals_callback([&](int32_t device, int64_t time_ns, const DeviceTotals& totals) {
-    if (device != member.ordinal) return;
+  auto note = [&](int64_t time_ns, const DeviceTotals& totals) {
     if (totals.allocated_bytes == last_allocated && totals.reserved_bytes == last_reserved) return;
     spill.put(zigzag(uint64_t(time_ns) - uint64_t(last_time_ns)));
     spill.put(zigzag(totals.allocated_bytes - last_allocated));
@@ -144,9 +148,15 @@ SpilledMember spill_member(const CombinedMember& member, SpillWriter& spill) {
     last_time_ns = time_ns;
     last_allocated = totals.allocated_bytes;
     last_reserved = totals.reserved_bytes;
+  };
+  model.set_totals_callback([&](int32_t device, int64_t time_ns, const DeviceTotals& totals) {
+    if (device == member.ordinal) note(time_ns, totals);
   });
-  StartObserver observer;
+  StartObserver observer(&model);
   out.read = replay_trace(member.trace, hints, model, observer).read;
+  // The process is gone at the end of its trace (exit, a signal, exec; or, for a trace cut short, its last
+  // event: when it died after that is not known), and the driver with it freed everything it held on the GPU.
+  note(std::max(model.now_ns(), last_time_ns), DeviceTotals{});
   out.stretch.end = spill.offset();
   return out;
 }

@@ -4,7 +4,9 @@
 // CLOCK_REALTIME. The combined series is their sum, evaluated after every event of every process, the events of
 // all processes taken in wall-clock order (ties: the order of `members`, then each file's own order), so its peak
 // is exact for the times the traces hold, a transient inside one microsecond included. An event that changes no
-// total changes no sum, so the series is the sum after every change of a member's totals.
+// total changes no sum, so the series is the sum after every change of a member's totals. A member's totals fall
+// to 0 at the end of its trace (its TraceEnd, or its last event where the trace was cut short): the process is
+// gone, and the driver freed what it held.
 //
 // Design, and why (memory must not grow with the events):
 //   1. Each member's trace is replayed twice, one member after the other: a first pass learns the device's layers

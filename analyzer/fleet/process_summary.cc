@@ -10,6 +10,7 @@
 #include "stacks/folded_stack.h"
 #include "stacks/frame_roles.h"
 #include "stacks/frames.h"
+#include "util/format.h"
 
 namespace memtrace {
 namespace {
@@ -24,20 +25,6 @@ uint64_t unix_ns_of(const Analysis& a, int64_t time_ns) {
     return before >= start ? 0 : start - before;
   }
   return start + uint64_t(time_ns) < start ? UINT64_MAX : start + uint64_t(time_ns);
-}
-
-// nvidia-smi's name of a GPU: "GPU-" and the 16 UUID bytes as 8-4-4-4-12 hex digits; "" for a UUID of another
-// length (a damaged trace).
-std::string gpu_name_of(const std::string& uuid) {
-  if (uuid.size() != 16) return "";
-  std::string text = "GPU-";
-  char hex[3];
-  for (size_t i = 0; i < 16; ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) text += '-';
-    std::snprintf(hex, sizeof hex, "%02x", static_cast<unsigned char>(uuid[i]));
-    text += hex;
-  }
-  return text;
 }
 
 std::string basename_of(std::string_view path) {
@@ -128,7 +115,7 @@ ProcessDevice summarize_device(const Analysis& a, FrameResolver& resolver, int32
   out.ordinal = ordinal;
   if (ordinal >= 0) {
     if (const proto::Device* record = a.info.device(uint32_t(ordinal))) {
-      out.gpu = gpu_name_of(record->uuid());
+      out.gpu = gpu_uuid_name(record->uuid());
       out.name = record->name();
       out.total_bytes = record->total_bytes();
     }
@@ -142,6 +129,10 @@ ProcessDevice summarize_device(const Analysis& a, FrameResolver& resolver, int32
   out.allocations = d.block_layer_seen ? d.block_allocations : d.driver_allocations;
   for (const OomEvent& oom : a.model.ooms())
     if (oom.device == ordinal) ++out.ooms;
+  if (ordinal >= 0) {  // the pids NVML listed beside the process (TraceInfo keeps at most kMaxDeviceSamples)
+    if (auto pids = a.info.nvml_other_pids.find(uint32_t(ordinal)); pids != a.info.nvml_other_pids.end())
+      out.nvml_other_pids.assign(pids->second.begin(), pids->second.end());
+  }
   auto facts = a.device_facts.find(ordinal);
   if (facts == a.device_facts.end()) return out;
   if (facts->second.allocated) {

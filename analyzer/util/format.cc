@@ -77,4 +77,16 @@ std::string format_python_version(uint32_t hex_version) {
   return text;
 }
 
+std::string gpu_uuid_name(std::string_view uuid) {
+  if (uuid.size() != 16) return "";
+  static const char kHex[] = "0123456789abcdef";
+  std::string name = "GPU-";
+  for (size_t i = 0; i < uuid.size(); ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) name += '-';
+    name += kHex[uint8_t(uuid[i]) >> 4];
+    name += kHex[uint8_t(uuid[i]) & 15];
+  }
+  return name;
+}
+
 }  // namespace memtrace

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace memtrace {
 
@@ -27,5 +28,9 @@ std::string format_utc(uint64_t unix_ns);
 // itself, "0x030C0350", rather than a version that was never released. 0 ("no Python frames read") is the
 // caller's to say.
 std::string format_python_version(uint32_t hex_version);
+
+// A GPU as nvidia-smi names it: "GPU-" and a 16-byte CUDA UUID (cuDeviceGetUuid_v2, the trace's Device.uuid) as
+// 8-4-4-4-12 lower-case hex digits ("GPU-2aa2d2cf-da92-4986-7826-f98120b2d410"); "" for bytes of another length.
+std::string gpu_uuid_name(std::string_view uuid);
 
 }  // namespace memtrace

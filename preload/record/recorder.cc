@@ -240,6 +240,46 @@ void prefetch_event_state(int device) {
 
 // ---- public --------------------------------------------------------------------------------------------
 
+namespace {
+
+NvmlListTable g_nvml_lists;  // g_lock
+
+// Writes `device`'s NvmlProcesses record when its list changed; false when the record found no room.
+bool append_nvml_processes_locked(int device, const NvmlOtherProcess* others, unsigned count) {
+  const uint32_t generation = g_generation.load(std::memory_order_relaxed);
+  if (!g_nvml_lists.changed(device, others, count, generation)) return true;
+  uint8_t buf[kMaxNvmlProcessesRecordBytes];
+  ProtoWriter w(buf, buf + sizeof buf);
+  encode_nvml_processes(device, others, count, w);
+  if (!append_record_locked(field::kNvmlProcesses, w)) return false;
+  g_nvml_lists.remember(device, others, count, generation);
+  return true;
+}
+
+}  // namespace
+
+void record_device_usage(const MemoryEvent& e, bool list_known, const NvmlOtherProcess* others, unsigned count) {
+  if (!MEMTRACE_BENCH_RECORDING()) return;
+  if (!trace_running()) return;
+  if (count > kMaxNvmlProcesses) count = kMaxNvmlProcesses;
+  device_usage_note_device(e.device);
+  pthread_mutex_lock(&g_lock);
+  t_holds_lock = true;
+  if (g_end_written) g_end_written = false;  // as in record_event
+  if (t_announced_generation != g_generation.load(std::memory_order_relaxed)) append_thread_info_locked();
+  // A list that found no room is not written, and neither is its sample: the reader would take the sample for
+  // one of the list written before.
+  if (list_known && !append_nvml_processes_locked(e.device, others, count)) {
+    drop_event_locked();
+  } else if (!append_event_locked(e, 0)) {
+    if (g_config.wait_when_full && !t_never_waits) wait_for_room_locked(e, 0);
+    else drop_event_locked();
+  }
+  wake_writer_if_filling_locked();
+  t_holds_lock = false;
+  pthread_mutex_unlock(&g_lock);
+}
+
 void record_device(int ordinal, const uint8_t (&uuid)[16], const char* name, uint64_t total_bytes) {
   if (!trace_running() || ordinal < 0) return;
   uint8_t buf[16 + sizeof uuid + 256 + 16];

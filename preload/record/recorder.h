@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "record/nvml_list.h"
 #include "record/schema.h"
 
 namespace memtrace {
@@ -39,6 +40,14 @@ struct MemoryEvent {
 // Records one event with the calling thread's stack (for allocations and OOMs). Thread-safe; never throws;
 // takes the recorder's lock only after the stack is captured. A no-op when tracing is off.
 void record_event(const MemoryEvent& event);
+
+// Records a DEVICE_USAGE `event` (no stack) with NVML's list of the other processes on its device: `others`
+// (`count` <= kMaxNvmlProcesses, ascending pids; nullptr with `list_known` false where NVML's list gave no
+// figures). An NvmlProcesses record goes right before the event when the list differs from the one last written
+// for the device in this trace (memtrace.proto), in the same locked section so that nothing comes between them.
+// Apart from record_event so that the hot path carries neither the list nor a test for it. From the writer
+// thread's samples and the OOM path; never allocates. A no-op when tracing is off.
+void record_device_usage(const MemoryEvent& event, bool list_known, const NvmlOtherProcess* others, unsigned count);
 
 // Writes a Device record (memtrace.proto) for device `ordinal`: its 16-byte `uuid`, `name` (may be empty) and
 // `total_bytes` (0 = unknown). From the hook thread that first sees the device, before that event is recorded;

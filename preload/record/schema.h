@@ -143,7 +143,8 @@ enum RecordKind : uint32_t {
   kEnd = 8,
   kDevice = 9,
   kRangeName = 10,
-  kRangeEvent = 11
+  kRangeEvent = 11,
+  kNvmlProcesses = 12
 };
 }  // namespace field
 

@@ -58,10 +58,6 @@ constinit DeviceSlot g_devices[kMaxDevices];
 // two. device_usage_sample_all reads it only once NVML is loaded, when a set bit means the device was seen.
 alignas(64) std::atomic<uint64_t> g_noted{~uint64_t{0}};
 
-// At most this many processes on one device are looked at; a longer list (NVML_ERROR_INSUFFICIENT_SIZE)
-// leaves the per-process figures out of that sample rather than allocate.
-constexpr unsigned kMaxProcesses = 64;
-
 bool nvml_wanted() { return config_bool("MEMTRACE_NVML", true, true); }
 
 template <typename Fn>
@@ -90,20 +86,31 @@ NvmlDevice known_nvml_device(int device) {
   return nvml_device(device);
 }
 
-ProcessUsage process_usage(NvmlDevice handle) {
-  NvmlProcessInfo processes[kMaxProcesses];
-  unsigned count = kMaxProcesses;
-  if (g_nvml.compute_processes(handle, &count, processes) != kNvmlSuccess || count > kMaxProcesses)
-    return ProcessUsage{false, 0, 0};
-  return split_process_usage(processes, count, static_cast<unsigned>(getpid()));
+// NVML's figures of the processes on a device: this process's use, the others' sum, and the others one by one.
+// At most kMaxNvmlProcesses are looked at; a longer list (NVML_ERROR_INSUFFICIENT_SIZE) leaves the per-process figures
+// out of that sample rather than allocate.
+struct ProcessFigures {
+  ProcessUsage usage{false, 0, 0};
+  NvmlOtherProcess others[kMaxNvmlProcesses];
+  unsigned other_count = 0;
+};
+
+void read_process_figures(NvmlDevice handle, ProcessFigures* figures) {
+  NvmlProcessInfo processes[kMaxNvmlProcesses];
+  unsigned count = kMaxNvmlProcesses;
+  if (g_nvml.compute_processes(handle, &count, processes) != kNvmlSuccess || count > kMaxNvmlProcesses) return;
+  const unsigned pid = static_cast<unsigned>(getpid());
+  figures->usage = split_process_usage(processes, count, pid);
+  // Where our own entry is not found, every "other" may be us under another pid: no list either.
+  if (figures->usage.known) figures->other_count = other_processes(processes, count, pid, figures->others);
 }
 
-void add_process_usage(NvmlDevice handle, MemoryEvent* e) {
-  ProcessUsage usage = process_usage(handle);
-  if (!usage.known) return;
+// Sets `e`'s per-process figures from `figures`, when known.
+void add_process_usage(const ProcessFigures& figures, MemoryEvent* e) {
+  if (!figures.usage.known) return;
   e->has_process_usage = true;
-  e->process_used_bytes = usage.process_used_bytes;
-  e->other_processes_used_bytes = usage.other_processes_used_bytes;
+  e->process_used_bytes = figures.usage.process_used_bytes;
+  e->other_processes_used_bytes = figures.usage.other_processes_used_bytes;
 }
 
 bool sample_device(int device) {
@@ -116,8 +123,10 @@ bool sample_device(int device) {
                 .device = device,
                 .device_free_bytes = memory.free,
                 .device_total_bytes = memory.total};
-  add_process_usage(handle, &e);
-  record_event(e);
+  ProcessFigures figures;
+  read_process_figures(handle, &figures);
+  add_process_usage(figures, &e);
+  record_device_usage(e, figures.usage.known, figures.others, figures.other_count);
   return true;
 }
 
@@ -205,6 +214,7 @@ void device_usage_after_oom(int device, Api api, bool have_memory_info, uint64_t
     e.device_total_bytes = total_bytes;
   }
   device_usage_note_device(device);
+  ProcessFigures figures;
   if (NvmlDevice handle = known_nvml_device(device)) {
     NvmlMemory memory{};
     if (!have_memory_info && g_nvml.memory_info(handle, &memory) == kNvmlSuccess) {
@@ -212,9 +222,10 @@ void device_usage_after_oom(int device, Api api, bool have_memory_info, uint64_t
       e.device_free_bytes = memory.free;
       e.device_total_bytes = memory.total;
     }
-    add_process_usage(handle, &e);
+    read_process_figures(handle, &figures);
+    add_process_usage(figures, &e);
   }
-  if (have_memory_info) record_event(e);
+  if (have_memory_info) record_device_usage(e, figures.usage.known, figures.others, figures.other_count);
 }
 
 }  // namespace memtrace

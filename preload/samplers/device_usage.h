@@ -8,6 +8,8 @@
 //                                            whose pids are not the host's: both figures left out, see
 //                                            nvml_processes.h)
 //   other_processes_used_bytes               the sum of every other process's usedGpuMemory
+//   NvmlProcesses record                     the other processes one by one (pid, usedGpuMemory), by pid,
+//                                            written before the sample only when the list changed
 // Taken by the writer thread (never a hook) every flush interval in which events were recorded and at the
 // end, and by the allocating hook right after an OOM (with cuMemGetInfo's free/total, so that an OOM is
 // described even without NVML).

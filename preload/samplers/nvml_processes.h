@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+#include "record/nvml_list.h"
+
 namespace memtrace {
 
 // nvmlProcessInfo_v2_t, the element type of nvmlDeviceGetComputeRunningProcesses_v3 (nvml.h; 24 bytes).
@@ -27,5 +29,12 @@ struct ProcessUsage {
   uint64_t other_processes_used_bytes;  // the sum of the others' (entries without a figure count 0)
 };
 ProcessUsage split_process_usage(const NvmlProcessInfo* processes, unsigned count, unsigned pid);
+
+// The processes of the list other than `pid`, one entry per pid (a process listed more than once, once per GPU or
+// compute instance under MIG, has its figures summed; one entry without a figure makes its figure unknown), by
+// ascending pid, into `others` (room for `count` entries). Returns how many. Sorted so that the same processes
+// listed in another order are the same list (NVML's order is its own), which the recorder writes only when it
+// changes.
+unsigned other_processes(const NvmlProcessInfo* processes, unsigned count, unsigned pid, NvmlOtherProcess* others);
 
 }  // namespace memtrace

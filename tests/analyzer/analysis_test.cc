@@ -152,5 +152,51 @@ TEST(Analysis, EventsAfterASignalEndMeanTheProcessSurvivedIt) {
   std::remove(path.c_str());
 }
 
+// An NvmlProcesses record (proto/memtrace.proto) of `device` listing `pids` (each with 1 MiB).
+proto::Record nvml_processes(uint32_t device, const std::vector<uint32_t>& pids) {
+  proto::Record r;
+  proto::NvmlProcesses* list = r.mutable_nvml_processes();
+  list->set_device(device);
+  for (uint32_t pid : pids) {
+    proto::NvmlProcess* p = list->add_processes();
+    p->set_pid(pid);
+    p->set_used_bytes(kMiB);
+  }
+  return r;
+}
+
+TEST(Analysis, NvmlOtherPidsAreEveryPidListedPerDeviceAscending) {
+  test::TraceBuilder b;
+  b.start().event(test::driver_alloc(0, 0x1000, kMiB));
+  b.record(nvml_processes(0, {17, 4242}));
+  b.record(nvml_processes(1, {99}));
+  b.record(nvml_processes(0, {5}));      // 17 and 4242 left, 5 came: all three were there during the trace
+  b.record(nvml_processes(1, {}));       // everyone left device 1: 99 was still listed
+  b.record(nvml_processes(2, {}));       // an empty list of a device never listed: nothing to keep
+  b.record(nvml_processes(0, {4242}));   // listed again: once
+  b.end(1, 0).end_chunk();
+  const std::string path = test::temp_path("analysis-nvml-pids.mtrace");
+  test::write_file(path, b.bytes());
+  auto a = analyze_trace(path, false);
+  const std::map<uint32_t, std::set<uint32_t>> expected = {{0, {5, 17, 4242}}, {1, {99}}};
+  EXPECT_EQ(a->info.nvml_other_pids, expected);
+}
+
+TEST(Analysis, NvmlOtherPidsKeepTheLowestWhenTooMany) {
+  // 1,030 pids, highest first, over two records: the lowest 1,024 (1 .. 1,024) are kept.
+  std::vector<uint32_t> first, second;
+  for (uint32_t pid = 1030; pid > 515; pid--) first.push_back(pid);
+  for (uint32_t pid = 515; pid >= 1; pid--) second.push_back(pid);
+  test::TraceBuilder b;
+  b.start().record(nvml_processes(3, first)).record(nvml_processes(3, second)).end_chunk();
+  const std::string path = test::temp_path("analysis-nvml-pids-bound.mtrace");
+  test::write_file(path, b.bytes());
+  auto a = analyze_trace(path, false);
+  const std::set<uint32_t>& pids = a->info.nvml_other_pids.at(3);
+  ASSERT_EQ(pids.size(), kMaxNvmlOtherPidsKept);
+  EXPECT_EQ(*pids.begin(), 1u);
+  EXPECT_EQ(*pids.rbegin(), 1024u);
+}
+
 }  // namespace
 }  // namespace memtrace

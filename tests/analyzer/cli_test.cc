@@ -75,9 +75,16 @@ TEST(Cli, AMissingFileOrADirectoryIsOneLineWithoutAByteOffset) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "memtrace: " + path + ": cannot open: No such file or directory\n");
   std::string dir = test::temp_path("");
-  r = run_memtrace("leaks " + dir);
+  r = run_memtrace("peak " + dir);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "memtrace: " + dir + ": is a directory, not a memtrace trace\n");
+  // leaks (summary, oom) read every trace in a directory: one without any is one line, and nothing on stdout.
+  std::string empty = test::temp_path("no-traces-here/");
+  std::filesystem::create_directories(empty);
+  r = run_memtrace("leaks " + empty);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "memtrace: " + empty + ": no .mtrace files in it\n");
+  EXPECT_EQ(r.out, "");
 }
 
 TEST(Cli, CorruptChunkNamesItsByte) {
@@ -111,7 +118,7 @@ TEST(Cli, UsageErrorsExit1) {
   EXPECT_EQ(run_memtrace("").exit_code, 1);
   EXPECT_EQ(run_memtrace("frobnicate x").exit_code, 1);
   EXPECT_EQ(run_memtrace("timeline x.mtrace").exit_code, 1);  // needs --csv or --json
-  EXPECT_EQ(run_memtrace("summary a.mtrace b.mtrace").exit_code, 1);
+  EXPECT_EQ(run_memtrace("peak a.mtrace b.mtrace").exit_code, 1);  // summary, leaks, oom take many
 }
 
 TEST(Cli, IntervalOutOfRangeOrNotDecimalIsAUsageError) {

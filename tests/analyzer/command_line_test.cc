@@ -38,7 +38,8 @@ std::map<std::string, std::vector<std::string>> options_by_command(const std::st
 TEST(CommandLine, HelpListsEveryOptionOfEveryCommandWithItsDescription) {
   MemtraceRun top = run_memtrace_binary("--help");
   ASSERT_EQ(top.exit_code, 0);
-  const std::vector<std::string> report = {"TRACE", "--json", "--top N", "--all-frames", "--debug-paths DIR[:DIR...]"};
+  const std::vector<std::string> report = {"TRACE ...", "--json", "--top N", "--all-frames",
+                                           "--debug-paths DIR[:DIR...]"};
   const std::map<std::string, std::vector<std::string>> expected = {
       {"run", {"-o,--output PATH"}},
       {"summary", report},
@@ -48,8 +49,9 @@ TEST(CommandLine, HelpListsEveryOptionOfEveryCommandWithItsDescription) {
       {"diff", {"BEFORE", "AFTER", "--json", "--top N", "--all-frames", "--debug-paths DIR[:DIR...]"}},
       {"peak", {"TRACE", "--json", "--top N", "--all-frames", "--debug-paths DIR[:DIR...]", "--at TIME", "--device N"}},
       {"dump", {"TRACE", "--frames"}},
-      {"export", {"TRACE", "--format FORMAT REQUIRED", "-o,--output FILE REQUIRED", "--debug-paths DIR[:DIR...]"}},
+      {"export", {"TRACE ...", "--format FORMAT REQUIRED", "-o,--output FILE REQUIRED", "--debug-paths DIR[:DIR...]"}},
       {"report", {"TRACE", "-o,--output FILE REQUIRED", "--debug-paths DIR[:DIR...]"}},
+      {"merge", {"SUMMARY ...", "--json", "--top N"}},
   };
   EXPECT_EQ(options_by_command(top.out), expected);
   EXPECT_NE(top.out.find("\ndump\n"
@@ -91,7 +93,7 @@ TEST(CommandLine, AnUnknownOptionIsOneLineNamingItAndExit1) {
   r = run_memtrace_binary("summary x.mtrace --TOP 1");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(first_line(r.err), "memtrace: unknown option '--TOP'\n");
-  r = run_memtrace_binary("leaks x.mtrace y.mtrace");
+  r = run_memtrace_binary("peak x.mtrace y.mtrace");  // summary, leaks and oom take many
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(first_line(r.err), "memtrace: unexpected argument 'y.mtrace'\n");
   r = run_memtrace_binary("summary x.mtrace -- --json");  // after --, an argument too many, not an option

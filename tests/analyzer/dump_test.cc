@@ -99,6 +99,26 @@ TEST(Dump, AStackWrittenAfterItsEventIsFoundAndFramesAreCounted) {
                       R"("python_frames_cut":false,"record":"stack"})");
 }
 
+TEST(Dump, NvmlProcessesListEachPidWithItsFigureWhereKnown) {
+  proto::Record r;
+  proto::NvmlProcesses* list = r.mutable_nvml_processes();
+  list->set_device(1);
+  list->add_processes()->set_pid(17);  // NVML could not say: no used_bytes
+  proto::NvmlProcess* known = list->add_processes();
+  known->set_pid(4242);
+  known->set_used_bytes(1073741824);
+  test::TraceBuilder b;
+  b.start().record(r).end_chunk();
+  const std::string path = test::temp_path("dump-nvml-processes.mtrace");
+  test::write_file(path, b.bytes());
+  MemtraceRun run = run_memtrace_binary("dump " + path);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::vector<std::string> lines = lines_of(run.out);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1], R"({"device":1,"processes":[{"pid":17},{"pid":4242,"used_bytes":1073741824}],)"
+                      R"("record":"nvml_processes"})");
+}
+
 TEST(Dump, HostileTextIsEscapedAndEveryLineIsJson) {
   // ESC ] (retitle the window) and BEL, a C1 CSI (U+009B), a right-to-left override (U+202E), DEL, CR LF and a
   // byte that is not UTF-8.

@@ -44,7 +44,7 @@ TEST(EventCsv, UnknownFormatAndUnreadableTraceAreOneLine) {
       run_memtrace_binary("export --format xls " + std::string(MEMTRACE_EXAMPLE_OOM_TRACE) + " -o " + csv);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
-            "memtrace: unknown --format 'xls' (formats: csv, memory-viz, perfetto, pprof, speedscope, folded)");
+            "memtrace: unknown --format 'xls' (formats: csv, memory-viz, perfetto, pprof, speedscope, folded, sqlite)");
   const std::string junk = test::temp_path("junk.mtrace");
   test::write_file(junk, "not a trace");
   r = run_memtrace_binary("export --format csv " + junk + " -o " + csv);

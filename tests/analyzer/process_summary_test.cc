@@ -139,6 +139,50 @@ TEST(ProcessSummary, JsonReadsBackEqual) {
   EXPECT_EQ(process_summary_from_json(process_summary_json(no_rank)), no_rank);
 }
 
+// An NvmlProcesses record of `device` listing `pids` (proto/memtrace.proto), each with 10 B.
+proto::Record nvml_processes(uint32_t device, const std::vector<uint32_t>& pids) {
+  proto::Record r;
+  r.mutable_nvml_processes()->set_device(device);
+  for (uint32_t pid : pids) {
+    proto::NvmlProcess* p = r.mutable_nvml_processes()->add_processes();
+    p->set_pid(pid);
+    p->set_used_bytes(10);
+  }
+  return r;
+}
+
+// A process on devices 0 and 1 (100 B each); NVML listed pids 4242 and 7 beside it on device 0, then only 7, and
+// nobody on device 1 (an empty list, as the tracer writes when everyone left); device 2 was listed (pid 5) but the
+// process made no event on it, so it is no device of the process.
+TEST(ProcessSummary, NvmlOtherPidsPerDeviceOverTheTrace) {
+  test::TraceBuilder b;
+  b.record(start_of(100, 1, 0u))
+      .record(device_record(0))
+      .record(device_record(1))
+      .event(test::driver_alloc(0, 0x1000, 100, 1000))
+      .record(nvml_processes(0, {7, 4242}))
+      .event(usage(0, 400, 1000, 300, 20, 1000))
+      .event(test::driver_alloc(1, 0x2000, 100, 1000))
+      .record(nvml_processes(1, {}))
+      .event(usage(1, 400, 1000, 300, 0, 1000))
+      .record(nvml_processes(0, {7}))
+      .event(usage(0, 400, 1000, 300, 10, 1000))
+      .record(nvml_processes(2, {5}))
+      .end(5, 1000)
+      .end_chunk();
+  const std::string path = test::temp_path("summary-nvml-pids.mtrace");
+  test::write_file(path, b.bytes());
+  ProcessSummary p = summarize(path);
+  ASSERT_EQ(p.devices.size(), 2u);
+  EXPECT_EQ(p.devices[0].ordinal, 0);
+  EXPECT_EQ(p.devices[0].nvml_other_pids, (std::vector<uint32_t>{7, 4242}));
+  EXPECT_EQ(p.devices[1].ordinal, 1);
+  EXPECT_EQ(p.devices[1].nvml_other_pids, std::vector<uint32_t>{});
+  const nlohmann::json j = process_summary_json(p);
+  EXPECT_EQ(j["devices"][0]["nvml_other_pids"], nlohmann::json::parse("[7, 4242]"));
+  EXPECT_EQ(process_summary_from_json(j), p);
+}
+
 std::string error_of(const nlohmann::json& j) {
   try {
     process_summary_from_json(j);

@@ -8,7 +8,7 @@ import json
 import jsonschema
 
 # The document shapes of the schema's $defs, by the command that prints them.
-SHAPES = ("summary", "leaks", "oom", "timeline", "timeline_combined", "diff", "peak")
+SHAPES = ("summary", "leaks", "oom", "timeline", "timeline_combined", "diff", "peak", "fleet")
 
 
 class Contract:

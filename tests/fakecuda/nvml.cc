@@ -8,6 +8,11 @@
 //   another process   = FAKENVML_OTHER_PROCESS_BYTES, a comma-separated list by CUDA ordinal (default none);
 //                       listed as pid 1 when not 0
 //   total             = the fake driver's capacity (FAKECUDA_TOTAL_BYTES); free = total - both
+//   more processes    = FAKENVML_OTHER_PROCESSES, per CUDA ordinal a comma-separated list of pid=bytes (bytes `na`:
+//                       NVML_VALUE_NOT_AVAILABLE), the ordinals' lists separated by ';' (default none): e.g.
+//                       "4242=1048576,77=na;;9=4096" lists pids 4242 and 77 on device 0 and 9 on device 2, after
+//                       the processes above (a pid may be listed twice, as NVML lists a process per MIG instance);
+//                       their bytes count as used; at most kMaxMoreProcesses per device
 // FAKENVML_LIST_OTHERS_FIRST=1 lists the other process before this one; FAKENVML_PROCESSES_NOT_AVAILABLE=1
 // reports this process's usedGpuMemory as NVML_VALUE_NOT_AVAILABLE (as NVML does under WDDM);
 // FAKENVML_OWN_PID=N lists this process under pid N (as NVML lists host pids to a process in a container).
@@ -74,6 +79,41 @@ uint64_t other_process_bytes(int ordinal) {
   return 0;
 }
 
+// The FAKENVML_OTHER_PROCESSES entries of `ordinal` into `out` (at most `max`); returns how many.
+constexpr unsigned kMaxMoreProcesses = 16;
+unsigned more_processes(int ordinal, nvmlProcessInfo_t* out, unsigned max) {
+  const char* text = std::getenv("FAKENVML_OTHER_PROCESSES");
+  for (int i = 0; text && i < ordinal; i++) {
+    text = std::strchr(text, ';');
+    if (text) text++;
+  }
+  unsigned n = 0;
+  while (text && *text && *text != ';' && n < max) {
+    char* end = nullptr;
+    unsigned pid = static_cast<unsigned>(std::strtoul(text, &end, 0));
+    if (*end != '=') break;
+    text = end + 1;
+    unsigned long long bytes = NVML_VALUE_NOT_AVAILABLE;
+    if (std::strncmp(text, "na", 2) == 0) {
+      end = const_cast<char*>(text) + 2;
+    } else {
+      bytes = std::strtoull(text, &end, 0);
+    }
+    out[n++] = nvmlProcessInfo_t{pid, bytes, 0, 0};
+    text = *end == ',' ? end + 1 : nullptr;
+  }
+  return n;
+}
+
+// What the FAKENVML_OTHER_PROCESSES entries of `ordinal` hold (NVML_VALUE_NOT_AVAILABLE counts 0).
+uint64_t more_processes_bytes(int ordinal) {
+  nvmlProcessInfo_t more[kMaxMoreProcesses];
+  uint64_t bytes = 0;
+  for (unsigned i = 0, n = more_processes(ordinal, more, kMaxMoreProcesses); i < n; i++)
+    if (more[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE) bytes += more[i].usedGpuMemory;
+  return bytes;
+}
+
 uint64_t own_bytes(int ordinal) { return fakecuda_device_used_bytes(ordinal) + env_u64("FAKENVML_CONTEXT_BYTES"); }
 
 const FakeDevice* device_of(void* handle) {
@@ -112,7 +152,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(void* handle, nvmlMemory_t* memory) {
   if (!device || !memory) return NVML_ERROR_INVALID_ARGUMENT;
   g_memory_info_calls.fetch_add(1);
   memory->total = fakecuda_device_total_bytes();
-  memory->used = own_bytes(device->ordinal) + other_process_bytes(device->ordinal);
+  memory->used =
+      own_bytes(device->ordinal) + other_process_bytes(device->ordinal) + more_processes_bytes(device->ordinal);
   memory->free = memory->total > memory->used ? memory->total - memory->used : 0;
   return NVML_SUCCESS;
 }
@@ -121,7 +162,7 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(void* handle, unsigned int*
   if (!g_initialized) return NVML_ERROR_UNINITIALIZED;
   const FakeDevice* device = device_of(handle);
   if (!device || !count) return NVML_ERROR_INVALID_ARGUMENT;
-  nvmlProcessInfo_t listed[2];
+  nvmlProcessInfo_t listed[2 + kMaxMoreProcesses];
   unsigned n = 0;
   unsigned long long own =
       env_u64("FAKENVML_PROCESSES_NOT_AVAILABLE") == 1 ? NVML_VALUE_NOT_AVAILABLE : own_bytes(device->ordinal);
@@ -134,6 +175,7 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(void* handle, unsigned int*
   if (other_bytes && others_first) listed[n++] = other;
   listed[n++] = self;
   if (other_bytes && !others_first) listed[n++] = other;
+  n += more_processes(device->ordinal, listed + n, kMaxMoreProcesses);
   if (!infos || *count < n) {
     *count = n;
     return NVML_ERROR_INSUFFICIENT_SIZE;

@@ -10,7 +10,7 @@
 //     in-memory file);
 //   `report` (the HTML report's data, report_data, embedded as the page embeds it);
 //   `timeline` (--csv, --json, each with and without --interval) and `dump` (with and without --frames); the
-//   exports perfetto, pprof and memory-viz (pickle and JSON).
+//   exports perfetto, pprof, memory-viz (pickle and JSON) and sqlite (into a temporary file).
 // Then it checks the outputs:
 //   - an input the analysis refuses throws memtrace::TraceError, nothing else (any other exception
 //     escapes: a finding); once accepted, every command must accept it too;
@@ -44,6 +44,7 @@
 // The Symbolizer gets no modules (it would open the files a trace names; a fuzzer must not open arbitrary
 // paths of this machine); Module records still reach the StackTable.
 #include <google/protobuf/stubs/logging.h>
+#include <sqlite3.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -79,16 +80,21 @@
 #include "export/perfetto.h"
 #include "export/pprof.h"
 #include "export/record_dump.h"
+#include "export/sqlite_export.h"
+#include "fleet/fleet.h"
+#include "fleet/process_summary.h"
 #include "memtrace.pb.h"
 #include "perfetto_trace.pb.h"
 #include "pipeline_input.h"
 #include "profile.pb.h"
 #include "report/html/report_data.h"
 #include "report/json/diff_json.h"
+#include "report/json/fleet_json.h"
 #include "report/json/oom_json.h"
 #include "report/json/peak_json.h"
 #include "report/json/report_json.h"
 #include "report/text/diff_text.h"
+#include "report/text/fleet_text.h"
 #include "report/text/iterations_text.h"
 #include "report/text/oom_text.h"
 #include "report/text/peak_text.h"
@@ -324,6 +330,24 @@ void check_breakdown(const memtrace::MomentBreakdown& b, const memtrace::Analysi
             std::to_string(b.totals.allocated_bytes) + " != peak allocated " + std::to_string(peak_bytes));
 }
 
+// `summary A B` in process: the trace's summary (process_summary.h) beside a child of it (its pid + 1 with the
+// trace's pid as ppid), grouped (fleet.h) and printed: the text terminal-safe, the JSON well formed, and the
+// summary's JSON read back equal.
+void run_fleet(Session& s, const memtrace::TextOptions& options) {
+  memtrace::ProcessSummary process = memtrace::summarize_process(*s.a, s.resolver, options.top);
+  if (memtrace::process_summary_from_json(memtrace::process_summary_json(process)) != process)
+    finding("process_summary_json does not read back equal");
+  memtrace::ProcessSummary child = process;
+  child.ppid = process.pid;
+  child.pid = process.pid + 1;
+  const memtrace::FleetView view = memtrace::build_fleet({process, child});
+  std::ostringstream out;
+  memtrace::print_fleet(out, view, options.top);
+  memtrace::print_process_leaks(out, view, options.top);
+  check_text(out.str(), "summary of many");
+  check_report_json(memtrace::fleet_json(view), "summary of many --json");
+}
+
 // cmd_summary, in process: the iteration analysis, the breakdown at each peak, then the reports.
 void run_summary(Session& s, uint8_t flags) {
   const memtrace::Analysis& a = *s.a;
@@ -358,6 +382,7 @@ void run_summary(Session& s, uint8_t flags) {
   memtrace::print_ooms(out, a, s.resolver, options);
   memtrace::print_health(out, a, s.symbolizer.modules_not_opened());
   check_text(out.str(), "summary");
+  run_fleet(s, options);
 }
 
 // cmd_report, in process: the HTML report's data as the page embeds it (embeddable_json): no '<' left in it, it
@@ -640,6 +665,48 @@ void check_memory_viz(const std::string& pickle, const std::string& json_text) {
   }
 }
 
+// The one row `sql` returns from the database at `path`, its columns joined by '|' ("" for no row).
+std::string sqlite_row(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    sqlite3_close(db);
+    finding("export sqlite: the database does not open");
+  }
+  std::string row;
+  auto first_row = [](void* out, int columns, char** values, char**) {
+    std::string& text = *static_cast<std::string*>(out);
+    for (int i = 0; i < columns; ++i) text += std::string(i ? "|" : "") + (values[i] ? values[i] : "NULL");
+    return 1;  // one row is enough: stop
+  };
+  const int status = sqlite3_exec(db, sql, first_row, &row, nullptr);
+  sqlite3_close(db);
+  if (status != SQLITE_OK && status != SQLITE_ABORT) finding(std::string("export sqlite: query failed: ") + sql);
+  return row;
+}
+
+// `memtrace export --format sqlite`, into a temporary file (SQLite resolves a symlink before it opens a database, so
+// an in-memory file's /proc/self/fd path would make it create the memfd's "(deleted)" name): the database is whole,
+// holds one process with as many event rows as its row says, and every frame a stack names is in frames.
+void run_sqlite_export(const memtrace::ExportSource& source) {
+  const char* tmp = std::getenv("TMPDIR");
+  static const std::string path =
+      std::string(tmp && *tmp ? tmp : "/tmp") + "/memtrace-fuzz-pipeline-" + std::to_string(getpid()) + ".sqlite";
+  std::remove(path.c_str());  // a new database each time
+  accepted_stage("export sqlite", [&] {
+    memtrace::SqliteExport out(path);
+    out.add_trace(source);
+    out.finish();
+    return 0;
+  });
+  if (sqlite_row(path, "PRAGMA integrity_check") != "ok")
+    finding("export sqlite: the database fails its integrity check");
+  if (sqlite_row(path, "SELECT COUNT(*), (SELECT COUNT(*) FROM events) = events FROM processes") != "1|1")
+    finding("export sqlite: the events table does not hold the process's events");
+  if (sqlite_row(path, "SELECT COUNT(*) FROM stacks WHERE frame_id NOT IN (SELECT frame_id FROM frames)") != "0")
+    finding("export sqlite: a stack names a frame that is not in frames");
+  std::remove(path.c_str());
+}
+
 void run_exports() {
   Session s(accepted_stage("analysis (export)", [] { return memtrace::analyze_trace(input_path(), true); }));
   memtrace::ExportSource source(*s.a, s.resolver, [&] { return memtrace::event_phases_of(*s.a, s.resolver); });
@@ -661,6 +728,7 @@ void run_exports() {
     return 0;
   });
   check_memory_viz(memory_viz_pickle.str(), memory_viz_json.str());
+  run_sqlite_export(source);
 }
 
 // MEMTRACE_FUZZ_TIMING=1: each stage's time on stderr (to tell which command a slow input is slow in).
@@ -754,7 +822,7 @@ void run_pipeline(const PipelineInput& in) {
     timer.stage(frames ? "dump --frames" : "dump");
     run_dump(frames);
   }
-  timer.stage("export perfetto, pprof");
+  timer.stage("export perfetto, pprof, memory-viz, sqlite");
   run_exports();
 }
 
@@ -803,6 +871,7 @@ enum InsertKind {
   kInsertThread,
   kInsertRangeName,
   kInsertRangeEvent,
+  kInsertNvmlProcesses,
   kInsertKindCount
 };
 
@@ -820,7 +889,7 @@ void print_stats() {
   for (int i = 0; i < kMutationCount; ++i)
     std::fprintf(stderr, "  %-18s %llu\n", kMutationNames[i], (unsigned long long)stats().mutations[i]);
   static const char* const kOthers[] = {"stack", "module", "python_frame", "notice", "end", "start", "thread",
-                                              "range_name", "range_event"};
+                                              "range_name", "range_event", "nvml_processes"};
   for (int i = 0; i < kInsertKindCount; ++i) {
     std::string kind = i <= kInsertEventLast ? "event kind " + std::to_string(i) : kOthers[i - kInsertStack];
     std::fprintf(stderr, "  insert %-16s %llu\n", kind.c_str(), (unsigned long long)stats().inserts[i]);
@@ -949,6 +1018,7 @@ class Mutator {
       case proto::Record::kThread: changed = mutate_thread(r.mutable_thread(), how); break;
       case proto::Record::kRangeName: changed = mutate_range_name(r.mutable_range_name(), how); break;
       case proto::Record::kRangeEvent: changed = mutate_range_event(r.mutable_range_event(), how); break;
+      case proto::Record::kNvmlProcesses: changed = mutate_nvml_processes(r.mutable_nvml_processes(), how); break;
       default: return false;
     }
     if (changed) *bytes = r.SerializeAsString();
@@ -1048,6 +1118,15 @@ class Mutator {
       e->set_tid(uint32_t(chance(80) ? value(kTid) : interesting()));
       e->set_time_us(chance(80) ? below(2000000) : interesting());
       e->set_range_id(chance(80) ? below(4) : interesting());
+    } else if (kind == kInsertNvmlProcesses) {
+      // Pids from the tid pool (other processes' pids look alike), some repeated across records, a few absent figures.
+      proto::NvmlProcesses* list = r.mutable_nvml_processes();
+      list->set_device(uint32_t(chance(85) ? below(4) : interesting()));
+      for (uint64_t i = 0, n = below(5); i < n; i++) {
+        proto::NvmlProcess* p = list->add_processes();
+        p->set_pid(uint32_t(value(kTid)));
+        if (chance(80)) p->set_used_bytes(value(kSize));
+      }
     } else {
       proto::ThreadInfo* t = r.mutable_thread();
       t->set_tid(uint32_t(value(kTid)));
@@ -1202,6 +1281,9 @@ class Mutator {
         break;
       case proto::Record::kThread: add(kTid, r.thread().tid()); break;
       case proto::Record::kRangeEvent: add(kTid, r.range_event().tid()); break;
+      case proto::Record::kNvmlProcesses:
+        for (const proto::NvmlProcess& p : r.nvml_processes().processes()) add(kTid, p.pid());
+        break;
       case proto::Record::kStart: add(kTime, r.start().start_monotonic_ns()); break;
       default: break;
     }
@@ -1373,6 +1455,24 @@ class Mutator {
       case 3: e->set_time_us(clear ? 0 : pick(how, kTime)); return true;
       default: e->set_range_id(clear ? 0 : pick(how, kOther)); return true;
     }
+  }
+
+  bool mutate_nvml_processes(proto::NvmlProcesses* list, Mutation how) {
+    bool clear = how == kFieldCleared;
+    if (chance(30)) {
+      list->set_device(clear ? 0 : uint32_t(pick(how, kDevice)));
+      return true;
+    }
+    if (list->processes().empty() || chance(20)) {
+      if (clear) return false;
+      list->add_processes()->set_pid(uint32_t(pick(how, kTid)));
+      return true;
+    }
+    proto::NvmlProcess* p = list->mutable_processes(int(below(uint64_t(list->processes_size()))));
+    if (chance(50)) p->set_pid(clear ? 0 : uint32_t(pick(how, kTid)));
+    else if (clear) p->clear_used_bytes();
+    else p->set_used_bytes(pick(how, kSize));
+    return true;
   }
 
   std::mt19937_64 rng_;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "memtrace.pb.h"
+#include "record/nvml_list.h"
 #include "record/schema.h"
 
 namespace memtrace {
@@ -101,6 +102,35 @@ TEST(ProtoWriter, StackWithPythonFramesRoundTrips) {
   for (int i = 0; i < 4; i++) EXPECT_EQ(record.stack().frames(i), frames[i]) << i;
 }
 
+// NvmlProcesses as the recorder encodes it (record/nvml_list.h): a figure of 0 is present, an unknown one absent,
+// and the most processes with the largest values fit in kMaxNvmlProcessesRecordBytes.
+TEST(ProtoWriter, NvmlProcessesRoundTrip) {
+  const NvmlOtherProcess others[] = {{17, true, 0}, {4242, true, 1ULL << 30}, {90000, false, 0}};
+  uint8_t buf[kMaxNvmlProcessesRecordBytes];
+  ProtoWriter w(buf, buf + sizeof buf);
+  encode_nvml_processes(1, others, 3, w);
+  ASSERT_TRUE(w.ok());
+  proto::Record record;
+  ASSERT_TRUE(record.ParseFromString(as_record(field::kNvmlProcesses, w)));
+  ASSERT_EQ(record.kind_case(), proto::Record::kNvmlProcesses);
+  const proto::NvmlProcesses& list = record.nvml_processes();
+  EXPECT_EQ(list.device(), 1u);
+  ASSERT_EQ(list.processes_size(), 3);
+  EXPECT_EQ(list.processes(0).pid(), 17u);
+  EXPECT_TRUE(list.processes(0).has_used_bytes());
+  EXPECT_EQ(list.processes(0).used_bytes(), 0u);
+  EXPECT_EQ(list.processes(1).pid(), 4242u);
+  EXPECT_EQ(list.processes(1).used_bytes(), 1ULL << 30);
+  EXPECT_EQ(list.processes(2).pid(), 90000u);
+  EXPECT_FALSE(list.processes(2).has_used_bytes());
+
+  NvmlOtherProcess largest[kMaxNvmlProcesses];
+  for (NvmlOtherProcess& p : largest) p = {UINT32_MAX, true, UINT64_MAX};
+  ProtoWriter full(buf, buf + sizeof buf);
+  encode_nvml_processes(63, largest, kMaxNvmlProcesses, full);
+  EXPECT_TRUE(full.ok());
+}
+
 TEST(ProtoWriter, StringsAndBytes) {
   const uint8_t build_id[] = {0xde, 0xad, 0xbe, 0xef};
   uint8_t buf[256];
@@ -168,6 +198,7 @@ TEST(Schema, EnumsMatchTheProto) {
   EXPECT_EQ(field::kDevice, proto::Record::kDeviceFieldNumber);
   EXPECT_EQ(field::kRangeName, proto::Record::kRangeNameFieldNumber);
   EXPECT_EQ(field::kRangeEvent, proto::Record::kRangeEventFieldNumber);
+  EXPECT_EQ(field::kNvmlProcesses, proto::Record::kNvmlProcessesFieldNumber);
   EXPECT_EQ(static_cast<int>(RangeKind::kPush), proto::RangeEvent::PUSH);
   EXPECT_EQ(static_cast<int>(RangeKind::kPop), proto::RangeEvent::POP);
   EXPECT_EQ(static_cast<int>(RangeKind::kStart), proto::RangeEvent::START);

@@ -1,7 +1,9 @@
 // The tracer's sample rules that need no CUDA: which pool samples are written (pool_sample_table.h) and how
-// NVML's process list splits into this process and the others (nvml_processes.h).
+// NVML's process list splits into this process and the others (nvml_processes.h), and when the list of the
+// others is written (record/nvml_list.h).
 #include <gtest/gtest.h>
 
+#include "record/nvml_list.h"
 #include "samplers/nvml_processes.h"
 #include "samplers/pool_sample_table.h"
 
@@ -96,6 +98,52 @@ TEST(NvmlProcesses, UnknownWhenOurFigureIsUnavailableOrOurPidIsNotListed) {
   EXPECT_TRUE(empty.known);
   EXPECT_EQ(empty.process_used_bytes, 0u);
   EXPECT_EQ(empty.other_processes_used_bytes, 0u);
+}
+
+
+TEST(OtherProcesses, ByPidOncePerPidWithoutUs) {
+  // NVML's order is its own; pid 300 listed twice (two MIG instances), pid 200 once without a figure and once with.
+  const NvmlProcessInfo list[] = {{300, 4 * kMiB, 1, 0}, {7, 100 * kMiB, 0, 0},     {200, ~0ULL, 0, 0},
+                                  {100, 0, 0, 0},        {300, 2 * kMiB, 2, 0},     {200, 8 * kMiB, 0, 0}};
+  NvmlOtherProcess others[kMaxNvmlProcesses];
+  ASSERT_EQ(other_processes(list, 6, 7, others), 3u);
+  EXPECT_EQ(others[0], (NvmlOtherProcess{100, true, 0}));
+  EXPECT_EQ(others[1], (NvmlOtherProcess{200, false, 0}));  // one entry without a figure: unknown
+  EXPECT_EQ(others[2], (NvmlOtherProcess{300, true, 6 * kMiB}));
+  EXPECT_EQ(other_processes(list, 0, 7, others), 0u);
+  const NvmlProcessInfo only_us[] = {{7, kMiB, 0, 0}};
+  EXPECT_EQ(other_processes(only_us, 1, 7, others), 0u);
+}
+
+TEST(OtherProcesses, AFullListOfOthersFits) {
+  NvmlProcessInfo list[kMaxNvmlProcesses];
+  for (unsigned i = 0; i < kMaxNvmlProcesses; i++) list[i] = {kMaxNvmlProcesses - i, i, 0, 0};  // descending pids
+  NvmlOtherProcess others[kMaxNvmlProcesses];
+  ASSERT_EQ(other_processes(list, kMaxNvmlProcesses, 0, others), kMaxNvmlProcesses);
+  EXPECT_EQ(others[0], (NvmlOtherProcess{1, true, kMaxNvmlProcesses - 1}));
+  EXPECT_EQ(others[kMaxNvmlProcesses - 1], (NvmlOtherProcess{kMaxNvmlProcesses, true, 0}));
+}
+
+TEST(NvmlListTable, WritesChangesOnlyPerDeviceAndTrace) {
+  static NvmlListTable t;  // 64 KiB: not on the test's stack
+  const NvmlOtherProcess a[] = {{100, true, kMiB}, {200, true, 2 * kMiB}};
+  const NvmlOtherProcess a_grown[] = {{100, true, kMiB}, {200, true, 3 * kMiB}};
+  const NvmlOtherProcess a_unknown[] = {{100, true, kMiB}, {200, false, 0}};
+  EXPECT_FALSE(t.changed(0, nullptr, 0, 1));  // the empty list is what a reader holds before any record
+  EXPECT_TRUE(t.changed(0, a, 2, 1));
+  t.remember(0, a, 2, 1);
+  EXPECT_FALSE(t.changed(0, a, 2, 1));
+  EXPECT_TRUE(t.changed(0, a, 1, 1));         // one process left
+  EXPECT_TRUE(t.changed(0, nullptr, 0, 1));   // all left: an empty record
+  EXPECT_TRUE(t.changed(0, a_grown, 2, 1));   // a figure changed
+  EXPECT_TRUE(t.changed(0, a_unknown, 2, 1));  // a figure became unknown
+  EXPECT_TRUE(t.changed(1, a, 2, 1));          // device 1 has its own list
+  EXPECT_TRUE(t.changed(0, a, 2, 2));          // a forked child's new trace starts empty ...
+  EXPECT_FALSE(t.changed(0, nullptr, 0, 2));
+  t.remember(0, nullptr, 0, 1);
+  EXPECT_FALSE(t.changed(0, nullptr, 0, 1));
+  EXPECT_TRUE(t.changed(64, nullptr, 0, 1));  // out of the table: always written
+  EXPECT_TRUE(t.changed(-1, nullptr, 0, 1));
 }
 
 }  // namespace

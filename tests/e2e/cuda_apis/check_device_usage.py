@@ -20,6 +20,18 @@ exit): 8 MiB on device 0, 16 MiB on device 1, a 2048 MiB request on device 1 fai
   the writer thread's sample (free 1016 MiB, process 8 MiB, others 0) on a thread that is not the program's,
   then the exit sample (the same figures) on the program's thread; the intervals in between recorded no
   event, so they have no sample.
+--mode oom_named_others (as oom_nvml, and FAKENVML_OTHER_PROCESSES lists more processes): device 0 also pid 4242
+  (50 MiB) and pid 77 (NVML cannot say), device 1 pid 300 twice (10 + 20 MiB, as per MIG instance) and pid 9
+  (30 MiB). Others: device 0 100 + 50 = 150 MiB, device 1 200 + 30 + 30 = 260 MiB; NVML's free: device 0
+  1024 - (8 + 300 + 150) = 566 MiB, device 1 1024 - (16 + 300 + 260) = 448 MiB (the OOM's sample: cuMemGetInfo's
+  1008 MiB, which knows nothing of other processes).
+
+The NvmlProcesses records (the other processes one by one, by pid, each once) come right before the DEVICE_USAGE
+they belong to, only when the device's list changed: in oom_nvml and oom_named_others device 1's list before the
+OOM's sample, device 0's before its exit sample, and none before device 1's exit sample (unchanged); none where
+NVML lists nobody else (periodic), where this process is not in NVML's list (oom_other_pid) or without NVML.
+--mode periodic_others (periodic, with pid 4242 holding 50 MiB on device 0): one list before the writer thread's
+  sample (free 1024 - 8 - 50 = 966 MiB, process 8, others 50 MiB) and none before the exit sample (unchanged).
 """
 
 import e2e_lib
@@ -27,8 +39,8 @@ from e2e_lib import MIB
 
 
 def add_arguments(parser):
-    parser.add_argument("--mode", choices=("oom_nvml", "oom_nvml_off", "oom_without_nvml", "oom_other_pid", "periodic"),
-                        required=True)
+    parser.add_argument("--mode", choices=("oom_nvml", "oom_nvml_off", "oom_without_nvml", "oom_other_pid", "periodic",
+                                           "oom_named_others", "periodic_others"), required=True)
     parser.add_argument("--nvml-dir", required=True)
 
 
@@ -42,11 +54,17 @@ if mode == "oom_nvml_off":
     env["MEMTRACE_NVML"] = "0"
 if mode == "oom_other_pid":
     env["FAKENVML_OWN_PID"] = "4194304"  # PID_MAX_LIMIT: every Linux pid is below it, so this is never ours
-if mode == "periodic":
+if mode == "oom_named_others":
+    env["FAKENVML_OTHER_PROCESSES"] = f"4242={50 * MIB},77=na;300={10 * MIB},9={30 * MIB},300={20 * MIB}"
+if mode in ("periodic", "periodic_others"):
     env.update({"MEMTRACE_FLUSH_MS": "50", "FAKENVML_CONTEXT_BYTES": "0", "FAKENVML_OTHER_PROCESS_BYTES": ""})
-_, trace = case.run_traced([case.program("device_usage"), "wait" if mode == "periodic" else "oom"], env)
+if mode == "periodic_others":
+    env["FAKENVML_OTHER_PROCESSES"] = f"4242={50 * MIB}"
+periodic = mode.startswith("periodic")
+_, trace = case.run_traced([case.program("device_usage"), "wait" if periodic else "oom"], env)
 
-events = case.dump_events(trace)
+records = case.dump_records(trace)
+events = [dict((k, v) for k, v in r.items() if k != "record") for r in records if r["record"] == "event"]
 main_tid = events[0]["tid"] if events else None
 
 FIELDS = ("kind", "api", "device", "device_free_bytes", "device_total_bytes", "process_used_bytes",
@@ -79,13 +97,44 @@ elif mode == "oom_other_pid":
     expected = [alloc(0, 8 * MIB), alloc(1, 16 * MIB), oom(1, 2048 * MIB), usage("CUDA_MALLOC", 1, 1008 * MIB),
                 usage("NVML_SAMPLE", 0, 616 * MIB), usage("NVML_SAMPLE", 1, 508 * MIB)]
     threads = ["main"] * 6
+elif mode == "oom_named_others":
+    expected = [alloc(0, 8 * MIB), alloc(1, 16 * MIB), oom(1, 2048 * MIB),
+                usage("CUDA_MALLOC", 1, 1008 * MIB, 316 * MIB, 260 * MIB),
+                usage("NVML_SAMPLE", 0, 566 * MIB, 308 * MIB, 150 * MIB),
+                usage("NVML_SAMPLE", 1, 448 * MIB, 316 * MIB, 260 * MIB)]
+    threads = ["main"] * 6
 elif mode in ("oom_nvml_off", "oom_without_nvml"):
     expected = [alloc(0, 8 * MIB), alloc(1, 16 * MIB), oom(1, 2048 * MIB), usage("CUDA_MALLOC", 1, 1008 * MIB)]
     threads = ["main"] * 4
+elif mode == "periodic_others":
+    expected = [alloc(0, 8 * MIB), usage("NVML_SAMPLE", 0, 966 * MIB, 8 * MIB, 50 * MIB),
+                usage("NVML_SAMPLE", 0, 966 * MIB, 8 * MIB, 50 * MIB)]
+    threads = ["main", "writer", "main"]
 else:
     expected = [alloc(0, 8 * MIB), usage("NVML_SAMPLE", 0, 1016 * MIB, 8 * MIB, 0),
                 usage("NVML_SAMPLE", 0, 1016 * MIB, 8 * MIB, 0)]
     threads = ["main", "writer", "main"]
+
+
+def listed(device, processes):
+    """An nvml_processes record as memtrace dump prints it; processes: (pid, used bytes or None)."""
+    return {"record": "nvml_processes", "device": device,
+            "processes": [{"pid": pid} if used is None else {"pid": pid, "used_bytes": used} for pid, used in processes]}
+
+
+# The NvmlProcesses records and the DEVICE_USAGE events, in file order (a sample as "usage DEVICE").
+lists_and_samples = [r if r["record"] == "nvml_processes" else f"usage {r['device']}" for r in records
+                     if r["record"] == "nvml_processes" or (r["record"] == "event" and r["kind"] == "DEVICE_USAGE")]
+if mode == "oom_nvml":
+    expected_lists = [listed(1, [(1, 200 * MIB)]), "usage 1", listed(0, [(1, 100 * MIB)]), "usage 0", "usage 1"]
+elif mode == "oom_named_others":
+    expected_lists = [listed(1, [(1, 200 * MIB), (9, 30 * MIB), (300, 30 * MIB)]), "usage 1",
+                      listed(0, [(1, 100 * MIB), (77, None), (4242, 50 * MIB)]), "usage 0", "usage 1"]
+elif mode == "periodic_others":
+    expected_lists = [listed(0, [(4242, 50 * MIB)]), "usage 0", "usage 0"]
+else:
+    expected_lists = [f"usage {e['device']}" for e in expected if e["kind"] == "DEVICE_USAGE"]
+case.check("NvmlProcesses records and DEVICE_USAGE events", expected_lists, lists_and_samples)
 
 case.check("event count", len(expected), len(events))
 for i, (want, got) in enumerate(zip(expected, events)):

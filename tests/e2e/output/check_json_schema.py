@@ -82,6 +82,26 @@ for before in traces:
         check(f"diff --json {name}: violations", 0, len(violations))
         check(f"diff --json {name}: matches exactly one shape", 0, len(contract.violations(document)))
 
+# Many traces: summary, leaks and oom of every example at once (the fleet shape), and merge of their summaries.
+summary_files = []
+for trace in traces:
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"check_json_schema.{os.getpid()}.{os.path.basename(trace)}.json")
+    with open(path, "w") as f:
+        json.dump(documents[(os.path.basename(trace), "summary")], f)
+    summary_files.append(path)
+for argv in (["summary"] + traces + ["--json"], ["leaks"] + traces + ["--json"], ["oom"] + traces + ["--json"],
+             ["summary", args.examples_dir, "--json"], ["merge"] + summary_files + ["--json"]):
+    document = memtrace_json(argv)
+    documents.setdefault(("all examples", "fleet"), document)
+    label = f"{argv[0]} of the examples --json"
+    violations = contract.violations(document, "fleet")
+    for violation in violations:
+        print(f"schema violation in {label}: {violation}")
+    check(f"{label}: violations", 0, len(violations))
+    check(f"{label}: matches exactly one shape", 0, len(contract.violations(document)))
+for path in summary_files:
+    os.remove(path)
+
 
 def broken(name, shape, label, edit):
     """A copy of the document of (name, shape) broken by edit(doc) must be rejected."""
@@ -95,6 +115,10 @@ def set_key(obj, key, value):
 
 
 LEAK, OOM = "train_leak.mtrace", "torch_oom.mtrace"
+broken("all examples", "fleet", "a process without parent", lambda d: d["processes"][0].pop("parent"))
+broken("all examples", "fleet", "an unknown process key", lambda d: set_key(d["processes"][0], "rank0", 1))
+broken("all examples", "fleet", "a GPU's sum as a string", lambda d: set_key(d["gpus"][0], "sum_of_peak_reserved_bytes", "1"))
+broken(LEAK, "summary", "processes removed", lambda d: d.pop("processes"))
 broken(LEAK, "summary", "trace.events removed", lambda d: d["trace"].pop("events"))
 broken(LEAK, "summary", "an unknown device key", lambda d: set_key(d["devices"][0], "peak_bytes", 1))
 broken(LEAK, "summary", "a negative byte figure", lambda d: set_key(d["devices"][0], "final_driver_bytes", -1))

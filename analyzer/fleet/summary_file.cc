@@ -1,0 +1,40 @@
+#include "fleet/summary_file.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace memtrace {
+
+std::vector<ProcessSummary> read_summary_file(const std::string& path) {
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(std::string("cannot be read: ") + std::strerror(errno ? errno : ENOENT));
+  nlohmann::json document;
+  try {
+    document = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 1: ...": the words after the id.
+    std::string what = e.what();
+    size_t id_end = what.find("] ");
+    throw std::runtime_error("not JSON: " + (id_end == std::string::npos ? what : what.substr(id_end + 2)));
+  }
+  if (!document.is_object() || !document.contains("processes") || !document["processes"].is_array())
+    throw std::runtime_error("not a summary --json document: no processes list");
+  std::vector<ProcessSummary> processes;
+  const nlohmann::json& entries = document["processes"];
+  for (size_t i = 0; i < entries.size(); ++i) {
+    try {
+      processes.push_back(process_summary_from_json(entries[i]));
+    } catch (const std::exception& e) {
+      throw std::runtime_error("processes[" + std::to_string(i) + "]: " + e.what());
+    }
+    if (processes.back().trace.empty()) processes.back().trace = path;
+  }
+  return processes;
+}
+
+}  // namespace memtrace
