@@ -87,6 +87,7 @@ FleetView two_ranks() {
   worker.end_unix_ns = T + 3'000'000'000;
 
   f.processes = {r0, r1, worker};
+  f.first_start_unix_ns = T;
   f.parent = {std::nullopt, std::nullopt, 0};
 
   GpuView a;

@@ -6,7 +6,9 @@
 //   rank 1 (pid 1001, local rank 1), started at T+5 ms:  GPU B (cuda:1) T+10 ms +400 MiB;
 //                                                        GPU A (cuda:0) T+20 ms +50 MiB (its wrong device)
 //
-// so GPU A's combined allocated is 100, 150, 350, 250 MiB at T+10, 20, 30, 50 ms: its peak is 350 MiB at T+30 ms,
+// and both end at T+100 ms (rank 0's TraceEnd 50 ms after its last event, rank 1's 80 ms after its last),
+// so GPU A's combined allocated is 100, 150, 350, 250 MiB at T+10, 20, 30, 50 ms, then 50 and 0 MiB at T+100 ms
+// as each process ends (rank 0 first, the order of the users): its peak is 350 MiB at T+30 ms,
 // rank 0 holding 300 MiB and rank 1 50 MiB; rank 1 is the worst rank (400 MiB against 300). Every allocation
 // is made from train.py:31 main except rank 1's on GPU A, from train.py:12 setup. Only rank 0's first block is
 // freed: rank 0 leaks 200 MiB, rank 1 450 MiB. check_fleet_traces.py checks the report's data for these figures.

@@ -31,14 +31,6 @@ struct Clock {
   }
 };
 
-// The earliest start of a process that has one; 0 where none has.
-uint64_t origin_of(const FleetView& fleet) {
-  uint64_t origin = 0;
-  for (const ProcessSummary& p : fleet.processes)
-    if (p.start_unix_ns != 0 && (origin == 0 || p.start_unix_ns < origin)) origin = p.start_unix_ns;
-  return origin;
-}
-
 // An index into a list of `size`, or null where it points outside (never followed by the page).
 json index_json(size_t index, size_t size) { return index < size ? json(exact(uint64_t(index))) : json(nullptr); }
 
@@ -310,7 +302,7 @@ json summary_json(const FleetView& fleet, const Clock& clock) {
 }  // namespace
 
 json fleet_report_data(const FleetView& fleet) {
-  const Clock clock{origin_of(fleet)};
+  const Clock clock{fleet.first_start_unix_ns};  // the text reports' time zero too
   const size_t n = fleet.processes.size();
   const GpuOfDevice gpus = gpu_of_device(fleet);
   json processes = json::array();

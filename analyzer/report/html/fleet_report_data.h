@@ -17,10 +17,10 @@
 namespace memtrace {
 
 // The page's data for `fleet`. Wall-clock times (CLOCK_REALTIME ns, beyond JavaScript's exact integers) are
-// written as ns since "origin_unix_ns" (the earliest start of a process, itself written as a decimal string),
-// null where the view has none (0: the trace had no start record). Every integer is clamped to
-// [-(2^53 - 1), 2^53 - 1], as report_data does. Indices that point outside the view (a hand-made or hostile
-// view) are written as null, never followed. Never throws.
+// written as ns since "origin_unix_ns" (FleetView::first_start_unix_ns, the text reports' time zero, itself
+// written as a decimal string), null where the view has none (0: the trace had no start record). Every integer
+// is clamped to [-(2^53 - 1), 2^53 - 1], as report_data does. Indices that point outside the view (a hand-made
+// or hostile view) are written as null, never followed. Never throws.
 nlohmann::json fleet_report_data(const FleetView& fleet);
 
 }  // namespace memtrace
