@@ -85,10 +85,10 @@ int report(const ReportCommandArgs& args) {
 
 RunCommand add_report(CLI::App& memtrace) {
   auto args = std::make_shared<ReportCommandArgs>();
-  CLI::App* command =
-      memtrace.add_subcommand("report",
-                              "the HTML report: one self-contained page with the timeline, flame graph, leaks and OOMs; "
-                              "of many traces, per GPU, per rank and the process tree (docs/report.md)");
+  CLI::App* command = memtrace.add_subcommand(
+      "report",
+      "the HTML report: one self-contained page with the timeline, flame graph, leaks and OOMs; "
+      "of many traces, per GPU, per rank and the process tree (docs/report.md)");
   add_traces(*command, &args->report.trace, &args->report.traces);
   command->add_option("-o,--output", args->output, "the HTML file to write")->required()->type_name("FILE");
   command
