@@ -1,8 +1,11 @@
 // memtrace's HTML report: draws the data that `memtrace report` embeds in <script id="memtrace-data"> (its
 // shape: docs/report.md) with uPlot (the timelines) and d3-flame-graph (the live-at-peak icicle). Everything is
 // drawn from the embedded data: nothing is fetched. Text from the trace goes into the page as text, never as HTML.
+// Data of many processes ("kind": "fleet") draws the fleet's page instead: summary cards, the process tree, a card
+// per GPU (with the combined timeline where there is one), the ranks, wrong devices and merged leaks.
 // When everything is drawn the page sets window.memtraceReport = {ready: true, charts, flameNodes, markers} (and
-// series: the series each chart draws, x not counted; drawnMs: milliseconds from navigation to drawn).
+// series: the series each chart draws, x not counted; drawnMs: milliseconds from navigation to drawn; for a
+// fleet, markers counts the combined peaks marked).
 (function () {
   'use strict';
 
@@ -741,12 +744,311 @@
     box.append(el('ul', {class: 'health'}, ...lines.map(l => el('li', null, l))));
   }
 
+  // ---- many processes (`memtrace report A B C`, `report DIR/`) ----------------------------------------------------
+  // The data of a fleet (docs/report.md, "The data of many processes"): times are ns since origin_unix_ns.
+  const fleetCharts = [];  // {chart, section, markers}
+  const MAX_MEMBER_LINES = 12;  // per-process lines on a combined chart: the rest are summed into one
+  const MEMBER_HUES = [160, 330, 270, 100, 0, 190, 300, 45, 230, 120];  // away from allocated's blue and reserved's orange
+  function memberColor(i) { return 'hsl(' + MEMBER_HUES[i % MEMBER_HUES.length] + ', 65%, ' + (38 + 12 * (Math.floor(i / MEMBER_HUES.length) % 3)) + '%)'; }
+
+  function drawFleetPage() {
+    const processes = data.processes || [];
+    const gpus = data.gpus || [];
+    const proc = i => (i != null && processes[i]) || null;
+    const procLabel = i => {
+      const p = proc(i);
+      if (!p) return 'process ?';
+      return (p.rank != null ? 'rank ' + p.rank + ' · ' : '') + 'pid ' + p.pid;
+    };
+    const gpuShort = k => 'GPU ' + k;
+    for (const id of ['leaks-section', 'ooms-section', 'traps-section', 'health-section']) byId(id).hidden = true;
+
+    drawFleetHeader(processes);
+    drawFleetSummary(processes, gpus);
+    const box = byId('devices');
+    box.append(fleetProcesses(processes, gpus, procLabel));
+    gpus.forEach((g, k) => fleetGpu(box, g, k, procLabel));
+    box.append(fleetRanks(procLabel, gpuShort, gpus));
+    box.append(fleetWrongDevices(procLabel, gpus));
+    box.append(fleetLeaks(procLabel));
+    report.charts = fleetCharts.length;
+    report.series = fleetCharts.map(c => c.chart.series.length - 1);
+    report.markers = fleetCharts.reduce((a, c) => a + c.markers, 0);
+  }
+
+  function fleetTitle(processes) {
+    const jobs = new Set(processes.map(p => p.job_id).filter(j => j));
+    return fmtCount(processes.length) + (processes.length === 1 ? ' process' : ' processes') +
+      (jobs.size === 1 ? ' · job ' + [...jobs][0] : '');
+  }
+
+  function drawFleetHeader(processes) {
+    const title = fleetTitle(processes);
+    byId('title-command').textContent = title;
+    document.title = 'memtrace: ' + title;
+    const items = [];
+    const hosts = [...new Set(processes.map(p => p.host || '?'))];
+    items.push(el('span', null, (hosts.length === 1 ? 'on ' : hosts.length + ' hosts: ') + hosts.slice(0, 4).join(', ') + (hosts.length > 4 ? ', …' : '')));
+    if (data.origin_unix_ns && data.origin_unix_ns !== '0') {
+      const ms = Number(BigInt(data.origin_unix_ns) / 1000000n);
+      items.push(el('span', null, 'first start ' + new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC')));
+    }
+    const ends = processes.map(p => p.end_ns).filter(e => e != null);
+    if (ends.length) items.push(el('span', null, fmtDuration(Math.max(...ends)) + ' from the first start to the last end'));
+    const truncated = processes.filter(p => p.truncated).length;
+    if (truncated) items.push(el('span', {class: 'warn'}, truncated + ' truncated ' + (truncated === 1 ? 'trace' : 'traces')));
+    byId('trace-facts').append(...items);
+  }
+
+  function drawFleetSummary(processes, gpus) {
+    const s = data.summary || {};
+    const cards = [];
+    const workers = processes.filter(p => p.parent != null).length;
+    cards.push(card('', 'Processes', fmtCount(s.processes || 0), workers ? workers + ' under a traced parent' : (s.hosts || 0) + ' host' + (s.hosts === 1 ? '' : 's')));
+    const names = [...new Set(gpus.map(g => g.name).filter(n => n))];
+    cards.push(card('', 'GPUs', fmtCount(s.gpus || 0), names.join(', '), names.join(', ')));
+    cards.push(card('', 'Ranks', fmtCount(s.ranks || 0), s.ranks ? 'spread ' + fmtBytes((data.ranks || {}).peak_allocated_spread_bytes) + ' of peak allocated' : 'no process has a rank'));
+    const w = s.worst_rank;
+    if (w) cards.push(card('allocated', 'Worst rank', 'rank ' + w.rank, fmtBytes(w.peak_allocated.bytes) + ' peak allocated' + (w.peak_allocated.time_ns != null ? ' at ' + fmtTime(w.peak_allocated.time_ns) : ''), exactBytes(w.peak_allocated.bytes)));
+    const c = s.largest_combined_peak;
+    if (c) cards.push(card('reserved', 'Largest combined peak', fmtBytes(c.allocated_bytes), 'allocated on GPU ' + c.gpu + (c.time_ns != null ? ' at ' + fmtTime(c.time_ns) : ''), exactBytes(c.allocated_bytes)));
+    else cards.push(card('reserved', 'Largest combined peak', '—', 'no GPU was shared by traced processes'));
+    if (s.wrong_devices) cards.push(card('bad', 'Wrong device', fmtCount(s.wrong_devices), 'allocated on a GPU not their rank\'s'));
+    byId('summary').append(...cards);
+  }
+
+  function panel(id, title, sub) {
+    return el('section', {class: 'panel', id}, el('h2', null, title, sub ? el('span', {class: 'sub'}, sub) : null));
+  }
+  function bytesCell(bytes) { return el('td', {class: 'num', title: exactBytes(bytes)}, fmtBytes(bytes)); }
+
+  // The processes as a tree: children indented under their traced parent (data.tree is the order).
+  function fleetProcesses(processes, gpus, procLabel) {
+    const section = panel('fleet-processes', 'Processes', 'children under their traced parent; peaks per GPU');
+    const table = el('table', null, el('thead', null, el('tr', null, el('th', null, 'process'), el('th', {class: 'num'}, 'rank'),
+      el('th', null, 'host'), el('th', null, 'GPU'), el('th', {class: 'num'}, 'peak allocated'), el('th', {class: 'num'}, 'peak reserved'),
+      el('th', {class: 'num'}, 'leaked'), el('th', {class: 'num'}, 'OOMs'))));
+    const tb = el('tbody');
+    for (const node of data.tree || []) {
+      const p = proc(node.process);
+      if (!p) continue;
+      const devs = p.devices || [];
+      const lines = f => devs.length ? devs.map(d => el('div', null, f(d))) : [el('span', {class: 'muted'}, '—')];
+      const name = el('td', {class: 'process', style: 'padding-left:' + (8 + 18 * Math.min(node.depth || 0, 12)) + 'px', title: p.trace},
+        node.depth ? el('span', {class: 'muted'}, '└ ') : null, el('b', null, 'pid ' + p.pid), ' ',
+        el('span', {class: 'mono'}, p.command || p.trace));
+      tb.append(el('tr', {class: 'process-row'}, name, el('td', {class: 'num'}, p.rank != null ? p.rank : '—'), el('td', null, p.host),
+        el('td', null, ...lines(d => (d.gpu_index != null ? 'GPU ' + d.gpu_index + ' · ' : '') + 'cuda:' + d.ordinal)),
+        el('td', {class: 'num'}, ...lines(d => el('span', {title: exactBytes(d.peak_allocated.bytes)}, fmtBytes(d.peak_allocated.bytes)))),
+        el('td', {class: 'num'}, ...lines(d => el('span', {title: exactBytes(d.peak_reserved.bytes)}, fmtBytes(d.peak_reserved.bytes)))),
+        el('td', {class: 'num' + (p.leaked_bytes > 0 ? ' grows' : ' muted'), title: exactBytes(p.leaked_bytes)}, p.leaked_bytes > 0 ? fmtBytes(p.leaked_bytes) : '—'),
+        el('td', {class: 'num' + (p.ooms > 0 ? ' grows' : ' muted')}, p.ooms > 0 ? fmtCount(p.ooms) : '—')));
+    }
+    table.append(tb);
+    section.append(table);
+    return section;
+    function proc(i) { return (i != null && processes[i]) || null; }
+  }
+
+  // One GPU: its users with their peaks, untraced memory, and the combined timeline where there is one.
+  // The card is in the page before its chart is made, so that the chart takes the card's width.
+  function fleetGpu(box, g, k, procLabel) {
+    const section = el('section', {class: 'panel gpu', id: 'gpu-' + k});
+    box.append(section);
+    section.append(el('h2', null, 'GPU ' + k + (g.name ? ' · ' + g.name : ''),
+      el('span', {class: 'total'}, [g.gpu || 'no UUID', g.host, g.total_bytes ? fmtBytes(g.total_bytes) + ' total' : ''].filter(x => x).join(' · '))));
+    const table = el('table', {class: 'users'}, el('thead', null, el('tr', null, el('th', null, 'process'), el('th', {class: 'num'}, 'as'),
+      el('th', {class: 'num'}, 'peak allocated'), el('th', {class: 'num'}, 'when'), el('th', {class: 'num'}, 'peak reserved'), el('th', {class: 'num'}, 'when'))));
+    const tb = el('tbody');
+    for (const u of g.users || []) {
+      tb.append(el('tr', {class: 'user-row'}, el('td', null, procLabel(u.process)), el('td', {class: 'num'}, 'cuda:' + u.ordinal),
+        bytesCell(u.peak_allocated.bytes), el('td', {class: 'num'}, fmtTime(u.peak_allocated.time_ns)),
+        bytesCell(u.peak_reserved.bytes), el('td', {class: 'num'}, fmtTime(u.peak_reserved.time_ns))));
+    }
+    if ((g.users || []).length > 1) {
+      tb.append(el('tr', {class: 'total'}, el('td', null, 'sum of the peaks'), el('td'), bytesCell(g.sum_of_peak_allocated_bytes), el('td', {class: 'num muted'}, 'upper bound'),
+        bytesCell(g.sum_of_peak_reserved_bytes), el('td')));
+    }
+    table.append(tb);
+    section.append(table);
+    const u = g.untraced;
+    if (u && u.bytes > 0) {
+      section.append(el('div', {class: 'untraced'}, el('b', null, 'Untraced processes'), ' held ',
+        el('b', {title: exactBytes(u.bytes)}, fmtBytes(u.bytes)), ' at ' + fmtTime(u.time_ns) + ' (NVML, as ' + procLabel(u.seen_by) + ' saw it)',
+        (u.pids || []).length ? '; NVML names pid ' + u.pids.join(', ') : '; NVML did not name them'));
+    }
+    if (g.combined) fleetCombined(g, section, procLabel);
+  }
+
+  // The combined timeline: allocated and reserved summed over the GPU's processes, one line per process, the
+  // combined peak marked, and who held what then.
+  function fleetCombined(g, section, procLabel) {
+    const c = g.combined;
+    const pts = c.points || {};
+    const members = c.members || [];
+    const memberCols = pts.member_allocated_bytes || [];
+    const peak = c.peak_allocated;
+    // A line per process, for the MAX_MEMBER_LINES that held most at the combined peak; the others as one line.
+    const byShare = members.map((m, j) => j);
+    const share = j => ((peak && peak.member_allocated_bytes) || [])[j] || 0;
+    byShare.sort((a, b) => share(b) - share(a) || a - b);
+    const lined = members.length > MAX_MEMBER_LINES ? byShare.slice(0, MAX_MEMBER_LINES - 1) : byShare.sort((a, b) => a - b);
+    const rest = members.length > MAX_MEMBER_LINES ? byShare.slice(MAX_MEMBER_LINES - 1) : [];
+    const xs = [], cols = [[], [], ...lined.map(() => []), ...(rest.length ? [[]] : [])];
+    const at = (j, i) => (memberCols[j] ? memberCols[j][i] : null);
+    (pts.t_ns || []).forEach((t, i) => {
+      if (t == null) return;
+      xs.push(t / NS_PER_S);
+      cols[0].push(pts.allocated_bytes[i]);
+      cols[1].push(pts.reserved_bytes[i]);
+      lined.forEach((j, k) => cols[2 + k].push(at(j, i)));
+      if (rest.length) cols[2 + lined.length].push(rest.some(j => at(j, i) == null) ? null : rest.reduce((a, j) => a + at(j, i), 0));
+    });
+    section.append(el('h3', {style: 'margin-top:14px'}, 'Combined memory of the GPU',
+      el('span', {class: 'sub'}, 'the sum over its traced processes on the wall clock' +
+        (c.changes > xs.length ? '; ' + fmtCount(c.changes) + ' changes drawn as the maxima of ' + fmtCount(xs.length) + ' intervals' : '') +
+        (memberCols.length ? '' : '; per-process lines not kept (the series was thinned)'))));
+    if (!xs.length) { section.append(el('div', {class: 'empty'}, 'No combined points.')); return; }
+    const legendItems = [{label: 'combined allocated', color: COLORS.allocated, width: 2.2},
+                         {label: 'combined reserved', color: COLORS.reserved, width: 1.6}]
+      .concat(lined.map((j, k) => ({label: procLabel(members[j]) + ' allocated', color: memberColor(k), width: 1.2, dash: [4, 3]})))
+      .concat(rest.length ? [{label: rest.length + ' other processes allocated', color: '#9aa5b1', width: 1.2, dash: [2, 3]}] : []);
+    const series = [{}].concat(legendItems.map(s => ({label: s.label, stroke: s.color, width: s.width, dash: s.dash,
+      paths: uPlot.paths.stepped({align: 1}), spanGaps: false, points: {show: false}})));
+    const legend = el('div', {class: 'legend'});
+    const viewInfo = el('span', {class: 'view-info'});
+    const chartDiv = el('div', {class: 'chart'});
+    section.append(el('div', {class: 'toolbar'}, viewInfo), legend, chartDiv);
+    const vals = legendItems.map(() => el('span', {class: 'val'}));
+    const chart = new uPlot({
+      width: chartWidth(section), height: 320, legend: {show: false},
+      cursor: {drag: {x: true, y: false, setScale: true}, points: {show: false}},
+      scales: {x: {time: false}, y: {range: (u, min, max) => [0, max > 0 ? max * 1.12 : 1]}},
+      axes: [
+        {space: 90, incrs: TIME_INCRS, values: (u, splits, ax, space, incr) => splits.map(v => fmtAxisSeconds(v, incr)), grid: {stroke: '#eef2f6'}},
+        {size: 76, space: 36, incrs: BYTE_INCRS, values: (u, splits, ax, space, incr) => splits.map(v => fmtAxisBytes(v, incr)), grid: {stroke: '#eef2f6'}},
+      ],
+      series,
+      hooks: {
+        draw: [u => drawPeak(u)],
+        setCursor: [u => {
+          const idx = u.cursor.idx;
+          vals.forEach((v, j) => { const y = idx == null ? null : u.data[1 + j][idx]; v.textContent = y == null ? '' : fmtBytes(y); });
+          viewInfo.textContent = idx == null ? 'drag to zoom, double-click to reset' : 'at ' + fmtTime(u.data[0][idx] * NS_PER_S);
+        }],
+      },
+    }, [xs, ...cols], chartDiv);
+    viewInfo.textContent = 'drag to zoom, double-click to reset';
+    legendItems.forEach((item, j) => {
+      const box = el('input', {type: 'checkbox', checked: true});
+      box.addEventListener('change', () => chart.setSeries(1 + j, {show: box.checked}));
+      legend.append(el('label', null, box, el('span', {class: 'swatch' + (item.dash ? ' dashed' : ''), style: 'background:' + item.color + ';border-color:' + item.color}), item.label, vals[j]));
+    });
+    // The combined peak allocated: a line at its moment and a dot on the combined allocated, labelled.
+    function drawPeak(u) {
+      if (!peak || peak.time_ns == null || !u.series[1].show) return;
+      const ctx = u.ctx, dpr = devicePixelRatio;
+      const x = u.valToPos(peak.time_ns / NS_PER_S, 'x', true), y = u.valToPos(peak.allocated_bytes, 'y', true);
+      const {left, top, width, height} = u.bbox;
+      if (x < left || x > left + width) return;
+      ctx.save();
+      ctx.strokeStyle = COLORS.allocated;
+      ctx.setLineDash([3 * dpr, 3 * dpr]);
+      ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + height); ctx.stroke();
+      ctx.setLineDash([]);
+      ctx.fillStyle = '#fff'; ctx.lineWidth = 2 * dpr;
+      ctx.beginPath(); ctx.arc(x, y, 4.5 * dpr, 0, 2 * Math.PI); ctx.fill(); ctx.stroke();
+      const label = 'combined peak ' + fmtBytes(peak.allocated_bytes);
+      ctx.font = '600 ' + (12 * dpr) + 'px system-ui, sans-serif';
+      const w = ctx.measureText(label).width;
+      const tx = x + 8 * dpr + w > left + width ? x - 8 * dpr - w : x + 8 * dpr;
+      ctx.fillStyle = COLORS.allocated; ctx.textBaseline = 'bottom';
+      ctx.fillText(label, tx, Math.max(top + 14 * dpr, y - 4 * dpr));
+      ctx.restore();
+    }
+    chart.over.title = peak ? 'combined peak allocated ' + fmtBytes(peak.allocated_bytes) + ' at ' + fmtTime(peak.time_ns) : '';
+    fleetCharts.push({chart, section, markers: peak ? 1 : 0});
+    if (peak) {
+      const table = el('table', {class: 'at-peak'}, el('thead', null, el('tr', null, el('th', null, 'at the combined peak allocated, ' + fmtTime(peak.time_ns)),
+        el('th', {class: 'num'}, 'allocated'), el('th', {class: 'num'}, 'reserved'), el('th', null, ''))));
+      const tb = el('tbody');
+      members.forEach((m, j) => {
+        const a = (peak.member_allocated_bytes || [])[j], r = (peak.member_reserved_bytes || [])[j];
+        const k = lined.indexOf(j);
+        tb.append(el('tr', {class: 'held-row'}, el('td', null, el('span', {class: 'swatch', style: 'display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:6px;background:' + (k >= 0 ? memberColor(k) : '#9aa5b1')}), procLabel(m)),
+          bytesCell(a), bytesCell(r), el('td', {style: 'width:30%'}, bar(peak.allocated_bytes ? (a || 0) / peak.allocated_bytes : 0))));
+      });
+      tb.append(el('tr', {class: 'total'}, el('td', null, 'the GPU'), bytesCell(peak.allocated_bytes), bytesCell(peak.reserved_bytes), el('td')));
+      table.append(tb);
+      section.append(el('h3', {style: 'margin-top:12px'}, 'Who held what at the combined peak'), table);
+    }
+  }
+
+  function fleetRanks(procLabel, gpuShort, gpus) {
+    const ranks = data.ranks || {};
+    const rows = ranks.rows || [];
+    const section = panel('fleet-ranks', 'Ranks', rows.length ? 'the worst rank highlighted' : '');
+    if (!rows.length) { section.append(el('div', {class: 'empty'}, 'No process has a rank.')); return section; }
+    const table = el('table', null, el('thead', null, el('tr', null, el('th', {class: 'num'}, 'rank'), el('th', null, 'process'), el('th', null, 'GPU'),
+      el('th', {class: 'num'}, 'peak allocated'), el('th', {class: 'num'}, 'when'), el('th', {class: 'num'}, 'peak reserved'),
+      el('th', {class: 'num'}, 'leaked'), el('th', {class: 'num'}, 'OOMs'))));
+    const tb = el('tbody');
+    rows.forEach((r, i) => {
+      const k = gpus.findIndex(g => g.gpu && g.gpu === r.gpu);
+      tb.append(el('tr', {class: 'rank-row' + (i === ranks.worst ? ' worst' : '')}, el('td', {class: 'num'}, r.rank),
+        el('td', null, procLabel(r.process), i === ranks.worst ? el('span', {class: 'worst-tag'}, 'worst') : null),
+        el('td', {title: r.gpu}, (k >= 0 ? gpuShort(k) + ' · ' : '') + 'cuda:' + r.ordinal),
+        bytesCell(r.peak_allocated.bytes), el('td', {class: 'num'}, fmtTime(r.peak_allocated.time_ns)), bytesCell(r.peak_reserved.bytes),
+        el('td', {class: 'num' + (r.leaked_bytes > 0 ? ' grows' : ' muted'), title: exactBytes(r.leaked_bytes)}, r.leaked_bytes > 0 ? fmtBytes(r.leaked_bytes) : '—'),
+        el('td', {class: 'num' + (r.ooms > 0 ? ' grows' : ' muted')}, r.ooms > 0 ? fmtCount(r.ooms) : '—')));
+    });
+    table.append(tb);
+    section.append(table, el('div', {class: 'rank-figures'},
+      el('span', {title: exactBytes(ranks.peak_allocated_spread_bytes)}, 'spread of peak allocated ' + fmtBytes(ranks.peak_allocated_spread_bytes)),
+      el('span', {title: exactBytes(ranks.peak_reserved_spread_bytes)}, 'spread of peak reserved ' + fmtBytes(ranks.peak_reserved_spread_bytes)),
+      el('span', {title: exactBytes(ranks.median_peak_allocated_bytes)}, 'median peak allocated ' + fmtBytes(ranks.median_peak_allocated_bytes))));
+    return section;
+  }
+
+  function fleetWrongDevices(procLabel, gpus) {
+    const wrong = data.wrong_devices || [];
+    const section = panel('fleet-wrong', 'Wrong devices', 'allocations on a GPU that is not the rank\'s local device');
+    if (!wrong.length) { section.append(el('div', {class: 'empty'}, 'Every rank stayed on its own device.')); return section; }
+    for (const w of wrong) {
+      const k = gpus.findIndex(g => g.gpu && g.gpu === w.gpu);
+      section.append(el('div', {class: 'oom wrong-device'},
+        el('span', {class: 'when'}, 'WRONG DEVICE: '), procLabel(w.process) + ' allocated ', el('b', {title: exactBytes(w.peak_allocated_bytes)}, fmtBytes(w.peak_allocated_bytes)),
+        ' (its peak) on cuda:' + w.ordinal + (k >= 0 ? ' (GPU ' + k + ')' : '') + '; its own device is cuda:' + w.local_ordinal + '.',
+        el('p', null, 'First allocation there' + (w.first_allocation_ns != null ? ' at ' + fmtTime(w.first_allocation_ns) : '') + ': ',
+          el('code', null, w.first_allocation_site || 'no call site recorded'))));
+    }
+    return section;
+  }
+
+  function fleetLeaks(procLabel) {
+    const leaks = data.leaks || [];
+    const section = panel('fleet-leaks', 'Leak candidates', 'live at exit, merged by call site across processes');
+    if (!leaks.length) { section.append(el('div', {class: 'empty'}, 'Nothing was live at exit.')); return section; }
+    const table = el('table', null, el('thead', null, el('tr', null, el('th', null, 'call site'), el('th', {class: 'num'}, 'live at exit'),
+      el('th', {class: 'num'}, 'allocations'), el('th', null, 'processes'))));
+    const tb = el('tbody');
+    for (const l of leaks) {
+      tb.append(el('tr', {class: 'leak-row'}, el('td', {class: 'site', title: l.site_key}, l.site || l.site_key),
+        bytesCell(l.bytes), el('td', {class: 'num'}, fmtCount(l.count)),
+        el('td', null, (l.processes || []).map(procLabel).join(', '))));
+    }
+    table.append(tb);
+    section.append(table);
+    return section;
+  }
+
   // ---- resizing -----------------------------------------------------------------------------------------------
   let resizeTimer = null;
   window.addEventListener('resize', () => {
     clearTimeout(resizeTimer);
     resizeTimer = setTimeout(() => {
       for (const t of timelines) t.chart.setSize({width: chartWidth(t.chart.root.closest('section')), height: 340});
+      for (const c of fleetCharts) c.chart.setSize({width: chartWidth(c.section), height: 320});
       for (const dev of devices) {
         if (!dev._flame) continue;
         dev._flame.chart.width(Math.max(400, dev._flame.section.clientWidth - 36));
@@ -755,17 +1057,21 @@
     }, 150);
   });
 
-  drawHeader();
-  drawSummary();
-  devices.forEach(drawDevice);
-  if (!devices.length) byId('devices').append(el('section', {class: 'panel'}, el('div', {class: 'empty'}, 'The trace has no device memory events.')));
-  drawLeaks();
-  drawOoms();
-  drawTraps();
-  drawHealth();
-  report.charts = timelines.length;
-  report.markers = timelines.reduce((a, t) => a + t.markers, 0);
-  report.series = timelines.map(t => t.chart.series.length - 1);
+  if (data.kind === 'fleet') {
+    drawFleetPage();
+  } else {
+    drawHeader();
+    drawSummary();
+    devices.forEach(drawDevice);
+    if (!devices.length) byId('devices').append(el('section', {class: 'panel'}, el('div', {class: 'empty'}, 'The trace has no device memory events.')));
+    drawLeaks();
+    drawOoms();
+    drawTraps();
+    drawHealth();
+    report.charts = timelines.length;
+    report.markers = timelines.reduce((a, t) => a + t.markers, 0);
+    report.series = timelines.map(t => t.chart.series.length - 1);
+  }
   // Ready once the browser has painted what was drawn (d3's label transitions run on the next frame).
   requestAnimationFrame(() => requestAnimationFrame(() => {
     report.drawnMs = Math.round(performance.now());

@@ -26,7 +26,7 @@ constexpr const char* kUsage =
     "       memtrace peak TRACE [--at TIME] [--device N] [--json] [--top N] [--all-frames] [--debug-paths DIR[:DIR...]]\n"
     "       memtrace dump TRACE [--frames]\n"
     "       memtrace export --format FORMAT TRACE... -o FILE [--debug-paths DIR[:DIR...]]\n"
-    "       memtrace report TRACE -o FILE [--debug-paths DIR[:DIR...]]\n"
+    "       memtrace report TRACE... -o FILE [--debug-paths DIR[:DIR...]]\n"
     "       memtrace merge SUMMARY.json... [--json] [--top N]\n"
     "       memtrace --version\n"
     "       memtrace --help, memtrace CMD --help    this text\n"

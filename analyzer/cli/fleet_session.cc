@@ -48,7 +48,7 @@ bool names_many_traces(const ReportArgs& args) {
   return args.traces.size() > 1 || (args.traces.size() == 1 && is_directory(args.traces.front()));
 }
 
-FleetRead read_fleet(const ReportArgs& args) {
+FleetRead read_fleet(const ReportArgs& args, size_t combined_points) {
   check_trace(args.trace);
   FleetRead read;
   if (args.top) read.options.top = parse_count("--top", *args.top);
@@ -63,8 +63,8 @@ FleetRead read_fleet(const ReportArgs& args) {
     print_unreadable(trace);
   }
   read.view = build_fleet(std::move(result.processes));
-  // The reports give only the combined peaks: two points of series are the fewest combine_timelines takes.
-  for (const std::string& failure : add_combined_timelines(read.view, 2))
+  // The text and JSON reports give only the combined peaks: two points of series are the fewest it takes.
+  for (const std::string& failure : add_combined_timelines(read.view, combined_points))
     std::cerr << "memtrace: " << terminal_safe(failure) << '\n';
   return read;
 }

@@ -27,7 +27,9 @@ struct FleetRead {
 // Checks the options (UsageError), expands TRACE... (read_many.h: a path that names nothing is one unreadable
 // input), reads every trace in parallel and builds the view. Each input that does not read gets its one line on
 // stderr here; the caller reports the others and ends with fleet_exit_status.
-FleetRead read_fleet(const ReportArgs& args);
+// `combined_points`: the points of each shared GPU's combined timeline (add_combined_timelines; the text and JSON
+// reports give only its peaks, the HTML report draws it).
+FleetRead read_fleet(const ReportArgs& args, size_t combined_points = 2);
 
 // Prints `memtrace: <path>: <error>` on stderr (terminal-safe).
 void print_unreadable(const UnreadableTrace& input);

@@ -50,7 +50,7 @@ TEST(CommandLine, HelpListsEveryOptionOfEveryCommandWithItsDescription) {
       {"peak", {"TRACE", "--json", "--top N", "--all-frames", "--debug-paths DIR[:DIR...]", "--at TIME", "--device N"}},
       {"dump", {"TRACE", "--frames"}},
       {"export", {"TRACE ...", "--format FORMAT REQUIRED", "-o,--output FILE REQUIRED", "--debug-paths DIR[:DIR...]"}},
-      {"report", {"TRACE", "-o,--output FILE REQUIRED", "--debug-paths DIR[:DIR...]"}},
+      {"report", {"TRACE ...", "-o,--output FILE REQUIRED", "--debug-paths DIR[:DIR...]"}},
       {"merge", {"SUMMARY ...", "--json", "--top N"}},
   };
   EXPECT_EQ(options_by_command(top.out), expected);

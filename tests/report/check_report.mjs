@@ -8,7 +8,8 @@
 // canvases, series per chart, OOM markers, leak/OOM/trap/health rows, the title), no flame graph nodes where the
 // data has a flame graph, an <img> element (text from the trace must stay text), a zoom, click, wheel or resize
 // that breaks the page, an "at the peak" table whose total is not the peak allocated, or a report larger than
-// --max-bytes. Prints the report's size and its load-to-ready time, and saves a full-page screenshot.
+// --max-bytes; for the data of many processes, what check_fleet_report.mjs checks instead of the single trace's
+// counts and interactions. Prints the report's size and its load-to-ready time, and saves a full-page screenshot.
 import fs from 'node:fs';
 import path from 'node:path';
 import {fileURLToPath, pathToFileURL} from 'node:url';
@@ -60,42 +61,8 @@ const expected = {
   health: ((data.trace || {}).health || []).length,
 };
 
-let chromium;
-try {
-  ({chromium} = await import(pathToFileURL(path.join(repo, 'web/node_modules/playwright-core/index.mjs')).href));
-} catch (e) {
-  console.error(`check_report: cannot load playwright-core from ${repo}/web/node_modules (run npm ci in web/): ${e.message}`);
-  process.exit(1);
-}
-
-const browser = await chromium.launch({executablePath: chromiumPath, headless: true,
-                                       args: ['--no-sandbox', '--disable-gpu']});
-try {
-  const page = await browser.newPage({viewport: {width: 1440, height: 900}});
-  const fileUrl = pathToFileURL(path.resolve(reportPath)).href;
-  page.on('console', msg => { if (msg.type() === 'error') failures.push('console error: ' + msg.text()); });
-  page.on('pageerror', err => failures.push('page error: ' + err.message));
-  page.on('request', req => {
-    const url = req.url();
-    if (url !== fileUrl && !url.startsWith('data:')) failures.push('network request: ' + url);
-  });
-
-  const t0 = performance.now();
-  await page.goto(fileUrl, {waitUntil: 'load', timeout: 60000});
-  await page.waitForFunction(() => window.memtraceReport && window.memtraceReport.ready, null, {timeout: 60000});
-  const loadMs = Math.round(performance.now() - t0);
-  const drawn = await page.evaluate(() => ({
-    report: window.memtraceReport,
-    canvases: document.querySelectorAll('.uplot canvas').length,
-    flameFrames: document.querySelectorAll('.flame g').length,
-    leaks: document.querySelectorAll('#leaks tbody tr').length,
-    ooms: document.querySelectorAll('#ooms .oom').length,
-    traps: document.querySelectorAll('#traps .trap').length,
-    health: document.querySelectorAll('#health li').length,
-    images: document.querySelectorAll('img').length,
-    title: document.title,
-    moment: Array.from(document.querySelectorAll('.moment-head h3')).map(h => h.textContent),
-  }));
+// The page of one trace: what it draws against the data, then zoom, click, wheel, "at the peak" and a resize.
+async function checkTracePage(page, drawn) {
   const r = drawn.report;
   check(r.charts === expected.charts, `charts: page says ${r.charts}, the data has ${expected.charts} devices with a timeline`);
   check(drawn.canvases === expected.charts, `uPlot canvases: ${drawn.canvases}, expected ${expected.charts}`);
@@ -109,7 +76,6 @@ try {
   check(drawn.ooms === expected.ooms, `OOM diagnoses: ${drawn.ooms}, expected ${expected.ooms}`);
   check(drawn.traps === expected.traps, `traps: ${drawn.traps}, expected ${expected.traps}`);
   check(drawn.health === expected.health, `health lines: ${drawn.health}, expected ${expected.health}`);
-  check(drawn.images === 0, `${drawn.images} <img> elements: text from the trace became HTML`);
   const command = (data.trace && (data.trace.command || data.trace.path)) || 'trace';
   check(drawn.title === 'memtrace: ' + command, `title: ${JSON.stringify(drawn.title)}, expected the trace's command`);
   check(drawn.moment.length === expected.charts && drawn.moment.every(t => t.startsWith('Live by call site at ')),
@@ -158,6 +124,51 @@ try {
     const width = await page.evaluate(() => document.querySelector('.uplot canvas').getBoundingClientRect().width);
     check(width < 1000, `after a resize to 1000 px the chart is ${width} px wide`);
   }
+}
+
+// Data of many processes ("kind": "fleet"): check_fleet_report.mjs says what that page must draw.
+const fleet = data.kind === 'fleet' ? await import('./check_fleet_report.mjs') : null;
+
+let chromium;
+try {
+  ({chromium} = await import(pathToFileURL(path.join(repo, 'web/node_modules/playwright-core/index.mjs')).href));
+} catch (e) {
+  console.error(`check_report: cannot load playwright-core from ${repo}/web/node_modules (run npm ci in web/): ${e.message}`);
+  process.exit(1);
+}
+
+const browser = await chromium.launch({executablePath: chromiumPath, headless: true,
+                                       args: ['--no-sandbox', '--disable-gpu']});
+try {
+  const page = await browser.newPage({viewport: {width: 1440, height: 900}});
+  const fileUrl = pathToFileURL(path.resolve(reportPath)).href;
+  page.on('console', msg => { if (msg.type() === 'error') failures.push('console error: ' + msg.text()); });
+  page.on('pageerror', err => failures.push('page error: ' + err.message));
+  page.on('request', req => {
+    const url = req.url();
+    if (url !== fileUrl && !url.startsWith('data:')) failures.push('network request: ' + url);
+  });
+
+  const t0 = performance.now();
+  await page.goto(fileUrl, {waitUntil: 'load', timeout: 60000});
+  await page.waitForFunction(() => window.memtraceReport && window.memtraceReport.ready, null, {timeout: 60000});
+  const loadMs = Math.round(performance.now() - t0);
+  const drawn = await page.evaluate(() => ({
+    report: window.memtraceReport,
+    canvases: document.querySelectorAll('.uplot canvas').length,
+    flameFrames: document.querySelectorAll('.flame g').length,
+    leaks: document.querySelectorAll('#leaks tbody tr').length,
+    ooms: document.querySelectorAll('#ooms .oom').length,
+    traps: document.querySelectorAll('#traps .trap').length,
+    health: document.querySelectorAll('#health li').length,
+    images: document.querySelectorAll('img').length,
+    title: document.title,
+    moment: Array.from(document.querySelectorAll('.moment-head h3')).map(h => h.textContent),
+  }));
+  const r = drawn.report;
+  check(drawn.images === 0, `${drawn.images} <img> elements: text from the trace became HTML`);
+  if (fleet) await fleet.checkFleetPage(page, data, check, screenshotPath);
+  else await checkTracePage(page, drawn);
   if (maxBytes != null) check(sizeBytes <= maxBytes, `report is ${sizeBytes} bytes, more than ${maxBytes}`);
   console.log(`report ${reportPath}: ${sizeBytes} bytes (${(sizeBytes / 1e6).toFixed(2)} MB); ` +
               `load to ready ${loadMs} ms (page: drawn ${r.drawnMs} ms after navigation); ` +

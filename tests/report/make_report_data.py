@@ -9,7 +9,11 @@
                                               (levels of BINS/100, BINS/10 and BINS bins), 40 sites, 2,000
                                               iterations, 20,000 samples per sampled series
 
-The page must draw both; the fixture carries text that must stay text ("</script>", "<img ...>").
+  make_report_data.py fleet OUT.json          the committed fixture tests/report/sample_fleet_data.json: the
+                                              data of many processes (two ranks sharing a GPU, a DataLoader
+                                              worker, a wrong device, untraced memory, a leak)
+
+The page must draw them all; the fixture carries text that must stay text ("</script>", "<img ...>").
 """
 import json
 import random
@@ -332,9 +336,118 @@ def large(bins):
     }
 
 
+def fleet():
+    """Two ranks of a torchrun job on one host and a DataLoader worker under rank 0: both ranks on GPU 0 (rank 1
+    also allocated there, its own device being GPU 1), an untraced process holding 3 GiB of GPU 0, rank 1 leaking.
+    The combined timeline of GPU 0 is simulated step by step; its peak and who held what then follow from it."""
+    rng = random.Random(20)
+    n = 400
+    step_ns = 25_000_000  # 10 s
+    r0_alloc, r1_alloc = [], []
+    for i in range(n):
+        phase = (i % 40) / 40
+        r0_alloc.append(int((2 + 6 * phase) * GiB) + rng.randrange(64) * MiB)
+        r1_alloc.append(int(256 * MiB + i * MiB // 2))
+    r0_res = [max(r0_alloc[: i + 1]) // (2 * GiB) * 2 * GiB + 2 * GiB for i in range(n)]
+    r1_res = [(a // (512 * MiB) + 1) * 512 * MiB for a in r1_alloc]
+    t = [1_000_000 + i * step_ns for i in range(n)]
+    alloc = [a + b for a, b in zip(r0_alloc, r1_alloc)]
+    res = [a + b for a, b in zip(r0_res, r1_res)]
+    pa = max(range(n), key=lambda i: (alloc[i], -i))
+    pr = max(range(n), key=lambda i: (res[i], -i))
+
+    def moment(i):
+        return {"time_ns": t[i], "allocated_bytes": alloc[i], "reserved_bytes": res[i],
+                "member_allocated_bytes": [r0_alloc[i], r1_alloc[i]], "member_reserved_bytes": [r0_res[i], r1_res[i]]}
+
+    def timed(b, at):
+        return {"bytes": b, "time_ns": at}
+
+    r0_peak = max(range(n), key=lambda i: (r0_alloc[i], -i))
+    r1_peak = max(range(n), key=lambda i: (r1_alloc[i], -i))
+    gpu0, gpu1 = "GPU-0a1b2c3d-0000-1111-2222-333344445555", "GPU-9f8e7d6c-0000-1111-2222-333344445555"
+    h200 = "NVIDIA H200"
+    total = 150_754_820_096
+
+    def device(ordinal, gpu, gpu_index, pa_b, pa_t, pr_b, pr_t, site, first_ns, ooms=0):
+        return {"ordinal": ordinal, "gpu": gpu, "name": h200, "gpu_index": gpu_index, "total_bytes": total,
+                "peak_allocated": timed(pa_b, pa_t), "peak_reserved": timed(pr_b, pr_t),
+                "final_allocated_bytes": 0, "final_reserved_bytes": 0, "allocations": 1000, "ooms": ooms,
+                "first_allocation_ns": first_ns, "first_allocation_site": site}
+
+    r1_gpu1 = 12 * GiB
+    processes = [
+        {"trace": "job-1000.mtrace", "pid": 1000, "ppid": 999, "parent": None, "host": "h200-node", "rank": 0,
+         "local_rank": 0, "world_size": 2, "job_id": "torchrun-7", "command": "python train.py --epochs 1",
+         "start_ns": 0, "end_ns": 10_500_000_000, "truncated": False,
+         "devices": [device(0, gpu0, 0, r0_alloc[r0_peak], t[r0_peak], max(r0_res), t[r0_res.index(max(r0_res))],
+                            "train.py:31 main", 1_000_000)],
+         "leaked_bytes": 0, "leaked_allocations": 0, "ooms": 0},
+        {"trace": "job-1001.mtrace", "pid": 1001, "ppid": 999, "parent": None, "host": "h200-node", "rank": 1,
+         "local_rank": 1, "world_size": 2, "job_id": "torchrun-7",
+         "command": "python train.py --epochs 1 <img src=x onerror=alert(1)>", "start_ns": 2_000_000,
+         "end_ns": 10_400_000_000, "truncated": False,
+         "devices": [device(0, gpu0, 0, r1_alloc[r1_peak], t[r1_peak], max(r1_res), t[r1_res.index(max(r1_res))],
+                            "train.py:12 setup </script><b>bold</b>", 1_000_000),
+                     device(1, gpu1, 1, r1_gpu1, 6_000_000_000, 14 * GiB, 6_000_000_000, "train.py:31 main",
+                            3_000_000, ooms=1)],
+         "leaked_bytes": 200 * MiB, "leaked_allocations": 200, "ooms": 1},
+        {"trace": "job-1002.mtrace", "pid": 1002, "ppid": 1000, "parent": 0, "host": "h200-node", "rank": None,
+         "local_rank": None, "world_size": None, "job_id": "torchrun-7",
+         "command": "python train.py --epochs 1", "start_ns": 500_000_000, "end_ns": 10_000_000_000,
+         "truncated": False, "devices": [], "leaked_bytes": 0, "leaked_allocations": 0, "ooms": 0},
+    ]
+    r0 = processes[0]["devices"][0]
+    r1a, r1b = processes[1]["devices"]
+    users0 = [{"process": 0, "ordinal": 0, "peak_allocated": r0["peak_allocated"], "peak_reserved": r0["peak_reserved"]},
+              {"process": 1, "ordinal": 0, "peak_allocated": r1a["peak_allocated"], "peak_reserved": r1a["peak_reserved"]}]
+    gpus = [
+        {"gpu": gpu0, "host": "h200-node", "ordinal": 0, "name": h200, "total_bytes": total, "users": users0,
+         "sum_of_peak_allocated_bytes": r0["peak_allocated"]["bytes"] + r1a["peak_allocated"]["bytes"],
+         "sum_of_peak_reserved_bytes": r0["peak_reserved"]["bytes"] + r1a["peak_reserved"]["bytes"],
+         "untraced": {"bytes": 3 * GiB, "time_ns": 4_000_000_000, "seen_by": 0, "pids": [4242]},
+         "combined": {"members": [0, 1], "changes": n, "peak_allocated": moment(pa), "peak_reserved": moment(pr),
+                      "points": {"t_ns": t, "allocated_bytes": alloc, "reserved_bytes": res,
+                                 "member_allocated_bytes": [r0_alloc, r1_alloc],
+                                 "member_reserved_bytes": [r0_res, r1_res]}}},
+        {"gpu": gpu1, "host": "h200-node", "ordinal": 1, "name": h200, "total_bytes": total,
+         "users": [{"process": 1, "ordinal": 1, "peak_allocated": r1b["peak_allocated"],
+                    "peak_reserved": r1b["peak_reserved"]}],
+         "sum_of_peak_allocated_bytes": r1_gpu1, "sum_of_peak_reserved_bytes": 14 * GiB,
+         "untraced": None, "combined": None},
+    ]
+    rows = [{"rank": 0, "process": 0, "gpu": gpu0, "ordinal": 0, "peak_allocated": r0["peak_allocated"],
+             "peak_reserved": r0["peak_reserved"], "leaked_bytes": 0, "ooms": 0},
+            {"rank": 1, "process": 1, "gpu": gpu1, "ordinal": 1, "peak_allocated": r1b["peak_allocated"],
+             "peak_reserved": r1b["peak_reserved"], "leaked_bytes": 200 * MiB, "ooms": 1}]
+    a0, a1 = r0["peak_allocated"]["bytes"], r1_gpu1
+    worst = 0 if a0 >= a1 else 1
+    return {
+        "format": 1, "kind": "fleet", "origin_unix_ns": "1764676800000000000",
+        "summary": {"processes": 3, "hosts": 1, "gpus": 2, "ranks": 2,
+                    "worst_rank": {"rank": worst, "process": worst, "peak_allocated": rows[worst]["peak_allocated"]},
+                    "largest_combined_peak": {"gpu": 0, "allocated_bytes": alloc[pa], "time_ns": t[pa]},
+                    "wrong_devices": 1, "leak_sites": 1},
+        "processes": processes,
+        "tree": [{"process": 0, "depth": 0}, {"process": 2, "depth": 1}, {"process": 1, "depth": 0}],
+        "gpus": gpus,
+        "ranks": {"rows": rows, "worst": worst,
+                  "peak_allocated_spread_bytes": abs(a0 - a1),
+                  "peak_reserved_spread_bytes": abs(r0["peak_reserved"]["bytes"] - 14 * GiB),
+                  "median_peak_allocated_bytes": min(a0, a1)},
+        "wrong_devices": [{"process": 1, "ordinal": 0, "gpu": gpu0, "local_ordinal": 1,
+                           "peak_allocated_bytes": r1a["peak_allocated"]["bytes"], "first_allocation_ns": 1_000_000,
+                           "first_allocation_site": "train.py:12 setup </script><b>bold</b>"}],
+        "leaks": [{"site_key": "py:train.py:40 step", "site": "train.py:40 step <img src=y>", "bytes": 200 * MiB,
+                   "count": 200, "processes": [1]}],
+    }
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "sample":
         out = sample()
+    elif len(sys.argv) == 3 and sys.argv[1] == "fleet":
+        out = fleet()
     elif len(sys.argv) == 4 and sys.argv[1] == "large":
         out = large(int(sys.argv[3]))
     else:
