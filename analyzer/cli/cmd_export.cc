@@ -1,6 +1,7 @@
 // `memtrace export --format FORMAT TRACE... -o FILE`: the trace in a form another tool reads
 // (docs/commands/export.md). One row of kFormats per format; each format's writer is its own file in
-// analyzer/export/. Every format takes one trace, except sqlite, which takes many (a directory: every *.mtrace in it).
+// analyzer/export/. Every format takes one trace, except sqlite and perfetto, which take many (a directory: every
+// *.mtrace in it).
 #include <sys/stat.h>
 
 #include <iostream>
@@ -108,6 +109,31 @@ int add_to_database(SqliteExport& database, const std::string& trace, const Expo
   return kExitOk;
 }
 
+// `--format perfetto` of many traces: one process each (export/perfetto.h PerfettoJobWriter), each trace analyzed
+// and written in turn, one at a time.
+int export_perfetto_job(const ExportArgs& args, const std::vector<std::string>& traces) {
+  return write_output_file(args.output, traces, [&](std::ostream& out) {
+    PerfettoJobWriter job(out);
+    for (const std::string& trace : traces) {
+      ReportArgs report;
+      report.trace = TraceArg{trace, true};
+      report.debug_paths = args.debug_paths;
+      ReportSession session;
+      if (int status = open_report(report, /*with_live_at_peak=*/false, &session); status != kExitOk) return status;
+      const Analysis& analysis = *session.analysis;
+      FrameResolver& resolver = *session.resolver;
+      ExportSource source(analysis, resolver, [&] { return event_phases_of(analysis, resolver); });
+      try {
+        job.add(source);
+      } catch (const TraceError& e) {
+        return report_trace_error(trace, e);
+      }
+      warn_if_truncated(analysis, "the export");
+    }
+    return kExitOk;
+  });
+}
+
 // `--format sqlite`: every trace into one database, written under a new name and renamed over FILE once complete.
 int export_sqlite(const ExportArgs& args, const std::vector<std::string>& traces) {
   return write_output_database(args.output, traces, [&](const std::string& new_file) {
@@ -131,7 +157,9 @@ int export_trace(const ExportArgs& args) {
   std::vector<std::string> traces;
   if (int status = expand_traces(args.traces, &traces); status != kExitOk) return status;
   if (!format->write) return export_sqlite(args, traces);
-  if (traces.size() > 1) throw UsageError("--format " + args.format + " takes one trace; sqlite takes many");
+  if (traces.size() > 1 && args.format == "perfetto") return export_perfetto_job(args, traces);
+  if (traces.size() > 1)
+    throw UsageError("--format " + args.format + " takes one trace; sqlite and perfetto take many");
   ReportArgs report;
   report.trace = TraceArg{traces.front(), true};
   report.debug_paths = args.debug_paths;
@@ -152,7 +180,9 @@ RunCommand add_export(CLI::App& memtrace) {
   auto args = std::make_shared<ExportArgs>();
   CLI::App* command =
       memtrace.add_subcommand("export", "the trace in a form another tool reads (docs/commands/export.md)");
-  command->add_option("TRACE", args->traces, "the .mtrace files to read, or directories of them (sqlite only: many)")
+  command
+      ->add_option("TRACE", args->traces,
+                   "the .mtrace files to read, or directories of them (sqlite and perfetto only: many)")
       ->type_name("");  // the name says it
   std::string help = "one of";
   for (const ExportFormat& f : kFormats)

@@ -86,17 +86,22 @@ int output_error(const std::string& output, const char* what, int error) {
 
 }  // namespace
 
-int write_output_file(const std::string& output, const std::string& trace,
-                      const std::function<void(std::ostream& out)>& write) {
+namespace {
+
+// write_output_file's work for one or more traces: `write` returns kExitOk, or another status once it has printed
+// why it failed (the output is then discarded).
+int write_output_of(const std::string& output, const std::vector<std::string>& traces,
+                    const std::function<int(std::ostream& out)>& write) {
   // The file -o names, through any symlink: the trace itself is refused (writing would destroy it), a device or
   // a pipe is written in place and never removed, anything else is written beside it and renamed over it once
   // complete, so that a failed run leaves what was there.
   struct stat target_stat {
   }, trace_stat{};
   const bool exists = ::stat(output.c_str(), &target_stat) == 0;
-  if (exists && ::stat(trace.c_str(), &trace_stat) == 0 && target_stat.st_dev == trace_stat.st_dev &&
-      target_stat.st_ino == trace_stat.st_ino)
-    return output_error(output, "is the trace being read; give -o another file", 0);
+  for (const std::string& trace : traces)
+    if (exists && ::stat(trace.c_str(), &trace_stat) == 0 && target_stat.st_dev == trace_stat.st_dev &&
+        target_stat.st_ino == trace_stat.st_ino)
+      return output_error(output, "is the trace being read; give -o another file", 0);
   if (exists && S_ISDIR(target_stat.st_mode)) return output_error(output, "cannot write", EISDIR);
   const bool in_place = exists && !S_ISREG(target_stat.st_mode);
   std::string target = output;
@@ -113,11 +118,9 @@ int write_output_file(const std::string& output, const std::string& trace,
     out.close();
     if (!in_place) std::remove(written.c_str());
   };
-  try {
-    write(out);
-  } catch (const TraceError& e) {
+  if (int status = write(out); status != kExitOk) {
     discard();
-    return report_trace_error(trace, e);
+    return status;
   }
   // errno is that of the write that failed, if one did (the stream stops writing after its first failure).
   if (out) out.flush();
@@ -138,6 +141,25 @@ int write_output_file(const std::string& output, const std::string& trace,
     return output_error(output, "cannot write", rename_errno);
   }
   return kExitOk;
+}
+
+}  // namespace
+
+int write_output_file(const std::string& output, const std::string& trace,
+                      const std::function<void(std::ostream& out)>& write) {
+  return write_output_of(output, {trace}, [&](std::ostream& out) {
+    try {
+      write(out);
+    } catch (const TraceError& e) {
+      return report_trace_error(trace, e);
+    }
+    return kExitOk;
+  });
+}
+
+int write_output_file(const std::string& output, const std::vector<std::string>& traces,
+                      const std::function<int(std::ostream& out)>& write) {
+  return write_output_of(output, traces, write);
 }
 
 int write_output_database(const std::string& output, const std::vector<std::string>& traces,

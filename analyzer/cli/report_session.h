@@ -56,6 +56,11 @@ int open_report(const ReportArgs& args, bool with_live_at_peak, ReportSession* s
 int write_output_file(const std::string& output, const std::string& trace,
                       const std::function<void(std::ostream& out)>& write);
 
+// The same for an output written from many traces (none of which `output` may be): `write` returns kExitOk, or
+// another exit status once it has printed why it failed, and the output is then left as it was.
+int write_output_file(const std::string& output, const std::vector<std::string>& traces,
+                      const std::function<int(std::ostream& out)>& write);
+
 // Writes the file `output` through `write`, for a format written by a library that opens the file by its name (the
 // sqlite export's database), from the traces at `traces`: `write` is given a new name beside `output` to create the
 // file at, and returns kExitOk, or another exit status once it has printed why it failed. Renamed over `output` once

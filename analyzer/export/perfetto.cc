@@ -16,8 +16,8 @@ namespace {
 
 namespace pf = perfetto_proto;
 
-constexpr uint32_t kSequenceId = 1;   // every packet is on one sequence
-constexpr uint64_t kProcessUuid = 1;  // the process track; the others count up from 2
+constexpr uint32_t kSequenceId = 1;  // every packet is on one sequence
+constexpr int kUuidRangeBits = 32;   // process k's tracks: uuids k * 2^32 + 1 (its process track), + 2, ...
 constexpr size_t kMaxNvtxLanesPerThread = 16;
 constexpr size_t kMaxNvtxTracks = 4096;
 
@@ -28,10 +28,19 @@ std::string device_name(int32_t device) {
   return device >= 0 ? "cuda:" + std::to_string(device) : std::string("unknown device");
 }
 
-// Writes packets as the fields 1 of a Trace message, all on one sequence, the first one clearing its state.
+// Writes one process's packets as the fields 1 of a Trace message, all on one sequence, the output's first packet
+// clearing its state: the process's tracks with the uuids of its range, its times (ns since its trace's start,
+// negative ones at 0) shifted by `time_offset_ns`.
 class PacketWriter {
  public:
-  explicit PacketWriter(std::ostream& out) : out_(out) {}
+  PacketWriter(std::ostream& out, uint64_t process_index, uint64_t time_offset_ns, bool first_in_output)
+      : out_(out),
+        process_uuid_((process_index << kUuidRangeBits) + 1),
+        time_offset_ns_(time_offset_ns),
+        first_(first_in_output),
+        next_uuid_(process_uuid_ + 1) {}
+  uint64_t process_uuid() const { return process_uuid_; }
+  uint64_t timestamp(int64_t time_ns) const { return time_offset_ns_ + clamp_time(time_ns); }
   void write(pf::TracePacket& packet) {
     packet.set_trusted_packet_sequence_id(kSequenceId);
     if (first_) packet.set_sequence_flags(pf::TracePacket::SEQ_INCREMENTAL_STATE_CLEARED);
@@ -52,7 +61,7 @@ class PacketWriter {
     pf::TracePacket packet;
     pf::TrackDescriptor* track = packet.mutable_track_descriptor();
     track->set_uuid(next_uuid_);
-    track->set_parent_uuid(kProcessUuid);
+    track->set_parent_uuid(process_uuid_);
     track->set_name(name);
     if (counter) track->mutable_counter()->set_unit(pf::CounterDescriptor::UNIT_SIZE_BYTES);
     write(packet);
@@ -60,7 +69,7 @@ class PacketWriter {
   }
   void event(uint64_t track, int64_t time_ns, pf::TrackEvent::Type type, const std::string* name = nullptr) {
     pf::TracePacket packet;
-    packet.set_timestamp(clamp_time(time_ns));
+    packet.set_timestamp(timestamp(time_ns));
     pf::TrackEvent* e = packet.mutable_track_event();
     e->set_type(type);
     e->set_track_uuid(track);
@@ -69,7 +78,7 @@ class PacketWriter {
   }
   void counter(uint64_t track, int64_t time_ns, uint64_t bytes) {
     pf::TracePacket packet;
-    packet.set_timestamp(clamp_time(time_ns));
+    packet.set_timestamp(timestamp(time_ns));
     pf::TrackEvent* e = packet.mutable_track_event();
     e->set_type(pf::TrackEvent::TYPE_COUNTER);
     e->set_track_uuid(track);
@@ -79,16 +88,35 @@ class PacketWriter {
 
  private:
   std::ostream& out_;
+  const uint64_t process_uuid_;
+  const uint64_t time_offset_ns_;
   std::string body_;
-  bool first_ = true;
-  uint64_t next_uuid_ = kProcessUuid + 1;
+  bool first_;
+  uint64_t next_uuid_;
 };
 
-// The process track: pid and command line of the TraceStart ("memtrace trace" without one).
-void write_process(const Analysis& analysis, PacketWriter& writer) {
+// A process of a job's export named by what tells the ranks apart: "rank 1 / python / host-a", the parts the
+// TraceStart has ("memtrace trace" where it has none).
+std::string job_process_name(const Analysis& analysis) {
+  std::string name;
+  auto add = [&](const std::string& part) {
+    if (!part.empty()) name += (name.empty() ? "" : " / ") + part;
+  };
+  if (analysis.info.start) {
+    const proto::TraceStart& start = *analysis.info.start;
+    if (start.has_rank()) add("rank " + std::to_string(start.rank()));
+    if (start.argv_size() > 0) add(start.argv(0));
+    add(start.hostname());
+  }
+  return name.empty() ? std::string("memtrace trace") : name;
+}
+
+// The process track: pid and command line of the TraceStart, named by `name` or else by the command line
+// ("memtrace trace" without one).
+void write_process(const Analysis& analysis, const std::optional<std::string>& name, PacketWriter& writer) {
   pf::TracePacket packet;
   pf::TrackDescriptor* track = packet.mutable_track_descriptor();
-  track->set_uuid(kProcessUuid);
+  track->set_uuid(writer.process_uuid());
   pf::ProcessDescriptor* process = track->mutable_process();
   std::string command;
   if (analysis.info.start) {
@@ -98,7 +126,7 @@ void write_process(const Analysis& analysis, PacketWriter& writer) {
       command += (command.empty() ? "" : " ") + arg;
     }
   }
-  process->set_process_name(command.empty() ? std::string("memtrace trace") : command);
+  process->set_process_name(name ? *name : command.empty() ? std::string("memtrace trace") : command);
   writer.write(packet);
 }
 
@@ -173,7 +201,7 @@ void write_ooms(const MemoryModel& model, PacketWriter& writer) {
     if (it == tracks.end())
       it = tracks.emplace(oom.device, writer.declare_track(device_name(oom.device) + " OOMs", false)).first;
     pf::TracePacket packet;
-    packet.set_timestamp(clamp_time(oom.time_ns));
+    packet.set_timestamp(writer.timestamp(oom.time_ns));
     pf::TrackEvent* e = packet.mutable_track_event();
     e->set_type(pf::TrackEvent::TYPE_INSTANT);
     e->set_track_uuid(it->second);
@@ -359,15 +387,12 @@ std::optional<uint64_t> thinning_interval(const Analysis& analysis, const Perfet
   return std::max<uint64_t>(duration / intervals + (duration % intervals != 0), 1);
 }
 
-}  // namespace
-
-void write_perfetto(const ExportSource& source, std::ostream& out) { write_perfetto(source, out, PerfettoOptions{}); }
-
-void write_perfetto(const ExportSource& source, std::ostream& out, const PerfettoOptions& options) {
+// One process's tracks and events through `writer`, its process track named by `name` (else its command line).
+void write_process_tracks(const ExportSource& source, const std::optional<std::string>& name, PacketWriter& writer,
+                          const PerfettoOptions& options) {
   const Analysis& analysis = source.analysis();
   const EventPhases& phases = source.phases();
-  PacketWriter writer(out);
-  write_process(analysis, writer);
+  write_process(analysis, name, writer);
   write_ooms(analysis.model, writer);
   NvtxLanes(writer, analysis.duration_ns()).write(analysis.nvtx_ranges);
   IterationSlices slices(phases, writer);
@@ -385,6 +410,26 @@ void write_perfetto(const ExportSource& source, std::ostream& out, const Perfett
   replay_trace(source.path(), analysis.model.layer_hints(), model, observer);
   slices.finish();
   for (auto& [device, d] : devices) d.flush(writer);
+}
+
+}  // namespace
+
+void write_perfetto(const ExportSource& source, std::ostream& out) { write_perfetto(source, out, PerfettoOptions{}); }
+
+void write_perfetto(const ExportSource& source, std::ostream& out, const PerfettoOptions& options) {
+  PacketWriter writer(out, 0, 0, /*first_in_output=*/true);
+  write_process_tracks(source, std::nullopt, writer, options);
+}
+
+PerfettoJobWriter::PerfettoJobWriter(std::ostream& out, const PerfettoOptions& options)
+    : out_(out), options_(options) {}
+
+void PerfettoJobWriter::add(const ExportSource& source) {
+  const Analysis& analysis = source.analysis();
+  const uint64_t start_unix_ns = analysis.info.start ? analysis.info.start->start_unix_ns() : 0;
+  PacketWriter writer(out_, processes_, start_unix_ns, /*first_in_output=*/processes_ == 0);
+  ++processes_;
+  write_process_tracks(source, job_process_name(analysis), writer, options_);
 }
 
 }  // namespace memtrace

@@ -9,6 +9,10 @@
 //   - "NVTX thread TID": the job's NVTX ranges of that thread as nested slices (a range that overlaps another without
 //     nesting goes to a further track of the thread, "NVTX thread TID (2)", and so on).
 // Times are nanoseconds since the trace's start (the first CUDA call), negative ones shown at 0.
+// Many traces (PerfettoJobWriter: a job's ranks, its workers) are one trace of many processes, each with the tracks
+// above, named "rank N / ARGV0 / HOST" (the parts its TraceStart has), the uuids of process k from k * 2^32 + 1,
+// and all on one wall-clock timeline: a process's times are its start's CLOCK_REALTIME (TraceStart.start_unix_ns)
+// plus its times since its start, in ns since the Unix epoch (a trace without start_unix_ns keeps its own times).
 // Counter values: one per change of the value. A trace of more than max_exact_events events is thinned without
 // losing a peak: its duration is cut into `thinning_intervals` equal intervals and each counter track gets, per
 // interval where it changed, the lowest and the highest value it took there and the value it ended the interval
@@ -34,5 +38,19 @@ struct PerfettoOptions {
 // the trace no longer reads.
 void write_perfetto(const ExportSource& source, std::ostream& out);
 void write_perfetto(const ExportSource& source, std::ostream& out, const PerfettoOptions& options);
+
+// Writes many traces to `out` as one Perfetto trace, one process each, in the order added (the header). Each add()
+// reads its trace as write_perfetto does and throws TraceError where it no longer reads (the output is then
+// incomplete). Holds no more than one trace's state at a time.
+class PerfettoJobWriter {
+ public:
+  explicit PerfettoJobWriter(std::ostream& out, const PerfettoOptions& options = {});
+  void add(const ExportSource& source);
+
+ private:
+  std::ostream& out_;
+  PerfettoOptions options_;
+  uint64_t processes_ = 0;  // added so far: the next one's index
+};
 
 }  // namespace memtrace

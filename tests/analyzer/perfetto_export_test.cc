@@ -1,6 +1,7 @@
 // `memtrace export --format perfetto` (export/perfetto.h): the output decoded with export/perfetto_trace.proto and
 // checked packet by packet, on the traces of export_traces.h and on hostile ones.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <iterator>
@@ -203,6 +204,62 @@ TEST(PerfettoExport, CommandWritesTheFile) {
   pf::Trace decoded;
   ASSERT_TRUE(decoded.ParseFromString(bytes));
   EXPECT_EQ(decoded.packet_size(), 35);
+}
+
+// A rank of a job: pid, rank (none where negative), host, CLOCK_REALTIME at its start, and one driver allocation of
+// `bytes` 1 us after the start, freed 2 us later.
+std::string job_rank_trace(uint32_t pid, int rank, const std::string& host, uint64_t start_unix_ns, uint64_t bytes) {
+  TraceBuilder b;
+  proto::Record start;
+  start.mutable_start()->set_pid(pid);
+  start.mutable_start()->set_hostname(host);
+  start.mutable_start()->set_start_monotonic_ns(1'000'000'000);
+  start.mutable_start()->set_start_unix_ns(start_unix_ns);
+  start.mutable_start()->add_argv("python");
+  start.mutable_start()->add_argv("train.py");
+  if (rank >= 0) start.mutable_start()->set_rank(uint32_t(rank));
+  b.record(start);
+  b.event(test::driver_alloc(0, 0x1000000, bytes, 1000)).event(test::driver_free(0, 0x1000000, 2000));
+  b.end(2, 0).end_chunk();
+  return b.bytes();
+}
+
+// Two ranks started 1 ms apart, given as a directory: one trace of two processes, each with its pid, its name, its
+// own uuids (the second's from 2^32 + 1) and its times on the wall clock (its start_unix_ns plus its own times).
+TEST(PerfettoExport, ManyTracesAreOneTraceOfManyProcesses) {
+  const std::string dir = test::temp_path("perfetto-job"), out = test::temp_path("job.pftrace");
+  ::mkdir(dir.c_str(), 0755);
+  const uint64_t start_ns = 1'700'000'000'000'000'000;  // rank 0's CLOCK_REALTIME at its start
+  test::write_file(dir + "/rank0.mtrace", job_rank_trace(100, 0, "node1", start_ns, 4 * kMiB));
+  test::write_file(dir + "/rank1.mtrace", job_rank_trace(200, -1, "node2", start_ns + 1'000'000, 2 * kMiB));
+  test::MemtraceRun r = test::run_memtrace_binary("export --format perfetto " + dir + " -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out + r.err, "");
+  std::ifstream in(out, std::ios::binary);
+  pf::Trace trace;
+  ASSERT_TRUE(trace.ParseFromString(std::string(std::istreambuf_iterator<char>(in), {})));
+  EXPECT_EQ(
+      describe(trace),
+      (std::vector<std::string>{
+          // rank 0: 4 MiB at 1 us, freed at 3 us after 1'700'000'000 s.
+          "track 1 process 100 [python train.py] 'rank 0 / python / node1'", "track 2 'cuda:0 allocated' in 1 bytes",
+          "@1700000000000001000 2 counter = 4194304", "track 3 'cuda:0 reserved' in 1 bytes",
+          "@1700000000000001000 3 counter = 4194304", "track 4 'cuda:0 driver' in 1 bytes",
+          "@1700000000000001000 4 counter = 4194304", "@1700000000000003000 2 counter = 0",
+          "@1700000000000003000 3 counter = 0", "@1700000000000003000 4 counter = 0",
+          // the second process (no rank): 2 MiB at 1 us, freed at 3 us after its start, 1 ms later.
+          "track 4294967297 process 200 [python train.py] 'python / node2'",
+          "track 4294967298 'cuda:0 allocated' in 4294967297 bytes",
+          "@1700000000001001000 4294967298 counter = 2097152", "track 4294967299 'cuda:0 reserved' in 4294967297 bytes",
+          "@1700000000001001000 4294967299 counter = 2097152", "track 4294967300 'cuda:0 driver' in 4294967297 bytes",
+          "@1700000000001001000 4294967300 counter = 2097152", "@1700000000001003000 4294967298 counter = 0",
+          "@1700000000001003000 4294967299 counter = 0", "@1700000000001003000 4294967300 counter = 0"}));
+  for (int i = 0; i < trace.packet_size(); ++i) EXPECT_EQ(trace.packet(i).has_sequence_flags(), i == 0) << i;
+  // The other formats still take one trace.
+  r = test::run_memtrace_binary("export --format pprof " + dir + " -o " + test::temp_path("job.pb.gz"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
+            "memtrace: --format pprof takes one trace; sqlite and perfetto take many");
 }
 
 }  // namespace

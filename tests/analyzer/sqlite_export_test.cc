@@ -240,7 +240,7 @@ TEST(SqliteExport, TheOtherFormatsTakeOneTrace) {
   test::write_file(b, rank1_trace());
   test::MemtraceRun r = run_memtrace_binary("export --format csv " + a + " " + b + " -o " + test::temp_path("x.csv"));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err.substr(0, r.err.find('\n')), "memtrace: --format csv takes one trace; sqlite takes many");
+  EXPECT_EQ(r.err.substr(0, r.err.find('\n')), "memtrace: --format csv takes one trace; sqlite and perfetto take many");
   const std::string empty_dir = test::temp_path("no-traces");
   ::mkdir(empty_dir.c_str(), 0755);
   r = run_memtrace_binary("export --format sqlite " + a + " " + empty_dir + " -o " + test::temp_path("x.sqlite"));
