@@ -49,7 +49,7 @@ int summary(const ReportArgs& args) {
       auto b = breakdowns.find(entry["device"].get<int32_t>());
       entry["peak_breakdown"] = b == breakdowns.end() ? nlohmann::json(nullptr) : breakdown_json(b->second);
     }
-    const ProcessSummary process = summarize_process(a, *s.resolver, s.options.top);
+    const ProcessSummary process = summarize_process(a, *s.resolver, kLeakSitesKept);
     nlohmann::json report = {{"trace", trace_json(a)},
                              {"devices", devices},
                              {"process", process_json(a)},

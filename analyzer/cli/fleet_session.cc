@@ -54,7 +54,7 @@ FleetRead read_fleet(const ReportArgs& args, size_t combined_points) {
   if (args.top) read.options.top = parse_count("--top", *args.top);
   read.options.all_frames = args.all_frames;
   ReadManyOptions options;
-  options.top_leaks = read.options.top;
+  options.top_leaks = kLeakSitesKept;  // --top is what the reports show, not what the figures are made of
   if (args.debug_paths) options.debug_dirs = parse_debug_paths(*args.debug_paths);
   std::vector<std::string> traces = expand_each(args.traces, &read.unreadable);
   ReadManyResult result = read_processes(traces, options);

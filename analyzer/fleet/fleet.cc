@@ -185,7 +185,7 @@ RankRow rank_row(const ProcessSummary& p, size_t index) {
     row.peak_reserved = d->peak_reserved;
   }
   for (const ProcessDevice& d : p.devices) row.ooms = saturating_add(row.ooms, d.ooms);
-  for (const ProcessLeak& l : p.leaks) row.leaked_bytes = saturating_add(row.leaked_bytes, l.bytes);
+  row.leaked_bytes = p.leaked_bytes;
   return row;
 }
 

@@ -10,6 +10,7 @@
 #include "stacks/folded_stack.h"
 #include "stacks/frame_roles.h"
 #include "stacks/frames.h"
+#include "util/checked_math.h"
 #include "util/format.h"
 
 namespace memtrace {
@@ -168,6 +169,10 @@ ProcessSummary summarize_process(const Analysis& a, FrameResolver& resolver, siz
   for (const auto& [ordinal, state] : a.model.devices())
     p.devices.push_back(summarize_device(a, resolver, ordinal, state));
   for (const LeakSite& l : a.leaks) {
+    p.leaked_bytes = saturating_add(p.leaked_bytes, l.site.bytes);
+    ++p.leak_sites;
+  }
+  for (const LeakSite& l : a.leaks) {
     if (p.leaks.size() >= top_leaks) break;
     std::optional<PortableSiteKey> key = site_key(a.stacks, l.site.stack_id);
     p.leaks.push_back(ProcessLeak{l.site.device, key ? site_key_text(*key) : "stack:" + std::to_string(l.site.stack_id),
@@ -227,6 +232,8 @@ nlohmann::json process_summary_json(const ProcessSummary& p) {
           {"end_unix_ns", p.end_unix_ns},
           {"truncated", p.truncated},
           {"devices", devices},
+          {"leaked_bytes", p.leaked_bytes},
+          {"leak_sites", p.leak_sites},
           {"leaks", leaks}};
 }
 
@@ -343,6 +350,8 @@ ProcessSummary process_summary_from_json(const nlohmann::json& j) {
   const nlohmann::json& devices = array(j, "devices", named);
   for (size_t i = 0; i < devices.size(); ++i)
     p.devices.push_back(device_from_json(devices[i], named + "'s device " + std::to_string(i)));
+  p.leaked_bytes = u64(j, "leaked_bytes", named);
+  p.leak_sites = u64(j, "leak_sites", named);
   const nlohmann::json& leaks = array(j, "leaks", named);
   for (size_t i = 0; i < leaks.size(); ++i) {
     const std::string at = named + "'s leak " + std::to_string(i);

@@ -92,9 +92,16 @@ struct ProcessSummary {
   uint64_t end_unix_ns = 0;  // of the last complete event (or the end record)
   bool truncated = false;
   std::vector<ProcessDevice> devices;  // by ordinal
-  std::vector<ProcessLeak> leaks;      // largest bytes first, at most the --top given to summarize_process
+  std::vector<ProcessLeak> leaks;      // largest bytes first, at most the `top_leaks` given to summarize_process
+  // Over all its leak candidates, however many `leaks` keeps.
+  uint64_t leaked_bytes = 0;
+  uint64_t leak_sites = 0;
   bool operator==(const ProcessSummary&) const = default;
 };
+
+// Leak sites a summary keeps per process for the many-process views (whatever --top shows): enough that the sites
+// merged across processes come out right for any site that is among the largest of some process.
+inline constexpr size_t kLeakSitesKept = 100;
 
 // The summary of one analyzed trace. `top_leaks`: leak sites kept. Never throws for any trace analyze_trace
 // accepted.

@@ -241,8 +241,13 @@ TEST(Fleet, LeaksAreMergedByPortableSite) {
   ProcessSummary r0 = rank_process(0, 100, kT, 0, kGpuA, kGiB, kT, kGiB);
   r0.leaks = {{0, "py:train.py:10:step", "train.py:10 step", 100 * kMiB, 2},
               {0, "py:model.py:5:forward", "model.py:5 forward", 10 * kMiB, 1}};
+  // Its totals are over all its leak candidates: here one more of 5 MiB than the two sites kept.
+  r0.leaked_bytes = 115 * kMiB;
+  r0.leak_sites = 3;
   ProcessSummary r1 = rank_process(1, 101, kT + 1, 0, kGpuA, kGiB, kT, kGiB);
   r1.leaks = {{0, "py:train.py:10:step", "train.py:10 step", 50 * kMiB, 1}};
+  r1.leaked_bytes = 50 * kMiB;
+  r1.leak_sites = 1;
   ProcessSummary other = process(400, 1, "node1", kT + 2, kT + kS);
   other.leaks = {{0, "py:data.py:7:load", "data.py:7 load", 70 * kMiB, 3}};
   FleetView view = build_fleet({other, r1, r0});
@@ -256,7 +261,7 @@ TEST(Fleet, LeaksAreMergedByPortableSite) {
   EXPECT_EQ(view.leaks[1].bytes, 70 * kMiB);
   EXPECT_EQ(view.leaks[1].processes, (std::vector<size_t>{2}));
   EXPECT_EQ(view.leaks[2].bytes, 10 * kMiB);
-  EXPECT_EQ(view.ranks.rows[0].leaked_bytes, 110 * kMiB);
+  EXPECT_EQ(view.ranks.rows[0].leaked_bytes, 115 * kMiB);  // the total, not the sum of the sites kept
   EXPECT_EQ(view.ranks.rows[1].leaked_bytes, 50 * kMiB);
 }
 

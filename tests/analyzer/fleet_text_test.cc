@@ -25,6 +25,8 @@ FleetView job() {
   rank0.devices[0].samples = {{kT + 2 * kS, 0, 3 * kGiB + 512 * kMiB, 1 * kGiB + 512 * kMiB}};
   rank0.devices[0].nvml_other_pids = {101, 900};
   rank0.leaks = {{0, "py:train.py:10:step", "train.py:10 step", 100 * kMiB, 2}};
+  rank0.leaked_bytes = 100 * kMiB;
+  rank0.leak_sites = 1;
   ProcessSummary rank1 = rank_process(1, 101, kT + 1 * kS, 1, kGpuB, 2 * kGiB, kT + 4 * kS, 2 * kGiB);
   ProcessDevice zero = device(0, kGpuA, 512 * kMiB, kT + 3 * kS, 1 * kGiB);
   zero.first_allocation_unix_ns = kT + 1500 * kMs;
@@ -32,6 +34,8 @@ FleetView job() {
   zero.samples = {{kT + 2200 * kMs, 0, 1 * kGiB, 0}};
   rank1.devices.insert(rank1.devices.begin(), zero);
   rank1.leaks = {{1, "py:train.py:10:step", "train.py:10 step", 50 * kMiB, 1}};
+  rank1.leaked_bytes = 50 * kMiB;
+  rank1.leak_sites = 1;
   ProcessSummary worker = process(102, 100, "node1", kT + 5 * kS, kT + 9 * kS);
   worker.rank = worker.local_rank = 0;
   worker.truncated = true;

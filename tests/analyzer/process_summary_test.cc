@@ -124,6 +124,21 @@ TEST(ProcessSummary, FiguresOfOneRank) {
   EXPECT_EQ(p.leaks[0].count, 1u);
 }
 
+// The totals are over every leak candidate, however few sites are kept: --top never changes a figure.
+TEST(ProcessSummary, LeakTotalsDoNotDependOnTheSitesKept) {
+  const std::string path = rank_trace("summary-top.mtrace");
+  std::unique_ptr<Analysis> a = analyze_trace(path, false);
+  Symbolizer symbolizer(a->stacks.modules());
+  FrameResolver resolver(a->stacks, symbolizer);
+  ProcessSummary none = summarize_process(*a, resolver, 0);
+  EXPECT_TRUE(none.leaks.empty());
+  EXPECT_EQ(none.leaked_bytes, 50u);
+  EXPECT_EQ(none.leak_sites, 1u);
+  ProcessSummary all = summarize_process(*a, resolver, kLeakSitesKept);
+  EXPECT_EQ(all.leaks.size(), 1u);
+  EXPECT_EQ(all.leaked_bytes, 50u);
+}
+
 TEST(ProcessSummary, JsonReadsBackEqual) {
   ProcessSummary p = summarize(rank_trace("summary-json.mtrace"));
   p.devices[0].nvml_other_pids = {7, 9};

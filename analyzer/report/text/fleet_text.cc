@@ -243,14 +243,14 @@ void print_process_leaks(std::ostream& out, const FleetView& view, size_t top) {
   out << "\nLeak candidates per process\n";
   for (size_t i = 0; i < view.processes.size(); ++i) {
     const ProcessSummary& p = view.processes[i];
-    uint64_t bytes = 0;
-    for (const ProcessLeak& l : p.leaks) bytes = saturating_add(bytes, l.bytes);
     out << "  " << label(view, i) << " [" << terminal_safe(p.trace) << "]: ";
-    if (p.leaks.empty()) {
+    if (p.leak_sites == 0) {
       out << "none\n";
       continue;
     }
-    out << bytes_text(bytes) << " at " << count_of(p.leaks.size(), "site") << '\n';
+    out << bytes_text(p.leaked_bytes) << " at " << count_of(p.leak_sites, "site");
+    if (p.leak_sites > top && top < p.leaks.size()) out << " (top " << top << " shown)";
+    out << '\n';
     for (size_t i = 0; i < p.leaks.size() && i < top; ++i)
       out << "    " << bytes_text(p.leaks[i].bytes) << " in " << count_of(p.leaks[i].count, "allocation") << " at "
           << (p.leaks[i].site.empty() ? std::string("(no stack)") : terminal_safe(p.leaks[i].site)) << '\n';
