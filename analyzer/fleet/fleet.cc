@@ -275,8 +275,29 @@ std::vector<MergedLeak> merge_leaks(const std::vector<ProcessSummary>& processes
 
 }  // namespace
 
+namespace {
+
+// Moves out the summaries of a process already seen (fleet.h, FleetView::duplicates), keeping the first of each.
+std::vector<std::string> drop_duplicates(std::vector<ProcessSummary>& processes) {
+  std::set<std::tuple<std::string, uint32_t, uint64_t>> seen;
+  std::vector<std::string> duplicates;
+  std::vector<ProcessSummary> kept;
+  for (ProcessSummary& p : processes) {
+    if (p.start_unix_ns != 0 && !seen.insert({p.host, p.pid, p.start_unix_ns}).second) {
+      duplicates.push_back(p.trace);
+      continue;
+    }
+    kept.push_back(std::move(p));
+  }
+  processes = std::move(kept);
+  return duplicates;
+}
+
+}  // namespace
+
 FleetView build_fleet(std::vector<ProcessSummary> processes) {
   FleetView view;
+  view.duplicates = drop_duplicates(processes);
   sort_processes(processes);
   view.processes = std::move(processes);
   view.first_start_unix_ns = first_start(view.processes);

@@ -126,6 +126,10 @@ struct FleetView {
   RankTable ranks;
   std::vector<WrongDevice> wrong_devices;
   std::vector<MergedLeak> leaks;  // largest bytes first (ties: site key)
+  // Summaries of a process already in `processes` (same host, pid and start time, the start known): the same
+  // trace named twice (through another path, a link, a copy), or a summary file given to `merge` beside one that
+  // holds it. Counted once; these are their traces, in the order given.
+  std::vector<std::string> duplicates;
 };
 
 // Groups the summaries. Never throws for summaries summarize_process or process_summary_from_json made.

@@ -273,5 +273,24 @@ TEST(Fleet, NoProcessesIsAnEmptyView) {
   EXPECT_EQ(view.first_start_unix_ns, 0u);
 }
 
+// The same process named twice (another path to its trace, a copy, a summary given twice) is counted once; a
+// process without a start time cannot be told from another of its pid, so it is never taken for a duplicate.
+TEST(Fleet, AProcessReadTwiceIsCountedOnce) {
+  ProcessSummary a = rank_process(0, 100, kT, 0, kGpuA, kGiB, kT, kGiB);
+  a.trace = "a.mtrace";
+  ProcessSummary again = a;
+  again.trace = "copy-of-a.mtrace";
+  ProcessSummary no_start = process(7, 1, "node1", 0, 0);
+  no_start.trace = "x.mtrace";
+  ProcessSummary no_start_again = no_start;
+  no_start_again.trace = "y.mtrace";
+  FleetView view = build_fleet({a, again, no_start, no_start_again});
+  EXPECT_EQ(view.processes.size(), 3u);
+  EXPECT_EQ(view.duplicates, (std::vector<std::string>{"copy-of-a.mtrace"}));
+  ASSERT_EQ(view.gpus.size(), 1u);
+  EXPECT_EQ(view.gpus[0].users.size(), 1u);
+  EXPECT_EQ(view.gpus[0].sum_of_peak_allocated_bytes, kGiB);
+}
+
 }  // namespace
 }  // namespace memtrace

@@ -117,7 +117,8 @@ json fleet_json(const FleetView& view) {
           {"gpus", gpus},
           {"ranks", ranks_json(view.ranks)},
           {"wrong_devices", wrong_devices_json(view)},
-          {"leaks", merged_leaks_json(view)}};
+          {"leaks", merged_leaks_json(view)},
+          {"duplicates", view.duplicates}};
 }
 
 }  // namespace memtrace

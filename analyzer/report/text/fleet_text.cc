@@ -177,6 +177,11 @@ void print_fleet_overview(std::ostream& out, const FleetView& view) {
   if (view.first_start_unix_ns)
     out << "; time 0 = " << format_utc(view.first_start_unix_ns) << " (the earliest start)\n";
   else out << "; no start times recorded\n";
+  if (view.duplicates.empty()) return;
+  out << "  counted once: " << count_of(view.duplicates.size(), "input")
+      << " of a process already read (the same host, pid and start):";
+  for (const std::string& trace : view.duplicates) out << ' ' << terminal_safe(trace);
+  out << '\n';
 }
 
 void print_fleet_gpus(std::ostream& out, const FleetView& view) {
