@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
@@ -10,9 +11,14 @@
 namespace memtrace {
 
 std::vector<ProcessSummary> read_summary_file(const std::string& path) {
+  if (std::filesystem::is_directory(path))
+    throw std::runtime_error("is a directory: merge reads the files `memtrace summary TRACE --json` wrote");
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(std::string("cannot be read: ") + std::strerror(errno ? errno : ENOENT));
+  // A trace begins with a zstd skippable frame (proto/trace_format.h), whose magic's first byte is 0x50 ('P').
+  if (in.peek() == 0x50)
+    throw std::runtime_error("a trace, not a summary: merge reads what `memtrace summary TRACE --json` writes");
   nlohmann::json document;
   try {
     document = nlohmann::json::parse(in);

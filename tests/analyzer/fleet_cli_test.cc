@@ -232,6 +232,23 @@ TEST(FleetCli, MergeOfTheSummariesIsTheSameReport) {
   run = test::run_memtrace_binary("merge " + text);
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err, "memtrace: " + text + ": not a summary --json document: no processes list\n");
+  // A directory, and a trace where a summary belongs: said in the project's words.
+  run = test::run_memtrace_binary("merge " + job.dir);
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err, "memtrace: " + job.dir + ": is a directory: merge reads the files `memtrace summary TRACE --json` "
+                     "wrote\n");
+  run = test::run_memtrace_binary("merge " + job.rank0);
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err, "memtrace: " + job.rank0 + ": a trace, not a summary: merge reads what `memtrace summary TRACE "
+                     "--json` writes\n");
+  // The same summary twice: one process, said once.
+  run = test::run_memtrace_binary("merge " + s0 + " " + s0);
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_NE(run.out.find("memtrace: 1 process on 1 host"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("  counted once: 1 input of a process already read (the same host, pid and start): " +
+                         job.rank0 + "\n"),
+            std::string::npos)
+      << run.out;
 }
 
 TEST(FleetCli, LeaksOfManyMergesThenListsEachProcess) {

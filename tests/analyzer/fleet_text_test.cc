@@ -150,5 +150,17 @@ TEST(FleetText, AHostileTracesStringsAreEscaped) {
   EXPECT_NE(text.find("at leak\\rline"), std::string::npos) << text;
 }
 
+// A process's OOMs are named in the tree, a process without a rank's too (it has no row in the rank table).
+TEST(FleetText, TheTreeNamesEveryProcesssOoms) {
+  ProcessSummary p = rank_process(0, 10, kT, 0, kGpuA, kGiB, kT, kGiB);
+  p.rank.reset();
+  p.devices[0].ooms = 2;
+  std::ostringstream out;
+  print_process_tree(out, build_fleet({p}));
+  EXPECT_EQ(out.str(),
+            "\nProcesses: 1 (children under their parent)\n"
+            "  pid 10 on node1, +0.000 s to +10.000 s: python train.py  [trace.10.mtrace]  2 OOMs\n");
+}
+
 }  // namespace
 }  // namespace memtrace

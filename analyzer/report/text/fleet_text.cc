@@ -143,7 +143,12 @@ void print_tree_line(std::ostream& out, const FleetView& view, size_t i, size_t 
       << ", " << when(view, p.start_unix_ns) << " to " << when(view, p.end_unix_ns) << ':';
   if (p.argv.empty()) out << " (command line not recorded)";
   for (const std::string& arg : p.argv) out << ' ' << terminal_safe(arg);
-  out << "  [" << terminal_safe(p.trace) << ']' << (p.truncated ? " (trace truncated)" : "") << '\n';
+  out << "  [" << terminal_safe(p.trace) << ']' << (p.truncated ? " (trace truncated)" : "");
+  // Every process's OOMs are named here, a process without a rank's too (the rank table has the ranks').
+  uint64_t ooms = 0;
+  for (const ProcessDevice& d : p.devices) ooms = saturating_add(ooms, d.ooms);
+  if (ooms) out << "  " << with_thousands(ooms) << (ooms == 1 ? " OOM" : " OOMs");
+  out << '\n';
 }
 
 // "(ranks 0, 1; pid 400)": the ranks of the processes that have one, the pids of the others, 8 of each at most.
