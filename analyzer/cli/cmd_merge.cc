@@ -28,7 +28,13 @@ int merge(const MergeArgs& args) {
   std::vector<UnreadableTrace> unreadable;
   for (const std::string& file : args.files) {
     try {
-      for (ProcessSummary& p : read_summary_file(file)) processes.push_back(std::move(p));
+      SummaryFile summary = read_summary_file(file);
+      for (ProcessSummary& p : summary.processes) processes.push_back(std::move(p));
+      // Traces the summary's writer could not read stay missing here: said again, and the exit status says so.
+      for (auto& [trace, error] : summary.unreadable) {
+        unreadable.push_back({trace, error + " (unreadable in " + file + ")"});
+        print_unreadable(unreadable.back());
+      }
     } catch (const std::exception& e) {
       unreadable.push_back({file, e.what()});
       print_unreadable(unreadable.back());

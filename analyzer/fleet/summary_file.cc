@@ -10,7 +10,7 @@
 
 namespace memtrace {
 
-std::vector<ProcessSummary> read_summary_file(const std::string& path) {
+SummaryFile read_summary_file(const std::string& path) {
   if (std::filesystem::is_directory(path))
     throw std::runtime_error("is a directory: merge reads the files `memtrace summary TRACE --json` wrote");
   errno = 0;
@@ -30,7 +30,8 @@ std::vector<ProcessSummary> read_summary_file(const std::string& path) {
   }
   if (!document.is_object() || !document.contains("processes") || !document["processes"].is_array())
     throw std::runtime_error("not a summary --json document: no processes list");
-  std::vector<ProcessSummary> processes;
+  SummaryFile file;
+  std::vector<ProcessSummary>& processes = file.processes;
   const nlohmann::json& entries = document["processes"];
   for (size_t i = 0; i < entries.size(); ++i) {
     try {
@@ -40,7 +41,17 @@ std::vector<ProcessSummary> read_summary_file(const std::string& path) {
     }
     if (processes.back().trace.empty()) processes.back().trace = path;
   }
-  return processes;
+  if (auto it = document.find("unreadable"); it != document.end()) {
+    if (!it->is_array()) throw std::runtime_error("its \"unreadable\" is not a list");
+    for (size_t i = 0; i < it->size(); ++i) {
+      const nlohmann::json& entry = (*it)[i];
+      if (!entry.is_object() || !entry.contains("trace") || !entry["trace"].is_string() || !entry.contains("error") ||
+          !entry["error"].is_string())
+        throw std::runtime_error("unreadable[" + std::to_string(i) + "]: not {trace, error}");
+      file.unreadable.emplace_back(entry["trace"].get<std::string>(), entry["error"].get<std::string>());
+    }
+  }
+  return file;
 }
 
 }  // namespace memtrace

@@ -241,6 +241,14 @@ TEST(FleetCli, MergeOfTheSummariesIsTheSameReport) {
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err, "memtrace: " + job.rank0 + ": a trace, not a summary: merge reads what `memtrace summary TRACE "
                      "--json` writes\n");
+  // A fleet summary that lists a trace it could not read: the trace is said again, exit 2.
+  const std::string with_missing = job.dir + "/with-missing.json";
+  nlohmann::json document = nlohmann::json::parse(test::read_file(s0));
+  document["unreadable"] = {{{"trace", "rank9.mtrace"}, {"error", "not a memtrace trace"}}};
+  test::write_file(with_missing, document.dump());
+  run = test::run_memtrace_binary("merge " + with_missing);
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err, "memtrace: rank9.mtrace: not a memtrace trace (unreadable in " + with_missing + ")\n");
   // The same summary twice: one process, said once.
   run = test::run_memtrace_binary("merge " + s0 + " " + s0);
   EXPECT_EQ(run.exit_code, 0);
