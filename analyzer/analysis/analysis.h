@@ -39,7 +39,6 @@ struct TraceInfo {
   const proto::Device* device(uint32_t ordinal) const;
 };
 
-
 struct Analysis {
   std::string path;
   TraceReadSummary read;

@@ -51,8 +51,9 @@ int merge(const MergeArgs& args) {
 
 RunCommand add_merge(CLI::App& memtrace) {
   auto args = std::make_shared<MergeArgs>();
-  CLI::App* command = memtrace.add_subcommand(
-      "merge", "the report of many processes from `summary --json` files written where each trace was");
+  CLI::App* command =
+      memtrace.add_subcommand("merge",
+                              "the report of many processes from `summary --json` files written where each trace was");
   command
       ->add_option_function<std::vector<std::string>>(
           "SUMMARY", [args](const std::vector<std::string>& files) { args->files = files; },

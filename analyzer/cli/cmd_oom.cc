@@ -62,7 +62,8 @@ int oom_of_many(const ReportArgs& args) {
     ReportArgs one = args;
     one.trace.path = p.trace;
     if (!args.json)
-      std::cout << "\n" << (p.rank ? "rank " + std::to_string(*p.rank) + ", " : "") << "pid " << p.pid << ": "
+      std::cout << "\n"
+                << (p.rank ? "rank " + std::to_string(*p.rank) + ", " : "") << "pid " << p.pid << ": "
                 << terminal_safe(p.trace) << '\n';
     nlohmann::json report;
     if (oom_of_trace(one, args.json ? &report : nullptr) != kExitOk) status = kExitBadInput;

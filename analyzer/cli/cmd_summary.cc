@@ -14,8 +14,8 @@
 #include "fleet/process_summary.h"
 #include "report/json/peak_json.h"
 #include "report/json/report_json.h"
-#include "report/text/iterations_text.h"
 #include "report/text/fleet_text.h"
+#include "report/text/iterations_text.h"
 #include "report/text/peak_text.h"
 #include "util/terminal_text.h"
 
@@ -79,7 +79,8 @@ int summary(const ReportArgs& args) {
 RunCommand add_summary(CLI::App& memtrace) {
   auto args = std::make_shared<ReportArgs>();
   CLI::App* command = memtrace.add_subcommand(
-      "summary", "peaks, finals, what was live at each peak, leak candidates, OOM events and trace health; of many traces, "
+      "summary",
+      "peaks, finals, what was live at each peak, leak candidates, OOM events and trace health; of many traces, "
       "per GPU, per rank, the process tree and the leaks merged");
   add_report_options(*command, args.get(), "call sites shown per list (default 10)", /*many_traces=*/true);
   return [args] { return summary(*args); };

@@ -142,7 +142,8 @@ std::vector<uint32_t> untraced_pids(const std::vector<ProcessSummary>& processes
 
 std::optional<UntracedMemory> untraced_memory(const std::vector<ProcessSummary>& processes, const GpuView& gpu) {
   std::vector<UserSamples> samples;
-  for (const GpuUser& user : gpu.users) samples.push_back(user_samples(processes[user.process], device_of(processes, user)));
+  for (const GpuUser& user : gpu.users)
+    samples.push_back(user_samples(processes[user.process], device_of(processes, user)));
   UntracedMemory most;
   for (size_t u = 0; u < gpu.users.size(); ++u) {
     const ProcessDevice* device = device_of(processes, gpu.users[u]);
@@ -221,9 +222,7 @@ RankTable rank_table(const std::vector<ProcessSummary>& processes, const std::ve
   return table;
 }
 
-bool touched(const ProcessDevice& d) {
-  return d.allocations || d.peak_allocated.bytes || d.peak_reserved.bytes;
-}
+bool touched(const ProcessDevice& d) { return d.allocations || d.peak_allocated.bytes || d.peak_reserved.bytes; }
 
 // The process's own device: the ordinal of its local rank where it used that ordinal, else where it peaked
 // highest.

@@ -40,7 +40,7 @@ struct GpuUser {
 struct UntracedMemory {
   uint64_t bytes = 0;
   uint64_t unix_ns = 0;
-  size_t seen_by = 0;                // index into FleetView::processes
+  size_t seen_by = 0;  // index into FleetView::processes
   // NVML's pids on the GPU (ProcessDevice::nvml_other_pids of its users) that no traced process on the host
   // has, ascending.
   std::vector<uint32_t> pids;
@@ -49,8 +49,8 @@ struct UntracedMemory {
 inline constexpr uint64_t kSampleMatchNs = 1'000'000'000;  // "at that moment" for samples of two processes
 
 struct GpuView {
-  std::string gpu;   // "GPU-xxxxxxxx-...", or "" when known only by host and ordinal
-  std::string host;  // the host of its first user (a UUID names one card in the world; without one, the host does)
+  std::string gpu;       // "GPU-xxxxxxxx-...", or "" when known only by host and ordinal
+  std::string host;      // the host of its first user (a UUID names one card in the world; without one, the host does)
   int32_t ordinal = -1;  // the ordinal of its first user, for a GPU known only by host and ordinal
   std::string name;
   uint64_t total_bytes = 0;
@@ -94,9 +94,9 @@ struct RankTable {
 // where the process allocated or reserved anything there. In process order, then ordinal.
 struct WrongDevice {
   size_t process = 0;
-  int32_t ordinal = -1;            // the device it should not have touched
+  int32_t ordinal = -1;  // the device it should not have touched
   std::string gpu;
-  int32_t local_ordinal = -1;      // its own
+  int32_t local_ordinal = -1;  // its own
   uint64_t peak_allocated_bytes = 0;
   uint64_t first_allocation_unix_ns = 0;
   std::string first_allocation_site;

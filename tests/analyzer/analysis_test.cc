@@ -170,10 +170,10 @@ TEST(Analysis, NvmlOtherPidsAreEveryPidListedPerDeviceAscending) {
   b.start().event(test::driver_alloc(0, 0x1000, kMiB));
   b.record(nvml_processes(0, {17, 4242}));
   b.record(nvml_processes(1, {99}));
-  b.record(nvml_processes(0, {5}));      // 17 and 4242 left, 5 came: all three were there during the trace
-  b.record(nvml_processes(1, {}));       // everyone left device 1: 99 was still listed
-  b.record(nvml_processes(2, {}));       // an empty list of a device never listed: nothing to keep
-  b.record(nvml_processes(0, {4242}));   // listed again: once
+  b.record(nvml_processes(0, {5}));     // 17 and 4242 left, 5 came: all three were there during the trace
+  b.record(nvml_processes(1, {}));      // everyone left device 1: 99 was still listed
+  b.record(nvml_processes(2, {}));      // an empty list of a device never listed: nothing to keep
+  b.record(nvml_processes(0, {4242}));  // listed again: once
   b.end(1, 0).end_chunk();
   const std::string path = test::temp_path("analysis-nvml-pids.mtrace");
   test::write_file(path, b.bytes());

@@ -103,20 +103,24 @@ const std::string kGpuB = "GPU-bbbbbbbb-bbbb-bbbb-bbbb-bbbbbbbbbbbb";
 // The two never held A's memory at once: the combined peak is rank 0's 1 GiB, not the sum of the peaks (1.5 GiB).
 // `merge` of summaries has no traces to combine: no combined lines (combined = false).
 std::string expected_report(const Job& job, bool combined) {
-  const std::string combined_lines =
-      combined ? "  combined peak allocated 1.00 GiB at +1.000 s: rank 0 (pid 100) 1.00 GiB\n"
-                 "  combined peak reserved 1.00 GiB at +1.000 s: rank 0 (pid 100) 1.00 GiB\n"
-               : "";
+  const std::string combined_lines = combined
+                                         ? "  combined peak allocated 1.00 GiB at +1.000 s: rank 0 (pid 100) 1.00 GiB\n"
+                                           "  combined peak reserved 1.00 GiB at +1.000 s: rank 0 (pid 100) 1.00 GiB\n"
+                                         : "";
   return "memtrace: 2 processes on 1 host, 2 GPUs; time 0 = 2026-12-02 10:00:00.000 UTC (the earliest start)\n"
          "\n"
-         "GPU " + kGpuA + " on node1 (NVIDIA H200, 140.00 GiB): 2 processes\n"
+         "GPU " +
+         kGpuA +
+         " on node1 (NVIDIA H200, 140.00 GiB): 2 processes\n"
          "  rank 0 (pid 100) as device 0: peak allocated 1.00 GiB at +1.000 s, peak reserved 1.00 GiB at +1.000 s\n"
          "  rank 1 (pid 101) as device 0: peak allocated 512.00 MiB at +2.500 s, peak reserved 512.00 MiB at "
          "+2.500 s\n"
          "  sum of their peaks: allocated 1.50 GiB, reserved 1.50 GiB (a bound: the peaks need not coincide)\n" +
          combined_lines +
          "\n"
-         "GPU " + kGpuB + " on node1 (NVIDIA H200, 140.00 GiB): 1 process\n"
+         "GPU " +
+         kGpuB +
+         " on node1 (NVIDIA H200, 140.00 GiB): 1 process\n"
          "  rank 1 (pid 101) as device 1: peak allocated 2.00 GiB at +1.500 s, peak reserved 2.00 GiB at +1.500 s\n"
          "\n"
          "Ranks: 2, worst rank 1 (pid 101); peak allocated spread 1.00 GiB, median 1.00 GiB; peak reserved spread "
@@ -126,12 +130,18 @@ std::string expected_report(const Job& job, bool combined) {
          "  1     101      node1       1       2.00 GiB    +1.500 s    2.00 GiB    +1.500 s    512.00 MiB  0  <- "
          "worst\n"
          "\n"
-         "WRONG DEVICE: rank 1 (pid 101) allocated 512.00 MiB on GPU 0 (" + kGpuA + "), not its local device 1: "
+         "WRONG DEVICE: rank 1 (pid 101) allocated 512.00 MiB on GPU 0 (" +
+         kGpuA +
+         "), not its local device 1: "
          "first at train.py:42 main (+2.500 s)\n"
          "\n"
          "Processes: 2 (children under their parent)\n"
-         "  rank 0 (pid 100) on node1, +0.000 s to +1.000 s: python train.py  [" + job.rank0 + "]\n"
-         "  rank 1 (pid 101) on node1, +0.500 s to +3.500 s: python train.py  [" + job.rank1 + "]\n"
+         "  rank 0 (pid 100) on node1, +0.000 s to +1.000 s: python train.py  [" +
+         job.rank0 +
+         "]\n"
+         "  rank 1 (pid 101) on node1, +0.500 s to +3.500 s: python train.py  [" +
+         job.rank1 +
+         "]\n"
          "\n"
          "Leak candidates merged by call site: 1 site\n"
          "  #1 1.50 GiB in 2 allocations at train.py:42 main: 2 processes (ranks 0, 1)\n";
@@ -235,12 +245,14 @@ TEST(FleetCli, MergeOfTheSummariesIsTheSameReport) {
   // A directory, and a trace where a summary belongs: said in the project's words.
   run = test::run_memtrace_binary("merge " + job.dir);
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_EQ(run.err, "memtrace: " + job.dir + ": is a directory: merge reads the files `memtrace summary TRACE --json` "
-                     "wrote\n");
+  EXPECT_EQ(run.err, "memtrace: " + job.dir +
+                         ": is a directory: merge reads the files `memtrace summary TRACE --json` "
+                         "wrote\n");
   run = test::run_memtrace_binary("merge " + job.rank0);
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_EQ(run.err, "memtrace: " + job.rank0 + ": a trace, not a summary: merge reads what `memtrace summary TRACE "
-                     "--json` writes\n");
+  EXPECT_EQ(run.err, "memtrace: " + job.rank0 +
+                         ": a trace, not a summary: merge reads what `memtrace summary TRACE "
+                         "--json` writes\n");
   // A fleet summary that lists a trace it could not read: the trace is said again, exit 2.
   const std::string with_missing = job.dir + "/with-missing.json";
   nlohmann::json document = nlohmann::json::parse(test::read_file(s0));
@@ -268,10 +280,14 @@ TEST(FleetCli, LeaksOfManyMergesThenListsEachProcess) {
             "  #1 1.50 GiB in 2 allocations at train.py:42 main: 2 processes (ranks 0, 1)\n"
             "\n"
             "Leak candidates per process\n"
-            "  rank 0 (pid 100) [" + job.rank0 + "]: 1.00 GiB at 1 site\n"
-            "    1.00 GiB in 1 allocation at train.py:42 main\n"
-            "  rank 1 (pid 101) [" + job.rank1 + "]: 512.00 MiB at 1 site\n"
-            "    512.00 MiB in 1 allocation at train.py:42 main\n");
+            "  rank 0 (pid 100) [" +
+                job.rank0 +
+                "]: 1.00 GiB at 1 site\n"
+                "    1.00 GiB in 1 allocation at train.py:42 main\n"
+                "  rank 1 (pid 101) [" +
+                job.rank1 +
+                "]: 512.00 MiB at 1 site\n"
+                "    512.00 MiB in 1 allocation at train.py:42 main\n");
 }
 
 TEST(FleetCli, OomOfManyAddsTheOomReportOfEachProcessThatHadOne) {

@@ -77,18 +77,16 @@ TEST(Fleet, AReusedPidIsNotTakenForTheParent) {
   // On node1: A (pid 500) lives 0..10 s; B gets pid 500 at 20 s and lives to 30 s. C (ppid 500) starts at 5 s:
   // A's child. D (ppid 500) at 25 s: B's child, not A's. E (ppid 500) at 15 s: neither was pid 500 then (A
   // dead, B not started). F on node2 (ppid 500, 5 s): no process of its host has pid 500.
-  FleetView view = build_fleet({process(500, 1, "node1", kT, kT + 10 * kS),
-                                process(500, 1, "node1", kT + 20 * kS, kT + 30 * kS),
-                                process(600, 500, "node1", kT + 5 * kS, kT + 6 * kS),
-                                process(601, 500, "node1", kT + 25 * kS, kT + 26 * kS),
-                                process(602, 500, "node1", kT + 15 * kS, kT + 16 * kS),
-                                process(603, 500, "node2", kT + 5 * kS, kT + 6 * kS)});
+  FleetView view = build_fleet(
+      {process(500, 1, "node1", kT, kT + 10 * kS), process(500, 1, "node1", kT + 20 * kS, kT + 30 * kS),
+       process(600, 500, "node1", kT + 5 * kS, kT + 6 * kS), process(601, 500, "node1", kT + 25 * kS, kT + 26 * kS),
+       process(602, 500, "node1", kT + 15 * kS, kT + 16 * kS), process(603, 500, "node2", kT + 5 * kS, kT + 6 * kS)});
   // Sorted: A (0 s), C (5 s), E (15 s), B (20 s), D (25 s), then node2's F.
   std::vector<uint32_t> pids;
   for (const ProcessSummary& p : view.processes) pids.push_back(p.pid);
   EXPECT_EQ(pids, (std::vector<uint32_t>{500, 600, 602, 500, 601, 603}));
-  EXPECT_EQ(view.parent, (std::vector<std::optional<size_t>>{std::nullopt, 0, std::nullopt, std::nullopt, 3,
-                                                              std::nullopt}));
+  EXPECT_EQ(view.parent,
+            (std::vector<std::optional<size_t>>{std::nullopt, 0, std::nullopt, std::nullopt, 3, std::nullopt}));
 }
 
 // A worker of rank `rank`'s trainer: it inherits RANK and LOCAL_RANK.
@@ -105,8 +103,8 @@ TEST(Fleet, DataLoaderWorkersAreUnderTheirTrainer) {
   trainer0.ppid = 100;
   ProcessSummary trainer1 = rank_process(1, 300, kT + 1 * kS, 0, kGpuA, 1 * kGiB, kT, 1 * kGiB);
   trainer1.ppid = 100;
-  FleetView view = build_fleet({worker(301, 300, 1, kT + 4 * kS), worker(201, 200, 0, kT + 3 * kS), trainer0,
-                                trainer1, worker(202, 200, 0, kT + 3 * kS)});
+  FleetView view = build_fleet({worker(301, 300, 1, kT + 4 * kS), worker(201, 200, 0, kT + 3 * kS), trainer0, trainer1,
+                                worker(202, 200, 0, kT + 3 * kS)});
   // Sorted by start: 200 (0 s), 300 (1 s), 201 and 202 (3 s), 301 (4 s).
   std::vector<uint32_t> pids;
   for (const ProcessSummary& p : view.processes) pids.push_back(p.pid);
@@ -129,8 +127,7 @@ TEST(Fleet, ARankTouchingGpuZeroIsCalledOutWithItsFirstAllocation) {
   zero.first_allocation_unix_ns = kT + 1500 * kMs;
   zero.first_allocation_site = "train.py:42 main";
   rank1.devices.insert(rank1.devices.begin(), zero);
-  FleetView view =
-      build_fleet({rank1, rank_process(0, 100, kT, 0, kGpuA, 3 * kGiB, kT + 2 * kS, 3 * kGiB)});
+  FleetView view = build_fleet({rank1, rank_process(0, 100, kT, 0, kGpuA, 3 * kGiB, kT + 2 * kS, 3 * kGiB)});
   ASSERT_EQ(view.processes[1].pid, 101u);
   ASSERT_EQ(view.wrong_devices.size(), 1u);
   const WrongDevice& w = view.wrong_devices[0];

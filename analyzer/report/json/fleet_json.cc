@@ -21,9 +21,10 @@ json processes_json(const FleetView& view) {
 json moment_json(const GpuView& gpu, const CombinedMoment& moment) {
   json shares = json::array();
   for (size_t i = 0; i < gpu.users.size(); ++i)
-    shares.push_back({{"process", gpu.users[i].process},
-                      {"allocated_bytes", i < moment.member_allocated_bytes.size() ? moment.member_allocated_bytes[i] : 0},
-                      {"reserved_bytes", i < moment.member_reserved_bytes.size() ? moment.member_reserved_bytes[i] : 0}});
+    shares.push_back(
+        {{"process", gpu.users[i].process},
+         {"allocated_bytes", i < moment.member_allocated_bytes.size() ? moment.member_allocated_bytes[i] : 0},
+         {"reserved_bytes", i < moment.member_reserved_bytes.size() ? moment.member_reserved_bytes[i] : 0}});
   return {{"unix_ns", moment.unix_ns},
           {"allocated_bytes", moment.allocated_bytes},
           {"reserved_bytes", moment.reserved_bytes},

@@ -21,9 +21,7 @@ std::string bytes_text(uint64_t bytes) {
 }
 
 // "1 process", "2 processes" (count_of would add a bare "s").
-std::string processes_text(size_t count) {
-  return with_thousands(count) + (count == 1 ? " process" : " processes");
-}
+std::string processes_text(size_t count) { return with_thousands(count) + (count == 1 ? " process" : " processes"); }
 
 // "+2.500 s" from time 0; "an unknown time" where the trace had no start record.
 std::string when(const FleetView& view, uint64_t unix_ns) {
@@ -57,8 +55,8 @@ void print_user(std::ostream& out, const FleetView& view, const GpuView& gpu, co
   out << "  " << label(view, user.process);
   if (p.host != gpu.host) out << " on " << terminal_safe(p.host);
   out << " as device " << user.ordinal << ": peak allocated " << bytes_text(user.peak_allocated.bytes) << " at "
-      << when(view, user.peak_allocated.unix_ns) << ", peak reserved " << bytes_text(user.peak_reserved.bytes)
-      << " at " << when(view, user.peak_reserved.unix_ns) << '\n';
+      << when(view, user.peak_allocated.unix_ns) << ", peak reserved " << bytes_text(user.peak_reserved.bytes) << " at "
+      << when(view, user.peak_reserved.unix_ns) << '\n';
 }
 
 // "combined peak allocated 3.50 GiB at +2.000 s: rank 0 (pid 100) 3.00 GiB, rank 1 (pid 101) 512.00 MiB": the
@@ -86,8 +84,8 @@ std::string pid_list(const std::vector<uint32_t>& pids) {
 void print_untraced(std::ostream& out, const FleetView& view, const UntracedMemory& u) {
   out << "  untraced processes: ";
   if (u.bytes)
-    out << bytes_text(u.bytes) << " at " << when(view, u.unix_ns) << " (NVML, seen by "
-        << label(view, u.seen_by) << ")";
+    out << bytes_text(u.bytes) << " at " << when(view, u.unix_ns) << " (NVML, seen by " << label(view, u.seen_by)
+        << ")";
   else out << "no memory beyond the traced processes' in the samples";
   out << (u.pids.empty() ? "; pids not recorded" : "; pids " + pid_list(u.pids)) << '\n';
 }
@@ -177,8 +175,8 @@ std::string who(const FleetView& view, const std::vector<size_t>& processes) {
 void print_fleet_overview(std::ostream& out, const FleetView& view) {
   std::set<std::string> hosts;
   for (const ProcessSummary& p : view.processes) hosts.insert(p.host);
-  out << "memtrace: " << processes_text(view.processes.size()) << " on " << count_of(hosts.size(), "host")
-      << ", " << count_of(view.gpus.size(), "GPU");
+  out << "memtrace: " << processes_text(view.processes.size()) << " on " << count_of(hosts.size(), "host") << ", "
+      << count_of(view.gpus.size(), "GPU");
   if (view.first_start_unix_ns)
     out << "; time 0 = " << format_utc(view.first_start_unix_ns) << " (the earliest start)\n";
   else out << "; no start times recorded\n";
@@ -212,8 +210,8 @@ void print_wrong_devices(std::ostream& out, const FleetView& view) {
   out << '\n';
   for (const WrongDevice& w : view.wrong_devices) {
     const ProcessSummary& p = view.processes[w.process];
-    out << "WRONG DEVICE: " << label(view, w.process) << " allocated " << bytes_text(w.peak_allocated_bytes) << " on GPU "
-        << w.ordinal;
+    out << "WRONG DEVICE: " << label(view, w.process) << " allocated " << bytes_text(w.peak_allocated_bytes)
+        << " on GPU " << w.ordinal;
     if (!w.gpu.empty()) out << " (" << terminal_safe(w.gpu) << ')';
     out << ", not its local device " << w.local_ordinal << ": first at "
         << (w.first_allocation_site.empty() ? std::string("(no call site recorded)")
