@@ -25,7 +25,9 @@ uint64_t unix_ns_of(const Analysis& a, int64_t time_ns) {
     const uint64_t before = uint64_t(-(time_ns + 1)) + 1;  // |time_ns|, INT64_MIN's included
     return before >= start ? 0 : start - before;
   }
-  return start + uint64_t(time_ns) < start ? UINT64_MAX : start + uint64_t(time_ns);
+  // Past INT64_MAX only in a hostile trace: held there, so that no reader takes the figure for a wrapped negative.
+  const uint64_t unix_ns = start + uint64_t(time_ns) < start ? UINT64_MAX : start + uint64_t(time_ns);
+  return std::min<uint64_t>(unix_ns, INT64_MAX);
 }
 
 std::string basename_of(std::string_view path) {
@@ -162,7 +164,7 @@ ProcessSummary summarize_process(const Analysis& a, FrameResolver& resolver, siz
     if (s.has_world_size()) p.world_size = s.world_size();
     p.job_id = s.job_id();
     p.argv.assign(s.argv().begin(), s.argv().end());
-    p.start_unix_ns = s.start_unix_ns();
+    p.start_unix_ns = std::min<uint64_t>(s.start_unix_ns(), INT64_MAX);  // as unix_ns_of holds every time
   }
   p.end_unix_ns = unix_ns_of(a, a.duration_ns());
   p.truncated = a.read.truncated;

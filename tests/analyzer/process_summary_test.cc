@@ -139,6 +139,20 @@ TEST(ProcessSummary, LeakTotalsDoNotDependOnTheSitesKept) {
   EXPECT_EQ(all.leaked_bytes, 50u);
 }
 
+// A hostile trace's times past 2^63 - 1 ns are held there (never read back as a wrapped negative figure).
+TEST(ProcessSummary, WallClockTimesStopAtInt64Max) {
+  test::TraceBuilder b;
+  proto::Record start = start_of(5, 1, std::nullopt);
+  start.mutable_start()->set_start_unix_ns(uint64_t(INT64_MAX) - 1000);
+  b.record(start).record(device_record(0)).event(test::driver_alloc(0, 0x1000, 100, 5000)).end(1, 0).end_chunk();
+  const std::string path = test::temp_path("summary-late.mtrace");
+  test::write_file(path, b.bytes());
+  ProcessSummary p = summarize(path);
+  EXPECT_EQ(p.start_unix_ns, uint64_t(INT64_MAX) - 1000);
+  EXPECT_EQ(p.end_unix_ns, uint64_t(INT64_MAX));
+  EXPECT_EQ(p.devices[0].peak_allocated, (TimedBytes{100, uint64_t(INT64_MAX)}));
+}
+
 TEST(ProcessSummary, JsonReadsBackEqual) {
   ProcessSummary p = summarize(rank_trace("summary-json.mtrace"));
   p.devices[0].nvml_other_pids = {7, 9};
