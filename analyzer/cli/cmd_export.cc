@@ -4,6 +4,7 @@
 // *.mtrace in it).
 #include <sys/stat.h>
 
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -89,9 +90,9 @@ int expand_traces(const std::vector<std::string>& given, std::vector<std::string
   return kExitOk;
 }
 
-// One trace into the database: its analysis, then its rows. Returns kExitOk, or kExitBadInput once the line is
-// printed.
-int add_to_database(SqliteExport& database, const std::string& trace, const ExportArgs& args) {
+// One trace of many: its analysis, then `add` with it (a database's rows, a Perfetto process). Returns kExitOk, or
+// kExitBadInput once the line naming the trace is printed.
+int add_trace(const std::string& trace, const ExportArgs& args, const std::function<void(const ExportSource&)>& add) {
   ReportArgs report;
   report.trace = TraceArg{trace, true};
   report.debug_paths = args.debug_paths;
@@ -101,7 +102,7 @@ int add_to_database(SqliteExport& database, const std::string& trace, const Expo
   FrameResolver& resolver = *session.resolver;
   ExportSource source(analysis, resolver, [&] { return event_phases_of(analysis, resolver); });
   try {
-    database.add_trace(source);
+    add(source);
   } catch (const TraceError& e) {
     return report_trace_error(trace, e);
   }
@@ -109,27 +110,18 @@ int add_to_database(SqliteExport& database, const std::string& trace, const Expo
   return kExitOk;
 }
 
+int add_to_database(SqliteExport& database, const std::string& trace, const ExportArgs& args) {
+  return add_trace(trace, args, [&](const ExportSource& source) { database.add_trace(source); });
+}
+
 // `--format perfetto` of many traces: one process each (export/perfetto.h PerfettoJobWriter), each trace analyzed
 // and written in turn, one at a time.
 int export_perfetto_job(const ExportArgs& args, const std::vector<std::string>& traces) {
   return write_output_file(args.output, traces, [&](std::ostream& out) {
     PerfettoJobWriter job(out);
-    for (const std::string& trace : traces) {
-      ReportArgs report;
-      report.trace = TraceArg{trace, true};
-      report.debug_paths = args.debug_paths;
-      ReportSession session;
-      if (int status = open_report(report, /*with_live_at_peak=*/false, &session); status != kExitOk) return status;
-      const Analysis& analysis = *session.analysis;
-      FrameResolver& resolver = *session.resolver;
-      ExportSource source(analysis, resolver, [&] { return event_phases_of(analysis, resolver); });
-      try {
-        job.add(source);
-      } catch (const TraceError& e) {
-        return report_trace_error(trace, e);
-      }
-      warn_if_truncated(analysis, "the export");
-    }
+    for (const std::string& trace : traces)
+      if (int status = add_trace(trace, args, [&](const ExportSource& source) { job.add(source); }); status != kExitOk)
+        return status;
     return kExitOk;
   });
 }
