@@ -14,16 +14,38 @@
 //
 // The atexit handler, the library destructor and a fatal signal write a TraceEnd without leaving kRunning:
 // events after them (static destructors freeing memory, a program handler that recovers) are still recorded.
-// A dormant state (a trace to be attached later) goes between kNotStarted and kRunning.
+//
+// Attach (docs/attach.md; the control endpoint is preload/attach/control_server.h):
+//
+//   kNotStarted --kStartedDormant-> kDormant      MEMTRACE_START=dormant at the first event, or the tracer was
+//                                                 loaded into a running process (injected): no file, no stacks
+//   kDormant    --kAttached-------> kRunning      `memtrace attach`: the trace opens with what is live now
+//   kRunning    --kDetached-------> kDormant      `memtrace detach`: TraceEnd (DETACH), the file is complete
+//   kDormant    --kForked---------> kNotStarted   a forked child starts dormant again at its first event
+//
+// In kDormant a preloaded tracer keeps the live set only (preload/attach/live_set.h); an injected one sees no
+// event at all (its sources are off until attach).
 #pragma once
 #include <atomic>
 #include <cstdint>
 
+#include "record/schema.h"
+
 namespace memtrace {
 
-enum TraceState : int { kNotStarted = 0, kRunning = 1, kOff = 2 };
+enum TraceState : int { kNotStarted = 0, kRunning = 1, kOff = 2, kDormant = 3 };
 
-enum class LifecycleEvent : uint8_t { kStarted, kStartFailed, kEnded, kWriteFailed, kExecFailed, kForked };
+enum class LifecycleEvent : uint8_t {
+  kStarted,
+  kStartFailed,
+  kEnded,
+  kWriteFailed,
+  kExecFailed,
+  kForked,
+  kStartedDormant,
+  kAttached,
+  kDetached
+};
 
 // The state `from` moves to on `event`; `from` itself where the event does not apply to it.
 constexpr TraceState next_state(TraceState from, LifecycleEvent event) {
@@ -33,7 +55,10 @@ constexpr TraceState next_state(TraceState from, LifecycleEvent event) {
     case LifecycleEvent::kEnded: return kOff;
     case LifecycleEvent::kWriteFailed: return kOff;
     case LifecycleEvent::kExecFailed: return from == kOff ? kRunning : from;
-    case LifecycleEvent::kForked: return from == kRunning ? kNotStarted : from;
+    case LifecycleEvent::kForked: return from == kRunning || from == kDormant ? kNotStarted : from;
+    case LifecycleEvent::kStartedDormant: return from == kNotStarted ? kDormant : from;
+    case LifecycleEvent::kAttached: return from == kDormant ? kRunning : from;
+    case LifecycleEvent::kDetached: return from == kRunning ? kDormant : from;
   }
   return from;
 }
@@ -46,7 +71,7 @@ bool start_trace_once();
 void recorder_flush();
 
 // How the traced process ended (TraceEnd.How in memtrace.proto).
-enum class EndHow : uint8_t { kExit = 0, kUnderscoreExit = 1, kSignal = 2, kExec = 3 };
+enum class EndHow : uint8_t { kExit = 0, kUnderscoreExit = 1, kSignal = 2, kExec = 3, kDetach = 4, kSnapshotDone = 5 };
 
 // Writes what is buffered and the TraceEnd record, and stops tracing (kEnded): the process is about to end
 // without atexit (_exit) or be replaced (exec). A no-op unless this very process is tracing (a vfork child
@@ -70,5 +95,29 @@ void recorder_flush_from_signal();
 // An exec that failed returns to the program: tracing resumes (kExecFailed; the file gets a second TraceEnd
 // later).
 void recorder_resume_after_exec_failure();
+
+// ---- attach (the control thread, preload/attach/control_server.cc, calls these; one at a time) -----------------
+
+// What an attach, detach or snapshot did: `path` the trace file, else `error` a one-line message for the user.
+struct AttachOutcome {
+  bool ok = false;
+  char path[4096] = {};
+  char error[512] = {};
+};
+
+// kDormant -> kRunning: creates the trace from `output_pattern` (MEMTRACE_OUTPUT's placeholders; empty: the
+// process's MEMTRACE_OUTPUT, else the default), TraceStart with `origin` (kAttachDormant or kAttachInjected), then
+// what is live now as LiveAtAttach records and per device an AttachBaseline, then every event from then on.
+// Nothing is lost or counted twice across the switch (docs/attach.md: how). Injected: turns the event sources on
+// first (preload/attach/injected_sources.h).
+void recorder_attach(const char* output_pattern, TraceOrigin origin, AttachOutcome* out);
+
+// kRunning -> kDormant: writes what is buffered and the TraceEnd (DETACH), closes the file, stops the writer
+// thread. Injected: turns the event sources off and restores what they patched.
+void recorder_detach(AttachOutcome* out);
+
+// In kDormant: writes a trace of its own holding the live set only (TraceStart SNAPSHOT, LiveAtAttach records,
+// AttachBaseline, TraceEnd SNAPSHOT_DONE) and stays dormant.
+void recorder_snapshot(const char* output_pattern, AttachOutcome* out);
 
 }  // namespace memtrace

@@ -122,7 +122,12 @@ enum class NoticeCode : uint8_t {
   kEventsDropped = 3,
   kWriteFailed = 4,
   kStacksNotRecorded = 5,
+  kCuptiBusy = 6,
+  kAttachIncomplete = 7,
 };
+
+// TraceStart.Origin: how the trace began.
+enum class TraceOrigin : uint8_t { kLaunch = 0, kAttachDormant = 1, kAttachInjected = 2, kSnapshot = 3 };
 
 // TraceStart.JobIdSource: which environment variable TraceStart.job_id came from.
 enum class JobIdSource : uint8_t { kNone = 0, kSlurmJobId = 1, kTorchelasticRunId = 2 };
@@ -144,7 +149,9 @@ enum RecordKind : uint32_t {
   kDevice = 9,
   kRangeName = 10,
   kRangeEvent = 11,
-  kNvmlProcesses = 12
+  kNvmlProcesses = 12,
+  kLiveAtAttach = 13,
+  kAttachBaseline = 14
 };
 }  // namespace field
 

@@ -1,0 +1,43 @@
+// The event sources of a tracer loaded into a running process (`memtrace attach PID` without MEMTRACE_START=dormant):
+// none of the LD_PRELOAD hooks is reached there, since every CUDA entry point was bound before we were loaded. So:
+//   - the driver layer from CUPTI's driver-API callbacks for the memory functions (cuMemAlloc/Free, cuMemCreate/
+//     Map/Unmap/Release, cuMemAllocAsync/FreeAsync...): a subscriber created after the job's context still gets
+//     every later call (measured on the H200, docs/attach.md). libcupti.so is loaded with dlopen at attach.
+//   - PyTorch's block layer by patching the GOT entries of c10::reportMemoryUsageToProfiler and
+//     reportOutOfMemoryToProfiler in every loaded library that imports them (libc10_cuda.so), so that they reach
+//     the hooks of hooks/c10_hooks.cc, which forward to libc10.so's own.
+//   - what is live at attach: PyTorch's live blocks and segments from its allocator's own snapshot
+//     (torch.cuda.memory_snapshot(), through the interpreter with the GIL, from the control thread, never a
+//     hook), device free/total and NVML's per-process use.
+// Each function runs on the control thread only.
+#pragma once
+#include <cstddef>
+
+#include "attach/live_entry.h"
+
+namespace memtrace {
+
+// What injected_sources_enable turned on.
+struct InjectedSources {
+  bool driver_layer = false;  // CUPTI callbacks subscribed
+  bool torch_layer = false;   // the c10 hook's GOT entries patched
+  bool cupti_busy = false;    // CUPTI has another subscriber (Kineto, Nsight): the driver layer is off
+  char why_not[256] = {};     // one line when a layer could not be turned on
+};
+
+// Turns the sources on: events reach record_event from now on. False when neither layer could be turned on.
+bool injected_sources_enable(InjectedSources* out);
+
+// Turns them off: unsubscribes CUPTI, restores every patched GOT entry to what it held. After it no event of ours
+// is made, and the process runs exactly as before attach.
+void injected_sources_disable();
+
+// Lists what is live now: `live(entry, context)` for each of PyTorch's live blocks (LAYER_BLOCK) and segments
+// (LAYER_DRIVER), and `device(baseline, context)` for each device. False with `why` (one line) when PyTorch's
+// snapshot could not be taken (no PyTorch, no Python, the cudaMallocAsync backend: then its allocated totals come
+// as blocks_unknown entries where known).
+bool injected_live_list(void (*live)(const LiveEntry& entry, void* context),
+                        void (*device)(const DeviceBaseline& baseline, void* context), void* context, char* why,
+                        size_t why_size);
+
+}  // namespace memtrace

@@ -1,0 +1,39 @@
+// The live set of a dormant tracer (MEMTRACE_START=dormant): every allocation live now, by layer and address,
+// with its size, device, memory and API, and nothing else (no stack, no time). It is what a later attach or
+// snapshot opens the trace with (LiveAtAttach records).
+//
+// The hot path of a dormant process is live_set_note() and nothing else, so it must cost little: at most 20 ns an
+// event over no tracer (bench/dormant_event). A fixed-capacity open-addressing table of atomics, mapped once at
+// the first event (virtual memory until used), without a lock: an ALLOC claims an empty slot with a
+// compare-and-swap on its key, a FREE clears it (a tombstone). Full: the allocation is counted as not kept, and the
+// attach says how many (Notice ATTACH_INCOMPLETE), never a wrong size.
+//
+// The set is kept while the trace runs too (under the recorder's lock, by record_event), so that a detach returns
+// to a set that is still exact and a later attach opens with it again.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "attach/live_entry.h"
+#include "record/recorder.h"
+
+namespace memtrace {
+
+// Maps the table (`capacity` slots, a power of two). False when the memory could not be mapped. Once.
+bool live_set_init(size_t capacity);
+
+// Applies one event: an allocation (ALLOC, and CU_MEM_CREATE's handle, cuMemAddressReserve's range) is added, the
+// matching free removed. Other kinds are ignored. Thread-safe, lock-free, never allocates.
+void live_set_note(const MemoryEvent& event);
+
+// Calls `visit(entry, context)` for each live allocation. Concurrent notes may or may not be seen: the caller
+// (recorder_attach) makes that exact (docs/attach.md).
+void live_set_visit(void (*visit)(const LiveEntry& entry, void* context), void* context);
+
+// Allocations that found the table full and were not kept (since init).
+uint64_t live_set_overflow();
+
+// Empties the set (a forked child: the parent's memory is not the child's).
+void live_set_clear();
+
+}  // namespace memtrace
