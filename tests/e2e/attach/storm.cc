@@ -7,12 +7,15 @@
 //   exit     everything is freed; "done", exit status 0
 // It prints "storming" once every thread has allocated. Thread t (0..15): even t cudaMalloc (t + 1) x 4096 + (i % 4)
 // x 512 bytes, odd t take a block of (t + 1) x 512 + (i % 4) x 512 bytes from the fake caching allocator; each
-// keeps its last 8 allocations live and frees the oldest before the next, until quiesce.
+// keeps its last 8 allocations live and frees the oldest before the next, until quiesce. The steps come in bursts
+// of 32 back to back, 10 ms apart: the threads collide as in a storm (at an attach too), and a trace of a few tenths
+// of a second stays small enough for the checker's Python decoder.
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <pthread.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -61,6 +64,7 @@ void storm(int thread) {
     slot = Live{allocate(thread, size), size};
     if (!slot.address) std::exit(4);
     if (i == kKept) g_started.fetch_add(1);
+    if (i % 32 == 31) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
 
