@@ -155,8 +155,14 @@ void* serve_loop(void*) {
     timeval timeout{5, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
-    if (peer_allowed(fd)) serve(fd);
-    else reply(fd, "error not your process\n");
+    if (peer_allowed(fd)) {
+      serve(fd);
+    } else {
+      // The request is read (and dropped) first: a peer that sends before it reads gets the answer, not EPIPE.
+      static char ignored[kMaxControlLine + 1];
+      read_line(fd, ignored, sizeof ignored);
+      reply(fd, "error not your process\n");
+    }
     close(fd);
   }
 }

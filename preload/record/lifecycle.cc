@@ -565,6 +565,18 @@ void* map_zeroed(size_t n) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
+// Each device of the listed entries gets NVML's figures (outside g_lock: NVML can take milliseconds), unless the
+// injected tracer gave them.
+void stage_device_figures(Staging* staging) {
+  for (size_t i = 0; i < staging->count; i++) stage_device(*staging, staging->entries[i].entry.device);
+  for (int device = 0; device < EventEncoder::kDevices; device++) {
+    DeviceBaseline& d = staging->devices[device];
+    if (!staging->device_listed[device] || d.device_total_bytes) continue;
+    device_usage_baseline(device, &d.device_free_bytes, &d.device_total_bytes, &d.has_process_used,
+                          &d.process_used_bytes);
+  }
+}
+
 // Gathers the baseline: the dormant live set, or the injected tracer's PyTorch snapshot. Maps `staging`'s array.
 bool stage_baseline(Staging* staging, TraceOrigin origin, char* why, size_t why_size) {
   staging->capacity = kLiveSetCapacity;
@@ -577,6 +589,7 @@ bool stage_baseline(Staging* staging, TraceOrigin origin, char* why, size_t why_
   } else {
     live_set_visit_keyed(stage, staging);
   }
+  stage_device_figures(staging);
   return true;
 }
 

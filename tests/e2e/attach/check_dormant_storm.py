@@ -8,7 +8,8 @@ lost across the switch) and no ALLOC lands on a live one (nothing counted twice)
 At a quiescent point (the program printed its live set): `snapshot PATH` writes a trace of origin SNAPSHOT whose
 LiveAtAttach records are exactly the program's: its 64 blocks (LAYER_BLOCK, 8 per odd thread), its 64 cudaMalloc
 allocations (LAYER_DRIVER), and driver-layer segments of the fake caching allocator adding up to its reserved
-bytes; TraceEnd SNAPSHOT_DONE, no Event.
+bytes; one AttachBaseline, device 0, with the fake NVML's figures (total 1 GiB, this process using the cudaMalloc
+bytes plus the reserved bytes, free the rest); TraceEnd SNAPSHOT_DONE, no Event.
 Permissions: a peer whose effective uid is 65534 (reaching the socket with fsuid 0) is answered "error not your
 process"; with uid 65534 throughout, the 0700 directory refuses the connection. A second process whose endpoint
 directory is group/other-writable says so in one line and makes no socket. After "exit" the socket is gone.
@@ -31,7 +32,7 @@ ATTACH_NUMBER = tf.START_FIELDS["attach_number"]
 ATTACH_DORMANT, SNAPSHOT = (tf.PROTO["TraceStart.Origin"][name] for name in ("ATTACH_DORMANT", "SNAPSHOT"))
 LAYER_DRIVER, LAYER_BLOCK = (tf.PROTO["Layer"][name] for name in ("LAYER_DRIVER", "LAYER_BLOCK"))
 
-case = e2e_lib.Case()
+case = e2e_lib.Case(lambda parser: parser.add_argument("--nvml-dir", required=True))
 out = case.args.out_dir
 runtime_dir = os.path.join(out, "xdg")
 os.makedirs(runtime_dir, mode=0o700)
@@ -40,6 +41,7 @@ os.makedirs(runtime_dir, mode=0o700)
 def start_storm(runtime):
     env = faults_lib.traced_env(case, {"MEMTRACE_START": "dormant", "XDG_RUNTIME_DIR": runtime,
                                        "MEMTRACE_OUTPUT": os.path.join(out, "never-%p.mtrace")})
+    env["LD_LIBRARY_PATH"] = case.args.fake_lib_dir + ":" + case.args.nvml_dir
     proc = subprocess.Popen([case.program("storm")], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     case.check("the storm started", "storming", proc.stdout.readline().strip())
@@ -136,6 +138,15 @@ def snapshot_matches_program(proc, sock):
     case.check("snapshot segments = the allocator's reserved bytes", reserved,
                sum(size for address, size in driver.items() if address not in cuda))
     case.check("snapshot has nothing else", len(blocks) + len(driver), len(live))
+    # The fake NVML (tests/fakecuda/nvml.cc): this process uses what the fake driver charged to the device, the
+    # program's cudaMalloc allocations and the allocator's segments; nothing else is on it.
+    used = sum(cuda.values()) + reserved
+    f = tf.BASELINE_FIELDS
+    baselines = [(tf.zigzag(tf.first(b, f["device"], 0)), tf.first(b, f["device_total_bytes"], 0),
+                  tf.first(b, f["device_free_bytes"], 0), tf.first(b, f["process_used_bytes"]))
+                 for b in trace.of_kind(tf.ATTACH_BASELINE)]
+    case.check("snapshot AttachBaseline (device, total, free, process used)",
+               [(0, 1 << 30, (1 << 30) - used, used)], baselines)
     case.check("still dormant after the snapshot", "ok dormant -", request(sock, "status"))
 
 
