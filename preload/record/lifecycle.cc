@@ -109,6 +109,8 @@ bool open_trace_file(const char* path, char* error, size_t error_size) {
 // Runs once, inside the first hook that records something (config_load has run).
 void start() {
   if (!init_tables_and_buffers()) return;
+  // Empty, also in a child forked while its parent was inside start() (its TraceStart may be in the buffer).
+  for (ChunkBuffer& b : g_buffers) b.size = 0;
   static char error[4096 + 128];  // static: see make_absolute
   if (!open_trace_file(g_config.output_path, error, sizeof error)) {
     fprintf(stderr, "memtrace: %s; not tracing this process\n", error);
