@@ -37,8 +37,8 @@ void say(const char* line) { fprintf(stderr, "memtrace: %s\n", line); }
 bool endpoint_dir(char* out, size_t size) {
   const char* runtime = getenv("XDG_RUNTIME_DIR");
   struct stat st;
-  const bool owned = runtime && runtime[0] == '/' && stat(runtime, &st) == 0 && S_ISDIR(st.st_mode) &&
-                     st.st_uid == getuid();
+  const bool owned =
+      runtime && runtime[0] == '/' && stat(runtime, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid();
   return control_dir(runtime, owned, getuid(), out, size);
 }
 
@@ -46,8 +46,7 @@ bool endpoint_dir(char* out, size_t size) {
 // else can write (lstat: a symlink planted there is refused too).
 bool check_dir(const char* dir) {
   if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-    fprintf(stderr, "memtrace: cannot create the control directory %s: %s; no attach endpoint\n", dir,
-            strerror(errno));
+    fprintf(stderr, "memtrace: cannot create the control directory %s: %s; no attach endpoint\n", dir, strerror(errno));
     return false;
   }
   struct stat st;
@@ -128,7 +127,9 @@ void serve(int fd) {
     static char answer[4096 + 32];
     const bool running = recorder_status(path, sizeof path);
     snprintf(answer, sizeof answer, "ok %s %s\n",
-             running ? "running" : g_origin == TraceOrigin::kAttachInjected ? "injected" : "dormant",
+             running                                    ? "running"
+             : g_origin == TraceOrigin::kAttachInjected ? "injected"
+                                                        : "dormant",
              running ? path : "-");
     reply(fd, answer);
   } else {

@@ -206,8 +206,7 @@ bool freed_with_context(uint64_t key, Memory memory) {
 
 // CONTEXT_DESTROY: as the analyzer's on_context_destroy. Rare (a context's end), so a scan of the table.
 void destroy_context(const MemoryEvent& e) {
-  const bool primary =
-      e.address == 0 || e.api == Api::kCudaDeviceReset || e.api == Api::kCuDevicePrimaryCtxReset;
+  const bool primary = e.address == 0 || e.api == Api::kCudaDeviceReset || e.api == Api::kCuDevicePrimaryCtxReset;
   for (size_t i = 0; i <= g_mask; i++) {
     uint64_t key, context;
     LiveEntry entry;
@@ -300,9 +299,9 @@ void live_set_visit(void (*visit)(const LiveEntry& entry, void* context), void* 
     void (*visit)(const LiveEntry&, void*);
     void* context;
   } forward{visit, context};
-  live_set_visit_keyed([](uint64_t, const LiveEntry& entry, void* f) {
-    static_cast<Forward*>(f)->visit(entry, static_cast<Forward*>(f)->context);
-  }, &forward);
+  live_set_visit_keyed([](uint64_t, const LiveEntry& entry,
+                          void* f) { static_cast<Forward*>(f)->visit(entry, static_cast<Forward*>(f)->context); },
+                       &forward);
 }
 
 uint64_t live_set_overflow() { return g_overflow.load(std::memory_order_relaxed); }
