@@ -78,8 +78,8 @@ ControlReply control_request(const ControlEndpoint& endpoint, const std::string&
                            : failed(endpoint.socket_path + ": " + std::strerror(errno));
   if (!S_ISSOCK(file.st_mode)) return failed(endpoint.socket_path + " is not a socket: not talking to it");
   if (file.st_uid != endpoint.uid)
-    return failed(endpoint.socket_path + " belongs to uid " + std::to_string(file.st_uid) + ", not to the process's uid " +
-                  std::to_string(endpoint.uid) + ": not talking to it");
+    return failed(endpoint.socket_path + " belongs to uid " + std::to_string(file.st_uid) +
+                  ", not to the process's uid " + std::to_string(endpoint.uid) + ": not talking to it");
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return failed(std::string("socket: ") + std::strerror(errno));
   sockaddr_un address{};
@@ -118,7 +118,8 @@ ControlReply control_request(const ControlEndpoint& endpoint, const std::string&
   }
   close(fd);
   if (complete) return parse_reply(answer);
-  if (sent != line.size()) return failed("the tracer did not take the request within " + std::to_string(timeout_ms) + " ms");
+  if (sent != line.size())
+    return failed("the tracer did not take the request within " + std::to_string(timeout_ms) + " ms");
   return failed(now_ms() >= deadline ? "the tracer did not answer within " + std::to_string(timeout_ms) + " ms"
                                      : "the tracer closed the connection without a whole reply");
 }
@@ -158,7 +159,8 @@ bool write_inject_request(const ControlEndpoint& endpoint, std::string* why) {
   const int error = errno;
   close(fd);
   if (!given) {
-    *why = endpoint.inject_path + ": cannot give it to uid " + std::to_string(endpoint.uid) + ": " + std::strerror(error);
+    *why =
+        endpoint.inject_path + ": cannot give it to uid " + std::to_string(endpoint.uid) + ": " + std::strerror(error);
     unlink(endpoint.inject_path.c_str());
     return false;
   }

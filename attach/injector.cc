@@ -27,9 +27,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -153,7 +153,8 @@ InjectResult find_loader_functions(int pid, LoaderFunctions* out) {
   }
   if (out->dlopen) return {};
   return {InjectError::kNoDlopen,
-          why.empty() ? libc.path + " has no dlopen (a C library before glibc 2.34) and libdl.so.2 is not loaded" : why};
+          why.empty() ? libc.path + " has no dlopen (a C library before glibc 2.34) and libdl.so.2 is not loaded"
+                      : why};
 }
 
 // ---- 2. to 5. the ptrace part --------------------------------------------------------------------------------
@@ -207,10 +208,8 @@ bool safe_syscall(long number) {
     case SYS_recvfrom:
     case SYS_recvmsg:
     case SYS_write:
-    case SYS_restart_syscall:
-      return true;
-    default:
-      return false;
+    case SYS_restart_syscall: return true;
+    default: return false;
   }
 }
 
@@ -269,8 +268,7 @@ class Tracee {
         pending_signal_ = signal;
         return InjectError::kNoSafePoint;
       }
-      if (ptrace(__ptrace_request(request), pid_, nullptr, reinterpret_cast<void*>(long(signal))) != 0)
-        return gone();
+      if (ptrace(__ptrace_request(request), pid_, nullptr, reinterpret_cast<void*>(long(signal))) != 0) return gone();
       running_ = true;
     }
   }
@@ -465,8 +463,8 @@ InjectResult inject_traced(int pid, const std::string& library, int timeout_ms, 
     if (refused == ESRCH) return {InjectError::kNoSuchProcess, {}};
     TargetProcess now;
     if (read_target_process(pid, &now) && now.tracer_pid != 0)
-      return {InjectError::kPtraceRefused, "ptrace refused: it is already traced by process " +
-                                               std::to_string(now.tracer_pid) + " (a debugger?)"};
+      return {InjectError::kPtraceRefused,
+              "ptrace refused: it is already traced by process " + std::to_string(now.tracer_pid) + " (a debugger?)"};
     if (refused == EPERM && yama_scope == 1) return {InjectError::kYamaScope, "1"};
     return {InjectError::kPtraceRefused, std::string("ptrace refused: ") + std::strerror(refused) +
                                              " (a container needs --cap-add=SYS_PTRACE; a seccomp profile may "
@@ -509,9 +507,10 @@ InjectResult inject_library(int pid, const std::string& library, int timeout_ms)
   return inject_traced(pid, library, timeout_ms, functions, yama_scope);
 #else
   (void)timeout_ms;
-  return {InjectError::kPtraceRefused, "loading a library into a running process is not supported on this "
-                                       "architecture yet (x86-64 only): start the job with "
-                                       "LD_PRELOAD=libmemtrace.so MEMTRACE_START=dormant instead"};
+  return {InjectError::kPtraceRefused,
+          "loading a library into a running process is not supported on this "
+          "architecture yet (x86-64 only): start the job with "
+          "LD_PRELOAD=libmemtrace.so MEMTRACE_START=dormant instead"};
 #endif
 }
 
@@ -519,30 +518,25 @@ std::string inject_error_message(int pid, const InjectResult& result) {
   const std::string process = "process " + std::to_string(pid);
   const std::string& detail = result.detail;
   switch (result.error) {
-    case InjectError::kNone:
-      return {};
+    case InjectError::kNone: return {};
     case InjectError::kNoSuchProcess:
       return "no process " + std::to_string(pid) + " is running" + (detail.empty() ? "" : " (" + detail + ")");
     case InjectError::kNotOwner:
       return process + " belongs to another user (" + detail +
              "): only its owner, or root with CAP_SYS_PTRACE, may attach";
-    case InjectError::kYamaScope:
-      return yama_message(std::atoi(detail.c_str()));
-    case InjectError::kPtraceRefused:
-      return detail;
+    case InjectError::kYamaScope: return yama_message(std::atoi(detail.c_str()));
+    case InjectError::kPtraceRefused: return detail;
     case InjectError::kSetuid:
       return process + " runs a set-uid or set-gid program (" + detail + "): memtrace does not load code into one";
     case InjectError::kNoCuda:
       return process + " has not loaded CUDA (no libcuda.so in /proc/" + std::to_string(pid) +
              "/maps): nothing to trace";
-    case InjectError::kNoDlopen:
-      return "cannot find dlopen in " + process + ": " + detail;
+    case InjectError::kNoDlopen: return "cannot find dlopen in " + process + ": " + detail;
     case InjectError::kNoSafePoint:
       return process + " reached no safe point within " + detail +
              " ms (the return from a system call where a library may be loaded); try again, or start it with "
              "MEMTRACE_START=dormant";
-    case InjectError::kDlopenFailed:
-      return process + "'s dlopen failed: " + detail;
+    case InjectError::kDlopenFailed: return process + "'s dlopen failed: " + detail;
   }
   return {};
 }

@@ -34,15 +34,22 @@ void parse_ids(const std::string& text, unsigned ids[3]) {
   for (int i = 0; i < 3; ++i) in >> ids[i];
 }
 
-// A file name of libcuda.so or libcuda.so.N... (the driver library, real or the test double).
-bool maps_cuda(const std::string& maps) {
+// Whether a file whose name starts with `prefix` is mapped: libcuda.so or libcuda.so.N... (the driver library,
+// real or the test double), libmemtrace.so.
+bool maps_file(const std::string& maps, const std::string& prefix) {
   std::istringstream in(maps);
   std::string line;
   while (std::getline(in, line)) {
     const size_t slash = line.rfind('/');
-    if (slash != std::string::npos && line.compare(slash + 1, 10, "libcuda.so") == 0) return true;
+    if (slash != std::string::npos && line.compare(slash + 1, prefix.size(), prefix) == 0) return true;
   }
   return false;
+}
+
+std::string link_target(const std::string& path) {
+  char target[256];
+  const ssize_t n = readlink(path.c_str(), target, sizeof target);
+  return n > 0 ? std::string(target, size_t(n)) : std::string();
 }
 
 std::string environ_value(const std::string& environ, const std::string& name) {
@@ -58,8 +65,8 @@ std::string environ_value(const std::string& environ, const std::string& name) {
 }
 
 std::string uid_triple(const char* what, const unsigned ids[3]) {
-  return std::string(what) + ": real " + std::to_string(ids[0]) + ", effective " + std::to_string(ids[1]) +
-         ", saved " + std::to_string(ids[2]);
+  return std::string(what) + ": real " + std::to_string(ids[0]) + ", effective " + std::to_string(ids[1]) + ", saved " +
+         std::to_string(ids[2]);
 }
 
 }  // namespace
@@ -80,7 +87,12 @@ bool read_target_process(int pid, TargetProcess* out) {
   // A process that is not dumpable (set-uid, prctl(PR_SET_DUMPABLE, 0)) has its /proc files given to root.
   struct stat proc_dir {};
   if (stat(dir.c_str(), &proc_dir) == 0) t.dumpable = proc_dir.st_uid == t.uid[0] || t.uid[0] == 0;
-  t.cuda_loaded = maps_cuda(slurp(dir + "/maps", &ok));
+  const std::string maps = slurp(dir + "/maps", &ok);
+  t.cuda_loaded = maps_file(maps, "libcuda.so");
+  t.tracer_loaded = maps_file(maps, "libmemtrace.so");
+  // Unreadable (another user's process): taken as ours, the owner check says no anyway.
+  const std::string ours = link_target("/proc/self/ns/mnt"), theirs = link_target(dir + "/ns/mnt");
+  t.other_mount_namespace = !ours.empty() && !theirs.empty() && ours != theirs;
   const std::string environ = slurp(dir + "/environ", &t.environ_readable);
   t.runtime_dir = environ_value(environ, "XDG_RUNTIME_DIR");
   *out = t;
@@ -110,7 +122,8 @@ InjectResult check_ptrace_allowed(const TargetProcess& target, const Privileges&
     return {InjectError::kSetuid, uid_triple("gid", target.gid)};
   if (!target.dumpable) return {InjectError::kSetuid, "it is not dumpable"};
   if (target.uid[0] != who.uid && !who.cap_sys_ptrace)
-    return {InjectError::kNotOwner, "uid " + std::to_string(target.uid[0]) + "; you are uid " + std::to_string(who.uid)};
+    return {InjectError::kNotOwner,
+            "uid " + std::to_string(target.uid[0]) + "; you are uid " + std::to_string(who.uid)};
   if (yama_scope == 3 || (yama_scope == 2 && !who.cap_sys_ptrace))
     return {InjectError::kYamaScope, std::to_string(yama_scope)};
   return {};
@@ -121,6 +134,12 @@ InjectResult check_attachable(const TargetProcess& target, const Privileges& who
   if (allowed.error != InjectError::kNone) return allowed;
   if (!target.cuda_loaded) return {InjectError::kNoCuda, {}};
   return {};
+}
+
+std::string namespace_refusal(const TargetProcess& target) {
+  if (!target.other_mount_namespace) return {};
+  return "process " + std::to_string(target.pid) +
+         " runs in another mount namespace (a container): run memtrace inside it (docker exec, kubectl exec)";
 }
 
 std::string yama_message(int scope) {
@@ -135,8 +154,7 @@ std::string yama_message(int scope) {
     case 3:
       return "the kernel's Yama ptrace_scope is 3 (no process may be traced until reboot): start the job with "
              "LD_PRELOAD=libmemtrace.so MEMTRACE_START=dormant instead";
-    default:
-      return "the kernel's Yama ptrace_scope is " + std::to_string(scope) + " and forbids it";
+    default: return "the kernel's Yama ptrace_scope is " + std::to_string(scope) + " and forbids it";
   }
 }
 

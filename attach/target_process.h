@@ -13,13 +13,15 @@ namespace memtrace {
 // Process PID as /proc shows it.
 struct TargetProcess {
   int pid = 0;
-  unsigned uid[3] = {};        // real, effective, saved (the Uid: line of /proc/PID/status)
-  unsigned gid[3] = {};        // real, effective, saved (the Gid: line)
-  bool dumpable = true;        // false: /proc/PID belongs to root while the process's real uid is another
-  int tracer_pid = 0;          // TracerPid: a debugger (or an injector) already traces it
-  bool cuda_loaded = false;    // a libcuda.so* is mapped (/proc/PID/maps)
+  unsigned uid[3] = {};                // real, effective, saved (the Uid: line of /proc/PID/status)
+  unsigned gid[3] = {};                // real, effective, saved (the Gid: line)
+  bool dumpable = true;                // false: /proc/PID belongs to root while the process's real uid is another
+  int tracer_pid = 0;                  // TracerPid: a debugger (or an injector) already traces it
+  bool cuda_loaded = false;            // a libcuda.so* is mapped (/proc/PID/maps)
+  bool tracer_loaded = false;          // a libmemtrace.so is mapped: preloaded, or loaded by an earlier attach
+  bool other_mount_namespace = false;  // in another container than ours: its paths are not ours
   bool environ_readable = false;
-  std::string runtime_dir;     // XDG_RUNTIME_DIR of /proc/PID/environ; empty when unset or unreadable
+  std::string runtime_dir;  // XDG_RUNTIME_DIR of /proc/PID/environ; empty when unset or unreadable
 };
 
 // Reads /proc/PID. False when no such process runs (or it is a zombie, which cannot run anything).
@@ -44,6 +46,10 @@ InjectResult check_ptrace_allowed(const TargetProcess& target, const Privileges&
 // check_ptrace_allowed, then kNoCuda when the target has not loaded CUDA: what `memtrace attach` checks before it
 // loads the tracer into a process.
 InjectResult check_attachable(const TargetProcess& target, const Privileges& who, int yama_scope);
+
+// Why the CLI cannot serve `target` from where it runs, in one line, or empty: a process in another mount
+// namespace (a container) sees other files under the same paths (the endpoint's, the library's).
+std::string namespace_refusal(const TargetProcess& target);
 
 // The one line for a Yama refusal at scope `scope` (1, 2 or 3): what the scope means and what to do.
 std::string yama_message(int scope);

@@ -31,12 +31,9 @@ enum class Action { kAttach, kDetach, kSnapshot };
 
 const char* failure_prefix(Action action) {
   switch (action) {
-    case Action::kAttach:
-      return "cannot attach to ";
-    case Action::kDetach:
-      return "cannot detach from ";
-    case Action::kSnapshot:
-      return "cannot snapshot ";
+    case Action::kAttach: return "cannot attach to ";
+    case Action::kDetach: return "cannot detach from ";
+    case Action::kSnapshot: return "cannot snapshot ";
   }
   return "";
 }
@@ -74,6 +71,10 @@ std::string checked_pattern(const ControlArgs& args) {
 
 // Loads libmemtrace.so into `target` after the checks, and waits for its endpoint. Empty, or why not.
 std::string load_tracer(const TargetProcess& target, const ControlEndpoint& endpoint) {
+  if (target.tracer_loaded)
+    return "process " + std::to_string(target.pid) +
+           " has memtrace's tracer loaded but no endpoint open: a preloaded tracer opens it at the process's first "
+           "CUDA call with MEMTRACE_START=dormant";
   InjectResult allowed = check_attachable(target, privileges_of_this_process(), yama_ptrace_scope());
   if (allowed.error != InjectError::kNone) return inject_error_message(target.pid, allowed);
   const std::filesystem::path library = tracer_library_path();
@@ -105,6 +106,7 @@ int control(Action action, const std::string& command, const ControlArgs& args) 
   TargetProcess target;
   if (!read_target_process(pid, &target))
     return fail(action, pid, inject_error_message(pid, {InjectError::kNoSuchProcess, {}}));
+  if (std::string refusal = namespace_refusal(target); !refusal.empty()) return fail(action, pid, refusal);
   ControlEndpoint endpoint;
   std::string why;
   if (!control_endpoint_of(target, &endpoint, &why)) return fail(action, pid, why);
@@ -122,15 +124,9 @@ int control(Action action, const std::string& command, const ControlArgs& args) 
   if (reply.status != ControlStatus::kOk) return fail(action, pid, reply.text);
   const std::string path = terminal_safe(reply.text);
   switch (action) {
-    case Action::kAttach:
-      std::cout << "memtrace: attached to " << pid << ", tracing to " << path << '\n';
-      break;
-    case Action::kDetach:
-      std::cout << "memtrace: detached from " << pid << ", wrote " << path << '\n';
-      break;
-    case Action::kSnapshot:
-      std::cout << "memtrace: wrote " << path << '\n';
-      break;
+    case Action::kAttach: std::cout << "memtrace: attached to " << pid << ", tracing to " << path << '\n'; break;
+    case Action::kDetach: std::cout << "memtrace: detached from " << pid << ", wrote " << path << '\n'; break;
+    case Action::kSnapshot: std::cout << "memtrace: wrote " << path << '\n'; break;
   }
   return kExitOk;
 }
@@ -177,8 +173,9 @@ RunCommand add_detach(CLI::App& memtrace) {
 RunCommand add_snapshot(CLI::App& memtrace) {
   auto args = std::make_shared<ControlArgs>();
   CLI::App* command = memtrace.add_subcommand(
-      "snapshot", "write what process PID has allocated now as a trace of its own (loading the tracer first where "
-                  "it has none); the process stays as it was");
+      "snapshot",
+      "write what process PID has allocated now as a trace of its own (loading the tracer first where "
+      "it has none); the process stays as it was");
   add_pattern(command, args.get());
   add_pid(command, args.get());
   return [args] { return control(Action::kSnapshot, "snapshot", *args); };

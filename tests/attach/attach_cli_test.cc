@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -105,8 +106,8 @@ TEST_F(AttachCli, DetachOfAProcessWithoutATracerSaysSo) {
 TEST_F(AttachCli, AttachToAProcessWithoutCudaRefusesAndLeavesNothing) {
   test::MemtraceRun r = run_memtrace("attach " + pid_);
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "memtrace: cannot attach to " + pid_ + ": process " + pid_ + " has not loaded CUDA (no libcuda.so in /proc/" +
-                       pid_ + "/maps): nothing to trace\n");
+  EXPECT_EQ(r.err, "memtrace: cannot attach to " + pid_ + ": process " + pid_ +
+                       " has not loaded CUDA (no libcuda.so in /proc/" + pid_ + "/maps): nothing to trace\n");
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/memtrace/" + pid_ + ".inject"));
   EXPECT_EQ(test::tracer_pid_of(target_.pid), 0);
 }
@@ -131,13 +132,42 @@ TEST_F(AttachCli, AttachDetachAndSnapshotSpeakTheProtocol) {
 
 TEST_F(AttachCli, TheTracersErrorIsTheLine) {
   std::vector<std::string> requests;
-  std::thread server = serve({"ok running /traces/job.mtrace", "error already recording to /traces/job.mtrace"},
-                             &requests);
+  std::thread server =
+      serve({"ok running /traces/job.mtrace", "error already recording to /traces/job.mtrace"}, &requests);
   test::MemtraceRun r = run_memtrace("attach " + pid_);
   server.join();
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "memtrace: cannot attach to " + pid_ + ": already recording to /traces/job.mtrace\n");
   EXPECT_EQ(requests, (std::vector<std::string>{"status", "attach "}));
+}
+
+TEST_F(AttachCli, AStaleSocketIsNoTracer) {
+  std::vector<std::string> requests;
+  serve({}, &requests).join();  // bound, then closed: the file of a tracer that is gone
+  test::MemtraceRun r = run_memtrace("detach " + pid_);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "memtrace: cannot detach from " + pid_ + ": " + pid_ +
+                       " has no memtrace tracer (start it with MEMTRACE_START=dormant, or `memtrace attach " + pid_ +
+                       "` loads one)\n");
+}
+
+TEST(AttachCliTracerLoaded, ATracerWithoutEndpointIsNotLoadedAgain) {
+  // A library named libmemtrace.so (the marker library, copied) stands for a preloaded tracer not yet dormant.
+  const std::string dir = test::make_temp_dir();
+  const std::string tracer = dir + "/libmemtrace.so";
+  std::filesystem::copy_file(ATTACH_MARKER_LIBRARY, tracer);
+  test::Target target = test::start_target(3000, 2000, {"XDG_RUNTIME_DIR=" + dir}, tracer);
+  char dot;
+  ASSERT_EQ(read(target.out_fd, &dot, 1), 1);
+  const std::string pid = std::to_string(target.pid);
+  test::MemtraceRun r = run_memtrace("attach " + pid);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "memtrace: cannot attach to " + pid + ": process " + pid +
+                       " has memtrace's tracer loaded but no endpoint open: a preloaded tracer opens it at the "
+                       "process's first CUDA call with MEMTRACE_START=dormant\n");
+  EXPECT_EQ(test::tracer_pid_of(target.pid), 0);
+  test::kill_target(&target);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(AttachCli, ASocketOfAnotherUserIsNotTalkedTo) {

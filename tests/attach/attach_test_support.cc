@@ -77,8 +77,8 @@ std::string expected_target_output(long iterations) {
     y = y * 0.999 + x * 1e-9;
   }
   char line[160];
-  std::snprintf(line, sizeof line, "\na=%llu b=%llu x=%.17g y=%.17g\n", (unsigned long long)a,
-                (unsigned long long)b, x, y);
+  std::snprintf(line, sizeof line, "\na=%llu b=%llu x=%.17g y=%.17g\n", (unsigned long long)a, (unsigned long long)b, x,
+                y);
   return std::string(size_t(iterations), '.') + line;
 }
 
@@ -92,8 +92,7 @@ std::string ptrace_refused_reason() {
   if (ptrace(PTRACE_SEIZE, child, nullptr, nullptr) != 0)
     reason = std::string("ptrace is refused on this machine (PTRACE_SEIZE of a child of our own: ") +
              std::strerror(errno) + "; Yama or a seccomp profile): the injector cannot be tested here";
-  else
-    ptrace(PTRACE_DETACH, child, nullptr, nullptr);
+  else ptrace(PTRACE_DETACH, child, nullptr, nullptr);
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   return reason;

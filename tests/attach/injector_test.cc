@@ -63,7 +63,8 @@ TEST_F(Injector, LoadsTheLibraryTwiceAndTheTargetEndsAsIfUntouched) {
   InjectResult second = inject_library(pid, copy, 5000);
   ASSERT_EQ(second.error, InjectError::kNone) << inject_error_message(pid, second);
   EXPECT_EQ(test::tracer_pid_of(pid), 0);
-  EXPECT_EQ(test::read_file(marker), "loaded into " + std::to_string(pid) + "\nloaded into " + std::to_string(pid) + "\n");
+  EXPECT_EQ(test::read_file(marker),
+            "loaded into " + std::to_string(pid) + "\nloaded into " + std::to_string(pid) + "\n");
 
   int exit_status = 0;
   EXPECT_EQ(finish(&exit_status), test::expected_target_output(kIterations));

@@ -88,6 +88,15 @@ TEST(TargetChecks, AProcessWithoutCudaHasNothingToTrace) {
             "process 4242 has not loaded CUDA (no libcuda.so in /proc/4242/maps): nothing to trace");
 }
 
+TEST(TargetChecks, AProcessInAnotherContainerIsRefused) {
+  TargetProcess t = process_of_uid_1000();
+  EXPECT_EQ(namespace_refusal(t), "");
+  t.other_mount_namespace = true;
+  EXPECT_EQ(namespace_refusal(t),
+            "process 4242 runs in another mount namespace (a container): run memtrace inside it (docker exec, "
+            "kubectl exec)");
+}
+
 TEST(TargetChecks, TheOtherLines) {
   EXPECT_EQ(inject_error_message(9, {InjectError::kNoSafePoint, "5000"}),
             "process 9 reached no safe point within 5000 ms (the return from a system call where a library may be "
@@ -115,6 +124,9 @@ TEST(TargetProcessRead, SaysWhetherCudaIsLoadedAndTheRuntimeDir) {
   EXPECT_EQ(t.runtime_dir, dir);
   EXPECT_EQ(t.uid[0], getuid());
   EXPECT_TRUE(t.dumpable);
+  EXPECT_FALSE(t.tracer_loaded);
+  EXPECT_FALSE(t.other_mount_namespace);
+  EXPECT_EQ(t.tracer_pid, 0);
   ControlEndpoint endpoint;
   std::string why;
   ASSERT_TRUE(control_endpoint_of(t, &endpoint, &why)) << why;
