@@ -87,6 +87,38 @@ TEST_F(Injector, AFailingDlopenSaysDlerrorsTextAndTheTargetRunsOn) {
   EXPECT_EQ(exit_status, 7);
 }
 
+TEST_F(Injector, NoSafePointInTimeLeavesTheTargetUntracedAndRunning) {
+  int in[2], out[2];
+  ASSERT_EQ(pipe(in), 0);
+  ASSERT_EQ(pipe(out), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);
+    execl(ATTACH_BLOCKED, ATTACH_BLOCKED, nullptr);
+    _exit(121);
+  }
+  close(in[0]);
+  close(out[1]);
+  // Until it blocks in read(0, ...): /proc/PID/syscall names the call it is in, and its arguments.
+  for (int i = 0; i < 200 && test::read_file("/proc/" + std::to_string(pid) + "/syscall").rfind("0 0x0 ", 0) != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  InjectResult result = inject_library(pid, ATTACH_MARKER_LIBRARY, 300);
+  EXPECT_EQ(result.error, InjectError::kNoSafePoint);
+  EXPECT_EQ(inject_error_message(pid, result),
+            "process " + std::to_string(pid) +
+                " reached no safe point within 300 ms (the return from a system call where a library may be "
+                "loaded); try again, or start it with MEMTRACE_START=dormant");
+  EXPECT_EQ(test::tracer_pid_of(pid), 0);
+  ASSERT_EQ(write(in[1], "x\n", 2), 2);  // its read() returns: it runs on as before
+  close(in[1]);
+  test::Target blocked{pid, out[0]};
+  int exit_status = 0;
+  EXPECT_EQ(test::finish_target(&blocked, &exit_status), "got 2 bytes\n");
+  EXPECT_EQ(exit_status, 5);
+}
+
 TEST_F(Injector, ADeadPidIsNoSuchProcess) {
   const pid_t child = fork();
   if (child == 0) _exit(0);
