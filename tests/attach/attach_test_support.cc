@@ -67,7 +67,7 @@ void kill_target(Target* target) {
   finish_target(target, &exit_status);
 }
 
-std::string expected_target_output(long iterations) {
+std::string expected_target_output(long iterations, int usr1_count) {
   uint64_t a = 1, b = 0;
   double x = 1.0, y = 0.25;
   for (long i = 0; i < iterations; ++i) {
@@ -77,8 +77,8 @@ std::string expected_target_output(long iterations) {
     y = y * 0.999 + x * 1e-9;
   }
   char line[160];
-  std::snprintf(line, sizeof line, "\na=%llu b=%llu x=%.17g y=%.17g\n", (unsigned long long)a, (unsigned long long)b, x,
-                y);
+  std::snprintf(line, sizeof line, "\na=%llu b=%llu x=%.17g y=%.17g usr1=%d\n", (unsigned long long)a,
+                (unsigned long long)b, x, y, usr1_count);
   return std::string(size_t(iterations), '.') + line;
 }
 

@@ -25,8 +25,9 @@ std::string finish_target(Target* target, int* exit_status);
 // Kills and reaps it.
 void kill_target(Target* target);
 
-// What attach_target ITERATIONS prints: ITERATIONS dots, then its final line (the same arithmetic, here).
-std::string expected_target_output(long iterations);
+// What attach_target ITERATIONS prints: ITERATIONS dots, then its final line (the same arithmetic, here), which
+// ends with how many SIGUSR1 it got.
+std::string expected_target_output(long iterations, int usr1_count = 0);
 
 // Empty where this process may ptrace a child of its own, else why not (for GTEST_SKIP).
 std::string ptrace_refused_reason();

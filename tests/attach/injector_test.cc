@@ -4,6 +4,7 @@
 #include "attach/injector.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -68,6 +69,26 @@ TEST_F(Injector, LoadsTheLibraryTwiceAndTheTargetEndsAsIfUntouched) {
 
   int exit_status = 0;
   EXPECT_EQ(finish(&exit_status), test::expected_target_output(kIterations));
+  EXPECT_EQ(exit_status, 7);
+}
+
+TEST_F(Injector, ASignalDuringTheCallIsDeliveredOnceAfterIt) {
+  const std::string marker = dir_ + "/marker";
+  target_ = test::start_target(kIterations, kSleepUs, {"ATTACH_MARKER=" + marker, "ATTACH_MARKER_SLEEP_MS=300"});
+  wait_until_running();
+  const pid_t pid = target_.pid;
+  // Sent while the constructor sleeps inside the injected dlopen: held back, then delivered to the target's own
+  // handler once its registers are back.
+  std::thread signaller([pid] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    kill(pid, SIGUSR1);
+  });
+  InjectResult result = inject_library(pid, ATTACH_MARKER_LIBRARY, 5000);
+  signaller.join();
+  ASSERT_EQ(result.error, InjectError::kNone) << inject_error_message(pid, result);
+  EXPECT_EQ(test::read_file(marker), "loaded into " + std::to_string(pid) + "\n");
+  int exit_status = 0;
+  EXPECT_EQ(finish(&exit_status), test::expected_target_output(kIterations, 1));
   EXPECT_EQ(exit_status, 7);
 }
 
