@@ -233,7 +233,7 @@ class Tracee {
   Tracee& operator=(const Tracee&) = delete;
   ~Tracee() { release(); }
 
-  // PTRACE_SEIZE + PTRACE_INTERRUPT, waiting for the stop. 0, or errno of the refusal.
+  // PTRACE_SEIZE + PTRACE_INTERRUPT (run_to_safe_point waits for the stop). 0, or errno of the refusal.
   int seize() {
     if (ptrace(PTRACE_SEIZE, pid_, nullptr, reinterpret_cast<void*>(PTRACE_O_TRACESYSGOOD)) != 0) return errno;
     attached_ = true;
@@ -268,7 +268,11 @@ class Tracee {
         pending_signal_ = signal;
         return InjectError::kNoSafePoint;
       }
-      if (ptrace(__ptrace_request(request), pid_, nullptr, reinterpret_cast<void*>(long(signal))) != 0) return gone();
+      if (ptrace(__ptrace_request(request), pid_, nullptr, reinterpret_cast<void*>(long(signal))) != 0) {
+        if (errno == ESRCH) return gone();
+        pending_signal_ = signal;
+        return InjectError::kNoSafePoint;  // still stopped: released as it is
+      }
       running_ = true;
     }
   }
@@ -302,12 +306,12 @@ class Tracee {
       sp -= size;
       std::vector<char> bytes(size, '\0');
       std::memcpy(bytes.data(), text, std::strlen(text));
-      if (!poke(sp, bytes.data(), size)) return gone();
+      if (!poke(sp, bytes.data(), size)) return refused("cannot write the path onto the thread's stack", why);
       arg0 = sp;
     }
     sp -= 8;  // the return address: at the callee's entry rsp + 8 is 16-byte aligned, as the ABI wants
     const uint64_t zero = 0;
-    if (!poke(sp, &zero, sizeof zero)) return gone();
+    if (!poke(sp, &zero, sizeof zero)) return refused("cannot write onto the thread's stack", why);
     regs.rsp = sp;
     regs.rip = function;
     regs.rdi = arg0;
@@ -315,8 +319,8 @@ class Tracee {
     regs.rax = 0;
     regs.orig_rax = uint64_t(-1);  // no system call to restart on the way out of this stop
     changed_ = true;
-    if (!set_regs(regs)) return gone();
-    if (ptrace(PTRACE_CONT, pid_, nullptr, nullptr) != 0) return gone();
+    if (!set_regs(regs)) return refused("cannot set the thread's registers", why);
+    if (ptrace(PTRACE_CONT, pid_, nullptr, nullptr) != 0) return refused("cannot resume the thread", why);
     running_ = true;
     for (;;) {
       int status = 0;
@@ -364,6 +368,14 @@ class Tracee {
   bool gone_already() const { return gone_; }
 
  private:
+  // A ptrace request that failed: the process is gone (ESRCH), or the request was refused; then `why` says which,
+  // and the thread is still ours to restore and detach.
+  InjectError refused(const char* what, std::string* why) {
+    if (errno == ESRCH) return gone();
+    *why = std::string(what) + ": " + std::strerror(errno);
+    return InjectError::kDlopenFailed;
+  }
+
   InjectError gone() {
     gone_ = true;
     return InjectError::kNoSuchProcess;
