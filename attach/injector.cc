@@ -41,6 +41,9 @@
 namespace memtrace {
 namespace {
 
+// Every step below is x86-64's (registers, the call); elsewhere inject_library says so in one line.
+#if defined(__x86_64__)
+
 // ---- 1. the process's dlopen ------------------------------------------------------------------------------------
 
 // A library as mapped in the target: its path (in the target's mount namespace) and the address its file offset
@@ -185,7 +188,6 @@ bool is_group_stop_signal(int signal) {
   return signal == SIGSTOP || signal == SIGTSTP || signal == SIGTTIN || signal == SIGTTOU;
 }
 
-#if defined(__x86_64__)
 
 // A system call that glibc's malloc and the dynamic loader do not make while they hold a lock: a thread returning
 // from one holds neither, so dlopen (which takes the loader's lock and allocates) cannot wait on itself. mmap,
