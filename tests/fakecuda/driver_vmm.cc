@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "device_memory.h"
+#include "cupti_callbacks.h"
 #include "driver_internal.h"
 
 using namespace fakecuda;
@@ -54,7 +55,7 @@ CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocatio
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
+static CUresult cuMemCreate_untraced(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
                      unsigned long long flags) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (!handle || !prop || flags != 0 || size == 0 || !aligned(size)) return CUDA_ERROR_INVALID_VALUE;
@@ -74,12 +75,12 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CU
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+static CUresult cuMemRelease_untraced(CUmemGenericAllocationHandle handle) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   return physical_release(handle) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
+static CUresult cuMemAddressReserve_untraced(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
                              unsigned long long flags) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (!ptr || size == 0 || !aligned(size) || flags != 0) return CUDA_ERROR_INVALID_VALUE;
@@ -94,7 +95,7 @@ CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CU
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+static CUresult cuMemAddressFree_untraced(CUdeviceptr ptr, size_t size) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   VirtualState& s = vstate();
   std::lock_guard<std::mutex> guard(s.lock);
@@ -105,7 +106,7 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+static CUresult cuMemMap_untraced(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                   unsigned long long flags) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   int device = 0;
@@ -131,7 +132,7 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* des
 }
 
 // Unmaps every mapping that starts inside [ptr, ptr + size); the range must cover them whole.
-CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+static CUresult cuMemUnmap_untraced(CUdeviceptr ptr, size_t size) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   VirtualState& s = vstate();
   std::lock_guard<std::mutex> guard(s.lock);
@@ -147,6 +148,38 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   mprotect(range, size, PROT_NONE);
   madvise(range, size, MADV_DONTNEED);
   return CUDA_SUCCESS;
+}
+
+// What a CUPTI subscriber sees (cupti_callbacks.h): each function between its API_ENTER and API_EXIT.
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop, unsigned long long flags) {
+  cuMemCreate_params params{handle, size, prop, flags};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemCreate, "cuMemCreate", &params, [&] { return cuMemCreate_untraced(handle, size, prop, flags); });
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  cuMemRelease_params params{handle};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemRelease, "cuMemRelease", &params, [&] { return cuMemRelease_untraced(handle); });
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags) {
+  cuMemAddressReserve_params params{ptr, size, alignment, addr, flags};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve, "cuMemAddressReserve", &params, [&] { return cuMemAddressReserve_untraced(ptr, size, alignment, addr, flags); });
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  cuMemAddressFree_params params{ptr, size};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree, "cuMemAddressFree", &params, [&] { return cuMemAddressFree_untraced(ptr, size); });
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags) {
+  cuMemMap_params params{ptr, size, offset, handle, flags};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemMap, "cuMemMap", &params, [&] { return cuMemMap_untraced(ptr, size, offset, handle, flags); });
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  cuMemUnmap_params params{ptr, size};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemUnmap, "cuMemUnmap", &params, [&] { return cuMemUnmap_untraced(ptr, size); });
 }
 
 }  // extern "C"
