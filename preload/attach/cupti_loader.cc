@@ -94,8 +94,9 @@ bool cupti_load(CuptiApi* api, char* path, size_t path_size, char* why, size_t w
   if (path_size) path[0] = '\0';
   void* handle = find_cupti(path, path_size);
   if (!handle) {
-    snprintf(why, why_size, "no libcupti.so found (beside libcudart/libcuda, on the library path, in $CUDA_HOME "
-                            "or /usr/local/cuda): driver layer off");
+    snprintf(why, why_size,
+             "no libcupti.so found (beside libcudart/libcuda, on the library path, in $CUDA_HOME "
+             "or /usr/local/cuda): driver layer off");
     return false;
   }
   lookup(handle, "cuptiSubscribe_v2", &api->subscribe_v2);

@@ -107,13 +107,13 @@ bool dispatch_free(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
                        false);
       return true;
     case CUPTI_DRIVER_TRACE_CBID_cuArrayDestroy:
-      on_free_callback(d, free_event(Api::kCuArrayDestroy, ptr_value(params<cuArrayDestroy_params>(d).hArray)),
-                       false);
+      on_free_callback(d, free_event(Api::kCuArrayDestroy, ptr_value(params<cuArrayDestroy_params>(d).hArray)), false);
       return true;
     case CUPTI_DRIVER_TRACE_CBID_cuMipmappedArrayDestroy:
-      on_free_callback(
-          d, free_event(Api::kCuMipmappedArrayDestroy, ptr_value(params<cuMipmappedArrayDestroy_params>(d).hMipmappedArray)),
-          false);
+      on_free_callback(d,
+                       free_event(Api::kCuMipmappedArrayDestroy,
+                                  ptr_value(params<cuMipmappedArrayDestroy_params>(d).hMipmappedArray)),
+                       false);
       return true;
     default: return false;
   }
@@ -141,7 +141,8 @@ void dispatch_exit(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
     case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
     case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz: {
       const auto& p = params<cuMemAllocAsync_params>(d);  // the _ptsz params have the same layout
-      driver_mem_alloc_async_done(r, p.dptr, p.bytesize, p.hStream, cbid == CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz);
+      driver_mem_alloc_async_done(r, p.dptr, p.bytesize, p.hStream,
+                                  cbid == CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz);
       break;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
@@ -272,7 +273,8 @@ CuptiStart cupti_source_start(char* why, size_t why_size) {
 void cupti_source_stop() {
   if (!g_subscriber) return;
   g_on.store(false);
-  for (CUpti_CallbackId cbid : kMemoryCallbacks) g_api.enable_callback(0, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+  for (CUpti_CallbackId cbid : kMemoryCallbacks)
+    g_api.enable_callback(0, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
   g_api.unsubscribe(g_subscriber);
   g_subscriber = nullptr;
   while (g_in_flight.load() != 0) sched_yield();

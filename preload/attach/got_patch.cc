@@ -53,7 +53,7 @@ bool store_slot(void** slot, void* value, bool read_only) {
 
 // The target a relocation's symbol names, or null: an import (undefined here) of one of the wanted names. The
 // object that defines the name (libc10.so) has it defined in its own symbol table, so its slots are never ours.
-const GotTarget* wanted(const Walk& walk, const ElfW(Sym)* symtab, const char* strtab, uint32_t symbol_index) {
+const GotTarget* wanted(const Walk& walk, const ElfW(Sym) * symtab, const char* strtab, uint32_t symbol_index) {
   const ElfW(Sym)& symbol = symtab[symbol_index];
   if (symbol.st_shndx != SHN_UNDEF || symbol.st_name == 0) return nullptr;
   const char* name = strtab + symbol.st_name;
@@ -62,7 +62,7 @@ const GotTarget* wanted(const Walk& walk, const ElfW(Sym)* symtab, const char* s
   return nullptr;
 }
 
-void patch_relocations(Walk* walk, uintptr_t base, const ElfW(Rela)* relas, size_t count, const ElfW(Sym)* symtab,
+void patch_relocations(Walk* walk, uintptr_t base, const ElfW(Rela) * relas, size_t count, const ElfW(Sym) * symtab,
                        const char* strtab, uintptr_t relro_start, uintptr_t relro_end) {
   for (size_t i = 0; i < count; i++) {
     uint32_t type = static_cast<uint32_t>(ELF64_R_TYPE(relas[i].r_info));

@@ -31,11 +31,11 @@ bool injected_sources_enable(InjectedSources* out) {
   out->cupti_busy = cupti == CuptiStart::kBusy;
   size_t patched = patch_c10();
   out->torch_layer = patched > 0;
-  if (!out->driver_layer)
-    snprintf(out->why_not, sizeof out->why_not, "%s", cupti_why);
+  if (!out->driver_layer) snprintf(out->why_not, sizeof out->why_not, "%s", cupti_why);
   else if (!out->torch_layer)
-    snprintf(out->why_not, sizeof out->why_not, "no loaded library imports c10::reportMemoryUsageToProfiler: "
-                                                "no PyTorch block layer");
+    snprintf(out->why_not, sizeof out->why_not,
+             "no loaded library imports c10::reportMemoryUsageToProfiler: "
+             "no PyTorch block layer");
   else if (g_c10_patch.missed)
     snprintf(out->why_not, sizeof out->why_not, "%zu import slots of the c10 hooks could not be patched",
              g_c10_patch.missed);

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "attach/injected_sources.h"
 #include "attach/got_patch.h"
+#include "attach/injected_sources.h"
 #include "hooks/export.h"
 
 using namespace memtrace;
@@ -28,7 +28,8 @@ void append(Lines* lines, const char* text) {
 
 void on_live(const LiveEntry& e, void* context) {
   char line[256];
-  snprintf(line, sizeof line, "live layer=%d api=%d device=%d address=%llu size=%llu stream=%llu unknown=%d expandable=%d",
+  snprintf(line, sizeof line,
+           "live layer=%d api=%d device=%d address=%llu size=%llu stream=%llu unknown=%d expandable=%d",
            static_cast<int>(e.layer), static_cast<int>(e.api), e.device, static_cast<unsigned long long>(e.address),
            static_cast<unsigned long long>(e.size), static_cast<unsigned long long>(e.stream), e.blocks_unknown ? 1 : 0,
            e.expandable_segment ? 1 : 0);

@@ -93,9 +93,10 @@ bool find_python(Python* py) {
   return find("Py_IsInitialized", &py->is_initialized) && find("PyGILState_Ensure", &py->gil_ensure) &&
          find("PyGILState_Release", &py->gil_release) && find("PyDict_New", &py->dict_new) &&
          find("PyDict_SetItemString", &py->dict_set_item_string) &&
-         find("PyDict_GetItemString", &py->dict_get_item_string) && find("PyEval_GetBuiltins", &py->eval_get_builtins) &&
-         find("PyRun_String", &py->run_string) && find("PyBytes_AsStringAndSize", &py->bytes_as_string_and_size) &&
-         find("Py_DecRef", &py->dec_ref) && find("PyErr_Clear", &py->err_clear);
+         find("PyDict_GetItemString", &py->dict_get_item_string) &&
+         find("PyEval_GetBuiltins", &py->eval_get_builtins) && find("PyRun_String", &py->run_string) &&
+         find("PyBytes_AsStringAndSize", &py->bytes_as_string_and_size) && find("Py_DecRef", &py->dec_ref) &&
+         find("PyErr_Clear", &py->err_clear);
 }
 
 // A bounded copy of the snippet's answer (mmap'd, so that no heap of the job's is touched).

@@ -145,8 +145,8 @@ void driver_array_3d_create_done(CUresult r, const CUarray* handle, const CUDA_A
                desc ? array_element_bytes(desc->Width, desc->Height, desc->Depth, driver_element_bytes(desc), 1) : 0);
 }
 
-void driver_mipmapped_array_create_done(CUresult r, const CUmipmappedArray* handle,
-                                        const CUDA_ARRAY3D_DESCRIPTOR* desc, unsigned int levels) {
+void driver_mipmapped_array_create_done(CUresult r, const CUmipmappedArray* handle, const CUDA_ARRAY3D_DESCRIPTOR* desc,
+                                        unsigned int levels) {
   record_array(Api::kCuMipmappedArrayCreate, r, handle, mipmapped_array_bytes,
                desc ? array_element_bytes(desc->Width, desc->Height, desc->Depth, driver_element_bytes(desc), levels)
                     : 0);

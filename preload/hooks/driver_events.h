@@ -14,8 +14,7 @@ namespace memtrace {
 // cuMemAlloc_v2: device memory of the current device.
 void driver_mem_alloc_done(CUresult r, const CUdeviceptr* dptr, size_t bytesize);
 // cuMemAllocPitch_v2: `height` rows of *pitch bytes (of `width` bytes when it failed).
-void driver_mem_alloc_pitch_done(CUresult r, const CUdeviceptr* dptr, const size_t* pitch, size_t width,
-                                 size_t height);
+void driver_mem_alloc_pitch_done(CUresult r, const CUdeviceptr* dptr, const size_t* pitch, size_t width, size_t height);
 // cuMemAllocManaged: managed memory.
 void driver_mem_alloc_managed_done(CUresult r, const CUdeviceptr* dptr, size_t bytesize);
 // cuMemAllocAsync(_ptsz): a block of the current device's pool (`per_thread_stream`: the _ptsz entry point).
@@ -39,7 +38,7 @@ void driver_host_register_done(CUresult r, const void* p, size_t bytesize);
 // cuArrayCreate_v2 / cuArray3DCreate_v2 / cuMipmappedArrayCreate: sized as array_bytes.h says.
 void driver_array_create_done(CUresult r, const CUarray* handle, const CUDA_ARRAY_DESCRIPTOR* desc);
 void driver_array_3d_create_done(CUresult r, const CUarray* handle, const CUDA_ARRAY3D_DESCRIPTOR* desc);
-void driver_mipmapped_array_create_done(CUresult r, const CUmipmappedArray* handle,
-                                        const CUDA_ARRAY3D_DESCRIPTOR* desc, unsigned int levels);
+void driver_mipmapped_array_create_done(CUresult r, const CUmipmappedArray* handle, const CUDA_ARRAY3D_DESCRIPTOR* desc,
+                                        unsigned int levels);
 
 }  // namespace memtrace

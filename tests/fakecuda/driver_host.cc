@@ -4,8 +4,8 @@
 #include <map>
 #include <mutex>
 
-#include "device_memory.h"
 #include "cupti_callbacks.h"
+#include "device_memory.h"
 #include "driver_internal.h"
 
 using namespace fakecuda;
@@ -39,7 +39,9 @@ extern "C" {
 
 static CUresult cuMemAllocHost_v2_untraced(void** pointer, size_t size) { return allocate_host(pointer, size); }
 
-static CUresult cuMemHostAlloc_untraced(void** pointer, size_t size, unsigned int) { return allocate_host(pointer, size); }
+static CUresult cuMemHostAlloc_untraced(void** pointer, size_t size, unsigned int) {
+  return allocate_host(pointer, size);
+}
 
 static CUresult cuMemFreeHost_untraced(void* pointer) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
@@ -71,27 +73,32 @@ static CUresult cuMemHostUnregister_untraced(void* pointer) {
 
 CUresult cuMemAllocHost_v2(void** pointer, size_t size) {
   cuMemAllocHost_v2_params params{pointer, size};
-  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2, "cuMemAllocHost_v2", &params, [&] { return cuMemAllocHost_v2_untraced(pointer, size); });
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2, "cuMemAllocHost_v2", &params,
+                      [&] { return cuMemAllocHost_v2_untraced(pointer, size); });
 }
 
 CUresult cuMemHostAlloc(void** pointer, size_t size, unsigned int flags) {
   cuMemHostAlloc_params params{pointer, size, flags};
-  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc, "cuMemHostAlloc", &params, [&] { return cuMemHostAlloc_untraced(pointer, size, flags); });
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc, "cuMemHostAlloc", &params,
+                      [&] { return cuMemHostAlloc_untraced(pointer, size, flags); });
 }
 
 CUresult cuMemFreeHost(void* pointer) {
   cuMemFreeHost_params params{pointer};
-  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost, "cuMemFreeHost", &params, [&] { return cuMemFreeHost_untraced(pointer); });
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost, "cuMemFreeHost", &params,
+                      [&] { return cuMemFreeHost_untraced(pointer); });
 }
 
 CUresult cuMemHostRegister_v2(void* pointer, size_t size, unsigned int flags) {
   cuMemHostRegister_v2_params params{pointer, size, flags};
-  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemHostRegister_v2, "cuMemHostRegister_v2", &params, [&] { return cuMemHostRegister_v2_untraced(pointer, size, flags); });
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemHostRegister_v2, "cuMemHostRegister_v2", &params,
+                      [&] { return cuMemHostRegister_v2_untraced(pointer, size, flags); });
 }
 
 CUresult cuMemHostUnregister(void* pointer) {
   cuMemHostUnregister_params params{pointer};
-  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemHostUnregister, "cuMemHostUnregister", &params, [&] { return cuMemHostUnregister_untraced(pointer); });
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemHostUnregister, "cuMemHostUnregister", &params,
+                      [&] { return cuMemHostUnregister_untraced(pointer); });
 }
 
 }  // extern "C"

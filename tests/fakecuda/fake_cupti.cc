@@ -69,7 +69,9 @@ CUptiResult cuptiGetResultString(CUptiResult result, const char** text) {
   switch (result) {
     case CUPTI_SUCCESS: *text = "CUPTI_SUCCESS"; break;
     case CUPTI_ERROR_INVALID_PARAMETER: *text = "CUPTI_ERROR_INVALID_PARAMETER"; break;
-    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: *text = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"; break;
+    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
+      *text = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED";
+      break;
     default: *text = "CUPTI_ERROR_UNKNOWN"; break;
   }
   return CUPTI_SUCCESS;

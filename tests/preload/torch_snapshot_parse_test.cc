@@ -98,9 +98,10 @@ TEST(TorchSnapshotParse, AsyncBackendGivesBlocksUnknownPerDevice) {
 TEST(TorchSnapshotParse, MismatchAndErrorSayWhy) {
   Listed listed;
   std::string why;
-  EXPECT_FALSE(parse("A native\nB 0 64 512 0\nD 0 1 2 1024 2097152\nW device 0: the snapshot lists 512 bytes of "
-                     "blocks, memory_allocated() says 1024\n",
-                     &listed, &why));
+  EXPECT_FALSE(
+      parse("A native\nB 0 64 512 0\nD 0 1 2 1024 2097152\nW device 0: the snapshot lists 512 bytes of "
+            "blocks, memory_allocated() says 1024\n",
+            &listed, &why));
   EXPECT_EQ(why, "device 0: the snapshot lists 512 bytes of blocks, memory_allocated() says 1024");
   EXPECT_EQ(listed.live.size(), 1u);  // what was listed stands
   EXPECT_EQ(listed.devices.size(), 1u);

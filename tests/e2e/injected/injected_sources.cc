@@ -137,15 +137,13 @@ int main(int argc, char** argv) {
   const bool slot_restored = *g_slot == slot_before;
   const char* slot_after = file_of(*g_slot);
   void* cupti = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
-  uint64_t callbacks_at_detach = cupti ? symbol<CuptiCallbacks>(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD),
-                                                                 "fakecuda_cupti_callbacks")()
-                                       : 0;
+  uint64_t callbacks_at_detach =
+      cupti ? symbol<CuptiCallbacks>(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), "fakecuda_cupti_callbacks")() : 0;
   E2E_OK(cudaMalloc(&after, 2 * kMiB));
   E2E_OK(cudaFree(after));
   c10_free(block_during);
-  uint64_t callbacks_after = cupti ? symbol<CuptiCallbacks>(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD),
-                                                             "fakecuda_cupti_callbacks")()
-                                   : 0;
+  uint64_t callbacks_after =
+      cupti ? symbol<CuptiCallbacks>(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), "fakecuda_cupti_callbacks")() : 0;
   for (char* p = live; *p; p++)
     if (*p == '\n') *p = ';';
   std::printf(
