@@ -93,6 +93,9 @@ else:
 case.check("libc10_cuda.so's GOT slot during attach", "libmemtrace-injected-test.so", own["slot_during"])
 case.check("libc10_cuda.so's GOT slot after detach", "libc10.so", own["slot_after"])
 case.check("the GOT slot holds its old value again", True, own["slot_restored"])
+# 1 MiB before attach, 512 KiB and the 1 MiB free while attached, the 512 KiB free after: 4 reports, net 0 bytes.
+case.check("reports that reached libc10.so's own hook", 4, own["libc10_reports"])
+case.check("their net bytes", 0, own["libc10_net_bytes"])
 case.check("live list without Python", 0, own["live_complete"])
 case.check("why no live list", "no Python interpreter in this process: no PyTorch snapshot", own["live_why"])
 case.check("no live entries", "", own["live"])

@@ -25,6 +25,12 @@ using Enable = int (*)(char*, size_t);
 using Disable = void (*)();
 using LiveList = int (*)(char*, size_t, char*, size_t);
 using CuptiCallbacks = uint64_t (*)();
+struct FakeC10Counters {  // tests/fakecuda/c10_profiler_hooks.h
+  uint64_t memory_usage_calls;
+  uint64_t out_of_memory_calls;
+  int64_t net_alloc_bytes;
+};
+using C10Counters = FakeC10Counters (*)();
 
 constexpr const char kUsageHook[] = "_ZN3c1027reportMemoryUsageToProfilerEPvlmmNS_6DeviceE";
 
@@ -144,18 +150,22 @@ int main(int argc, char** argv) {
   c10_free(block_during);
   uint64_t callbacks_after =
       cupti ? symbol<CuptiCallbacks>(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), "fakecuda_cupti_callbacks")() : 0;
+  // libc10.so's own hook got every report, through our hook while attached (it forwards) and directly after.
+  FakeC10Counters reports = symbol<C10Counters>(dlopen("libc10.so", RTLD_NOW | RTLD_NOLOAD), "fake_c10_counters")();
   for (char* p = live; *p; p++)
     if (*p == '\n') *p = ';';
   std::printf(
       "{\"layers\": %d, \"why\": \"%s\", \"live_complete\": %d, \"live_why\": \"%s\", \"live\": \"%s\", "
       "\"before\": %llu, \"during\": %llu, \"block_before\": %llu, \"block_during\": %llu, \"handle\": %llu, "
       "\"range\": %llu, \"async_block\": %llu, \"host\": %llu, \"slot_during\": \"%s\", \"slot_after\": \"%s\", "
-      "\"slot_restored\": %s, \"cupti_loaded\": %s, \"callbacks_after_detach\": %llu}\n",
+      "\"slot_restored\": %s, \"cupti_loaded\": %s, \"callbacks_after_detach\": %llu, \"libc10_reports\": %llu, "
+      "\"libc10_net_bytes\": %lld}\n",
       layers, why, complete, live_why, live, (unsigned long long)(uintptr_t)before,
       (unsigned long long)(uintptr_t)during, (unsigned long long)(uintptr_t)block_before,
       (unsigned long long)(uintptr_t)block_during, (unsigned long long)handle, (unsigned long long)range,
       (unsigned long long)async_block, (unsigned long long)(uintptr_t)host, slot_during, slot_after,
       slot_restored ? "true" : "false", cupti ? "true" : "false",
-      (unsigned long long)(callbacks_after - callbacks_at_detach));
+      (unsigned long long)(callbacks_after - callbacks_at_detach), (unsigned long long)reports.memory_usage_calls,
+      (long long)reports.net_alloc_bytes);
   return 0;
 }
