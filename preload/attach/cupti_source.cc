@@ -60,7 +60,8 @@ constexpr uint64_t kDeferredBit = uint64_t{1} << 63;
 // A free: recorded at API entry, unless deferred to API exit. `device_pointer`: the address is device memory of
 // the driver's, whose size and device the driver still knows at entry (the allocation may predate attach, so
 // the reader may have no ALLOC to take them from).
-void on_free_callback(const CUpti_CallbackData* data, MemoryEvent e, bool device_pointer) {
+[[gnu::always_inline]] inline void on_free_callback(const CUpti_CallbackData* data, MemoryEvent e,
+                                                    bool device_pointer) {
   if (data->callbackSite == CUPTI_API_ENTER) {
     if (device_pointer && e.address != 0) {
       e.size = allocation_range_bytes(e.address);
@@ -83,7 +84,7 @@ const Params& params(const CUpti_CallbackData* data) {
 }
 
 // The frees (either site).
-bool dispatch_free(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
+[[gnu::always_inline]] inline bool dispatch_free(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
   switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
       on_free_callback(d, free_event(Api::kCuMemFree, params<cuMemFree_v2_params>(d).dptr), true);
@@ -119,8 +120,9 @@ bool dispatch_free(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
   }
 }
 
-// The allocations and the VMM calls, at API exit with the call's result.
-void dispatch_exit(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
+// The allocations and the VMM calls, at API exit with the call's result. Inlined into the callback, as the event
+// helpers are (driver_events.h): the callback is then the one frame of ours above the recorder's, as a hook is.
+[[gnu::always_inline]] inline void dispatch_exit(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
   CUresult r = *static_cast<const CUresult*>(d->functionReturnValue);
   switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
