@@ -4,7 +4,7 @@
 // process's own dlopen(LIBRARY, RTLD_NOW) on its own stack, and restores every register before letting it go.
 // The tracer's constructor then finds the inject request (proto/control_protocol.h) and opens the endpoint.
 //
-// x86-64 and aarch64 Linux.
+// x86-64 Linux; on other architectures inject_library returns kPtraceRefused, saying so.
 #pragma once
 #include <string>
 

@@ -14,15 +14,15 @@
 #include "cli/commands.h"
 
 namespace memtrace {
-namespace {
 
-// The tracer is installed next to the analyzer: <prefix>/bin/memtrace and <prefix>/lib/libmemtrace.so.
 std::filesystem::path tracer_library_path() {
   std::error_code error;
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
   if (error) return {};
   return (self.parent_path() / ".." / "lib" / "libmemtrace.so").lexically_normal();
 }
+
+namespace {
 
 // LD_PRELOAD splits its list at spaces and colons: a library path holding either is silently not loaded.
 bool preloadable(const std::string& path) { return path.find_first_of(" :\t") == std::string::npos; }

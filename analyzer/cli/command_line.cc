@@ -29,6 +29,9 @@ constexpr const char* kUsage =
     "       memtrace export --format FORMAT TRACE... -o FILE [--debug-paths DIR[:DIR...]]\n"
     "       memtrace report TRACE... -o FILE [--debug-paths DIR[:DIR...]]\n"
     "       memtrace merge SUMMARY.json... [--json] [--top N]\n"
+    "       memtrace attach [-o PATTERN] PID\n"
+    "       memtrace detach PID\n"
+    "       memtrace snapshot [-o PATTERN] PID\n"
     "       memtrace --version\n"
     "       memtrace --help, memtrace CMD --help    this text\n"
     "The tracer's settings are MEMTRACE_* environment variables (README.md, Environment variables); by default it\n"
@@ -48,6 +51,9 @@ std::vector<RunCommand> add_commands(CLI::App& memtrace, std::vector<std::string
   commands.push_back(add_export(memtrace));
   commands.push_back(add_report(memtrace));
   commands.push_back(add_merge(memtrace));
+  commands.push_back(add_attach(memtrace));
+  commands.push_back(add_detach(memtrace));
+  commands.push_back(add_snapshot(memtrace));
   return commands;
 }
 

@@ -4,6 +4,7 @@
 // CLI11 itself is included only by the .cc files: this header declares its App.
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -49,6 +50,14 @@ RunCommand add_report(CLI::App& memtrace);
 RunCommand add_merge(CLI::App& memtrace);
 // `program` is run's CMD ARGS..., split off the command line before CLI11 sees it (split_run_args).
 RunCommand add_run(CLI::App& memtrace, std::vector<std::string> program);
+// `memtrace attach|detach|snapshot PID` (cmd_attach.cc).
+RunCommand add_attach(CLI::App& memtrace);
+RunCommand add_detach(CLI::App& memtrace);
+RunCommand add_snapshot(CLI::App& memtrace);
+
+// The tracer is installed next to the analyzer: <prefix>/bin/memtrace and <prefix>/lib/libmemtrace.so. Empty when
+// /proc/self/exe cannot be read; the file may not exist (the caller says so).
+std::filesystem::path tracer_library_path();
 
 // `memtrace run`'s arguments (those after `run`) as its own options and the program with its arguments: the
 // program starts after a `--` (dropped) or at the first argument that is not an option (or is empty), whichever

@@ -2,14 +2,15 @@
 // none of the LD_PRELOAD hooks is reached there, since every CUDA entry point was bound before we were loaded. So:
 //   - the driver layer from CUPTI's driver-API callbacks for the memory functions (cuMemAlloc/Free, cuMemCreate/
 //     Map/Unmap/Release, cuMemAllocAsync/FreeAsync...): a subscriber created after the job's context still gets
-//     every later call (measured on the H200, docs/attach.md). libcupti.so is loaded with dlopen at attach.
+//     every later call (measured on the H200, docs/injected-attach.md). libcupti.so is loaded with dlopen at attach.
 //   - PyTorch's block layer by patching the GOT entries of c10::reportMemoryUsageToProfiler and
 //     reportOutOfMemoryToProfiler in every loaded library that imports them (libc10_cuda.so), so that they reach
 //     the hooks of hooks/c10_hooks.cc, which forward to libc10.so's own.
 //   - what is live at attach: PyTorch's live blocks and segments from its allocator's own snapshot
 //     (torch.cuda.memory_snapshot(), through the interpreter with the GIL, from the control thread, never a
-//     hook), device free/total and NVML's per-process use.
-// Each function runs on the control thread only.
+//     hook), and per device free/total with PyTorch's allocated/reserved totals.
+// Each function runs on the control thread only. The pieces: cupti_source.h (with cupti_loader.h), got_patch.h,
+// torch_snapshot.h; docs/injected-attach.md says what each sees and what it cannot.
 #pragma once
 #include <cstddef>
 
@@ -33,9 +34,12 @@ bool injected_sources_enable(InjectedSources* out);
 void injected_sources_disable();
 
 // Lists what is live now: `live(entry, context)` for each of PyTorch's live blocks (LAYER_BLOCK) and segments
-// (LAYER_DRIVER), and `device(baseline, context)` for each device. False with `why` (one line) when PyTorch's
-// snapshot could not be taken (no PyTorch, no Python, the cudaMallocAsync backend: then its allocated totals come
-// as blocks_unknown entries where known).
+// (LAYER_DRIVER), then `device(baseline, context)` for each device with a context (free/total and PyTorch's
+// allocated/reserved; NVML's per-process figure is not filled in here). True when all of PyTorch's allocated memory
+// was listed one by one. False with `why` (one line, for Notice ATTACH_INCOMPLETE) otherwise: no Python, no torch,
+// torch.cuda not initialized (nothing listed, no baselines either), the cudaMallocAsync backend (its allocated
+// bytes come as one blocks_unknown entry per device), or blocks that do not add up to memory_allocated() (what was
+// listed stands). Runs Python under the GIL (torch_snapshot.h): call it without the recorder's lock.
 bool injected_live_list(void (*live)(const LiveEntry& entry, void* context),
                         void (*device)(const DeviceBaseline& baseline, void* context), void* context, char* why,
                         size_t why_size);

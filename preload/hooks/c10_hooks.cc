@@ -5,6 +5,7 @@
 
 #include <atomic>
 
+#include "hooks/c10_hooks.h"
 #include "hooks/export.h"
 #include "hooks/hook_events.h"
 #include "hooks/resolver.h"
@@ -71,7 +72,7 @@ MEMTRACE_EXPORT void reportMemoryUsageToProfiler(void* ptr, int64_t alloc_size, 
     }
   }
   using Fn = void (*)(void*, int64_t, size_t, size_t, Device);
-  if (Fn real = real_c10<Fn>("_ZN3c1027reportMemoryUsageToProfilerEPvlmmNS_6DeviceE", g_real_report_usage))
+  if (Fn real = real_c10<Fn>(kC10ReportUsageSymbol, g_real_report_usage))
     real(ptr, alloc_size, total_allocated, total_reserved, device);
   MEMTRACE_PHASE(kForwarded);
 }
@@ -94,7 +95,19 @@ MEMTRACE_EXPORT void reportOutOfMemoryToProfiler(int64_t alloc_size, size_t tota
     }
   }
   using Fn = void (*)(int64_t, size_t, size_t, Device);
-  if (Fn real = real_c10<Fn>("_ZN3c1027reportOutOfMemoryToProfilerElmmNS_6DeviceE", g_real_report_oom))
+  if (Fn real = real_c10<Fn>(kC10ReportOomSymbol, g_real_report_oom))
     real(alloc_size, total_allocated, total_reserved, device);
 }
 }  // namespace c10
+
+// Hidden aliases: the address of our own definitions, whichever library the exported names bind to in this
+// process (libc10.so may be in the global scope ahead of us when the tracer was loaded into a running job).
+extern "C" void memtrace_own_c10_report_usage(void*, int64_t, size_t, size_t, c10::Device)
+    __attribute__((alias("_ZN3c1027reportMemoryUsageToProfilerEPvlmmNS_6DeviceE"), visibility("hidden")));
+extern "C" void memtrace_own_c10_report_oom(int64_t, size_t, size_t, c10::Device)
+    __attribute__((alias("_ZN3c1027reportOutOfMemoryToProfilerElmmNS_6DeviceE"), visibility("hidden")));
+
+namespace memtrace {
+void* c10_report_usage_hook() { return reinterpret_cast<void*>(&memtrace_own_c10_report_usage); }
+void* c10_report_oom_hook() { return reinterpret_cast<void*>(&memtrace_own_c10_report_oom); }
+}  // namespace memtrace

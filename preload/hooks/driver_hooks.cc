@@ -3,7 +3,7 @@
 // function and, if it is the outermost hook on this thread, records what the call did (hook_events.h). Never
 // a call into a public CUDA entry point: only the real pointers of the hook table. The sampling hooks
 // (synchronizations, pool calls) are in sync_hooks.cc.
-#include "hooks/array_bytes.h"
+#include "hooks/driver_events.h"
 #include "hooks/hook_events.h"
 #include "hooks/hook_table.h"
 #include "hooks/resolver.h"
@@ -18,9 +18,7 @@ MEMTRACE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;
   CUresult r = real(dptr, bytesize);
-  if (scope.outermost())
-    on_alloc(Api::kCuMemAlloc, Layer::kDriver, r == CUDA_SUCCESS, r == kDriverOom, dptr ? *dptr : 0, bytesize, 0,
-             current_device(), r);
+  if (scope.outermost()) driver_mem_alloc_done(r, dptr, bytesize);
   return r;
 }
 
@@ -30,11 +28,7 @@ MEMTRACE_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, si
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;
   CUresult r = real(dptr, pitch, width, height, elementSizeBytes);
-  if (scope.outermost()) {
-    bool ok = r == CUDA_SUCCESS;
-    on_alloc(Api::kCuMemAllocPitch, Layer::kDriver, ok, r == kDriverOom, ok ? *dptr : 0,
-             ok ? *pitch * height : width * height, 0, current_device(), r);
-  }
+  if (scope.outermost()) driver_mem_alloc_pitch_done(r, dptr, pitch, width, height);
   return r;
 }
 
@@ -53,15 +47,7 @@ MEMTRACE_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, u
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;
   CUresult r = real(dptr, bytesize, flags);
-  if (scope.outermost())
-    record_context_alloc({.layer = Layer::kDriver,
-                          .api = Api::kCuMemAllocManaged,
-                          .device = current_device(),
-                          .address = dptr ? *dptr : 0,
-                          .size = bytesize,
-                          .result = r,
-                          .memory = Memory::kManaged},
-                         r == CUDA_SUCCESS, r == kDriverOom);
+  if (scope.outermost()) driver_mem_alloc_managed_done(r, dptr, bytesize);
   return r;
 }
 
@@ -73,15 +59,7 @@ namespace {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;
   CUresult r = real(dptr, bytesize, stream);
-  if (scope.outermost())
-    record_async_alloc({.layer = Layer::kBlock,
-                        .api = Api::kCuMemAllocAsync,
-                        .device = current_device(),
-                        .stream = stream_value(stream),
-                        .address = dptr ? *dptr : 0,
-                        .size = bytesize,
-                        .result = r},
-                       r == CUDA_SUCCESS, r == kDriverOom, per_thread_stream);
+  if (scope.outermost()) driver_mem_alloc_async_done(r, dptr, bytesize, stream, per_thread_stream);
   return r;
 }
 
@@ -91,18 +69,7 @@ namespace {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;
   CUresult r = real(dptr, bytesize, pool, stream);
-  if (scope.outermost()) {
-    bool ok = r == CUDA_SUCCESS;
-    uint64_t address = ok && dptr ? *dptr : 0;
-    record_async_alloc({.layer = Layer::kBlock,
-                        .api = Api::kCuMemAllocFromPoolAsync,
-                        .device = pool_block_device(ok, address),
-                        .stream = stream_value(stream),
-                        .address = address,
-                        .size = bytesize,
-                        .result = r},
-                       ok, r == kDriverOom, per_thread_stream);
-  }
+  if (scope.outermost()) driver_mem_alloc_from_pool_done(r, dptr, bytesize, stream, per_thread_stream);
   return r;
 }
 
@@ -154,20 +121,7 @@ MEMTRACE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;
   CUresult r = real(handle, size, prop, flags);
-  if (scope.outermost()) {
-    bool host = prop && host_location(prop->location.type);
-    int device = host                                                         ? current_device()
-                 : prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id
-                                                                              : -1;
-    record_alloc({.layer = Layer::kDriver,
-                  .api = Api::kCuMemCreate,
-                  .device = device,
-                  .address = handle ? *handle : 0,
-                  .size = size,
-                  .result = r,
-                  .memory = host ? Memory::kHostPinned : Memory::kDevice},
-                 r == CUDA_SUCCESS, r == kDriverOom);
-  }
+  if (scope.outermost()) driver_mem_create_done(r, handle, size, prop);
   return r;
 }
 
@@ -187,7 +141,7 @@ MEMTRACE_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, C
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;
   CUresult r = real(ptr, size, offset, handle, flags);
-  if (scope.outermost() && r == CUDA_SUCCESS) on_other(EventKind::kMap, Api::kCuMemMap, ptr, size, handle);
+  if (scope.outermost()) driver_mem_map_done(r, ptr, size, handle);
   return r;
 }
 
@@ -196,7 +150,7 @@ MEMTRACE_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;
   CUresult r = real(ptr, size);
-  if (scope.outermost() && r == CUDA_SUCCESS) on_other(EventKind::kUnmap, Api::kCuMemUnmap, ptr, size, 0);
+  if (scope.outermost()) driver_mem_unmap_done(r, ptr, size);
   return r;
 }
 
@@ -206,8 +160,7 @@ MEMTRACE_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;
   CUresult r = real(ptr, size, alignment, addr, flags);
-  if (scope.outermost() && r == CUDA_SUCCESS)
-    on_other(EventKind::kAddressReserve, Api::kCuMemAddressReserve, *ptr, size, 0);
+  if (scope.outermost()) driver_address_reserve_done(r, ptr, size);
   return r;
 }
 
@@ -216,7 +169,7 @@ MEMTRACE_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;
   CUresult r = real(ptr, size);
-  if (scope.outermost() && r == CUDA_SUCCESS) on_other(EventKind::kAddressFree, Api::kCuMemAddressFree, ptr, size, 0);
+  if (scope.outermost()) driver_address_free_done(r, ptr, size);
   return r;
 }
 
@@ -227,15 +180,7 @@ MEMTRACE_EXPORT CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;
   CUresult r = real(pp, bytesize);
-  if (scope.outermost())
-    record_context_alloc({.layer = Layer::kDriver,
-                          .api = Api::kCuMemAllocHost,
-                          .device = current_device(),
-                          .address = pp ? ptr_value(*pp) : 0,
-                          .size = bytesize,
-                          .result = r,
-                          .memory = Memory::kHostPinned},
-                         r == CUDA_SUCCESS, r == kDriverOom);
+  if (scope.outermost()) driver_host_alloc_done(Api::kCuMemAllocHost, r, pp, bytesize);
   return r;
 }
 
@@ -244,15 +189,7 @@ MEMTRACE_EXPORT CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;
   CUresult r = real(pp, bytesize, flags);
-  if (scope.outermost())
-    record_context_alloc({.layer = Layer::kDriver,
-                          .api = Api::kCuMemHostAlloc,
-                          .device = current_device(),
-                          .address = pp ? ptr_value(*pp) : 0,
-                          .size = bytesize,
-                          .result = r,
-                          .memory = Memory::kHostPinned},
-                         r == CUDA_SUCCESS, r == kDriverOom);
+  if (scope.outermost()) driver_host_alloc_done(Api::kCuMemHostAlloc, r, pp, bytesize);
   return r;
 }
 
@@ -271,15 +208,7 @@ MEMTRACE_EXPORT CUresult cuMemHostRegister_v2(void* p, size_t bytesize, unsigned
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;
   CUresult r = real(p, bytesize, flags);
-  if (scope.outermost())
-    record_alloc({.layer = Layer::kDriver,
-                  .api = Api::kCuMemHostRegister,
-                  .device = current_device(),
-                  .address = ptr_value(p),
-                  .size = bytesize,
-                  .result = r,
-                  .memory = Memory::kHostRegistered},
-                 r == CUDA_SUCCESS, false);
+  if (scope.outermost()) driver_host_register_done(r, p, bytesize);
   return r;
 }
 
@@ -294,41 +223,14 @@ MEMTRACE_EXPORT CUresult cuMemHostUnregister(void* p) {
 }
 
 // ---- CUDA driver: arrays -----------------------------------------------------------------------------------
-// Sized as the runtime's arrays are (see there).
-
-namespace {
-template <typename Descriptor>
-uint64_t driver_element_bytes(const Descriptor* desc) {
-  return desc ? driver_format_element_bytes(desc->Format, desc->NumChannels) : 0;
-}
-
-// An array made (`r`) with `handle_out` its handle: sized by the driver when it can say (`driver_bytes`;
-// deferred-mapping arrays only), else `element_bytes`.
-template <typename Handle>
-[[gnu::always_inline]] inline void record_array(Api api, CUresult r, Handle* handle_out,
-                                                uint64_t (*driver_bytes)(Handle, int), uint64_t element_bytes) {
-  bool ok = r == CUDA_SUCCESS;
-  int device = current_device();
-  uint64_t bytes = ok ? driver_bytes(*handle_out, device) : 0;
-  record_context_alloc({.layer = Layer::kDriver,
-                        .api = api,
-                        .device = device,
-                        .address = ok ? ptr_value(*handle_out) : 0,
-                        .size = bytes ? bytes : element_bytes,
-                        .result = r,
-                        .memory = Memory::kArray},
-                       ok, r == kDriverOom);
-}
-}  // namespace
+// Sized as the runtime's arrays are (see there; driver_events.cc).
 
 MEMTRACE_EXPORT CUresult cuArrayCreate_v2(CUarray* handle, const CUDA_ARRAY_DESCRIPTOR* desc) {
   auto real = real_fn<decltype(&::cuArrayCreate_v2)>(kHook_cuArrayCreate_v2);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;
   CUresult r = real(handle, desc);
-  if (scope.outermost())
-    record_array(Api::kCuArrayCreate, r, handle, array_bytes,
-                 desc ? array_element_bytes(desc->Width, desc->Height, 0, driver_element_bytes(desc), 1) : 0);
+  if (scope.outermost()) driver_array_create_done(r, handle, desc);
   return r;
 }
 
@@ -337,9 +239,7 @@ MEMTRACE_EXPORT CUresult cuArray3DCreate_v2(CUarray* handle, const CUDA_ARRAY3D_
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;
   CUresult r = real(handle, desc);
-  if (scope.outermost())
-    record_array(Api::kCuArray3DCreate, r, handle, array_bytes,
-                 desc ? array_element_bytes(desc->Width, desc->Height, desc->Depth, driver_element_bytes(desc), 1) : 0);
+  if (scope.outermost()) driver_array_3d_create_done(r, handle, desc);
   return r;
 }
 
@@ -349,10 +249,7 @@ MEMTRACE_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* handle, const 
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   HookScope scope;
   CUresult r = real(handle, desc, levels);
-  if (scope.outermost())
-    record_array(Api::kCuMipmappedArrayCreate, r, handle, mipmapped_array_bytes,
-                 desc ? array_element_bytes(desc->Width, desc->Height, desc->Depth, driver_element_bytes(desc), levels)
-                      : 0);
+  if (scope.outermost()) driver_mipmapped_array_create_done(r, handle, desc, levels);
   return r;
 }
 

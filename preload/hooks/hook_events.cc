@@ -70,8 +70,13 @@ void record_async_alloc(MemoryEvent e, bool ok, bool out_of_memory, bool per_thr
 }
 
 MemoryEvent async_free(const HookScope& scope, Api api, uint64_t address, uint64_t stream, bool per_thread_stream) {
+  if (scope.outermost()) return async_free(api, address, stream, per_thread_stream);
+  return {.layer = Layer::kBlock, .api = api, .stream = stream, .address = address};
+}
+
+MemoryEvent async_free(Api api, uint64_t address, uint64_t stream, bool per_thread_stream) {
   MemoryEvent e{.layer = Layer::kBlock, .api = api, .stream = stream, .address = address};
-  if (scope.outermost() && address != 0) e.capture_id = stream_capture_id(stream, per_thread_stream);
+  if (address != 0) e.capture_id = stream_capture_id(stream, per_thread_stream);
   return e;
 }
 

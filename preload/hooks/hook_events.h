@@ -63,17 +63,28 @@ inline bool freed(int result) {
 // reason while the job runs is still recorded as a free; the driver only fails those on bad pointers.)
 // `e` names the api, layer, address and stream (and capture_id for a free made during stream capture).
 // Construct it before the real call and call done() with the call's result.
+//
+// Its two halves, for a caller that sees a call's start and its end apart (the injected tracer's CUPTI callback:
+// API_ENTER, API_EXIT): free_before_call records `e` now unless the process is exiting, and returns true when it
+// left the record to free_after_call, which records `e` with the call's `result` if that freed it.
+inline bool free_before_call(const MemoryEvent& e) {
+  if (recorder_exit_begun()) return true;
+  on_free(e);
+  return false;
+}
+inline void free_after_call(MemoryEvent e, int result) {
+  e.result = result;
+  if (freed(result)) on_free(e);
+}
+
 class FreeEvent {
  public:
   FreeEvent(const HookScope& scope, const MemoryEvent& e)
-      : event_(e), deferred_(scope.outermost() && recorder_exit_begun()) {
-    if (scope.outermost() && !deferred_) on_free(event_);
-  }
+      : event_(e), deferred_(scope.outermost() && free_before_call(e)) {}
   FreeEvent(const HookScope& scope, Api api, Layer layer, uint64_t address, uint64_t stream)
       : FreeEvent(scope, {.layer = layer, .api = api, .stream = stream, .address = address}) {}
   void done(int result) {
-    event_.result = result;
-    if (deferred_ && freed(result)) on_free(event_);
+    if (deferred_) free_after_call(event_, result);
   }
 
  private:
@@ -95,6 +106,8 @@ void record_async_alloc(MemoryEvent e, bool ok, bool out_of_memory, bool per_thr
 
 // The free event of a stream-ordered free; one driver call for the capture check, by the outermost hook only.
 MemoryEvent async_free(const HookScope& scope, Api api, uint64_t address, uint64_t stream, bool per_thread_stream);
+// The same for a caller that is the outermost already (the CUPTI callback).
+MemoryEvent async_free(Api api, uint64_t address, uint64_t stream, bool per_thread_stream);
 
 // Another process's memory mapped here (IPC) at `address`: listed as imported, never this process's allocation.
 void record_import(Api api, uint64_t address);

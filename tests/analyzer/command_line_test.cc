@@ -52,6 +52,9 @@ TEST(CommandLine, HelpListsEveryOptionOfEveryCommandWithItsDescription) {
       {"export", {"TRACE ...", "--format FORMAT REQUIRED", "-o,--output FILE REQUIRED", "--debug-paths DIR[:DIR...]"}},
       {"report", {"TRACE ...", "-o,--output FILE REQUIRED", "--debug-paths DIR[:DIR...]"}},
       {"merge", {"SUMMARY ...", "--json", "--top N"}},
+      {"attach", {"PID", "-o,--output PATTERN"}},
+      {"detach", {"PID"}},
+      {"snapshot", {"PID", "-o,--output PATTERN"}},
   };
   EXPECT_EQ(options_by_command(top.out), expected);
   EXPECT_NE(top.out.find("\ndump\n"

@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 
+#include "cupti_callbacks.h"
 #include "device_memory.h"
 #include "driver_internal.h"
 
@@ -36,11 +37,13 @@ Registrations& registrations() {
 
 extern "C" {
 
-CUresult cuMemAllocHost_v2(void** pointer, size_t size) { return allocate_host(pointer, size); }
+static CUresult cuMemAllocHost_v2_untraced(void** pointer, size_t size) { return allocate_host(pointer, size); }
 
-CUresult cuMemHostAlloc(void** pointer, size_t size, unsigned int) { return allocate_host(pointer, size); }
+static CUresult cuMemHostAlloc_untraced(void** pointer, size_t size, unsigned int) {
+  return allocate_host(pointer, size);
+}
 
-CUresult cuMemFreeHost(void* pointer) {
+static CUresult cuMemFreeHost_untraced(void* pointer) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (driver_torn_down()) {
     memory_free(reinterpret_cast<uintptr_t>(pointer));
@@ -49,7 +52,7 @@ CUresult cuMemFreeHost(void* pointer) {
   return memory_free(reinterpret_cast<uintptr_t>(pointer)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-CUresult cuMemHostRegister_v2(void* pointer, size_t size, unsigned int) {
+static CUresult cuMemHostRegister_v2_untraced(void* pointer, size_t size, unsigned int) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (!pointer || size == 0) return CUDA_ERROR_INVALID_VALUE;
   Registrations& r = registrations();
@@ -59,11 +62,43 @@ CUresult cuMemHostRegister_v2(void* pointer, size_t size, unsigned int) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemHostUnregister(void* pointer) {
+static CUresult cuMemHostUnregister_untraced(void* pointer) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   Registrations& r = registrations();
   std::lock_guard<std::mutex> guard(r.lock);
   return r.ranges.erase(reinterpret_cast<uintptr_t>(pointer)) ? CUDA_SUCCESS : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+}
+
+// What a CUPTI subscriber sees (cupti_callbacks.h): each function between its API_ENTER and API_EXIT.
+
+CUresult cuMemAllocHost_v2(void** pointer, size_t size) {
+  cuMemAllocHost_v2_params params{pointer, size};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2, "cuMemAllocHost_v2", &params,
+                      [&] { return cuMemAllocHost_v2_untraced(pointer, size); });
+}
+
+CUresult cuMemHostAlloc(void** pointer, size_t size, unsigned int flags) {
+  cuMemHostAlloc_params params{pointer, size, flags};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc, "cuMemHostAlloc", &params,
+                      [&] { return cuMemHostAlloc_untraced(pointer, size, flags); });
+}
+
+CUresult cuMemFreeHost(void* pointer) {
+  cuMemFreeHost_params params{pointer};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost, "cuMemFreeHost", &params,
+                      [&] { return cuMemFreeHost_untraced(pointer); });
+}
+
+CUresult cuMemHostRegister_v2(void* pointer, size_t size, unsigned int flags) {
+  cuMemHostRegister_v2_params params{pointer, size, flags};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemHostRegister_v2, "cuMemHostRegister_v2", &params,
+                      [&] { return cuMemHostRegister_v2_untraced(pointer, size, flags); });
+}
+
+CUresult cuMemHostUnregister(void* pointer) {
+  cuMemHostUnregister_params params{pointer};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemHostUnregister, "cuMemHostUnregister", &params,
+                      [&] { return cuMemHostUnregister_untraced(pointer); });
 }
 
 }  // extern "C"

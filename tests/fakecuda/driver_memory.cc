@@ -2,6 +2,7 @@
 // (pool) allocations. Streams are accepted and ignored: every operation completes at once.
 #include <cstring>
 
+#include "cupti_callbacks.h"
 #include "device_memory.h"
 #include "driver_internal.h"
 #include "driver_pools.h"
@@ -77,14 +78,14 @@ CUresult allocate_from_pool(CUdeviceptr* pointer, size_t size, CUmemoryPool pool
 
 extern "C" {
 
-CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t size) {
+static CUresult cuMemAlloc_v2_untraced(CUdeviceptr* pointer, size_t size) {
   return allocate_current(pointer, size, MemoryKind::kDevice);
 }
 
 // Allocates height rows of `width` bytes, each row padded to kPitchAlignmentBytes; *pitch gets the
 // padded row length. element_size must be 4, 8 or 16 (cuda.h).
-CUresult cuMemAllocPitch_v2(CUdeviceptr* pointer, size_t* pitch, size_t width, size_t height,
-                            unsigned int element_size) {
+static CUresult cuMemAllocPitch_v2_untraced(CUdeviceptr* pointer, size_t* pitch, size_t width, size_t height,
+                                            unsigned int element_size) {
   if (!pitch || width == 0 || height == 0) return CUDA_ERROR_INVALID_VALUE;
   if (element_size != 4 && element_size != 8 && element_size != 16) return CUDA_ERROR_INVALID_VALUE;
   size_t row = (width + kPitchAlignmentBytes - 1) / kPitchAlignmentBytes * kPitchAlignmentBytes;
@@ -93,29 +94,35 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* pointer, size_t* pitch, size_t width, s
   return result;
 }
 
-CUresult cuMemFree_v2(CUdeviceptr pointer) { return free_pointer(pointer); }
+static CUresult cuMemFree_v2_untraced(CUdeviceptr pointer) { return free_pointer(pointer); }
 
-CUresult cuMemAllocManaged(CUdeviceptr* pointer, size_t size, unsigned int flags) {
+static CUresult cuMemAllocManaged_untraced(CUdeviceptr* pointer, size_t size, unsigned int flags) {
   if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
   return allocate_current(pointer, size, MemoryKind::kManaged);
 }
 
-CUresult cuMemAllocAsync(CUdeviceptr* pointer, size_t size, CUstream stream) {
+static CUresult cuMemAllocAsync_untraced(CUdeviceptr* pointer, size_t size, CUstream stream) {
   return allocate_async(pointer, size, stream, false);
 }
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr* pointer, size_t size, CUstream stream) {
+static CUresult cuMemAllocAsync_ptsz_untraced(CUdeviceptr* pointer, size_t size, CUstream stream) {
   return allocate_async(pointer, size, stream, true);
 }
 
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr* pointer, size_t size, CUmemoryPool pool, CUstream stream) {
+static CUresult cuMemAllocFromPoolAsync_untraced(CUdeviceptr* pointer, size_t size, CUmemoryPool pool,
+                                                 CUstream stream) {
   return allocate_from_pool(pointer, size, pool, stream, false);
 }
-CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* pointer, size_t size, CUmemoryPool pool, CUstream stream) {
+static CUresult cuMemAllocFromPoolAsync_ptsz_untraced(CUdeviceptr* pointer, size_t size, CUmemoryPool pool,
+                                                      CUstream stream) {
   return allocate_from_pool(pointer, size, pool, stream, true);
 }
 
-CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) { return free_async(pointer, stream, false); }
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr pointer, CUstream stream) { return free_async(pointer, stream, true); }
+static CUresult cuMemFreeAsync_untraced(CUdeviceptr pointer, CUstream stream) {
+  return free_async(pointer, stream, false);
+}
+static CUresult cuMemFreeAsync_ptsz_untraced(CUdeviceptr pointer, CUstream stream) {
+  return free_async(pointer, stream, true);
+}
 
 // Answers the attributes a profiler asks about an address: its device, its allocation's range and
 // its memory type. Anything else is CUDA_ERROR_INVALID_VALUE.
@@ -141,6 +148,69 @@ CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdevi
       return CUDA_SUCCESS;
     default: return CUDA_ERROR_INVALID_VALUE;
   }
+}
+
+// What a CUPTI subscriber sees (cupti_callbacks.h): each function between its API_ENTER and API_EXIT.
+
+CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t size) {
+  cuMemAlloc_v2_params params{pointer, size};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, "cuMemAlloc_v2", &params,
+                      [&] { return cuMemAlloc_v2_untraced(pointer, size); });
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr* pointer, size_t* pitch, size_t width, size_t height,
+                            unsigned int element_size) {
+  cuMemAllocPitch_v2_params params{pointer, pitch, width, height, element_size};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2, "cuMemAllocPitch_v2", &params,
+                      [&] { return cuMemAllocPitch_v2_untraced(pointer, pitch, width, height, element_size); });
+}
+
+CUresult cuMemFree_v2(CUdeviceptr pointer) {
+  cuMemFree_v2_params params{pointer};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, "cuMemFree_v2", &params,
+                      [&] { return cuMemFree_v2_untraced(pointer); });
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr* pointer, size_t size, unsigned int flags) {
+  cuMemAllocManaged_params params{pointer, size, flags};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged, "cuMemAllocManaged", &params,
+                      [&] { return cuMemAllocManaged_untraced(pointer, size, flags); });
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr* pointer, size_t size, CUstream stream) {
+  cuMemAllocAsync_params params{pointer, size, stream};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync, "cuMemAllocAsync", &params,
+                      [&] { return cuMemAllocAsync_untraced(pointer, size, stream); });
+}
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr* pointer, size_t size, CUstream stream) {
+  cuMemAllocAsync_ptsz_params params{pointer, size, stream};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz, "cuMemAllocAsync_ptsz", &params,
+                      [&] { return cuMemAllocAsync_ptsz_untraced(pointer, size, stream); });
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr* pointer, size_t size, CUmemoryPool pool, CUstream stream) {
+  cuMemAllocFromPoolAsync_params params{pointer, size, pool, stream};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", &params,
+                      [&] { return cuMemAllocFromPoolAsync_untraced(pointer, size, pool, stream); });
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* pointer, size_t size, CUmemoryPool pool, CUstream stream) {
+  cuMemAllocFromPoolAsync_ptsz_params params{pointer, size, pool, stream};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync_ptsz", &params,
+                      [&] { return cuMemAllocFromPoolAsync_ptsz_untraced(pointer, size, pool, stream); });
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
+  cuMemFreeAsync_params params{pointer, stream};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync, "cuMemFreeAsync", &params,
+                      [&] { return cuMemFreeAsync_untraced(pointer, stream); });
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr pointer, CUstream stream) {
+  cuMemFreeAsync_ptsz_params params{pointer, stream};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz, "cuMemFreeAsync_ptsz", &params,
+                      [&] { return cuMemFreeAsync_ptsz_untraced(pointer, stream); });
 }
 
 }  // extern "C"
