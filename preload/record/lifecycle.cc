@@ -270,6 +270,8 @@ void start_dormant() {
   register_membarrier();
   register_exit_handler();
   transition(LifecycleEvent::kStartedDormant);
+  // As at a trace's start: a signal that ends the process removes the endpoint on its way (process_hooks.cc).
+  ending_signals_install();
   // Not safely made (control_server_start said why on stderr): nobody could attach, so the process runs on
   // untraced rather than keep a live set for no one.
   if (!control_server_start(TraceOrigin::kAttachDormant)) transition(LifecycleEvent::kEnded);
