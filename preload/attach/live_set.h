@@ -33,7 +33,25 @@ void live_set_visit(void (*visit)(const LiveEntry& entry, void* context), void* 
 // Allocations that found the table full and were not kept (since init).
 uint64_t live_set_overflow();
 
+// Events the set could not follow (a graph's memory node, an address above 2^60): the attach says how many
+// (Notice ATTACH_INCOMPLETE) rather than keep a wrong entry.
+uint64_t live_set_not_followed();
+
 // Empties the set (a forked child: the parent's memory is not the child's).
 void live_set_clear();
+
+// ---- for recorder_attach's window (record/lifecycle.cc), which must tell entries apart exactly ----------------
+
+// The key of one allocation: its address space (a PyTorch block, a stream-ordered pool block, a driver pointer, a
+// driver handle, an address reservation: the analyzer's spaces) and its address. 0 = none.
+// What `event` allocates (`*allocated`) and frees (`*freed`, with the pool-block key a cudaFree may free too in
+// `*freed_alt`); each 0 when it does not. Needs no table (the injected tracer's window uses it too).
+void live_set_keys_of(const MemoryEvent& event, uint64_t* allocated, uint64_t* freed, uint64_t* freed_alt);
+
+// The live entry of `key`: false when the set holds none (or is not mapped).
+bool live_set_find(uint64_t key, LiveEntry* out);
+
+// As live_set_visit, with each entry's key.
+void live_set_visit_keyed(void (*visit)(uint64_t key, const LiveEntry& entry, void* context), void* context);
 
 }  // namespace memtrace

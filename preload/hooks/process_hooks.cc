@@ -18,6 +18,7 @@
 
 #include <atomic>
 
+#include "attach/control_server.h"
 #include "hooks/export.h"
 #include "hooks/process_hooks.h"
 #include "record/lifecycle.h"
@@ -165,6 +166,7 @@ void ending_signal_handler(int sig, siginfo_t* info, void* context) {
     chain_to_program(sig, info, context, program, saved_errno);
     return;
   }
+  control_server_remove_endpoint();
   recorder_finish_from_signal(sig, /*process_dies=*/true);
   // No handler of the program's: give the signal its disposition back and let it act. A fault re-executes
   // the faulting instruction on return; a raised or sent signal is raised again (it stays pending until
@@ -297,6 +299,7 @@ MEMTRACE_EXPORT sighandler_t signal(int sig, sighandler_t handler) noexcept {
 }
 
 void finish_for_exit() {
+  memtrace::control_server_remove_endpoint();  // a dormant or attached process's socket goes with it
   if (memtrace::t_handling_signal)
     memtrace::recorder_finish_from_signal(memtrace::t_handling_signal, /*process_dies=*/true);
   else if (memtrace::t_in_program_handler)  // e.g. a SIGTERM handler's _exit: the program's own exit
@@ -327,6 +330,8 @@ int exec_ending_trace(Fn real, Args... args) {
     errno = ENOSYS;
     return -1;
   }
+  // The endpoint is this image's: the new one (preloaded again) makes its own at its first event.
+  memtrace::control_server_remove_endpoint();
   memtrace::recorder_finish(memtrace::EndHow::kExec);
   int r = real(args...);
   int saved_errno = errno;

@@ -21,6 +21,12 @@ void device_usage_note_device(int device);
 // NVML). Called from the writer thread and the exit path only: NVML calls can take milliseconds.
 int device_usage_sample_all();
 
+// For an attach's AttachBaseline, from the control thread: `device`'s free and total bytes and this process's use
+// from NVML (`has_process_used` false where NVML does not list it). False without NVML or when NVML does not know
+// the device.
+bool device_usage_baseline(int device, uint64_t* free_bytes, uint64_t* total_bytes, bool* has_process_used,
+                           uint64_t* process_used_bytes);
+
 // ---- defined by hooks/process_hooks.cc ----
 
 // Installs our handler for each signal that ends the process (crash signals, SIGTERM, SIGINT, SIGHUP, ...: the

@@ -151,6 +151,11 @@ void config_load(Config* out) {
   out->wait_when_full = full && strcmp(full, "wait") == 0;
   if (full && *full && !out->wait_when_full && strcmp(full, "drop") != 0)
     fprintf(stderr, "memtrace: MEMTRACE_FULL_BUFFER=\"%s\" is neither drop nor wait; using drop\n", full);
+  const char* start = getenv("MEMTRACE_START");
+  out->start_dormant = start && *start && strcmp(start, "now") != 0;
+  if (out->start_dormant && strcmp(start, "dormant") != 0)
+    fprintf(stderr, "memtrace: MEMTRACE_START=\"%s\" is neither now nor dormant; using dormant (no file until attach)\n",
+            start);
   out->rank = job_number("RANK");
   out->local_rank = job_number("LOCAL_RANK");
   out->world_size = job_number("WORLD_SIZE");

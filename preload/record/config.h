@@ -39,6 +39,10 @@ struct Config {
   bool quiet;                         // MEMTRACE_QUIET=1: no line on stderr when the trace starts or ends
   bool redact_args;                   // MEMTRACE_REDACT_ARGS=1: the command line is not recorded; a value that is not
                      // a boolean also redacts (the user asked for something: privacy is the safe guess)
+  // MEMTRACE_START=dormant: at the first CUDA call the tracer keeps the live set only and serves the control
+  // endpoint until `memtrace attach` (docs/attach.md); =now (the default) traces from the first call. A value that
+  // is neither is dormant, with one warning line: in production, writing no file is the safe guess.
+  bool start_dormant;
   bool wait_when_full;  // MEMTRACE_FULL_BUFFER=wait: an event that finds both buffers full waits for the
                         // writer instead of being dropped (=drop, the default)
   // The process's place in its job (TraceStart.rank ... job_id_source in memtrace.proto), read from the

@@ -120,4 +120,12 @@ void recorder_detach(AttachOutcome* out);
 // AttachBaseline, TraceEnd SNAPSHOT_DONE) and stays dormant.
 void recorder_snapshot(const char* output_pattern, AttachOutcome* out);
 
+// For the endpoint's `status`: whether a trace runs now, and its file (`path`, `size` bytes) when it does.
+bool recorder_status(char* path, size_t size);
+
+// The tracer was loaded into a running process (control_server.cc's constructor found the inject request):
+// kNotStarted -> kDormant without a live set (nothing is interposed there; the sources turn on at attach). False
+// when the state had left kNotStarted already, or the program is set-uid.
+bool recorder_start_injected();
+
 }  // namespace memtrace

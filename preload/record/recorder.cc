@@ -351,7 +351,8 @@ HookScope::~HookScope() { t_hook_depth--; }
 
 void record_event(const MemoryEvent& e) {
   if (!MEMTRACE_BENCH_RECORDING()) return;
-  if (!trace_running()) return;
+  // As trace_running(), with kDormant's live set behind the same one test of a running trace.
+  if (g_state.load(std::memory_order_acquire) != kRunning && !record_event_not_running(e)) return;
   device_usage_note_device(e.device);
   MEMTRACE_PHASE(kStarted);
   prefetch_event_state(e.device);
@@ -376,6 +377,11 @@ void record_event(const MemoryEvent& e) {
   pthread_mutex_lock(&g_lock);
   MEMTRACE_PHASE(kLocked);
   t_holds_lock = true;
+  if (__builtin_expect(g_keep_live_set, false) && !note_live_set_locked(e)) {
+    t_holds_lock = false;
+    pthread_mutex_unlock(&g_lock);
+    return;
+  }
   if (g_end_written) g_end_written = false;  // an event after a TraceEnd{SIGNAL}: the program survived it
   if (t_announced_generation != g_generation.load(std::memory_order_relaxed)) append_thread_info_locked();
   if (finalizing && !g_finalizing_marked) {

@@ -38,12 +38,17 @@ struct alignas(64) ReadMostlyState {
   bool finalizing_marked = false;  // written under g_lock
   // Bumped in a forked child so that every thread announces its name again in the child's new trace.
   std::atomic<uint32_t> generation{1};
+  // The process started dormant (or was injected): record_event keeps the live set while the trace runs too,
+  // under g_lock (lifecycle.cc: note_live_set_locked), so that a detach returns to an exact set. Set before the
+  // first transition out of kNotStarted and never cleared: a MEMTRACE_START=now trace never takes its branch.
+  bool keep_live_set = false;
 };
 extern ReadMostlyState g_read_mostly;
 inline constexpr std::atomic<TraceState>& g_state = g_read_mostly.state;
 inline constexpr std::atomic<bool>& g_python_ready = g_read_mostly.python_ready;
 inline constexpr bool& g_finalizing_marked = g_read_mostly.finalizing_marked;
 inline constexpr std::atomic<uint32_t>& g_generation = g_read_mostly.generation;
+inline constexpr bool& g_keep_live_set = g_read_mostly.keep_live_set;
 
 extern pthread_mutex_t g_start_lock;  // held while the trace starts (lifecycle.cc)
 extern Config g_config;
@@ -117,12 +122,33 @@ extern MEMTRACE_TLS bool t_never_waits;
 
 // The hot path's check: true when tracing runs, starting the trace at the first event (start_trace_once,
 // lifecycle.cc). One acquire load once it runs.
+// In kDormant false: record_event keeps the live set through record_event_not_running() instead.
 inline bool trace_running() {
   const TraceState state = g_state.load(std::memory_order_acquire);
   if (state == kRunning) return true;
-  if (state == kOff) return false;
+  if (state == kOff || state == kDormant) return false;
   return start_trace_once();
 }
+
+// ---- dormant mode and attach (lifecycle.cc) -------------------------------------------------------------------
+
+// record_event's path when the state is not kRunning (never on a running trace's hot path): starts the trace
+// (kNotStarted), or, in kDormant, applies `e` to the live set and nothing else. True when the event is to be
+// recorded (the trace runs now).
+bool record_event_not_running(const MemoryEvent& e);
+// Under g_lock, in record_event's locked section when g_keep_live_set: applies `e` to the live set (and to the
+// attach window while one is open). False when the trace stopped running meanwhile (a detach): the event is
+// then not appended, only noted.
+bool note_live_set_locked(const MemoryEvent& e);
+
+// What the TraceStart of an attach says (memtrace.proto: TraceStart.origin ...); trace_records.cc writes them.
+struct AttachStart {
+  TraceOrigin origin = TraceOrigin::kLaunch;
+  uint32_t attach_number = 0;
+  bool driver_layer = false;
+  bool torch_layer = false;
+};
+extern AttachStart g_attach_start;
 
 // CLOCK_MONOTONIC in ns.
 uint64_t now_ns();
@@ -158,7 +184,7 @@ size_t utf8_prefix(const char* s, size_t len, size_t max);
 
 // ---- other records and chunks (trace_records.cc) ---------------------------------------------------------
 
-// The TraceStart record (g_lock held); `python_hex`: PY_VERSION_HEX of the Python whose frames are read, 0 none.
+// The TraceStart record (g_lock held), with g_attach_start's fields; `python_hex`: PY_VERSION_HEX of the Python whose frames are read, 0 none.
 void append_start_locked(uint32_t python_hex);
 // The notice that Python frames are not recorded, with the reason (g_lock held).
 void append_python_unsupported_locked();
@@ -188,6 +214,8 @@ void write_to_stderr(const char* text, size_t size);
 // "memtrace: wrote PATH (N events, B bytes)" once a trace has its TraceEnd, unless writing failed on the way.
 // Async-signal-safe; g_flush_lock held.
 void print_end_line_if_written();
+// The same line for a trace that ended by detach or snapshot (the state is kDormant by then). g_flush_lock held.
+void print_end_line_after_detach();
 
 // ---- lifecycle (lifecycle.cc) -------------------------------------------------------------------------------
 

@@ -18,6 +18,8 @@
 
 namespace memtrace {
 
+AttachStart g_attach_start;
+
 // ---- start ---------------------------------------------------------------------------------------------
 
 void append_start_locked(uint32_t python_hex) {
@@ -62,6 +64,10 @@ void append_start_locked(uint32_t python_hex) {
   w.optional_uint(14, g_config.world_size != kNoJobNumber, static_cast<uint64_t>(g_config.world_size));
   w.string(15, g_config.job_id);
   w.uint(16, static_cast<uint64_t>(g_config.job_id_source));
+  w.uint(17, static_cast<uint64_t>(g_attach_start.origin));
+  w.uint(18, g_attach_start.attach_number);
+  w.uint(19, g_attach_start.driver_layer);
+  w.uint(20, g_attach_start.torch_layer);
   append_record_locked(field::kStart, w);
 }
 
@@ -297,5 +303,7 @@ void print_end_line() {
 void print_end_line_if_written() {
   if (g_state.load() == kRunning) print_end_line();
 }
+
+void print_end_line_after_detach() { print_end_line(); }
 
 }  // namespace memtrace

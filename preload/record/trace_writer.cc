@@ -185,18 +185,26 @@ void* make_ordinary_cctx() {
 
 bool TraceWriter::begin(Sink* sink, size_t max_chunk_bytes) {
   sink_ = sink;
-  cctx_ = ZSTD_versionNumber() >= 10407 ? make_static_cctx() : make_ordinary_cctx();
+  // A second trace of the process (attach after detach: docs/attach.md) reuses the context and frame buffer.
+  if (!cctx_) cctx_ = ZSTD_versionNumber() >= 10407 ? make_static_cctx() : make_ordinary_cctx();
   if (!cctx_) return false;
-  frame_capacity_ = ZSTD_compressBound(max_chunk_bytes);
-  void* p = mmap(nullptr, frame_capacity_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return false;
-  frame_ = static_cast<uint8_t*>(p);
+  if (!frame_ || frame_capacity_ < ZSTD_compressBound(max_chunk_bytes)) {
+    frame_capacity_ = ZSTD_compressBound(max_chunk_bytes);
+    void* p = mmap(nullptr, frame_capacity_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return false;
+    frame_ = static_cast<uint8_t*>(p);
+  }
 
   // The file header (proto/trace_format.h): a zstd skippable frame, so that the whole file is a zstd stream.
   // kTraceFormatVersion is the Event encoding of preload/record/event_encoder.h.
   uint8_t header[kHeaderBytes];
   encode_header_frame(kTraceFormatVersion, header);
   return sink_->write(header, sizeof header);
+}
+
+void TraceWriter::end() {
+  delete sink_;
+  sink_ = nullptr;
 }
 
 bool TraceWriter::write_chunk(const uint8_t* records, size_t n) {

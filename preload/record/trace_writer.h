@@ -37,6 +37,8 @@ class TraceWriter {
  public:
   // Takes ownership of `sink`, writes the file header. False on failure.
   bool begin(Sink* sink, size_t max_chunk_bytes);
+  // Closes the file (detach, the end of a snapshot); begin() may open another.
+  void end();
   // Compresses `n` bytes of records into one zstd frame and writes it. False on failure.
   bool write_chunk(const uint8_t* records, size_t n);
   // Starts the thread that calls `flush` every `interval_ms` until stop_thread(). False if it could not start.

@@ -198,6 +198,34 @@ void device_usage_note_device(int device) {
   note_new_device(device);
 }
 
+bool device_usage_baseline(int device, uint64_t* free_bytes, uint64_t* total_bytes, bool* has_process_used,
+                           uint64_t* process_used_bytes) {
+  if (!g_nvml_loaded.load(std::memory_order_acquire) || device < 0 || device >= kMaxDevices) return false;
+  DeviceSlot& slot = g_devices[device];
+  if (!slot.bus_id_ready.load(std::memory_order_acquire)) {
+    // cuDeviceGetPCIBusId needs no context: the control thread, which has none, may ask.
+    using Fn = CUresult (*)(char*, int, CUdevice);
+    auto fn = reinterpret_cast<Fn>(driver_helper(kDeviceGetPCIBusId));
+    char bus_id[kBusIdBytes] = {};
+    if (!fn || fn(bus_id, kBusIdBytes, device) != CUDA_SUCCESS) return false;
+    bus_id[kBusIdBytes - 1] = '\0';
+    if (!slot.bus_id_ready.load(std::memory_order_acquire)) {
+      memcpy(slot.bus_id, bus_id, sizeof bus_id);
+      slot.bus_id_ready.store(true, std::memory_order_release);
+    }
+  }
+  NvmlDevice handle = known_nvml_device(device);
+  NvmlMemory memory{};
+  if (!handle || g_nvml.memory_info(handle, &memory) != kNvmlSuccess) return false;
+  *free_bytes = memory.free;
+  *total_bytes = memory.total;
+  ProcessFigures figures;
+  read_process_figures(handle, &figures);
+  *has_process_used = figures.usage.known;
+  *process_used_bytes = figures.usage.process_used_bytes;
+  return true;
+}
+
 int device_usage_sample_all() {
   if (!g_nvml_loaded.load(std::memory_order_acquire)) return 0;
   uint64_t noted = g_noted.load(std::memory_order_acquire);

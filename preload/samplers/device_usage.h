@@ -32,8 +32,8 @@
 
 namespace memtrace {
 
-// device_usage_start, device_usage_note_device and device_usage_sample_all, which the recorder calls, are
-// declared in record/clients.h.
+// device_usage_start, device_usage_note_device, device_usage_sample_all and device_usage_baseline, which the
+// recorder calls, are declared in record/clients.h.
 
 // Right after an OOM event on `device`: a DEVICE_USAGE with `api` (the OOM's), cuMemGetInfo's free/total
 // bytes (`have_memory_info` false: none) and, when NVML is loaded, the per-process figures.

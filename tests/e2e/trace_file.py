@@ -74,6 +74,8 @@ _RECORD = PROTO["Record"]
 START, MODULE, PYTHON_FRAME, STACK, EVENT, THREAD, NOTICE, END = (
     _RECORD[name] for name in ("start", "module", "python_frame", "stack", "event", "thread", "notice", "end"))
 DEVICE = _RECORD["device"]
+LIVE_AT_ATTACH, ATTACH_BASELINE = _RECORD["live_at_attach"], _RECORD["attach_baseline"]
+LIVE_FIELDS, BASELINE_FIELDS = PROTO["LiveAtAttach"], PROTO["AttachBaseline"]
 # EventKind
 ALLOC, FREE, OOM = (PROTO["EventKind"][name] for name in ("ALLOC", "FREE", "OOM"))
 # TraceEnd.How
@@ -117,12 +119,15 @@ class TraceFile:
         """The header's format version (0 when the file is too short to have one)."""
         return struct.unpack_from("<I", self.raw, HEADER_VERSION_OFFSET)[0] if len(self.raw) >= HEADER_BYTES else 0
 
-    def events(self):
+    def events(self, layers=False):
         """Each Event as a dict of the fields the tests compare (proto3 defaults filled in). From version 3
-        on, a sticky field (api, tid, device here) left out has the previous Event's value."""
+        on, a sticky field (api, tid, device here; layer too with `layers`) left out has the previous Event's
+        value."""
         sticky = self.version() >= FIRST_STICKY_FIELDS_VERSION
         f = EVENT_FIELDS
         previous = {f["api"]: 0, f["tid"]: 0, f["device"]: 0}
+        if layers:
+            previous[f["layer"]] = 0
         out = []
         for e in self.of_kind(EVENT):
             values = {field: first(e, field, previous[field] if sticky else 0) for field in previous}
@@ -133,6 +138,8 @@ class TraceFile:
                 "size": first(e, f["size"], 0), "result": zigzag(first(e, f["result"], 0)),
                 "stack_id": first(e, f["stack_id"], 0),
             })
+            if layers:
+                out[-1]["layer"] = values[f["layer"]]
         return out
 
     def chunk_first_events(self):
@@ -159,6 +166,13 @@ class TraceFile:
         """The TraceEnd, None without one; "several" if the file has more than one."""
         ends = self.ends()
         return ends[0] if len(ends) == 1 else (None if not ends else "several")
+
+    def live_at_attach(self):
+        """Each LiveAtAttach as {"layer", "api", "device", "address", "size"} (proto3 defaults filled in)."""
+        f = LIVE_FIELDS
+        return [{"layer": first(r, f["layer"], 0), "api": first(r, f["api"], 0),
+                 "device": zigzag(first(r, f["device"], 0)), "address": first(r, f["address"], 0),
+                 "size": first(r, f["size"], 0)} for r in self.of_kind(LIVE_AT_ATTACH)]
 
     def notices(self, code):
         return [n for n in self.of_kind(NOTICE) if first(n, NOTICE_FIELDS["code"], 0) == code]

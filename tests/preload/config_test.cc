@@ -301,5 +301,27 @@ TEST(InternTable, GivesEachKeyOneIdAndRefusesWhenThreeQuartersFull) {
   EXPECT_EQ(t.insert(42), 1u);
 }
 
+// MEMTRACE_START: now (the default, also when unset or empty) or dormant; anything else is dormant with one line.
+std::pair<bool, std::string> read_start(const char* value) {
+  if (value) setenv("MEMTRACE_START", value, 1);
+  else unsetenv("MEMTRACE_START");
+  testing::internal::CaptureStderr();
+  Config c;
+  config_load(&c);
+  std::string printed = testing::internal::GetCapturedStderr();
+  unsetenv("MEMTRACE_START");
+  return {c.start_dormant, printed};
+}
+
+TEST(ConfigLoad, StartIsNowUnlessDormantAndAnUnknownValueIsDormant) {
+  EXPECT_EQ(read_start(nullptr), std::make_pair(false, std::string()));
+  EXPECT_EQ(read_start(""), std::make_pair(false, std::string()));
+  EXPECT_EQ(read_start("now"), std::make_pair(false, std::string()));
+  EXPECT_EQ(read_start("dormant"), std::make_pair(true, std::string()));
+  EXPECT_EQ(read_start("Dormant"),
+            std::make_pair(true, std::string("memtrace: MEMTRACE_START=\"Dormant\" is neither now nor dormant; using "
+                                             "dormant (no file until attach)\n")));
+}
+
 }  // namespace
 }  // namespace memtrace
