@@ -35,7 +35,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <memory>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -43,6 +42,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -198,7 +198,6 @@ Waited wait_for_stop(int pid, int64_t deadline_ns, int* status) {
 bool is_group_stop_signal(int signal) {
   return signal == SIGSTOP || signal == SIGTSTP || signal == SIGTTIN || signal == SIGTTOU;
 }
-
 
 // A system call that glibc's malloc and the dynamic loader do not make while they hold a lock: a thread returning
 // from one holds neither, so dlopen (which takes the loader's lock and allocates) cannot wait on itself. mmap,
@@ -640,8 +639,8 @@ std::string inject_error_message(int pid, const InjectResult& result) {
     case InjectError::kNoDlopen: return "cannot find dlopen in " + process + ": " + detail;
     case InjectError::kNoSafePoint:
       return process + " reached no safe point within " + detail +
-             " ms (the return from a system call where a library may be loaded); try again, or start it with "
-             "MEMTRACE_START=dormant";
+             " ms (a thread in, or returning from, a system call where a library may be loaded); try again, or start "
+             "it with MEMTRACE_START=dormant";
     case InjectError::kDlopenFailed: return process + "'s dlopen failed: " + detail;
   }
   return {};

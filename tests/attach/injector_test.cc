@@ -51,7 +51,6 @@ class Injector : public ::testing::Test {
   Target& target() { return target_; }
 
  protected:
-
   std::string dir_;
   Target target_;
 };
@@ -136,10 +135,11 @@ TEST_F(Injector, NoSafePointInTimeLeavesTheTargetUntracedAndRunning) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   InjectResult result = inject_library(pid, ATTACH_MARKER_LIBRARY, 300);
   EXPECT_EQ(result.error, InjectError::kNoSafePoint);
-  EXPECT_EQ(inject_error_message(pid, result),
-            "process " + std::to_string(pid) +
-                " reached no safe point within 300 ms (the return from a system call where a library may be "
-                "loaded); try again, or start it with MEMTRACE_START=dormant");
+  EXPECT_EQ(
+      inject_error_message(pid, result),
+      "process " + std::to_string(pid) +
+          " reached no safe point within 300 ms (a thread in, or returning from, a system call where a library may be "
+          "loaded); try again, or start it with MEMTRACE_START=dormant");
   EXPECT_EQ(test::tracer_pid_of(pid), 0);
   ASSERT_EQ(write(in[1], "x\n", 2), 2);  // its read() returns: it runs on as before
   close(in[1]);
@@ -151,8 +151,7 @@ TEST_F(Injector, NoSafePointInTimeLeavesTheTargetUntracedAndRunning) {
 
 // attach_waiting ARGS started as a child with `environment` added: its pid, stdout's read end, and `*stdin_fd`
 // the write end of its stdin.
-Target start_waiting(const std::vector<std::string>& args, const std::vector<std::string>& environment,
-                     int* stdin_fd) {
+Target start_waiting(const std::vector<std::string>& args, const std::vector<std::string>& environment, int* stdin_fd) {
   int in[2], out[2];
   if (pipe(in) != 0 || pipe(out) != 0) std::abort();
   const pid_t pid = fork();
@@ -197,7 +196,8 @@ std::map<int, long> wait_until_blocked_in(pid_t pid, std::multiset<long> expecte
   return threads;
 }
 
-constexpr long kRead = 0, kClockNanosleep = 230, kRestartSyscall = 219, kFutex = 202, kPpoll = 271;  // x86-64: glibc's nanosleep is clock_nanosleep
+// x86-64's system call numbers (glibc's nanosleep is clock_nanosleep).
+constexpr long kRead = 0, kClockNanosleep = 230, kRestartSyscall = 219, kFutex = 202, kPpoll = 271;
 
 // The main thread blocked for good in pthread_join (a futex wait), its worker looping on poll(1 ms): the main
 // thread, interrupted inside its wait, is the safe point; it goes back to waiting and joins as if untouched.
@@ -236,8 +236,8 @@ void inject_into_every_thread_blocked(Injector* test, const std::string& first, 
   const std::string marker = test->dir() + "/marker", thread = test->dir() + "/thread";
   int in_fd = -1;
   Target& target = test->target();
-  target = start_waiting({"blocked", first, "3000"}, {"ATTACH_MARKER=" + marker, "ATTACH_MARKER_THREAD=" + thread},
-                         &in_fd);
+  target =
+      start_waiting({"blocked", first, "3000"}, {"ATTACH_MARKER=" + marker, "ATTACH_MARKER_THREAD=" + thread}, &in_fd);
   const pid_t pid = target.pid;
   char ready[6];
   ASSERT_EQ(read(target.out_fd, ready, sizeof ready), ssize_t(sizeof ready));
