@@ -3,7 +3,7 @@
 //      with libelf through /proc/PID/root (a container's files), plus the load bias;
 //   2. a thread at a safe point (find_safe_point), the main thread first, then the others of /proc/PID/task in turn:
 //      each is seized (PTRACE_SEIZE is per thread) and stopped with PTRACE_INTERRUPT. It is at a safe point when
-//      that stop finds it blocked inside a safe system call (at_interrupted_safe_syscall: a futex wait, a poll, an
+//      that stop finds it blocked inside a safe system call (at_interrupted_safe_syscall: a futex wait, a ppoll, an
 //      epoll_wait...), else it runs from system call to system call (PTRACE_SYSCALL) until the exit of a safe one
 //      (at_safe_syscall_exit). Safe: a call that glibc's malloc and the dynamic loader never make while holding
 //      their locks (safe_syscall). The main thread gets half the timeout when there are other threads (all of it
@@ -432,8 +432,8 @@ class Tracee {
 
   // At PTRACE_INTERRUPT's stop: true when the thread was blocked inside a safe call that it goes back to (or that
   // returns -EINTR) once its registers are restored (registers saved). The kernel's own restart logic reads the
-  // same two registers: orig_rax is the call's number only on a system call's way out (-1 or below after an
-  // interrupt or a fault), and the instruction before rip is then the `syscall` that made it.
+  // same two registers (orig_rax holds a call's number only on a system call's way out); the instruction before
+  // rip must then be the `syscall` that made it.
   bool at_interrupted_safe_syscall() {
     user_regs_struct regs{};
     iovec io{&regs, sizeof regs};
@@ -575,7 +575,8 @@ InjectResult inject_traced(int pid, const std::string& library, int timeout_ms, 
   BlockedTerminationSignals blocked;
   const int64_t start_ns = now_ns(), deadline_ns = start_ns + int64_t(timeout_ms) * 1000000;
   // Alone, the main thread has all the time; else half, the others the rest.
-  const int64_t main_deadline_ns = list_threads(pid).size() > 1 ? start_ns + (deadline_ns - start_ns) / 2 : deadline_ns;
+  const bool alone = list_threads(pid).size() <= 1;
+  const int64_t main_deadline_ns = alone ? deadline_ns : start_ns + (deadline_ns - start_ns) / 2;
   std::unique_ptr<Tracee> tracee;
   InjectResult found = find_safe_point(pid, main_deadline_ns, deadline_ns, yama_scope, &tracee);
   if (found.error == InjectError::kNoSafePoint) return {found.error, std::to_string(timeout_ms)};
