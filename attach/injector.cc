@@ -1,12 +1,21 @@
 // The ptrace injector (attach/injector.h). In order:
 //   1. the process's dlopen (and dlerror): the C library's file from /proc/PID/maps, its dynamic symbol table read
 //      with libelf through /proc/PID/root (a container's files), plus the load bias;
-//   2. PTRACE_SEIZE of the main thread, PTRACE_INTERRUPT, then PTRACE_SYSCALL until the exit of a system call that
-//      glibc's malloc and the dynamic loader never make while holding their locks (safe_syscall): the safe point;
-//   3. every register saved (general, and the whole x87/SSE/AVX state, which dlopen's code uses);
+//   2. a thread at a safe point (find_safe_point), the main thread first, then the others of /proc/PID/task in turn:
+//      each is seized (PTRACE_SEIZE is per thread) and stopped with PTRACE_INTERRUPT. It is at a safe point when
+//      that stop finds it blocked inside a safe system call (at_interrupted_safe_syscall: a futex wait, a ppoll, an
+//      epoll_wait...), else it runs from system call to system call (PTRACE_SYSCALL) until the exit of a safe one
+//      (at_safe_syscall_exit). Safe: a call that glibc's malloc and the dynamic loader never make while holding
+//      their locks (safe_syscall). The main thread gets half the timeout when there are other threads (all of it
+//      when alone), each other thread an equal share of what is left; a thread not chosen is detached at once,
+//      as it was (a blocked call it was in is restarted by the kernel);
+//   3. every register of the chosen thread saved (general, and the whole x87/SSE/AVX state, which dlopen's code
+//      uses);
 //   4. a call of dlopen(LIBRARY, RTLD_NOW) on the thread's own stack, below the red zone, returning to address 0:
 //      the SIGSEGV there ends the call; on NULL a call of dlerror() the same way, for the message;
-//   5. every register restored, the signals that arrived meanwhile sent again, PTRACE_DETACH.
+//   5. every register restored (orig_rax and rax too: an interrupted blocking call is then restarted by the kernel
+//      as if we had not been there, which is what gdb's `call` in a blocked thread relies on), the signals that
+//      arrived meanwhile sent again, PTRACE_DETACH.
 // Every path out detaches (Tracee's destructor), and the signals that would kill memtrace are blocked while the
 // thread runs our call: a tracer that died there would leave it returning to address 0.
 #include "attach/injector.h"
@@ -31,7 +40,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -188,7 +199,6 @@ bool is_group_stop_signal(int signal) {
   return signal == SIGSTOP || signal == SIGTSTP || signal == SIGTTIN || signal == SIGTTOU;
 }
 
-
 // A system call that glibc's malloc and the dynamic loader do not make while they hold a lock: a thread returning
 // from one holds neither, so dlopen (which takes the loader's lock and allocates) cannot wait on itself. mmap,
 // munmap, brk, mprotect, madvise, openat, read, close and fstat are the ones they do make: never a safe point.
@@ -222,6 +232,24 @@ bool restarting(uint64_t result) {
   return value <= -512 && value >= -516;
 }
 
+// The kernel's restart codes (include/linux/errno.h, not exported to user space).
+// -ERESTART_RESTARTBLOCK (516) is the one left out, below.
+constexpr int64_t kERestartSys = 512, kERestartNoIntr = 513, kERestartNoHand = 514;
+
+// What rax holds at PTRACE_INTERRUPT's stop of a thread that was blocked inside a system call and will go back to
+// it (restart codes) or return -EINTR from it (epoll_wait, which is never restarted), with every register restored.
+// Not -ERESTART_RESTARTBLOCK (nanosleep, clock_nanosleep, poll, a futex wait with a timeout): its restart runs
+// restart_syscall, which continues from the task's one restart_block, and a system call made inside our dlopen
+// replaces that block: nanosleep and clock_nanosleep reset it on entry, a timed wait or a sleep cut short by a
+// signal fills it with its own deadline. Measured (accepting it, a constructor that sleeps 300 ms): a 3 s nanosleep
+// returned -EINTR after 0.6 s; with a signal during the constructor's sleep, it returned 0 after 0.6 s. User space
+// cannot save and restore the block, so such a thread is run on instead (PTRACE_SYSCALL) until a safe exit, or
+// another thread is tried.
+bool interrupted_and_resumable(uint64_t result) {
+  const int64_t value = int64_t(result);
+  return value == -kERestartSys || value == -kERestartNoIntr || value == -kERestartNoHand || value == -EINTR;
+}
+
 // The x87/SSE/AVX state as NT_X86_XSTATE reads it (its size depends on the CPU's features).
 constexpr size_t kMaxXstateBytes = 64 * 1024;
 
@@ -230,7 +258,8 @@ constexpr size_t kMaxXstateBytes = 64 * 1024;
 // call sent again.
 class Tracee {
  public:
-  explicit Tracee(int pid) : pid_(pid) {}
+  // Thread `tid` of process `tgid` (the main thread: tid == tgid).
+  Tracee(int tgid, int tid) : tgid_(tgid), pid_(tid) {}
   Tracee(const Tracee&) = delete;
   Tracee& operator=(const Tracee&) = delete;
   ~Tracee() { release(); }
@@ -263,6 +292,7 @@ class Tracee {
       } else if ((status >> 16) == PTRACE_EVENT_STOP) {
         // PTRACE_INTERRUPT's stop, or a group stop (Ctrl-Z, SIGSTOP), which PTRACE_LISTEN keeps.
         if (is_group_stop_signal(stop)) request = PTRACE_LISTEN;
+        else if (at_interrupted_safe_syscall()) return InjectError::kNone;
       } else if ((status >> 16) == 0) {
         signal = stop;  // a signal for the process: passed on, as without us
       }
@@ -400,6 +430,21 @@ class Tracee {
     return safe_syscall(long(regs.orig_rax)) && !restarting(regs.rax) && save_registers();
   }
 
+  // At PTRACE_INTERRUPT's stop: true when the thread was blocked inside a safe call that it goes back to (or that
+  // returns -EINTR) once its registers are restored (registers saved). The kernel's own restart logic reads the
+  // same two registers (orig_rax holds a call's number only on a system call's way out); the instruction before
+  // rip must then be the `syscall` that made it.
+  bool at_interrupted_safe_syscall() {
+    user_regs_struct regs{};
+    iovec io{&regs, sizeof regs};
+    if (ptrace(PTRACE_GETREGSET, pid_, reinterpret_cast<void*>(NT_PRSTATUS), &io) != 0) return false;
+    if (!safe_syscall(long(regs.orig_rax)) || !interrupted_and_resumable(regs.rax)) return false;
+    errno = 0;
+    const long code = ptrace(PTRACE_PEEKTEXT, pid_, reinterpret_cast<void*>(regs.rip - 2), nullptr);
+    if (errno != 0 || (code & 0xffff) != 0x050f) return false;  // 0f 05: syscall
+    return save_registers();
+  }
+
   bool set_regs(user_regs_struct& regs) {
     iovec io{&regs, sizeof regs};
     return ptrace(PTRACE_SETREGSET, pid_, reinterpret_cast<void*>(NT_PRSTATUS), &io) == 0;
@@ -436,11 +481,12 @@ class Tracee {
       set_regs(saved_regs_);
       pending_signal_ = 0;  // our call's SIGSEGV at address 0: dropped
     }
-    for (int signal : deferred_signals_) syscall(SYS_tgkill, pid_, pid_, signal);
+    for (int signal : deferred_signals_) syscall(SYS_tgkill, tgid_, pid_, signal);
     ptrace(PTRACE_DETACH, pid_, nullptr, reinterpret_cast<void*>(long(pending_signal_)));
   }
 
-  const int pid_;
+  const int tgid_;
+  const int pid_;  // the thread's id: ptrace's "pid" is a thread's
   bool attached_ = false;
   bool running_ = false;  // resumed, not yet seen stopped
   bool gone_ = false;     // exited, or ptrace says no such process
@@ -469,36 +515,84 @@ class BlockedTerminationSignals {
   sigset_t old_;
 };
 
+// The process's threads, the main thread first, then the others in /proc/PID/task's order. Empty when the
+// process is gone.
+std::vector<int> list_threads(int pid) {
+  std::vector<int> threads;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", error)) {
+    const int tid = std::atoi(entry.path().filename().c_str());
+    if (tid > 0 && tid != pid) threads.push_back(tid);
+  }
+  if (error) return {};
+  threads.insert(threads.begin(), pid);
+  return threads;
+}
+
+// Why the main thread could not be seized, in the user's terms.
+InjectResult seize_refused(int pid, int refused, int yama_scope) {
+  if (refused == ESRCH) return {InjectError::kNoSuchProcess, {}};
+  TargetProcess now;
+  if (read_target_process(pid, &now) && now.tracer_pid != 0)
+    return {InjectError::kPtraceRefused,
+            "ptrace refused: it is already traced by process " + std::to_string(now.tracer_pid) + " (a debugger?)"};
+  if (refused == EPERM && yama_scope == 1) return {InjectError::kYamaScope, "1"};
+  return {InjectError::kPtraceRefused, std::string("ptrace refused: ") + std::strerror(refused) +
+                                           " (a container needs --cap-add=SYS_PTRACE; a seccomp profile may "
+                                           "forbid ptrace)"};
+}
+
+// Step 2: the main thread, until `main_deadline_ns`, then each other thread with an equal share of what is left
+// before `deadline_ns`. On success `*chosen` is the thread stopped at its safe point, registers saved; every other
+// thread tried is detached again, as it was.
+InjectResult find_safe_point(int pid, int64_t main_deadline_ns, int64_t deadline_ns, int yama_scope,
+                             std::unique_ptr<Tracee>* chosen) {
+  auto main_thread = std::make_unique<Tracee>(pid, pid);
+  if (const int refused = main_thread->seize(); refused != 0) return seize_refused(pid, refused, yama_scope);
+  InjectError reached = main_thread->run_to_safe_point(main_deadline_ns);
+  if (reached == InjectError::kNone) {
+    *chosen = std::move(main_thread);
+    return {};
+  }
+  main_thread.reset();  // detached: it runs on as before (gone: the process may still be, its main thread ended)
+  const std::vector<int> threads = list_threads(pid);
+  for (size_t i = 1; i < threads.size(); ++i) {
+    const int64_t share_ns = (deadline_ns - now_ns()) / int64_t(threads.size() - i);
+    auto thread = std::make_unique<Tracee>(pid, threads[i]);
+    if (thread->seize() != 0) continue;  // it ended meanwhile
+    reached = thread->run_to_safe_point(now_ns() + std::max<int64_t>(share_ns, 0));
+    if (reached == InjectError::kNone) {
+      *chosen = std::move(thread);
+      return {};
+    }
+  }
+  if (kill(pid, 0) != 0 && errno == ESRCH) return {InjectError::kNoSuchProcess, "it exited during the injection"};
+  return {InjectError::kNoSafePoint, {}};
+}
+
 InjectResult inject_traced(int pid, const std::string& library, int timeout_ms, const LoaderFunctions& functions,
                            int yama_scope) {
   BlockedTerminationSignals blocked;
-  Tracee tracee(pid);
-  if (const int refused = tracee.seize(); refused != 0) {
-    if (refused == ESRCH) return {InjectError::kNoSuchProcess, {}};
-    TargetProcess now;
-    if (read_target_process(pid, &now) && now.tracer_pid != 0)
-      return {InjectError::kPtraceRefused,
-              "ptrace refused: it is already traced by process " + std::to_string(now.tracer_pid) + " (a debugger?)"};
-    if (refused == EPERM && yama_scope == 1) return {InjectError::kYamaScope, "1"};
-    return {InjectError::kPtraceRefused, std::string("ptrace refused: ") + std::strerror(refused) +
-                                             " (a container needs --cap-add=SYS_PTRACE; a seccomp profile may "
-                                             "forbid ptrace)"};
-  }
-  const InjectError reached = tracee.run_to_safe_point(now_ns() + int64_t(timeout_ms) * 1000000);
-  if (reached == InjectError::kNoSuchProcess) return {reached, "it exited during the injection"};
-  if (reached != InjectError::kNone) return {reached, std::to_string(timeout_ms)};
+  const int64_t start_ns = now_ns(), deadline_ns = start_ns + int64_t(timeout_ms) * 1000000;
+  // Alone, the main thread has all the time; else half, the others the rest.
+  const bool alone = list_threads(pid).size() <= 1;
+  const int64_t main_deadline_ns = alone ? deadline_ns : start_ns + (deadline_ns - start_ns) / 2;
+  std::unique_ptr<Tracee> tracee;
+  InjectResult found = find_safe_point(pid, main_deadline_ns, deadline_ns, yama_scope, &tracee);
+  if (found.error == InjectError::kNoSafePoint) return {found.error, std::to_string(timeout_ms)};
+  if (found.error != InjectError::kNone) return found;
   uint64_t handle = 0;
   std::string why;
-  InjectError called = tracee.call(functions.dlopen, library.c_str(), 0, RTLD_NOW, &handle, &why);
+  InjectError called = tracee->call(functions.dlopen, library.c_str(), 0, RTLD_NOW, &handle, &why);
   if (called == InjectError::kNoSuchProcess) return {called, "it exited during the injection"};
   if (called != InjectError::kNone) return {called, why};
   if (handle != 0) return {};
   if (!functions.dlerror) return {InjectError::kDlopenFailed, library + ": dlopen returned NULL"};
   uint64_t text = 0;
-  called = tracee.call(functions.dlerror, nullptr, 0, 0, &text, &why);
+  called = tracee->call(functions.dlerror, nullptr, 0, 0, &text, &why);
   if (called == InjectError::kNoSuchProcess) return {called, "it exited during the injection"};
   if (called != InjectError::kNone) return {called, why};
-  const std::string message = tracee.read_text(text, 1024);
+  const std::string message = tracee->read_text(text, 1024);
   return {InjectError::kDlopenFailed, message.empty() ? library + ": dlopen returned NULL" : message};
 }
 
@@ -548,8 +642,8 @@ std::string inject_error_message(int pid, const InjectResult& result) {
     case InjectError::kNoDlopen: return "cannot find dlopen in " + process + ": " + detail;
     case InjectError::kNoSafePoint:
       return process + " reached no safe point within " + detail +
-             " ms (the return from a system call where a library may be loaded); try again, or start it with "
-             "MEMTRACE_START=dormant";
+             " ms (a thread in, or returning from, a system call where a library may be loaded); try again, or start "
+             "it with MEMTRACE_START=dormant";
     case InjectError::kDlopenFailed: return process + "'s dlopen failed: " + detail;
   }
   return {};

@@ -1,7 +1,8 @@
 // Loads libmemtrace.so into a running process (`memtrace attach PID` when the process has no tracer): a small
-// ptrace-based injector (the GPU machine has no gdb). It stops one thread of the target at a safe point (the return
-// from a system call that the loader and malloc do not make while holding their locks), makes it call the
-// process's own dlopen(LIBRARY, RTLD_NOW) on its own stack, and restores every register before letting it go.
+// ptrace-based injector (the GPU machine has no gdb). It stops one thread of the target at a safe point (inside, or
+// on the return from, a system call that the loader and malloc do not make while holding their locks; the main
+// thread first, then the others), makes it call the process's own dlopen(LIBRARY, RTLD_NOW) on its own stack, and
+// restores every register before letting it go.
 // The tracer's constructor then finds the inject request (proto/control_protocol.h) and opens the endpoint.
 //
 // x86-64 Linux; on other architectures inject_library returns kPtraceRefused, saying so.
@@ -29,7 +30,8 @@ struct InjectResult {
   std::string detail;  // the specifics: dlerror's text, ptrace_scope's value, errno's text
 };
 
-// Loads `library` (an absolute path) into process `pid`. Waits at most `timeout_ms` for a safe point.
+// Loads `library` (an absolute path) into process `pid`. Waits at most `timeout_ms` for a safe point: half of it
+// for the main thread when the process has others, which share the rest.
 InjectResult inject_library(int pid, const std::string& library, int timeout_ms);
 
 // "memtrace: cannot attach to PID: ..." without the prefix: the reason in one line.

@@ -12,8 +12,11 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "attach_test_support.h"
 
@@ -43,6 +46,11 @@ class Injector : public ::testing::Test {
   }
   std::string finish(int* exit_status) { return "." + test::finish_target(&target_, exit_status); }
 
+ public:
+  const std::string& dir() const { return dir_; }
+  Target& target() { return target_; }
+
+ protected:
   std::string dir_;
   Target target_;
 };
@@ -127,10 +135,11 @@ TEST_F(Injector, NoSafePointInTimeLeavesTheTargetUntracedAndRunning) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   InjectResult result = inject_library(pid, ATTACH_MARKER_LIBRARY, 300);
   EXPECT_EQ(result.error, InjectError::kNoSafePoint);
-  EXPECT_EQ(inject_error_message(pid, result),
-            "process " + std::to_string(pid) +
-                " reached no safe point within 300 ms (the return from a system call where a library may be "
-                "loaded); try again, or start it with MEMTRACE_START=dormant");
+  EXPECT_EQ(
+      inject_error_message(pid, result),
+      "process " + std::to_string(pid) +
+          " reached no safe point within 300 ms (a thread in, or returning from, a system call where a library may be "
+          "loaded); try again, or start it with MEMTRACE_START=dormant");
   EXPECT_EQ(test::tracer_pid_of(pid), 0);
   ASSERT_EQ(write(in[1], "x\n", 2), 2);  // its read() returns: it runs on as before
   close(in[1]);
@@ -138,6 +147,132 @@ TEST_F(Injector, NoSafePointInTimeLeavesTheTargetUntracedAndRunning) {
   int exit_status = 0;
   EXPECT_EQ(test::finish_target(&blocked, &exit_status), "got 2 bytes\n");
   EXPECT_EQ(exit_status, 5);
+}
+
+// attach_waiting ARGS started as a child with `environment` added: its pid, stdout's read end, and `*stdin_fd`
+// the write end of its stdin.
+Target start_waiting(const std::vector<std::string>& args, const std::vector<std::string>& environment, int* stdin_fd) {
+  int in[2], out[2];
+  if (pipe(in) != 0 || pipe(out) != 0) std::abort();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);
+    for (const std::string& variable : environment) putenv(const_cast<char*>(variable.c_str()));
+    std::vector<char*> argv = {const_cast<char*>(ATTACH_WAITING)};
+    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(121);
+  }
+  close(in[0]);
+  close(out[1]);
+  *stdin_fd = in[1];
+  return {pid, out[0]};
+}
+
+// The system call number each thread of `pid` is in, from /proc/PID/task/TID/syscall (-1: running).
+std::map<int, long> syscalls_of_threads(pid_t pid) {
+  std::map<int, long> numbers;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    const std::string text = test::read_file(entry.path().string() + "/syscall");
+    numbers[std::stoi(entry.path().filename().string())] = text.rfind("running", 0) == 0 ? -1 : std::atol(text.c_str());
+  }
+  return numbers;
+}
+
+// Waits (at most 5 s) until the threads of `pid` are in exactly the system calls `expected` (their numbers, in
+// any order). The threads as they were last seen.
+std::map<int, long> wait_until_blocked_in(pid_t pid, std::multiset<long> expected) {
+  std::map<int, long> threads;
+  for (int i = 0; i < 500; ++i) {
+    threads = syscalls_of_threads(pid);
+    std::multiset<long> numbers;
+    for (const auto& [tid, number] : threads) numbers.insert(number);
+    if (numbers == expected) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return threads;
+}
+
+// x86-64's system call numbers (glibc's nanosleep is clock_nanosleep).
+constexpr long kRead = 0, kClockNanosleep = 230, kRestartSyscall = 219, kFutex = 202, kPpoll = 271;
+
+// The main thread blocked for good in pthread_join (a futex wait), its worker looping on poll(1 ms): the main
+// thread, interrupted inside its wait, is the safe point; it goes back to waiting and joins as if untouched.
+TEST_F(Injector, AMainThreadBlockedInPthreadJoinIsInjectedAndJoinsAfter) {
+  const std::string marker = dir_ + "/marker", thread = dir_ + "/thread";
+  int in_fd = -1;
+  target_ = start_waiting({"join"}, {"ATTACH_MARKER=" + marker, "ATTACH_MARKER_THREAD=" + thread}, &in_fd);
+  const pid_t pid = target_.pid;
+  std::map<int, long> threads;
+  for (int i = 0; i < 500 && !(threads = syscalls_of_threads(pid)).empty() && threads[pid] != kFutex; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(threads[pid], kFutex);
+  ASSERT_EQ(threads.size(), 2u);
+
+  InjectResult result = inject_library(pid, ATTACH_MARKER_LIBRARY, 2000);
+  ASSERT_EQ(result.error, InjectError::kNone) << inject_error_message(pid, result);
+  EXPECT_EQ(test::read_file(marker), "loaded into " + std::to_string(pid) + "\n");
+  EXPECT_EQ(test::read_file(thread), std::to_string(pid));
+  EXPECT_EQ(test::tracer_pid_of(pid), 0);
+  for (int i = 0; i < 100 && syscalls_of_threads(pid)[pid] != kFutex; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(syscalls_of_threads(pid)[pid], kFutex);  // back in its wait
+
+  ASSERT_EQ(write(in_fd, "abc\n", 4), 4);
+  close(in_fd);
+  int exit_status = 0;
+  EXPECT_EQ(test::finish_target(&target_, &exit_status), "worker read 4 bytes\n");
+  EXPECT_EQ(exit_status, 4);
+}
+
+// Every thread blocked: the main thread in read() (never a safe point), one in nanosleep (interrupted, its restart
+// is never a safe point), then one in pthread_cond_wait and one in ppoll, in the order `first` names. The first of
+// the last two is chosen, interrupted inside its wait; after the injection each goes back to its call: the sleep
+// ends at its time with 0, the wait and the poll end when the main thread wakes them.
+void inject_into_every_thread_blocked(Injector* test, const std::string& first, long chosen_syscall) {
+  const std::string marker = test->dir() + "/marker", thread = test->dir() + "/thread";
+  int in_fd = -1;
+  Target& target = test->target();
+  target =
+      start_waiting({"blocked", first, "3000"}, {"ATTACH_MARKER=" + marker, "ATTACH_MARKER_THREAD=" + thread}, &in_fd);
+  const pid_t pid = target.pid;
+  char ready[6];
+  ASSERT_EQ(read(target.out_fd, ready, sizeof ready), ssize_t(sizeof ready));
+  ASSERT_EQ(std::string(ready, sizeof ready), "ready\n");
+  const std::map<int, long> threads = wait_until_blocked_in(pid, {kRead, kClockNanosleep, kFutex, kPpoll});
+  ASSERT_EQ(threads.size(), 4u);
+  ASSERT_EQ(threads.at(pid), kRead);
+
+  InjectResult result = inject_library(pid, ATTACH_MARKER_LIBRARY, 2000);
+  ASSERT_EQ(result.error, InjectError::kNone) << inject_error_message(pid, result);
+  EXPECT_EQ(test::read_file(marker), "loaded into " + std::to_string(pid) + "\n");
+  const int chosen = std::atoi(test::read_file(thread).c_str());
+  ASSERT_EQ(threads.count(chosen), 1u) << chosen;
+  EXPECT_EQ(threads.at(chosen), chosen_syscall);
+  EXPECT_EQ(test::tracer_pid_of(pid), 0);
+  // Each back in its call; the sleeper's goes on as restart_syscall (the kernel's continuation of a sleep).
+  std::map<int, long> after = threads;
+  for (auto& [tid, number] : after)
+    if (number == kClockNanosleep) number = kRestartSyscall;
+  EXPECT_EQ(wait_until_blocked_in(pid, {kRead, kRestartSyscall, kFutex, kPpoll}), after);
+
+  ASSERT_EQ(write(in_fd, "line\n", 5), 5);
+  close(in_fd);
+  int exit_status = 0;
+  EXPECT_EQ(test::finish_target(&target, &exit_status),
+            "main read 5 bytes\nslept 3000 ms in full: yes\ncondition: woken\nppoll: 1\n");
+  EXPECT_EQ(exit_status, 6);
+}
+
+TEST_F(Injector, EveryThreadBlockedIsInjectedThroughAnInterruptedFutexWait) {
+  inject_into_every_thread_blocked(this, "futex", kFutex);
+}
+
+TEST_F(Injector, EveryThreadBlockedIsInjectedThroughAnInterruptedPpoll) {
+  inject_into_every_thread_blocked(this, "poll", kPpoll);
 }
 
 TEST_F(Injector, ADeadPidIsNoSuchProcess) {

@@ -99,7 +99,8 @@ TEST(TargetChecks, AProcessInAnotherContainerIsRefused) {
 
 TEST(TargetChecks, TheOtherLines) {
   EXPECT_EQ(inject_error_message(9, {InjectError::kNoSafePoint, "5000"}),
-            "process 9 reached no safe point within 5000 ms (the return from a system call where a library may be "
+            "process 9 reached no safe point within 5000 ms (a thread in, or returning from, a system call where a "
+            "library may be "
             "loaded); try again, or start it with MEMTRACE_START=dormant");
   EXPECT_EQ(inject_error_message(9, {InjectError::kNoSuchProcess, "it exited during the injection"}),
             "no process 9 is running (it exited during the injection)");
