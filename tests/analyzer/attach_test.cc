@@ -2,6 +2,8 @@
 // the blocks_unknown aggregate, the AttachBaseline's reserved total and its check, and what the reports say.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "analysis/analysis.h"
 #include "attach_traces.h"
 
@@ -136,19 +138,161 @@ TEST(Attach, ASnapshotIsItsLiveSet) {
   EXPECT_EQ(a->info.end->how(), proto::TraceEnd::SNAPSHOT_DONE);
 }
 
-}  // namespace
-}  // namespace memtrace
+// `memtrace CMD TRACE` of a trace builder's bytes, expecting exit status 0.
+std::string memtrace_on(const std::string& command, const std::string& name, const test::TraceBuilder& b) {
+  std::string path = test::temp_path(name);
+  test::write_file(path, b.bytes());
+  test::MemtraceRun r = test::run_memtrace_binary(command + " " + path);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.out;
+}
 
-namespace memtrace {
-namespace {
+bool has_line(const std::string& text, const std::string& line) {
+  return text.find("\n" + line + "\n") != std::string::npos;
+}
 
-TEST(AttachDemo, Print) {
-  const char* dir = std::getenv("ATTACH_DEMO_DIR");
-  if (!dir) GTEST_SKIP();
-  test::write_file(std::string(dir) + "/torch.mtrace", test::attached_torch_trace().bytes());
-  test::write_file(std::string(dir) + "/mismatch.mtrace", test::attached_torch_trace(5 * test::kMiB).bytes());
-  test::write_file(std::string(dir) + "/unlisted.mtrace", test::attached_unlisted_blocks_trace().bytes());
-  test::write_file(std::string(dir) + "/snapshot.mtrace", test::snapshot_trace().bytes());
+TEST(AttachText, SummarySaysHowTheTraceBeganAndEnded) {
+  std::string out = memtrace_on("summary", "attach-summary.mtrace", test::attached_torch_trace());
+  EXPECT_TRUE(has_line(out,
+                       "  Attached to the running process at 2026-12-02 15:04:05.000 UTC (attach 2; tracer: loaded into "
+                       "the process; layers: driver and PyTorch): 2 allocations, 3.00 MiB (3,145,728 B) allocated "
+                       "before attach; driver 1 allocation, 8.00 MiB (8,388,608 B)"))
+      << out;
+  EXPECT_NE(out.find("  events read 2, complete, detached (the process ran on), last event at 0.002 s"),
+            std::string::npos)
+      << out;
+  EXPECT_TRUE(has_line(out, "  unknown frees 0, double frees 0, allocations at a live address 0, failed allocations 0"))
+      << out;
+  EXPECT_TRUE(has_line(out, "      (no stack: allocated before attach, or recorded without a stack)")) << out;
+  EXPECT_EQ(out.find("ALLOCATED AT ATTACH"), std::string::npos) << out;
+}
+
+TEST(AttachText, LeaksListWhatWasAllocatedBeforeAttachApart) {
+  std::string out = memtrace_on("leaks", "attach-leaks.mtrace", test::attached_torch_trace());
+  EXPECT_TRUE(has_line(out, "Live at exit (leak candidates, at end of trace): 1 call site")) << out;
+  EXPECT_TRUE(has_line(
+      out, "    device 0, PyTorch blocks: allocated before attach, still live: 1 allocation, 2.00 MiB (2,097,152 B)"))
+      << out;
+  EXPECT_TRUE(has_line(out, "    #1 device 0: 1.00 MiB (1,048,576 B) in 1 allocation")) << out;
+}
+
+TEST(AttachText, TheBaselineMismatchIsOneHealthLine) {
+  std::string out = memtrace_on("summary", "attach-mismatch-text.mtrace", test::attached_torch_trace(5 * kMiB));
+  EXPECT_TRUE(has_line(out,
+                       "  ALLOCATED AT ATTACH DIFFERS FROM PYTORCH'S OWN TOTAL, device 0: memtrace 3.00 MiB "
+                       "(3,145,728 B), PyTorch 5.00 MiB (5,242,880 B)"))
+      << out;
+}
+
+TEST(AttachText, UnlistedBlocksAndADormantTracer) {
+  std::string out = memtrace_on("summary", "attach-unlisted-text.mtrace", test::attached_unlisted_blocks_trace());
+  EXPECT_TRUE(has_line(out,
+                       "  Attached to the running process at 2026-12-02 15:04:05.000 UTC (attach 1; tracer: dormant): "
+                       "0 allocations, 3.00 MiB (3,145,728 B) allocated before attach (3.00 MiB (3,145,728 B) of it in "
+                       "blocks not listed one by one)"))
+      << out;
+  EXPECT_TRUE(has_line(out, "  unknown frees 1, double frees 0, allocations at a live address 0, failed allocations 0"))
+      << out;
+  EXPECT_TRUE(has_line(out,
+                       "  frees of blocks allocated before attach whose addresses were not listed 3 (taken from their "
+                       "total, not unknown)"))
+      << out;
+  EXPECT_TRUE(has_line(out, "  driver allocations 0 (0 freed), block allocations 1 (0 freed)")) << out;
+}
+
+TEST(AttachText, ASnapshotReadsAsTheLiveSet) {
+  std::string out = memtrace_on("summary", "attach-snapshot-text.mtrace", test::snapshot_trace());
+  EXPECT_TRUE(has_line(out,
+                       "  Snapshot of the running process's live set at 2026-12-02 15:04:05.000 UTC: 2 allocations, "
+                       "2.00 MiB (2,097,152 B) live (the peaks are this live set); driver 2 allocations, 10.00 MiB "
+                       "(10,485,760 B)"))
+      << out;
+  EXPECT_TRUE(has_line(out, "  peak allocated 2.00 MiB (2,097,152 B) at 0.000 s (event 0)")) << out;
+  EXPECT_TRUE(has_line(out, "    device 1, driver: allocated before attach, still live: 1 allocation, 6.00 MiB "
+                            "(6,291,456 B)"))
+      << out;
+  EXPECT_NE(out.find("snapshot written (the process ran on)"), std::string::npos) << out;
+}
+
+TEST(AttachText, PyTorchOnlyWhereCuptiWasBusy) {
+  test::TraceBuilder b(3);
+  b.attach_start(proto::TraceStart::ATTACH_INJECTED, 3, /*driver_layer_attached=*/false, true, 1'000'000'000,
+                 test::kAttachUnixNs);
+  b.notice(proto::Notice::CUPTI_BUSY, "CUPTI already has a subscriber (Kineto?)");
+  b.torch_block_at_attach(0, 0x10000000, kMiB).end(0, 0, proto::TraceEnd::DETACH).end_chunk();
+  std::string out = memtrace_on("summary", "attach-cupti-busy.mtrace", b);
+  EXPECT_TRUE(has_line(out,
+                       "  Attached to the running process at 2026-12-02 15:04:05.000 UTC (attach 3; tracer: loaded into "
+                       "the process; layers: PyTorch only: CUPTI was busy): 1 allocation, 1.00 MiB (1,048,576 B) "
+                       "allocated before attach"))
+      << out;
+}
+
+TEST(AttachJson, TheAttachObject) {
+  nlohmann::json j = nlohmann::json::parse(memtrace_on("summary --json", "attach-json.mtrace", test::attached_torch_trace()));
+  const nlohmann::json& attach = j["trace"]["attach"];
+  EXPECT_EQ(attach["origin"], "ATTACH_INJECTED");
+  EXPECT_EQ(attach["attach_number"], 2);
+  EXPECT_EQ(attach["driver_layer_attached"], true);
+  EXPECT_EQ(attach["torch_layer_attached"], true);
+  ASSERT_EQ(attach["devices"].size(), 1u);
+  const nlohmann::json& d = attach["devices"][0];
+  EXPECT_EQ(d["device"], 0);
+  EXPECT_EQ(d["block_allocations"], 2);
+  EXPECT_EQ(d["block_bytes"], 3 * kMiB);
+  EXPECT_EQ(d["driver_allocations"], 1);
+  EXPECT_EQ(d["driver_bytes"], 8 * kMiB);
+  EXPECT_EQ(d["unlisted_block_bytes"], 0);
+  EXPECT_EQ(d["baseline"]["allocator_allocated_bytes"], 3 * kMiB);
+  EXPECT_EQ(d["baseline"]["allocator_reserved_bytes"], 8 * kMiB);
+  EXPECT_EQ(d["baseline"]["device_free_bytes"], 70 * kMiB);
+  EXPECT_EQ(d["baseline"]["process_used_bytes"], nullptr);
+  EXPECT_EQ(attach["still_live_at_exit"],
+            nlohmann::json::parse(R"([{"device":0,"layer":"block","allocations":1,"bytes":2097152,"unlisted_bytes":0}])"));
+  EXPECT_FALSE(attach.contains("allocated_vs_baseline"));
+  EXPECT_EQ(j["trace"]["end"]["how"], "DETACH");
+  EXPECT_EQ(j["trace"]["unknown_frees"], 0);
+  // A trace from launch has no attach object.
+  nlohmann::json launch =
+      nlohmann::json::parse(memtrace_on("summary --json", "attach-json-launch.mtrace", test::small_torch_trace()));
+  EXPECT_FALSE(launch["trace"].contains("attach"));
+}
+
+// Values no tracer writes: sizes near 2^64 saturate, ordinals outside -1..1023 are counted and not applied, and a
+// LiveAtAttach after an Event is accepted as live from its place in the file and counted; never a crash.
+TEST(AttachHostile, HugeSizesBadDevicesAndLateRecords) {
+  test::TraceBuilder b(3);
+  b.attach_start(proto::TraceStart::ATTACH_DORMANT, 1, true, true);
+  b.live_at_attach(proto::LAYER_DRIVER, proto::CUDA_MALLOC, 0, 0x1000, UINT64_MAX - 1);
+  b.live_at_attach(proto::LAYER_DRIVER, proto::CUDA_MALLOC, 0, 0x2000, UINT64_MAX - 1);
+  b.live_at_attach(proto::LAYER_DRIVER, proto::CUDA_MALLOC, 5000, 0x3000, 4096);
+  b.live_at_attach(proto::LAYER_BLOCK, proto::TORCH_ALLOCATOR, 0, 0, UINT64_MAX, /*blocks_unknown=*/true);
+  b.attach_baseline(-7, 0, 0, 1, 1);
+  b.event(test::driver_free(0, 0x1000, 1'000'000));
+  b.torch_block_at_attach(0, 0x9000, 4096);  // after the first Event
+  b.event(test::torch_event(proto::FREE, 0, 0x77000, 100, 0, 0, 1'000'000));  // taken from the aggregate
+  b.end_chunk();
+  std::string path = test::temp_path("attach-hostile.mtrace");
+  test::write_file(path, b.bytes());
+  auto a = analyze_trace(path, true);
+  const TraceHealth h = a->model.health();
+  EXPECT_EQ(h.attach_records_with_bad_device, 2u);
+  EXPECT_EQ(h.live_at_attach_after_events, 1u);
+  EXPECT_EQ(h.implausible_sizes, 3u);  // the two sizes of 2^64 - 2 and the aggregate's
+  EXPECT_EQ(h.unknown_frees, 0u);
+  EXPECT_EQ(h.frees_of_unlisted_before_attach, 1u);
+  const DeviceState& d = a->model.devices().at(0);
+  EXPECT_EQ(d.driver_layer_bytes, 1u);                 // saturated at 2^64 - 1, less one 2^64 - 2
+  EXPECT_EQ(d.torch_block_bytes, UINT64_MAX - 100);    // saturated at 2^64 - 1 (+ 4096), less the free's 100
+  EXPECT_EQ(a->model.attach_facts().count(5000), 0u);
+  test::MemtraceRun r = test::run_memtrace_binary("summary " + path);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(has_line(r.out, "  allocations live at attach listed after the first event (live from their place in "
+                              "the file) 1"))
+      << r.out;
+  EXPECT_TRUE(has_line(r.out, "  attach records of a device ordinal outside -1..1023 (not applied) 2")) << r.out;
+  r = test::run_memtrace_binary("summary --json " + path);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 }  // namespace
