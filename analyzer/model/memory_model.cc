@@ -362,10 +362,6 @@ void MemoryModel::apply_live_at_attach(const proto::LiveAtAttach& live) {
            +1);
     uncount(space, live.device(), /*allocation=*/true);  // bytes, not an allocation
   } else {
-    bool block = is_block_space(space_of(event));
-    ++(block ? facts.block_allocations : facts.driver_allocations);
-    uint64_t& bytes = block ? facts.block_bytes : facts.driver_bytes;
-    bytes = saturating_add(bytes, live.size());
     LiveAllocation a{.space = space_of(event),
                      .memory = memory_of(event),
                      .before_attach = true,
@@ -379,6 +375,12 @@ void MemoryModel::apply_live_at_attach(const proto::LiveAtAttach& live) {
       change_reservation(event, +1);  // address space, not memory: a later ADDRESS_FREE frees it
     } else {
       add_live(a);
+      if (a.charged_to_device()) {  // the device's memory: not host memory, managed memory or imports
+        bool block = is_block_space(a.space);
+        ++(block ? facts.block_allocations : facts.driver_allocations);
+        uint64_t& bytes = block ? facts.block_bytes : facts.driver_bytes;
+        bytes = saturating_add(bytes, live.size());
+      }
     }
   }
   for (DeviceState* state : touched_) update_peaks_and_notify(*state);

@@ -266,8 +266,9 @@ struct TraceHealth {
 
 // What the trace said of one device at attach (LiveAtAttach, AttachBaseline records).
 struct AttachFacts {
-  // LiveAtAttach records with an address, and their sizes summed (saturating): blocks (LAYER_BLOCK: PyTorch's,
-  // stream-ordered pools') and the rest (driver allocations: PyTorch's segments among them, which hold its blocks).
+  // LiveAtAttach records of the device's memory (MEMORY_DEVICE, MEMORY_ARRAY) with an address, and their sizes
+  // summed (saturating): blocks (LAYER_BLOCK: PyTorch's, stream-ordered pools') and the rest (driver allocations:
+  // PyTorch's segments among them, which hold its blocks). Address reservations and host memory are not counted.
   uint64_t block_allocations = 0;
   uint64_t block_bytes = 0;
   uint64_t driver_allocations = 0;
