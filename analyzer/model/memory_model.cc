@@ -357,9 +357,9 @@ void MemoryModel::apply_live_at_attach(const proto::LiveAtAttach& live) {
     uint64_t& left = unlisted_before_attach_[{live.device(), space}];
     left = saturating_add(left, live.size());
     facts.unlisted_bytes = saturating_add(facts.unlisted_bytes, live.size());
-    charge(LiveAllocation{.space = space, .memory = memory_of(event), .device = live.device(),
-                          .size_bytes = live.size()},
-           +1);
+    charge(
+        LiveAllocation{.space = space, .memory = memory_of(event), .device = live.device(), .size_bytes = live.size()},
+        +1);
     uncount(space, live.device(), /*allocation=*/true);  // bytes, not an allocation
   } else {
     LiveAllocation a{.space = space_of(event),

@@ -273,7 +273,7 @@ struct AttachFacts {
   uint64_t block_bytes = 0;
   uint64_t driver_allocations = 0;
   uint64_t driver_bytes = 0;
-  uint64_t unlisted_bytes = 0;  // blocks_unknown aggregates, summed
+  uint64_t unlisted_bytes = 0;                    // blocks_unknown aggregates, summed
   std::optional<proto::AttachBaseline> baseline;  // the device's AttachBaseline, the last one read
 };
 

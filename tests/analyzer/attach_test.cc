@@ -153,10 +153,11 @@ bool has_line(const std::string& text, const std::string& line) {
 
 TEST(AttachText, SummarySaysHowTheTraceBeganAndEnded) {
   std::string out = memtrace_on("summary", "attach-summary.mtrace", test::attached_torch_trace());
-  EXPECT_TRUE(has_line(out,
-                       "  Attached to the running process at 2026-12-02 15:04:05.000 UTC (attach 2; tracer: loaded into "
-                       "the process; layers: driver and PyTorch): 2 allocations, 3.00 MiB (3,145,728 B) allocated "
-                       "before attach; driver 1 allocation, 8.00 MiB (8,388,608 B)"))
+  EXPECT_TRUE(
+      has_line(out,
+               "  Attached to the running process at 2026-12-02 15:04:05.000 UTC (attach 2; tracer: loaded into "
+               "the process; layers: driver and PyTorch): 2 allocations, 3.00 MiB (3,145,728 B) allocated "
+               "before attach; driver 1 allocation, 8.00 MiB (8,388,608 B)"))
       << out;
   EXPECT_NE(out.find("  events read 2, complete, detached (the process ran on), last event at 0.002 s"),
             std::string::npos)
@@ -208,8 +209,9 @@ TEST(AttachText, ASnapshotReadsAsTheLiveSet) {
                        "(10,485,760 B)"))
       << out;
   EXPECT_TRUE(has_line(out, "  peak allocated 2.00 MiB (2,097,152 B) at 0.000 s (event 0)")) << out;
-  EXPECT_TRUE(has_line(out, "    device 1, driver: allocated before attach, still live: 1 allocation, 6.00 MiB "
-                            "(6,291,456 B)"))
+  EXPECT_TRUE(has_line(out,
+                       "    device 1, driver: allocated before attach, still live: 1 allocation, 6.00 MiB "
+                       "(6,291,456 B)"))
       << out;
   EXPECT_NE(out.find("snapshot written (the process ran on)"), std::string::npos) << out;
 }
@@ -221,15 +223,17 @@ TEST(AttachText, PyTorchOnlyWhereCuptiWasBusy) {
   b.notice(proto::Notice::CUPTI_BUSY, "CUPTI already has a subscriber (Kineto?)");
   b.torch_block_at_attach(0, 0x10000000, kMiB).end(0, 0, proto::TraceEnd::DETACH).end_chunk();
   std::string out = memtrace_on("summary", "attach-cupti-busy.mtrace", b);
-  EXPECT_TRUE(has_line(out,
-                       "  Attached to the running process at 2026-12-02 15:04:05.000 UTC (attach 3; tracer: loaded into "
-                       "the process; layers: PyTorch only: CUPTI was busy): 1 allocation, 1.00 MiB (1,048,576 B) "
-                       "allocated before attach"))
+  EXPECT_TRUE(
+      has_line(out,
+               "  Attached to the running process at 2026-12-02 15:04:05.000 UTC (attach 3; tracer: loaded into "
+               "the process; layers: PyTorch only: CUPTI was busy): 1 allocation, 1.00 MiB (1,048,576 B) "
+               "allocated before attach"))
       << out;
 }
 
 TEST(AttachJson, TheAttachObject) {
-  nlohmann::json j = nlohmann::json::parse(memtrace_on("summary --json", "attach-json.mtrace", test::attached_torch_trace()));
+  nlohmann::json j =
+      nlohmann::json::parse(memtrace_on("summary --json", "attach-json.mtrace", test::attached_torch_trace()));
   const nlohmann::json& attach = j["trace"]["attach"];
   EXPECT_EQ(attach["origin"], "ATTACH_INJECTED");
   EXPECT_EQ(attach["attach_number"], 2);
@@ -248,7 +252,8 @@ TEST(AttachJson, TheAttachObject) {
   EXPECT_EQ(d["baseline"]["device_free_bytes"], 70 * kMiB);
   EXPECT_EQ(d["baseline"]["process_used_bytes"], nullptr);
   EXPECT_EQ(attach["still_live_at_exit"],
-            nlohmann::json::parse(R"([{"device":0,"layer":"block","allocations":1,"bytes":2097152,"unlisted_bytes":0}])"));
+            nlohmann::json::parse(
+                R"([{"device":0,"layer":"block","allocations":1,"bytes":2097152,"unlisted_bytes":0}])"));
   EXPECT_FALSE(attach.contains("allocated_vs_baseline"));
   EXPECT_EQ(j["trace"]["end"]["how"], "DETACH");
   EXPECT_EQ(j["trace"]["unknown_frees"], 0);
@@ -269,7 +274,7 @@ TEST(AttachHostile, HugeSizesBadDevicesAndLateRecords) {
   b.live_at_attach(proto::LAYER_BLOCK, proto::TORCH_ALLOCATOR, 0, 0, UINT64_MAX, /*blocks_unknown=*/true);
   b.attach_baseline(-7, 0, 0, 1, 1);
   b.event(test::driver_free(0, 0x1000, 1'000'000));
-  b.torch_block_at_attach(0, 0x9000, 4096);  // after the first Event
+  b.torch_block_at_attach(0, 0x9000, 4096);                                   // after the first Event
   b.event(test::torch_event(proto::FREE, 0, 0x77000, 100, 0, 0, 1'000'000));  // taken from the aggregate
   b.end_chunk();
   std::string path = test::temp_path("attach-hostile.mtrace");
@@ -282,13 +287,14 @@ TEST(AttachHostile, HugeSizesBadDevicesAndLateRecords) {
   EXPECT_EQ(h.unknown_frees, 0u);
   EXPECT_EQ(h.frees_of_unlisted_before_attach, 1u);
   const DeviceState& d = a->model.devices().at(0);
-  EXPECT_EQ(d.driver_layer_bytes, 1u);                 // saturated at 2^64 - 1, less one 2^64 - 2
-  EXPECT_EQ(d.torch_block_bytes, UINT64_MAX - 100);    // saturated at 2^64 - 1 (+ 4096), less the free's 100
+  EXPECT_EQ(d.driver_layer_bytes, 1u);               // saturated at 2^64 - 1, less one 2^64 - 2
+  EXPECT_EQ(d.torch_block_bytes, UINT64_MAX - 100);  // saturated at 2^64 - 1 (+ 4096), less the free's 100
   EXPECT_EQ(a->model.attach_facts().count(5000), 0u);
   test::MemtraceRun r = test::run_memtrace_binary("summary " + path);
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(has_line(r.out, "  allocations live at attach listed after the first event (live from their place in "
-                              "the file) 1"))
+  EXPECT_TRUE(has_line(r.out,
+                       "  allocations live at attach listed after the first event (live from their place in "
+                       "the file) 1"))
       << r.out;
   EXPECT_TRUE(has_line(r.out, "  attach records of a device ordinal outside -1..1023 (not applied) 2")) << r.out;
   r = test::run_memtrace_binary("summary --json " + path);

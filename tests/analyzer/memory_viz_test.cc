@@ -9,8 +9,8 @@
 #include <sstream>
 #include <string>
 
-#include "export/pickle_writer.h"
 #include "attach_traces.h"
+#include "export/pickle_writer.h"
 #include "trace_builder.h"
 
 namespace memtrace {
@@ -484,7 +484,8 @@ TEST(MemoryViz, AllocationsLiveAtAttachExistFromTimeZero) {
   json none = json::array();
   json train = json::array({{{"filename", "train.py"}, {"line", 42}, {"name", "train_step"}}});
   json trace = json::array({
-      entry("segment_alloc", S, 8 * kMiB, t0, json::array({label("[memtrace] cudaMalloc: other")})),  // as for any segment
+      entry("segment_alloc", S, 8 * kMiB, t0,
+            json::array({label("[memtrace] cudaMalloc: other")})),  // as for any segment
       entry("alloc", A, kMiB, t0, none),
       entry("alloc", B, 2 * kMiB, t0, none),
       entry("free_requested", A, kMiB, t0 + 1000, none),

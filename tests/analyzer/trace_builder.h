@@ -113,8 +113,7 @@ class TraceBuilder {
   }
   // The TraceStart of a trace that began by attach (proto TraceStart.origin): start() with the attach fields.
   TraceBuilder& attach_start(proto::TraceStart::Origin origin, uint32_t attach_number, bool driver_layer_attached,
-                             bool torch_layer_attached, uint64_t start_ns = 1'000'000'000,
-                             uint64_t start_unix_ns = 0) {
+                             bool torch_layer_attached, uint64_t start_ns = 1'000'000'000, uint64_t start_unix_ns = 0) {
     proto::Record r;
     proto::TraceStart* s = r.mutable_start();
     s->set_pid(4242);

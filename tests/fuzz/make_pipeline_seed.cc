@@ -318,8 +318,8 @@ PipelineInput attach() {
   add(&in, free_block);
   in.chunks.emplace_back();
   for (uint64_t i = 0; i < 3; ++i) {
-    proto::Record r = event(proto::FREE, proto::LAYER_BLOCK, proto::TORCH_ALLOCATOR, 1, 0x7200000000 + i * kMiB,
-                            4 * kMiB);
+    proto::Record r =
+        event(proto::FREE, proto::LAYER_BLOCK, proto::TORCH_ALLOCATOR, 1, 0x7200000000 + i * kMiB, 4 * kMiB);
     r.mutable_event()->set_allocator_allocated_bytes(i < 2 ? 4 * kMiB * (1 - i) : 0);
     r.mutable_event()->set_allocator_reserved_bytes(10 * kMiB);
     add(&in, r);

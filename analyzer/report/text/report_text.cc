@@ -240,7 +240,7 @@ void print_before_attach_live(std::ostream& out, const Analysis& a) {
   for (const BeforeAttachLive& b : a.model.before_attach_live_at_exit()) {
     const DeviceState* state = nullptr;
     if (auto it = a.model.devices().find(b.device); it != a.model.devices().end()) state = &it->second;
-    const char* layer = b.layer == proto::LAYER_DRIVER       ? "driver"
+    const char* layer = b.layer == proto::LAYER_DRIVER         ? "driver"
                         : state && state->allocator_layer_seen ? "PyTorch blocks"
                                                                : "blocks";
     out << "    device " << b.device << ", " << layer
