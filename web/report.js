@@ -159,6 +159,7 @@
     if (trace.duration_ns != null) items.push(el('span', null, fmtDuration(trace.duration_ns)));
     if (trace.events != null) items.push(el('span', null, fmtCount(trace.events) + ' events'));
     if (trace.truncated) items.push(el('span', {class: 'warn'}, 'trace truncated'));
+    if (trace.attach) items.push(el('span', null, trace.attach));  // a trace that began by attach
     facts.append(...items);
   }
 

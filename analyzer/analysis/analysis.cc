@@ -79,6 +79,11 @@ class ReplaySink {
         break;
       case proto::Record::kDevice: keep_device(record.device(), analysis_.info, analysis_.stacks); break;
       case proto::Record::kNvmlProcesses: keep_nvml_other_pids(record.nvml_processes(), analysis_.info); break;
+      case proto::Record::kLiveAtAttach:
+      case proto::Record::kAttachBaseline:
+        model_.apply_attach_record(record);
+        if constexpr (kCapturePeaks) peaks_->after_attach_record();
+        break;
       case proto::Record::kRangeName:
       case proto::Record::kRangeEvent: nvtx_.on_record(record, model_.next_event_index()); break;
       default: analysis_.stacks.add(record); break;

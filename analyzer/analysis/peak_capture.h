@@ -48,6 +48,17 @@ class PeakCapture {
     if (expecting_raise_ || model_.allocated_peak_raised()) after_applied();
   }
 
+  // Call after the model applied a LiveAtAttach or AttachBaseline record (before the first event, as the tracer
+  // writes them): a peak it raised is the peak of the moment before the next event (Peak::event_index is that
+  // event's index), snapshotted before that event is applied, unless it certainly raises the peak again.
+  void after_attach_record() {
+    if (gave_up_ || !model_.allocated_peak_raised()) return;
+    for (const DeviceState* state : model_.devices_touched()) {
+      const Peak& peak = state->peak_allocated();
+      if (peak.event_index == model_.next_event_index() && peak.bytes > 0) note_peak(state->device, peak.event_index);
+    }
+  }
+
   // After the last event: the call sites live at each device's peak allocated and the fragmentation
   // there, for the devices whose peak was captured; with `outside_at_peak`, also the device's driver-layer
   // allocations live there that never held a PyTorch block (is_outside_candidate), by stack. Returns the

@@ -157,6 +157,25 @@ class DeviceTrace {
     return ReplayStep::kGoOn;
   }
 
+  // An allocation live at attach (LiveAtAttach, applied to the model before this call): written as this device's
+  // entries of an ALLOC of its layer at that moment (time 0 of an attached trace), so that later frees find it.
+  void on_record(const proto::Record& record) {
+    if (!record.has_live_at_attach()) return;
+    const proto::LiveAtAttach& live = record.live_at_attach();
+    if (live.address() == 0 || live.device() != device_) return;  // an aggregate of unlisted blocks has no address
+    EventFields e;
+    e.set(EventFields::kKind, proto::ALLOC);
+    e.set(EventFields::kLayer, uint64_t(int64_t(live.layer())));
+    e.set(EventFields::kApi, uint64_t(int64_t(live.api())));
+    e.set(EventFields::kDevice, uint64_t(int64_t(live.device())));
+    e.set(EventFields::kStream, live.stream());
+    e.set(EventFields::kAddress, live.address());
+    e.set(EventFields::kSize, live.size());
+    e.set(EventFields::kMemory, uint64_t(int64_t(live.memory())));
+    index_ = model_->next_event_index();  // the model's LiveAllocation::event_index of it
+    on_alloc(e);
+  }
+
   bool ended_at_finalizing() const { return ended_at_finalizing_; }
   uint64_t end_time_us() const { return end_time_us_; }
 

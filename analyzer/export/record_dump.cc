@@ -49,6 +49,37 @@ nlohmann::json start_json(const proto::TraceStart& s) {
   if (s.has_world_size()) j["world_size"] = s.world_size();
   j["job_id"] = s.job_id();
   j["job_id_source"] = proto::TraceStart::JobIdSource_Name(s.job_id_source());
+  // How the trace began, only for one that began by attach (a trace from launch reads as before these fields).
+  if (s.origin() != proto::TraceStart::LAUNCH || s.attach_number() || s.driver_layer_attached() ||
+      s.torch_layer_attached()) {
+    j["origin"] = proto::TraceStart::Origin_Name(s.origin());
+    j["attach_number"] = s.attach_number();
+    j["driver_layer_attached"] = s.driver_layer_attached();
+    j["torch_layer_attached"] = s.torch_layer_attached();
+  }
+  return j;
+}
+
+nlohmann::json live_at_attach_json(const proto::LiveAtAttach& l) {
+  return {{"layer", proto::Layer_Name(l.layer())},
+          {"api", proto::Api_Name(l.api())},
+          {"device", l.device()},
+          {"address", l.address()},
+          {"size", l.size()},
+          {"memory", proto::Memory_Name(l.memory())},
+          {"stream", l.stream()},
+          {"blocks_unknown", l.blocks_unknown()},
+          {"expandable_segment", l.expandable_segment()}};
+}
+
+// The PyTorch totals and NVML's figure only where the record has them (absent: PyTorch not loaded, no NVML).
+nlohmann::json attach_baseline_json(const proto::AttachBaseline& b) {
+  nlohmann::json j = {{"device", b.device()},
+                      {"device_free_bytes", b.device_free_bytes()},
+                      {"device_total_bytes", b.device_total_bytes()}};
+  if (b.has_allocator_allocated_bytes()) j["allocator_allocated_bytes"] = b.allocator_allocated_bytes();
+  if (b.has_allocator_reserved_bytes()) j["allocator_reserved_bytes"] = b.allocator_reserved_bytes();
+  if (b.has_process_used_bytes()) j["process_used_bytes"] = b.process_used_bytes();
   return j;
 }
 
@@ -205,6 +236,14 @@ nlohmann::json record_json(const proto::Record& record, const StackFramesById& s
     case proto::Record::kNvmlProcesses:
       j = nvml_processes_json(record.nvml_processes());
       kind = "nvml_processes";
+      break;
+    case proto::Record::kLiveAtAttach:
+      j = live_at_attach_json(record.live_at_attach());
+      kind = "live_at_attach";
+      break;
+    case proto::Record::kAttachBaseline:
+      j = attach_baseline_json(record.attach_baseline());
+      kind = "attach_baseline";
       break;
     case proto::Record::KIND_NOT_SET:  // a record kind newer than this reader (proto3: skipped fields)
       j = nlohmann::json::object();

@@ -25,6 +25,9 @@ struct LiveAllocation {
   bool graph = false;  // a graph's memory node made live by a GRAPH_LAUNCH (a pool block)
   // A driver-layer allocation that has held a PyTorch block: one of the allocator's segments.
   bool held_blocks = false;
+  // Live when the trace began by attach (a LiveAtAttach record): made before the tracer recorded, so with no
+  // stack (stack_id 0) and live from the moment of attach.
+  bool before_attach = false;
   int32_t device = -1;
   uint64_t size_bytes = 0;
   uint64_t stack_id = 0;

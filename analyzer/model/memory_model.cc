@@ -322,6 +322,115 @@ void MemoryModel::apply_end(const proto::TraceEnd& end) {
   now_ns_ = saturating_add(now_ns_, end.time_delta_ns());
 }
 
+namespace {
+
+// The event an ALLOC of `live`'s layer, api and memory would be, for the rules that place an ALLOC (space_of,
+// memory_of).
+EventFields as_alloc_event(const proto::LiveAtAttach& live) {
+  EventFields e;
+  e.set(EventFields::kKind, proto::ALLOC);
+  e.set(EventFields::kLayer, uint64_t(int64_t(live.layer())));
+  e.set(EventFields::kApi, uint64_t(int64_t(live.api())));
+  e.set(EventFields::kDevice, uint64_t(int64_t(live.device())));
+  e.set(EventFields::kAddress, live.address());
+  e.set(EventFields::kSize, live.size());
+  e.set(EventFields::kMemory, uint64_t(int64_t(live.memory())));
+  return e;
+}
+
+}  // namespace
+
+void MemoryModel::apply_live_at_attach(const proto::LiveAtAttach& live) {
+  if (!valid_device_ordinal(live.device())) {
+    ++health_.attach_records_with_bad_device;
+    return;
+  }
+  if (event_index_ > 0) ++health_.live_at_attach_after_events;
+  allocated_peak_raised_ = false;
+  if (live.size() >= kMaxPlausibleBytes) ++health_.implausible_sizes;
+  touched_.clear();
+  EventFields event = as_alloc_event(live);
+  AttachFacts& facts = attach_facts_[live.device()];
+  if (live.address() == 0 && live.blocks_unknown()) {
+    // An aggregate: charged as one allocation of its space would be, kept apart from the live table.
+    AddressSpace space = space_of(event);
+    uint64_t& left = unlisted_before_attach_[{live.device(), space}];
+    left = saturating_add(left, live.size());
+    facts.unlisted_bytes = saturating_add(facts.unlisted_bytes, live.size());
+    charge(
+        LiveAllocation{.space = space, .memory = memory_of(event), .device = live.device(), .size_bytes = live.size()},
+        +1);
+    uncount(space, live.device(), /*allocation=*/true);  // bytes, not an allocation
+  } else {
+    LiveAllocation a{.space = space_of(event),
+                     .memory = memory_of(event),
+                     .before_attach = true,
+                     .device = live.device(),
+                     .size_bytes = live.size(),
+                     .stack_id = 0,
+                     .time_ns = now_ns_,
+                     .event_index = event_index_,
+                     .address = live.address()};
+    if (live.api() == proto::CU_MEM_ADDRESS_RESERVE) {
+      change_reservation(event, +1);  // address space, not memory: a later ADDRESS_FREE frees it
+    } else {
+      add_live(a);
+      if (a.charged_to_device()) {  // the device's memory: not host memory, managed memory or imports
+        bool block = is_block_space(a.space);
+        ++(block ? facts.block_allocations : facts.driver_allocations);
+        uint64_t& bytes = block ? facts.block_bytes : facts.driver_bytes;
+        bytes = saturating_add(bytes, live.size());
+      }
+    }
+  }
+  for (DeviceState* state : touched_) update_peaks_and_notify(*state);
+  if (process_touched_) {
+    update_process_peaks();
+    process_touched_ = false;
+  }
+  update_torch_fast_path_ready();
+}
+
+void MemoryModel::apply_attach_baseline(const proto::AttachBaseline& baseline) {
+  if (!valid_device_ordinal(baseline.device())) {
+    ++health_.attach_records_with_bad_device;
+    return;
+  }
+  allocated_peak_raised_ = false;
+  touched_.clear();
+  attach_facts_[baseline.device()].baseline = baseline;
+  DeviceState& state = device_state(baseline.device());
+  if (baseline.has_allocator_reserved_bytes() && !state.torch_totals_reported) {
+    // torch.cuda.memory_reserved() at attach: the reserved total until PyTorch's first report after it.
+    state.allocator_layer_seen = true;
+    state.torch_reserved_bytes = baseline.allocator_reserved_bytes();
+  }
+  if (baseline.has_allocator_allocated_bytes() && baseline.allocator_allocated_bytes() != state.torch_block_bytes)
+    note_mismatch(health_.allocated_vs_attach_baseline, state, event_index_, state.torch_block_bytes,
+                  baseline.allocator_allocated_bytes());
+  for (DeviceState* touched : touched_) update_peaks_and_notify(*touched);
+  update_torch_fast_path_ready();
+}
+
+bool MemoryModel::take_from_unlisted(AddressSpace space, int32_t device, uint64_t size_bytes) {
+  if (unlisted_before_attach_.empty()) return false;
+  auto it = unlisted_before_attach_.find({device, space});
+  if (it == unlisted_before_attach_.end() || it->second == 0) return false;
+  // A free that does not say its size takes nothing: it is still one of the aggregate's blocks.
+  uint64_t taken = std::min(it->second, size_bytes);
+  it->second -= taken;
+  charge(LiveAllocation{.space = space, .device = device, .size_bytes = taken}, -1);
+  uncount(space, device, /*allocation=*/false);  // the aggregate was not counted as an allocation
+  return true;
+}
+
+void MemoryModel::uncount(AddressSpace space, int32_t device, bool allocation) {
+  DeviceState& state = device_state(device);
+  uint64_t& count = is_block_space(space) ? (allocation ? state.block_allocations : state.block_frees)
+                                          : (allocation ? state.driver_allocations : state.driver_frees);
+  if (count) --count;
+}
+
 void MemoryModel::finish() {
   if (!exit_snapshot_taken_) snapshot_live_at_exit();
   keep_only_leak_candidates();
@@ -412,6 +521,7 @@ void MemoryModel::on_free(const EventFields& event, AddressSpace space) {
   if (!it && space == AddressSpace::kDriverPointer) it = live_.find(AddressSpace::kPoolBlock, event.address());
   if (!it) {
     if (live_.was_freed(space, event.address())) ++health_.double_frees;
+    else if (take_from_unlisted(space, event.device(), event.size())) ++health_.frees_of_unlisted_before_attach;
     else ++health_.unknown_frees;
     if (space == AddressSpace::kTorchBlock) note_torch_totals(event, event.device());
     return;
@@ -998,11 +1108,36 @@ void MemoryModel::snapshot_live_at_exit() {
             [](const LiveAllocation& x, const LiveAllocation& y) { return x.event_index < y.event_index; });
 }
 
+BeforeAttachLive& MemoryModel::before_attach_entry(int32_t device, proto::Layer layer) {
+  for (BeforeAttachLive& entry : before_attach_at_exit_)
+    if (entry.device == device && entry.layer == layer) return entry;
+  before_attach_at_exit_.push_back(BeforeAttachLive{.device = device, .layer = layer});
+  return before_attach_at_exit_.back();
+}
+
 void MemoryModel::keep_only_leak_candidates() {
-  std::erase_if(live_at_exit_, [this](const LiveAllocation& a) {
+  before_attach_at_exit_.clear();
+  auto layer_of = [](AddressSpace space) { return is_block_space(space) ? proto::LAYER_BLOCK : proto::LAYER_DRIVER; };
+  std::erase_if(live_at_exit_, [&](const LiveAllocation& a) {
     auto it = devices_.find(a.device);
-    return it == devices_.end() || !it->second.counts_as_leak(a);
+    if (it == devices_.end() || !it->second.counts_as_leak(a)) return true;
+    if (!a.before_attach) return false;
+    BeforeAttachLive& entry = before_attach_entry(a.device, layer_of(a.space));
+    ++entry.allocations;
+    entry.bytes = saturating_add(entry.bytes, a.size_bytes);
+    return true;  // no call site: listed apart
   });
+  for (const auto& [key, bytes_left] : unlisted_before_attach_) {
+    auto it = devices_.find(key.first);
+    LiveAllocation as_one{.space = key.second, .device = key.first};
+    if (bytes_left == 0 || it == devices_.end() || !it->second.counts_as_leak(as_one)) continue;
+    BeforeAttachLive& entry = before_attach_entry(key.first, layer_of(key.second));
+    entry.unlisted_bytes = saturating_add(entry.unlisted_bytes, bytes_left);
+  }
+  std::sort(before_attach_at_exit_.begin(), before_attach_at_exit_.end(),
+            [](const BeforeAttachLive& x, const BeforeAttachLive& y) {
+              return std::pair(x.device, int(x.layer)) < std::pair(y.device, int(y.layer));
+            });
 }
 
 }  // namespace memtrace

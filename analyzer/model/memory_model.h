@@ -99,6 +99,9 @@ struct DeviceState {
   uint64_t graph_reserved_bytes = 0;
   bool block_layer_seen = false;      // any LAYER_BLOCK event on this device
   bool allocator_layer_seen = false;  // any TORCH_ALLOCATOR event on this device
+  // A TORCH_ALLOCATOR event of this device was applied (allocator_layer_seen may come from a hint instead): from
+  // then on PyTorch's own reports give torch_reserved_bytes, not the AttachBaseline.
+  bool torch_totals_reported = false;
   uint64_t driver_allocations = 0, driver_frees = 0, block_allocations = 0, block_frees = 0;
   uint64_t context_destroys = 0;     // CONTEXT_DESTROY events (cuCtxDestroy, cudaDeviceReset...)
   uint64_t context_freed_bytes = 0;  // bytes those events freed (charged or not), summed
@@ -247,6 +250,42 @@ struct TraceHealth {
   // After TORCH_ALLOCATOR events: the replay's live PyTorch blocks above PyTorch's reserved total, which
   // its allocator never lets happen (replay_bytes: allocated, trace_bytes: reserved).
   FigureMismatch allocated_above_reserved;
+  // Attached traces: the replay's live PyTorch blocks of a device once its AttachBaseline is read (what the
+  // LiveAtAttach records rebuilt) against the baseline's allocator_allocated_bytes (torch.cuda.memory_allocated()
+  // at attach).
+  FigureMismatch allocated_vs_attach_baseline;
+  // Frees of an address the replay did not know that were taken from an aggregate of blocks live at attach
+  // whose addresses were not listed (LiveAtAttach.blocks_unknown): not unknown frees.
+  uint64_t frees_of_unlisted_before_attach = 0;
+  // LiveAtAttach records after the file's first Event (the tracer writes them all before it): applied as live
+  // from their place in the file.
+  uint64_t live_at_attach_after_events = 0;
+  // LiveAtAttach and AttachBaseline records of a device that is not an ordinal the tracer writes: not applied.
+  uint64_t attach_records_with_bad_device = 0;
+};
+
+// What the trace said of one device at attach (LiveAtAttach, AttachBaseline records).
+struct AttachFacts {
+  // LiveAtAttach records of the device's memory (MEMORY_DEVICE, MEMORY_ARRAY) with an address, and their sizes
+  // summed (saturating): blocks (LAYER_BLOCK: PyTorch's, stream-ordered pools') and the rest (driver allocations:
+  // PyTorch's segments among them, which hold its blocks). Address reservations and host memory are not counted.
+  uint64_t block_allocations = 0;
+  uint64_t block_bytes = 0;
+  uint64_t driver_allocations = 0;
+  uint64_t driver_bytes = 0;
+  uint64_t unlisted_bytes = 0;                    // blocks_unknown aggregates, summed
+  std::optional<proto::AttachBaseline> baseline;  // the device's AttachBaseline, the last one read
+};
+
+// Allocations made before attach still live at the end (at the leak window's moment, as live_at_exit), of one
+// layer on one device, among those that would be leak candidates (DeviceState::counts_as_leak): the reports
+// list them apart from call sites, as they have no stack.
+struct BeforeAttachLive {
+  int32_t device = -1;
+  proto::Layer layer = proto::LAYER_UNKNOWN;  // LAYER_BLOCK or LAYER_DRIVER
+  uint64_t allocations = 0;
+  uint64_t bytes = 0;
+  uint64_t unlisted_bytes = 0;  // what is left of the layer's blocks_unknown aggregate (no allocation count)
 };
 
 class MemoryModel {
@@ -264,6 +303,28 @@ class MemoryModel {
   void apply(const EventFields& event);
   // TraceEnd carries the time of the end of the trace.
   void apply_end(const proto::TraceEnd& end);
+  // A trace that began by attach (TraceStart.origin). One allocation live at attach (proto LiveAtAttach): live
+  // from now (time 0 where it comes before the first Event, as the tracer writes it), marked before_attach, with
+  // no stack, charged to its device as an ALLOC of its layer, api and memory would be. One of `blocks_unknown`
+  // adds `size` bytes of its layer to the device without an address: a later free of an address the replay
+  // does not know, of that layer and device, takes its size from them (up to what is left) rather than
+  // counting as an unknown free. Sizes saturate; a record of an invalid device is counted and not applied.
+  void apply_live_at_attach(const proto::LiveAtAttach& live);
+  // A device's totals at attach (proto AttachBaseline): PyTorch's reserved total stands for the device's
+  // reserved total until its first TORCH_ALLOCATOR event; PyTorch's allocated total is checked against the
+  // replay's live PyTorch blocks (TraceHealth::allocated_vs_attach_baseline).
+  void apply_attach_baseline(const proto::AttachBaseline& baseline);
+  // Applies `record` if it is one of the two above; ignores every other kind. What every replay calls with the
+  // records that are not Events.
+  void apply_attach_record(const proto::Record& record) {
+    if (record.has_live_at_attach()) apply_live_at_attach(record.live_at_attach());
+    else if (record.has_attach_baseline()) apply_attach_baseline(record.attach_baseline());
+  }
+  // Per device: what the LiveAtAttach and AttachBaseline records said (empty for a trace that did not attach).
+  const std::map<int32_t, AttachFacts>& attach_facts() const { return attach_facts_; }
+  // Allocations made before attach still live at exit, by (device, layer), ascending; complete after finish().
+  // Not in live_at_exit(): they have no call site.
+  const std::vector<BeforeAttachLive>& before_attach_live_at_exit() const { return before_attach_at_exit_; }
   // Takes the live-at-exit snapshot if no PYTHON_FINALIZING event took it already.
   void finish();
 
@@ -442,6 +503,7 @@ class MemoryModel {
     DeviceState& state = device_state(device);
     state.allocator_layer_seen = true;
     state.block_layer_seen = true;
+    state.torch_totals_reported = true;
     state.torch_reserved_bytes = event.allocator_reserved_bytes();
     if (torch_totals_disagree(event, state)) check_torch_totals(event, state, event_index_);
   }
@@ -467,6 +529,16 @@ class MemoryModel {
   void end_event() { ++event_index_; }
   void snapshot_live_at_exit();
   void keep_only_leak_candidates();
+  // Where a free of an address the replay does not know, of `space` on `device`, is taken from that space's
+  // blocks_unknown aggregate: true (having uncharged up to `size_bytes` of it) where the aggregate has bytes left.
+  bool take_from_unlisted(AddressSpace space, int32_t device, uint64_t size_bytes);
+  // Takes back the allocation (or free) charge() counted for a change of the blocks_unknown aggregate.
+  void uncount(AddressSpace space, int32_t device, bool allocation);
+  // The blocks_unknown aggregates: (device, space) -> bytes left, charged to the device as its space's memory.
+  std::map<std::pair<int32_t, AddressSpace>, uint64_t> unlisted_before_attach_;
+  std::map<int32_t, AttachFacts> attach_facts_;
+  std::vector<BeforeAttachLive> before_attach_at_exit_;
+  BeforeAttachLive& before_attach_entry(int32_t device, proto::Layer layer);
   // The state of `device` (made on first use), marked as touched by the current event.
   DeviceState& device_state(int32_t device) {
     return cached_state_ && cached_device_ == device ? touch(*cached_state_) : find_device_state(device);

@@ -81,6 +81,7 @@ class ReplaySink {
     if (observer_.after_event(event) == ReplayStep::kStop) throw StopReplay{};
   }
   void on_record(const proto::Record& record) {
+    model_.apply_attach_record(record);  // the live set at attach, before the observer sees the record
     if constexpr (ObservesRecords<Observer>) observer_.on_record(record);
   }
   uint64_t events() const { return events_; }
@@ -96,7 +97,8 @@ class ReplaySink {
 // Replays the trace at `path` into `model`, which must not have applied any event yet: sets `hints` on it
 // (an empty map: none, as a first pass has), then for every event in file order calls
 // observer.before_event(event) if the observer has one, model.apply(event), observer.after_event(event); and
-// observer.on_record(record), if it has one, for every other record. Stops after the event whose after_event
+// observer.on_record(record), if it has one, for every other record (after model.apply_attach_record(record): the
+// allocations live at attach are the model's from their record on). Stops after the event whose after_event
 // answers ReplayStep::kStop. The observer sees the model through its own reference to it.
 // Throws TraceError where the file does not read (read_trace); anything the observer throws passes through.
 template <ReplayObserver Observer>

@@ -23,6 +23,8 @@ std::string describe_end(const std::optional<proto::TraceEnd>& end) {
     case proto::TraceEnd::SIGNAL:
       return "killed by signal " + std::to_string(end->signal()) + " (" + signal_name(end->signal()) + ")";
     case proto::TraceEnd::EXEC: return "replaced by exec";
+    case proto::TraceEnd::DETACH: return "detached (the process ran on)";
+    case proto::TraceEnd::SNAPSHOT_DONE: return "snapshot written (the process ran on)";
     default: return "ended in a way this memtrace does not know (" + end_how_name(*end) + ")";
   }
 }

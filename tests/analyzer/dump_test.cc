@@ -150,3 +150,36 @@ TEST(Dump, ADamagedTraceIsOneLineAndExit2BeforeAnyRecord) {
 
 }  // namespace
 }  // namespace memtrace
+
+namespace memtrace {
+namespace {
+
+TEST(Dump, AttachRecordsAndTheStartsAttachFields) {
+  test::TraceBuilder b(3);
+  b.attach_start(proto::TraceStart::ATTACH_DORMANT, 1, true, true, 1'000'000'000, 0);
+  b.live_at_attach(proto::LAYER_BLOCK, proto::TORCH_ALLOCATOR, 0, 0, 3 << 20, /*blocks_unknown=*/true);
+  b.attach_baseline(0, 100, 200, -1, 4 << 20).end(0, 0, proto::TraceEnd::DETACH).end_chunk();
+  const std::string path = test::temp_path("dump-attach.mtrace");
+  test::write_file(path, b.bytes());
+  test::MemtraceRun run = test::run_memtrace_binary("dump " + path);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::vector<std::string> lines = lines_of(run.out);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_NE(lines[0].find(R"("attach_number":1,"driver_layer_attached":true,)"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find(R"("origin":"ATTACH_DORMANT",)"), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[1], R"({"address":0,"api":"TORCH_ALLOCATOR","blocks_unknown":true,"device":0,)"
+                      R"("expandable_segment":false,"layer":"LAYER_BLOCK","memory":"MEMORY_DEVICE",)"
+                      R"("record":"live_at_attach","size":3145728,"stream":0})");
+  EXPECT_EQ(lines[2], R"({"allocator_reserved_bytes":4194304,"device":0,"device_free_bytes":100,)"
+                      R"("device_total_bytes":200,"record":"attach_baseline"})");
+  EXPECT_NE(lines[3].find(R"("how":"DETACH")"), std::string::npos) << lines[3];
+  // A trace from launch: the start line has none of the attach fields.
+  test::TraceBuilder launch;
+  launch.start().end_chunk();
+  test::write_file(path, launch.bytes());
+  run = test::run_memtrace_binary("dump " + path);
+  EXPECT_EQ(run.out.find("origin"), std::string::npos) << run.out;
+}
+
+}  // namespace
+}  // namespace memtrace

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "attach_traces.h"
 #include "export/pickle_writer.h"
 #include "trace_builder.h"
 
@@ -466,6 +467,33 @@ TEST(MemoryViz, FormatIsListedAndABadTraceLeavesNoFile) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find(junk), std::string::npos) << r.err;
   EXPECT_FALSE(std::ifstream(out).good());
+}
+
+}  // namespace
+}  // namespace memtrace
+
+namespace memtrace {
+namespace {
+
+// An attached trace (attach_traces.h): the live set at attach is written as entries at time 0, so that the free of
+// a block allocated before attach finds it (no free of an unknown block).
+TEST(MemoryViz, AllocationsLiveAtAttachExistFromTimeZero) {
+  json s = export_snapshot(test::attached_torch_trace(), "attached");
+  const uint64_t t0 = test::kAttachUnixNs / 1000;
+  const uint64_t S = 0x10000000, A = 0x10000000, B = 0x10100000, C = 0x10300000;
+  json none = json::array();
+  json train = json::array({{{"filename", "train.py"}, {"line", 42}, {"name", "train_step"}}});
+  json trace = json::array({
+      entry("segment_alloc", S, 8 * kMiB, t0,
+            json::array({label("[memtrace] cudaMalloc: other")})),  // as for any segment
+      entry("alloc", A, kMiB, t0, none),
+      entry("alloc", B, 2 * kMiB, t0, none),
+      entry("free_requested", A, kMiB, t0 + 1000, none),
+      entry("free_completed", A, kMiB, t0 + 1000, none),
+      entry("alloc", C, kMiB, t0 + 2000, train),
+  });
+  EXPECT_EQ(s["device_traces"], json::array({trace}));
+  EXPECT_EQ(s["memtrace"], counts("end_of_trace", t0 + 2000, 0, 0, 0, 0));
 }
 
 }  // namespace

@@ -111,6 +111,52 @@ class TraceBuilder {
     r.mutable_end()->set_signal(signal);
     return record(r);
   }
+  // The TraceStart of a trace that began by attach (proto TraceStart.origin): start() with the attach fields.
+  TraceBuilder& attach_start(proto::TraceStart::Origin origin, uint32_t attach_number, bool driver_layer_attached,
+                             bool torch_layer_attached, uint64_t start_ns = 1'000'000'000, uint64_t start_unix_ns = 0) {
+    proto::Record r;
+    proto::TraceStart* s = r.mutable_start();
+    s->set_pid(4242);
+    s->set_start_monotonic_ns(start_ns);
+    s->set_start_unix_ns(start_unix_ns);
+    s->add_argv("python");
+    s->add_argv("train.py");
+    s->set_origin(origin);
+    s->set_attach_number(attach_number);
+    s->set_driver_layer_attached(driver_layer_attached);
+    s->set_torch_layer_attached(torch_layer_attached);
+    return record(r);
+  }
+  // One allocation live at attach (proto LiveAtAttach); `address` 0 with blocks_unknown is an aggregate.
+  TraceBuilder& live_at_attach(proto::Layer layer, proto::Api api, int32_t device, uint64_t address, uint64_t size,
+                               bool blocks_unknown = false, proto::Memory memory = proto::MEMORY_DEVICE) {
+    proto::Record r;
+    proto::LiveAtAttach* l = r.mutable_live_at_attach();
+    l->set_layer(layer);
+    l->set_api(api);
+    l->set_device(device);
+    l->set_address(address);
+    l->set_size(size);
+    l->set_memory(memory);
+    l->set_blocks_unknown(blocks_unknown);
+    return record(r);
+  }
+  // A PyTorch caching-allocator block live at attach (LAYER_BLOCK, TORCH_ALLOCATOR).
+  TraceBuilder& torch_block_at_attach(int32_t device, uint64_t address, uint64_t size) {
+    return live_at_attach(proto::LAYER_BLOCK, proto::TORCH_ALLOCATOR, device, address, size);
+  }
+  // A device's totals at attach (proto AttachBaseline); a negative PyTorch total is left out.
+  TraceBuilder& attach_baseline(int32_t device, uint64_t device_free_bytes, uint64_t device_total_bytes,
+                                int64_t allocator_allocated_bytes = -1, int64_t allocator_reserved_bytes = -1) {
+    proto::Record r;
+    proto::AttachBaseline* b = r.mutable_attach_baseline();
+    b->set_device(device);
+    b->set_device_free_bytes(device_free_bytes);
+    b->set_device_total_bytes(device_total_bytes);
+    if (allocator_allocated_bytes >= 0) b->set_allocator_allocated_bytes(uint64_t(allocator_allocated_bytes));
+    if (allocator_reserved_bytes >= 0) b->set_allocator_reserved_bytes(uint64_t(allocator_reserved_bytes));
+    return record(r);
+  }
   TraceBuilder& notice(proto::Notice::Code code, const std::string& message) {
     proto::Record r;
     r.mutable_notice()->set_code(code);

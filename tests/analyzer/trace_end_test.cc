@@ -19,6 +19,8 @@ TEST(TraceEnd, EachWayAProcessEndsInWords) {
   EXPECT_EQ(describe_end(end_of(proto::TraceEnd::SIGNAL, 11)), "killed by signal 11 (SIGSEGV)");
   EXPECT_EQ(describe_end(end_of(proto::TraceEnd::SIGNAL, 6)), "killed by signal 6 (SIGABRT)");
   EXPECT_EQ(describe_end(end_of(proto::TraceEnd::EXEC)), "replaced by exec");
+  EXPECT_EQ(describe_end(end_of(proto::TraceEnd::DETACH)), "detached (the process ran on)");
+  EXPECT_EQ(describe_end(end_of(proto::TraceEnd::SNAPSHOT_DONE)), "snapshot written (the process ran on)");
   EXPECT_EQ(describe_end(std::nullopt), "no end record (cut off: kill -9, crash or write error)");
 }
 
@@ -37,6 +39,8 @@ TEST(TraceEnd, JsonNames) {
   EXPECT_EQ(end_how_name(end_of(proto::TraceEnd::UNDERSCORE_EXIT)), "UNDERSCORE_EXIT");
   EXPECT_EQ(end_how_name(end_of(proto::TraceEnd::SIGNAL, 7)), "SIGNAL");
   EXPECT_EQ(end_how_name(end_of(proto::TraceEnd::EXEC)), "EXEC");
+  EXPECT_EQ(end_how_name(end_of(proto::TraceEnd::DETACH)), "DETACH");
+  EXPECT_EQ(end_how_name(end_of(proto::TraceEnd::SNAPSHOT_DONE)), "SNAPSHOT_DONE");
 }
 
 }  // namespace

@@ -1019,6 +1019,8 @@ class Mutator {
       case proto::Record::kRangeName: changed = mutate_range_name(r.mutable_range_name(), how); break;
       case proto::Record::kRangeEvent: changed = mutate_range_event(r.mutable_range_event(), how); break;
       case proto::Record::kNvmlProcesses: changed = mutate_nvml_processes(r.mutable_nvml_processes(), how); break;
+      case proto::Record::kLiveAtAttach: changed = mutate_live_at_attach(r.mutable_live_at_attach(), how); break;
+      case proto::Record::kAttachBaseline: changed = mutate_attach_baseline(r.mutable_attach_baseline(), how); break;
       default: return false;
     }
     if (changed) *bytes = r.SerializeAsString();
@@ -1454,6 +1456,38 @@ class Mutator {
       case 2: e->set_tid(clear ? 0 : uint32_t(pick(how, kTid))); return true;
       case 3: e->set_time_us(clear ? 0 : pick(how, kTime)); return true;
       default: e->set_range_id(clear ? 0 : pick(how, kOther)); return true;
+    }
+  }
+
+  // The live set at attach (edge_attach_v3.bin): addresses and sizes from the pools, so that later frees meet them,
+  // and the aggregate flag, whose frees are taken from a total.
+  bool mutate_live_at_attach(proto::LiveAtAttach* l, Mutation how) {
+    bool clear = how == kFieldCleared;
+    switch (below(7)) {
+      case 0: l->set_layer(proto::Layer(clear ? 0 : below(3))); return true;
+      case 1:
+        l->set_api(clear ? proto::API_UNKNOWN : (chance(50) ? proto::TORCH_ALLOCATOR : proto::CUDA_MALLOC));
+        return true;
+      case 2: l->set_device(clear ? 0 : int32_t(pick(how, kDevice))); return true;
+      case 3: l->set_address(clear ? 0 : pick(how, kAddress)); return true;
+      case 4: l->set_size(clear ? 0 : pick(how, kSize)); return true;
+      case 5: l->set_blocks_unknown(!clear && !l->blocks_unknown()); return true;
+      default: l->set_memory(proto::Memory(clear ? 0 : below(6))); return true;
+    }
+  }
+  bool mutate_attach_baseline(proto::AttachBaseline* b, Mutation how) {
+    bool clear = how == kFieldCleared;
+    switch (below(4)) {
+      case 0: b->set_device(clear ? 0 : int32_t(pick(how, kDevice))); return true;
+      case 1:
+        if (clear) b->clear_allocator_allocated_bytes();
+        else b->set_allocator_allocated_bytes(pick(how, kSize));
+        return true;
+      case 2:
+        if (clear) b->clear_allocator_reserved_bytes();
+        else b->set_allocator_reserved_bytes(pick(how, kSize));
+        return true;
+      default: b->set_device_free_bytes(clear ? 0 : pick(how, kSize)); return true;
     }
   }
 

@@ -6,7 +6,7 @@
 //     threads, notices) and the TraceEnd are kept, as long as they fit.
 //   make_pipeline_seed --edge-cases DIR: hand-made traces of the rarer paths (graph capture / instantiate /
 //     launch, VMM map / unmap, an OOM with its DEVICE_USAGE sample, several devices, PYTHON_FINALIZING, NVTX
-//     ranges).
+//     ranges, a trace that began by attach).
 // Exit 0, or 2 with one line on stderr.
 #include <cstdint>
 #include <cstdio>
@@ -271,12 +271,75 @@ PipelineInput nvtx_ranges() {
   return in;
 }
 
+// A trace that began by attach (proto TraceStart.origin): the live set at attach (a driver segment, PyTorch blocks
+// in it, an aggregate of unlisted blocks, an expandable segment's handle, an address reservation), the baselines
+// of two devices, frees of a block live at attach and of unlisted blocks, then a DETACH end.
+PipelineInput attach() {
+  PipelineInput in;
+  proto::Record start = start_record();
+  start.mutable_start()->set_origin(proto::TraceStart::ATTACH_INJECTED);
+  start.mutable_start()->set_attach_number(2);
+  start.mutable_start()->set_driver_layer_attached(true);
+  start.mutable_start()->set_torch_layer_attached(true);
+  add(&in, start);
+  add_stack(&in);
+  auto live = [&](proto::Layer layer, proto::Api api, int32_t device, uint64_t address, uint64_t size,
+                  bool blocks_unknown = false) {
+    proto::Record r;
+    proto::LiveAtAttach* l = r.mutable_live_at_attach();
+    l->set_layer(layer);
+    l->set_api(api);
+    l->set_device(device);
+    l->set_address(address);
+    l->set_size(size);
+    l->set_blocks_unknown(blocks_unknown);
+    l->set_expandable_segment(api == proto::CU_MEM_CREATE);
+    add(&in, r);
+  };
+  live(proto::LAYER_DRIVER, proto::CUDA_MALLOC, 0, 0x7000000000, 20 * kMiB);
+  live(proto::LAYER_BLOCK, proto::TORCH_ALLOCATOR, 0, 0x7000000000, 2 * kMiB);
+  live(proto::LAYER_BLOCK, proto::TORCH_ALLOCATOR, 0, 0x7000200000, 4 * kMiB);
+  live(proto::LAYER_BLOCK, proto::TORCH_ALLOCATOR, 1, 0, 8 * kMiB, /*blocks_unknown=*/true);
+  live(proto::LAYER_DRIVER, proto::CU_MEM_CREATE, 1, 0x55, 2 * kMiB);
+  live(proto::LAYER_DRIVER, proto::CU_MEM_ADDRESS_RESERVE, 1, 0x7100000000, 64 * kMiB);
+  for (int32_t device : {0, 1}) {
+    proto::Record r;
+    proto::AttachBaseline* b = r.mutable_attach_baseline();
+    b->set_device(device);
+    b->set_device_free_bytes(60 * kMiB);
+    b->set_device_total_bytes(80 * kMiB);
+    b->set_allocator_allocated_bytes(device == 0 ? 6 * kMiB : 8 * kMiB);
+    b->set_allocator_reserved_bytes(device == 0 ? 20 * kMiB : 10 * kMiB);
+    add(&in, r);
+  }
+  proto::Record free_block = event(proto::FREE, proto::LAYER_BLOCK, proto::TORCH_ALLOCATOR, 0, 0x7000000000, 2 * kMiB);
+  free_block.mutable_event()->set_allocator_allocated_bytes(4 * kMiB);
+  free_block.mutable_event()->set_allocator_reserved_bytes(20 * kMiB);
+  add(&in, free_block);
+  in.chunks.emplace_back();
+  for (uint64_t i = 0; i < 3; ++i) {
+    proto::Record r =
+        event(proto::FREE, proto::LAYER_BLOCK, proto::TORCH_ALLOCATOR, 1, 0x7200000000 + i * kMiB, 4 * kMiB);
+    r.mutable_event()->set_allocator_allocated_bytes(i < 2 ? 4 * kMiB * (1 - i) : 0);
+    r.mutable_event()->set_allocator_reserved_bytes(10 * kMiB);
+    add(&in, r);
+  }
+  add(&in, event(proto::FREE, proto::LAYER_DRIVER, proto::CU_MEM_RELEASE, 1, 0x55, 0));
+  add(&in, event(proto::ADDRESS_FREE, proto::LAYER_DRIVER, proto::CU_MEM_ADDRESS_FREE, 1, 0x7100000000, 64 * kMiB));
+  add(&in, event(proto::ALLOC, proto::LAYER_BLOCK, proto::TORCH_ALLOCATOR, 0, 0x7000800000, kMiB, 1));
+  proto::Record end = end_record(7);
+  end.mutable_end()->set_how(proto::TraceEnd::DETACH);
+  add(&in, end);
+  return in;
+}
+
 int edge_cases(const std::string& dir) {
   const std::pair<const char*, PipelineInput> seeds[] = {{"edge_graphs_v3.bin", graphs()},
                                                          {"edge_vmm_v3.bin", vmm()},
                                                          {"edge_oom_devices_finalizing_v1.bin",
                                                           oom_devices_finalizing()},
-                                                         {"edge_nvtx_ranges_v3.bin", nvtx_ranges()}};
+                                                         {"edge_nvtx_ranges_v3.bin", nvtx_ranges()},
+                                                         {"edge_attach_v3.bin", attach()}};
   for (const auto& [name, in] : seeds) {
     std::string path = dir + "/" + name;
     if (!write_file(path, memtrace::fuzz::serialize_input(in))) {

@@ -787,13 +787,16 @@ json trace_json(const Analysis& a, int64_t span_ns) {
     host = a.info.start->hostname();
     pid = a.info.start->pid();
   }
-  return {{"path", a.path},
-          {"command", command},
-          {"host", host},
-          {"pid", pid},
-          {"duration_ns", exact(span_ns)},
-          {"events", exact(a.model.health().events)},
-          {"truncated", a.read.truncated}};
+  json trace = {{"path", a.path},
+                {"command", command},
+                {"host", host},
+                {"pid", pid},
+                {"duration_ns", exact(span_ns)},
+                {"events", exact(a.model.health().events)},
+                {"truncated", a.read.truncated}};
+  // Only for a trace that began by attach: the overview's attach line (report_text.h, describe_attach).
+  if (std::string attach = describe_attach(a); !attach.empty()) trace["attach"] = attach;
+  return trace;
 }
 
 // ------------------------------------------------------------------------------------------------------------

@@ -58,6 +58,58 @@ void add_hostile_values(json& trace, const TraceHealth& h, const RecordCuts& cut
   if (h.allocated_above_reserved.events)
     trace["allocated_above_reserved"] = mismatch_json(h.allocated_above_reserved, "allocated_bytes", "reserved_bytes");
 }
+// A figure a record may leave out (`optional` in proto/memtrace.proto): null where it does.
+json optional_figure(bool present, uint64_t value) { return present ? json(value) : json(nullptr); }
+
+// `trace.attach`: how an attached trace began, what was live at attach per device, the baselines, and what of it
+// was still live at the end (docs/json.md).
+json attach_json(const Analysis& a) {
+  const proto::TraceStart& start = *a.info.start;
+  json devices = json::array();
+  for (const auto& [device, f] : a.model.attach_facts()) {
+    json baseline = nullptr;
+    if (f.baseline) {
+      const proto::AttachBaseline& b = *f.baseline;
+      baseline = {{"device_free_bytes", b.device_free_bytes()},
+                  {"device_total_bytes", b.device_total_bytes()},
+                  {"allocator_allocated_bytes",
+                   optional_figure(b.has_allocator_allocated_bytes(), b.allocator_allocated_bytes())},
+                  {"allocator_reserved_bytes",
+                   optional_figure(b.has_allocator_reserved_bytes(), b.allocator_reserved_bytes())},
+                  {"process_used_bytes", optional_figure(b.has_process_used_bytes(), b.process_used_bytes())}};
+    }
+    devices.push_back({{"device", device},
+                       {"block_allocations", f.block_allocations},
+                       {"block_bytes", f.block_bytes},
+                       {"driver_allocations", f.driver_allocations},
+                       {"driver_bytes", f.driver_bytes},
+                       {"unlisted_block_bytes", f.unlisted_bytes},
+                       {"baseline", baseline}});
+  }
+  json still_live = json::array();
+  for (const BeforeAttachLive& b : a.model.before_attach_live_at_exit())
+    still_live.push_back({{"device", b.device},
+                          {"layer", b.layer == proto::LAYER_DRIVER ? "driver" : "block"},
+                          {"allocations", b.allocations},
+                          {"bytes", b.bytes},
+                          {"unlisted_bytes", b.unlisted_bytes}});
+  const TraceHealth& h = a.model.health();
+  json attach = {{"origin", proto::TraceStart_Origin_IsValid(start.origin())
+                                ? proto::TraceStart_Origin_Name(start.origin())
+                                : "ORIGIN_" + std::to_string(int(start.origin()))},
+                 {"attach_number", start.attach_number()},
+                 {"driver_layer_attached", start.driver_layer_attached()},
+                 {"torch_layer_attached", start.torch_layer_attached()},
+                 {"devices", devices},
+                 {"still_live_at_exit", still_live},
+                 {"frees_of_unlisted_blocks", h.frees_of_unlisted_before_attach},
+                 {"live_at_attach_after_events", h.live_at_attach_after_events},
+                 {"records_with_bad_device", h.attach_records_with_bad_device}};
+  if (h.allocated_vs_attach_baseline.events)
+    attach["allocated_vs_baseline"] = mismatch_json(h.allocated_vs_attach_baseline, "memtrace_bytes", "pytorch_bytes");
+  return attach;
+}
+
 }  // namespace
 
 void add_symbolizer_health(json& trace, const Symbolizer& symbolizer) {
@@ -120,6 +172,8 @@ json trace_json(const Analysis& a) {
         a.info.start->has_max_native_frames_python() ? json(a.info.start->max_native_frames_python()) : json(nullptr);
     // CLOCK_MONOTONIC at time zero: every time_s is seconds since this moment.
     trace["start_monotonic_ns"] = a.info.start->start_monotonic_ns();
+    // Only for a trace that began by attach (or is a snapshot): a trace from launch has no `attach` key.
+    if (a.info.start->origin() != proto::TraceStart::LAUNCH) trace["attach"] = attach_json(a);
   }
   // How the process ended; "how" is null when the trace has no end record (it was cut off).
   trace["end"] = a.info.end ? json{{"how", end_how_name(*a.info.end)}, {"signal", a.info.end->signal()}}

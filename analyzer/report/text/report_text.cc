@@ -95,6 +95,56 @@ void print_stack_depths(std::ostream& out, const proto::TraceStart& start) {
   out << (start.max_native_frames() || start.max_native_frames_python() ? ", deeper ones cut\n" : "\n");
 }
 
+namespace {
+
+// "tracer: dormant; layers: driver and PyTorch": how the tracer came to be there and what it saw from attach on.
+std::string attach_tracer_words(const Analysis& a) {
+  const proto::TraceStart& start = *a.info.start;
+  if (start.origin() == proto::TraceStart::ATTACH_DORMANT) return "tracer: dormant";
+  if (start.origin() != proto::TraceStart::ATTACH_INJECTED) return "";
+  bool cupti_busy = std::any_of(a.info.notices.begin(), a.info.notices.end(),
+                                [](const proto::Notice& n) { return n.code() == proto::Notice::CUPTI_BUSY; });
+  bool driver = start.driver_layer_attached(), torch = start.torch_layer_attached();
+  std::string layers = driver && torch ? "driver and PyTorch"
+                       : torch         ? std::string("PyTorch only") + (cupti_busy ? ": CUPTI was busy" : "")
+                       : driver        ? "driver only"
+                                       : "none";
+  return "tracer: loaded into the process; layers: " + layers;
+}
+
+}  // namespace
+
+std::string describe_attach(const Analysis& a) {
+  if (!a.info.start || a.info.start->origin() == proto::TraceStart::LAUNCH) return "";
+  const proto::TraceStart& start = *a.info.start;
+  bool snapshot = start.origin() == proto::TraceStart::SNAPSHOT;
+  std::string line = snapshot ? "Snapshot of the running process's live set" : "Attached to the running process";
+  if (start.start_unix_ns()) line += " at " + format_utc(start.start_unix_ns());
+  std::string details;
+  if (start.attach_number() && !snapshot) details = "attach " + std::to_string(start.attach_number());
+  std::string tracer = attach_tracer_words(a);
+  if (!tracer.empty()) details += (details.empty() ? "" : "; ") + tracer;
+  if (!details.empty()) line += " (" + details + ")";
+  AttachFacts all;
+  for (const auto& [device, facts] : a.model.attach_facts()) {
+    all.block_allocations += facts.block_allocations;
+    all.block_bytes = saturating_add(all.block_bytes, facts.block_bytes);
+    all.driver_allocations += facts.driver_allocations;
+    all.driver_bytes = saturating_add(all.driver_bytes, facts.driver_bytes);
+    all.unlisted_bytes = saturating_add(all.unlisted_bytes, facts.unlisted_bytes);
+  }
+  // The allocated kind first: blocks where there are any (the driver allocations then hold them), else the driver's.
+  bool blocks = all.block_allocations || all.unlisted_bytes;
+  uint64_t allocations = blocks ? all.block_allocations : all.driver_allocations;
+  uint64_t bytes = blocks ? saturating_add(all.block_bytes, all.unlisted_bytes) : all.driver_bytes;
+  line += ": " + count_of(allocations, "allocation") + ", " + format_bytes(bytes) +
+          (snapshot ? " live (the peaks are this live set)" : " allocated before attach");
+  if (all.unlisted_bytes) line += " (" + format_bytes(all.unlisted_bytes) + " of it in blocks not listed one by one)";
+  if (blocks && all.driver_allocations)
+    line += "; driver " + count_of(all.driver_allocations, "allocation") + ", " + format_bytes(all.driver_bytes);
+  return line;
+}
+
 void print_trace_overview(std::ostream& out, const Analysis& a) {
   out << "memtrace: " << terminal_safe(a.path) << '\n';
   if (a.info.start) {
@@ -113,6 +163,7 @@ void print_trace_overview(std::ostream& out, const Analysis& a) {
     if (a.info.start->python_frames() != 0)
       out << "  python:  frames read from CPython " << format_python_version(a.info.start->python_frames()) << '\n';
   }
+  if (std::string attach = describe_attach(a); !attach.empty()) out << "  " << terminal_safe(attach) << '\n';
   out << "  events:  " << with_thousands(a.model.health().events) << " in " << count_of(a.read.chunks, "chunk")
       << " over " << format_seconds(seconds(a.duration_ns())) << '\n';
   if (a.read.truncated)
@@ -159,7 +210,10 @@ void print_devices(std::ostream& out, const Analysis& a, FrameResolver& resolver
     for (size_t i = 0; i < sites.size() && i < options.top; ++i) {
       out << "    #" << i + 1 << ' ' << format_bytes(sites[i].bytes) << " in " << count_of(sites[i].count, "allocation")
           << '\n';
-      print_site_frames(out, sites[i], resolver, options);
+      // Allocations made before attach have no stack; so have those the tracer recorded without one.
+      if (sites[i].stack_id == 0 && !describe_attach(a).empty())
+        out << kIndent << "(no stack: allocated before attach, or recorded without a stack)\n";
+      else print_site_frames(out, sites[i], resolver, options);
     }
   }
 }
@@ -178,6 +232,27 @@ void print_process(std::ostream& out, const Analysis& a) {
   line("address space reserved  ", p.address_space_reserved_bytes, p.peak_address_space_reserved);
 }
 
+namespace {
+
+// "    device 0, PyTorch blocks: allocated before attach, still live: 2 allocations, 3.00 MiB": allocations with no
+// call site (made before the tracer recorded stacks), one line per layer and device.
+void print_before_attach_live(std::ostream& out, const Analysis& a) {
+  for (const BeforeAttachLive& b : a.model.before_attach_live_at_exit()) {
+    const DeviceState* state = nullptr;
+    if (auto it = a.model.devices().find(b.device); it != a.model.devices().end()) state = &it->second;
+    const char* layer = b.layer == proto::LAYER_DRIVER         ? "driver"
+                        : state && state->allocator_layer_seen ? "PyTorch blocks"
+                                                               : "blocks";
+    out << "    device " << b.device << ", " << layer
+        << ": allocated before attach, still live: " << count_of(b.allocations, "allocation") << ", "
+        << format_bytes(saturating_add(b.bytes, b.unlisted_bytes));
+    if (b.unlisted_bytes) out << " (" << format_bytes(b.unlisted_bytes) << " of it in blocks not listed one by one)";
+    out << '\n';
+  }
+}
+
+}  // namespace
+
 void print_leaks(std::ostream& out, const Analysis& a, FrameResolver& resolver, const TextOptions& options,
                  const IterationReport* iterations) {
   if (iterations && iterations->found()) print_leak_groups(out, a, *iterations, resolver, options);
@@ -190,6 +265,7 @@ void print_leaks(std::ostream& out, const Analysis& a, FrameResolver& resolver, 
   out << '\n';
   if (iterations && !iterations->found()) print_leak_groups(out, a, *iterations, resolver, options);
   bool per_iteration = iterations && iterations->found();
+  print_before_attach_live(out, a);
   for (size_t i = 0; i < a.leaks.size() && i < options.top; ++i) {
     const LeakSite& l = a.leaks[i];
     out << "    #" << i + 1 << " device " << l.site.device << ": " << format_bytes(l.site.bytes) << " in "
@@ -262,6 +338,17 @@ void print_hostile_values(std::ostream& out, const TraceHealth& h) {
     out << "  ALLOCATED DIFFERS FROM PYTORCH'S OWN TOTAL at " << count_of(h.allocated_vs_pytorch.events, "event");
     print_first_mismatch(out, h.allocated_vs_pytorch, "memtrace", "PyTorch");
   }
+  if (h.allocated_vs_attach_baseline.events) {
+    const FigureMismatch& m = h.allocated_vs_attach_baseline;
+    out << "  ALLOCATED AT ATTACH DIFFERS FROM PYTORCH'S OWN TOTAL, device " << m.device << ": memtrace "
+        << format_bytes(m.replay_bytes) << ", PyTorch " << format_bytes(m.trace_bytes) << '\n';
+  }
+  if (h.live_at_attach_after_events)
+    out << "  allocations live at attach listed after the first event (live from their place in the file) "
+        << with_thousands(h.live_at_attach_after_events) << '\n';
+  if (h.attach_records_with_bad_device)
+    out << "  attach records of a device ordinal outside -1.." << kMaxDeviceOrdinal << " (not applied) "
+        << with_thousands(h.attach_records_with_bad_device) << '\n';
   if (h.allocated_above_reserved.events) {
     out << "  ALLOCATED ABOVE RESERVED at " << count_of(h.allocated_above_reserved.events, "PyTorch event");
     print_first_mismatch(out, h.allocated_above_reserved, "allocated", "reserved");
@@ -283,6 +370,9 @@ void print_health(std::ostream& out, const Analysis& a, uint64_t modules_not_ope
   out << "  unknown frees " << h.unknown_frees << ", double frees " << h.double_frees
       << ", allocations at a live address " << h.duplicate_allocations << ", failed allocations "
       << a.model.failed_allocation_count() << '\n';
+  if (h.frees_of_unlisted_before_attach)
+    out << "  frees of blocks allocated before attach whose addresses were not listed "
+        << with_thousands(h.frees_of_unlisted_before_attach) << " (taken from their total, not unknown)\n";
   if (h.teardown_frees)
     out << "  teardown frees " << with_thousands(h.teardown_frees)
         << " (freed while CUDA was shutting down, counted as freed)\n";

@@ -30,7 +30,13 @@ void print_frames(std::ostream& out, const ResolvedStack& stack, const TextOptio
 // A call site's frames (print_frames of CallSite::stack_id), and where it merges stacks that differ only in the
 // interpreter's frames (call_sites.h, SiteGrouping), a line saying how many and whose frames these are.
 void print_site_frames(std::ostream& out, const CallSite& site, FrameResolver& resolver, const TextOptions& options);
+// The trace's header: process, stacks, Python, events; for a trace that began by attach, the attach line
+// (describe_attach).
 void print_trace_overview(std::ostream& out, const Analysis& analysis);
+// For a trace that began by attach or is a snapshot (TraceStart.origin), one line without indent or newline:
+// "Attached to the running process at 2026-12-02 15:04:05.000 UTC (attach 2; tracer: dormant): 1,234 allocations,
+// 3.20 GiB allocated before attach". Empty for a trace that began at launch (or has no TraceStart).
+std::string describe_attach(const Analysis& analysis);
 // `at_peak`, where given, prints more lines about a device's peak allocated (the summary's peak breakdown) after
 // the device's figures and before what was live there.
 void print_devices(std::ostream& out, const Analysis& analysis, FrameResolver& resolver, const TextOptions& options,

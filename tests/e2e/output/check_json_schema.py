@@ -1,7 +1,7 @@
 """The JSON contract holds on the recorded example traces, and it can fail.
 
 Runs `memtrace summary|leaks|oom|peak TRACE --json` and `memtrace timeline TRACE --json` (with and without
---interval) on every examples/*.mtrace, and `memtrace diff BEFORE AFTER --json` on every pair of them, and validates
+--interval) on every examples/*.mtrace and on the traces --more-traces-writer writes (traces that began by attach), and `memtrace diff BEFORE AFTER --json` on every pair of them, and validates
 each document against docs/schema/memtrace.schema.json. Then breaks
 copies of those documents one way each (a required key removed, an unknown key added, a wrong type, a
 contradiction between keys) and checks that the schema rejects every one: a schema that accepts anything would
@@ -21,6 +21,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--memtrace", required=True)
 parser.add_argument("--schema", required=True)
 parser.add_argument("--examples-dir", required=True)
+parser.add_argument("--more-traces-writer", help="a program that writes more traces into the folder it is given")
 args = parser.parse_args()
 contract = json_schema.Contract(args.schema)
 failures = 0
@@ -164,6 +165,33 @@ broken(DIFF, "diff", "notes removed", lambda d: d.pop("notes"))
 # A document of one command is not another's.
 check("summary document as leaks: rejected", True, len(contract.violations(documents[(LEAK, "summary")], "leaks")) > 0)
 check("leaks document as summary: rejected", True, len(contract.violations(documents[(LEAK, "leaks")], "summary")) > 0)
+
+# Traces of other origins than the examples' (attach, snapshot: `trace.attach`), written by the test's own program.
+if args.more_traces_writer:
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        written = subprocess.run([args.more_traces_writer, folder], capture_output=True, text=True, check=True)
+        more = written.stdout.split()
+        check("more traces written", True, len(more) > 0)
+        for trace in more:
+            name = os.path.basename(trace)
+            for shape, argv in (("summary", ["summary", trace, "--json"]), ("leaks", ["leaks", trace, "--json"]),
+                                ("oom", ["oom", trace, "--json"]), ("peak", ["peak", trace, "--json"])):
+                document = memtrace_json(argv)
+                violations = contract.violations(document, shape)
+                for violation in violations:
+                    print(f"schema violation in memtrace {argv[0]} --json {name}: {violation}")
+                check(f"{argv[0]} --json {name}: violations", 0, len(violations))
+                check(f"{argv[0]} --json {name}: has trace.attach", True, "attach" in document["trace"])
+                if shape == "summary":
+                    bad = copy.deepcopy(document)
+                    bad["trace"]["attach"]["unknown_key"] = 1
+                    check(f"summary --json {name} with an unknown key in trace.attach: rejected", True,
+                          len(contract.violations(bad, shape)) > 0)
+                    bad = copy.deepcopy(document)
+                    del bad["trace"]["attach"]["devices"]
+                    check(f"summary --json {name} without trace.attach.devices: rejected", True,
+                          len(contract.violations(bad, shape)) > 0)
 
 if failures:
     print(f"{failures} check(s) failed")

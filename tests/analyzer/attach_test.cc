@@ -1,0 +1,305 @@
+// Traces that began by attach: the live set at attach (LiveAtAttach) in the model's totals, frees of it matched,
+// the blocks_unknown aggregate, the AttachBaseline's reserved total and its check, and what the reports say.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/analysis.h"
+#include "attach_traces.h"
+
+namespace memtrace {
+namespace {
+
+using test::kMiB;
+
+std::unique_ptr<Analysis> analyze(const std::string& name, const test::TraceBuilder& b) {
+  std::string path = test::temp_path(name);
+  test::write_file(path, b.bytes());
+  return analyze_trace(path, true);
+}
+
+TEST(Attach, APreAttachBlockFreedAfterAttachIsMatched) {
+  auto a = analyze("attach-freed.mtrace", test::attached_torch_trace());
+  const TraceHealth h = a->model.health();
+  EXPECT_EQ(h.events, 2u);
+  EXPECT_EQ(h.unknown_frees, 0u);
+  EXPECT_EQ(h.double_frees, 0u);
+  EXPECT_EQ(h.allocated_vs_pytorch.events, 0u);
+  EXPECT_EQ(h.allocated_vs_attach_baseline.events, 0u);
+  const DeviceState& d = a->model.devices().at(0);
+  EXPECT_EQ(d.totals(), (DeviceTotals{3 * kMiB, 8 * kMiB, 8 * kMiB}));  // B + C; PyTorch's 8 MiB; segment S
+  EXPECT_EQ(d.peak_allocated().bytes, 3 * kMiB);
+  EXPECT_EQ(d.peak_allocated().time_ns, 0);  // the live set at attach: A + B
+  EXPECT_EQ(d.peak_allocated().event_index, 0u);
+  EXPECT_EQ(d.peak_reserved().bytes, 8 * kMiB);
+  EXPECT_EQ(d.peak_reserved().time_ns, 0);
+  EXPECT_EQ(d.block_allocations, 3u);  // A and B at attach, C after
+  EXPECT_EQ(d.block_frees, 1u);
+  const AttachFacts& facts = a->model.attach_facts().at(0);
+  EXPECT_EQ(facts.block_allocations, 2u);
+  EXPECT_EQ(facts.block_bytes, 3 * kMiB);
+  EXPECT_EQ(facts.driver_allocations, 1u);
+  EXPECT_EQ(facts.driver_bytes, 8 * kMiB);
+  EXPECT_EQ(facts.unlisted_bytes, 0u);
+  // At the peak (attach): A and B, with no stack.
+  ASSERT_EQ(a->live_at_peak.at(0).size(), 1u);
+  EXPECT_EQ(a->live_at_peak.at(0)[0].stack_id, 0u);
+  EXPECT_EQ(a->live_at_peak.at(0)[0].bytes, 3 * kMiB);
+  EXPECT_EQ(a->live_at_peak.at(0)[0].count, 2u);
+  // Live at the end: C is a leak site of stack 10; B is listed apart.
+  ASSERT_EQ(a->leaks.size(), 1u);
+  EXPECT_EQ(a->leaks[0].site.stack_id, 10u);
+  EXPECT_EQ(a->leaks[0].site.bytes, kMiB);
+  const auto& before = a->model.before_attach_live_at_exit();
+  ASSERT_EQ(before.size(), 1u);
+  EXPECT_EQ(before[0].device, 0);
+  EXPECT_EQ(before[0].layer, proto::LAYER_BLOCK);
+  EXPECT_EQ(before[0].allocations, 1u);
+  EXPECT_EQ(before[0].bytes, 2 * kMiB);
+  EXPECT_EQ(before[0].unlisted_bytes, 0u);
+  ASSERT_TRUE(a->info.end);
+  EXPECT_EQ(a->info.end->how(), proto::TraceEnd::DETACH);
+  EXPECT_EQ(a->duration_ns(), 3'000'000);
+}
+
+TEST(Attach, TheUnlistedAggregateAbsorbsFreesUpToItsSize) {
+  auto a = analyze("attach-unlisted.mtrace", test::attached_unlisted_blocks_trace());
+  const TraceHealth h = a->model.health();
+  EXPECT_EQ(h.frees_of_unlisted_before_attach, 3u);
+  EXPECT_EQ(h.unknown_frees, 1u);
+  EXPECT_EQ(h.allocated_vs_pytorch.events, 0u);
+  EXPECT_EQ(h.allocated_vs_attach_baseline.events, 0u);  // the aggregate's 3 MiB are PyTorch's 3 MiB
+  const DeviceState& d = a->model.devices().at(0);
+  EXPECT_EQ(d.torch_block_bytes, kMiB / 2);  // 3 MiB - 3 x 1 MiB + D
+  EXPECT_EQ(d.totals(), (DeviceTotals{kMiB / 2, 4 * kMiB, 0}));
+  EXPECT_EQ(d.peak_allocated().bytes, 3 * kMiB);
+  EXPECT_EQ(a->model.attach_facts().at(0).unlisted_bytes, 3 * kMiB);
+  EXPECT_EQ(a->model.attach_facts().at(0).block_allocations, 0u);
+  EXPECT_TRUE(a->model.before_attach_live_at_exit().empty());  // all three unlisted MiB were freed
+}
+
+TEST(Attach, ReservedComesFromTheBaselineBeforePyTorchsFirstReport) {
+  // PyTorch layer only (CUPTI was busy): no driver segment is known, so without the baseline reserved would be the
+  // driver total, 0. Reserved 8 MiB at attach (baseline), 6 MiB at PyTorch's first report after it.
+  test::TraceBuilder b(3);
+  b.attach_start(proto::TraceStart::ATTACH_INJECTED, 1, /*driver_layer_attached=*/false, true);
+  b.notice(proto::Notice::CUPTI_BUSY, "CUPTI already has a subscriber");
+  b.torch_block_at_attach(0, 0x10000000, kMiB);
+  b.attach_baseline(0, 0, 0, kMiB, 8 * kMiB);
+  b.event(test::torch_event(proto::ALLOC, 0, 0x10100000, kMiB, 2 * kMiB, 6 * kMiB, 1'000'000)).end_chunk();
+  std::string path = test::temp_path("attach-reserved.mtrace");
+  test::write_file(path, b.bytes());
+  std::vector<DeviceTotals> seen;
+  MemoryModel model;
+  model.set_totals_callback([&](int32_t, int64_t, const DeviceTotals& t) { seen.push_back(t); });
+  read_trace(path, SinkOf{[&](const EventFields& e) { model.apply(e); },
+                          [&](const proto::Record& r) { model.apply_attach_record(r); }});
+  // {allocated, reserved, driver} after A, after the baseline, after e0.
+  EXPECT_EQ(seen, (std::vector<DeviceTotals>{{kMiB, 0, 0}, {kMiB, 8 * kMiB, 0}, {2 * kMiB, 6 * kMiB, 0}}));
+  EXPECT_EQ(model.devices().at(0).peak_reserved().bytes, 8 * kMiB);
+  EXPECT_EQ(model.devices().at(0).peak_reserved().time_ns, 0);
+}
+
+TEST(Attach, AllocatedAtAttachThatDiffersFromTheBaselineIsOneHealthFigure) {
+  auto a = analyze("attach-mismatch.mtrace", test::attached_torch_trace(5 * kMiB));
+  const FigureMismatch& m = a->model.health().allocated_vs_attach_baseline;
+  EXPECT_EQ(m.events, 1u);
+  EXPECT_EQ(m.device, 0);
+  EXPECT_EQ(m.replay_bytes, 3 * kMiB);
+  EXPECT_EQ(m.trace_bytes, 5 * kMiB);
+  EXPECT_EQ(m.time_ns, 0);
+}
+
+TEST(Attach, ASnapshotIsItsLiveSet) {
+  auto a = analyze("attach-snapshot.mtrace", test::snapshot_trace());
+  EXPECT_EQ(a->model.health().events, 0u);
+  const DeviceState& d0 = a->model.devices().at(0);
+  EXPECT_EQ(d0.totals(), (DeviceTotals{2 * kMiB, 4 * kMiB, 4 * kMiB}));
+  EXPECT_EQ(d0.peak_allocated().bytes, 2 * kMiB);
+  EXPECT_EQ(d0.peak_reserved().bytes, 4 * kMiB);
+  const DeviceState& d1 = a->model.devices().at(1);
+  EXPECT_EQ(d1.totals(), (DeviceTotals{6 * kMiB, 6 * kMiB, 6 * kMiB}));
+  EXPECT_EQ(d1.peak_allocated().bytes, 6 * kMiB);
+  // The peak's live set, taken with no event after it.
+  ASSERT_EQ(a->live_at_peak.at(0).size(), 1u);
+  EXPECT_EQ(a->live_at_peak.at(0)[0].bytes, 2 * kMiB);
+  ASSERT_EQ(a->live_at_peak.at(1).size(), 1u);
+  EXPECT_EQ(a->live_at_peak.at(1)[0].bytes, 6 * kMiB);
+  EXPECT_TRUE(a->leaks.empty());
+  const auto& before = a->model.before_attach_live_at_exit();
+  ASSERT_EQ(before.size(), 2u);
+  EXPECT_EQ(before[0].device, 0);
+  EXPECT_EQ(before[0].layer, proto::LAYER_BLOCK);
+  EXPECT_EQ(before[0].allocations, 2u);
+  EXPECT_EQ(before[0].bytes, 2 * kMiB);
+  EXPECT_EQ(before[1].device, 1);
+  EXPECT_EQ(before[1].layer, proto::LAYER_DRIVER);
+  EXPECT_EQ(before[1].bytes, 6 * kMiB);
+  EXPECT_EQ(a->info.end->how(), proto::TraceEnd::SNAPSHOT_DONE);
+}
+
+// `memtrace CMD TRACE` of a trace builder's bytes, expecting exit status 0.
+std::string memtrace_on(const std::string& command, const std::string& name, const test::TraceBuilder& b) {
+  std::string path = test::temp_path(name);
+  test::write_file(path, b.bytes());
+  test::MemtraceRun r = test::run_memtrace_binary(command + " " + path);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.out;
+}
+
+bool has_line(const std::string& text, const std::string& line) {
+  return text.find("\n" + line + "\n") != std::string::npos;
+}
+
+TEST(AttachText, SummarySaysHowTheTraceBeganAndEnded) {
+  std::string out = memtrace_on("summary", "attach-summary.mtrace", test::attached_torch_trace());
+  EXPECT_TRUE(
+      has_line(out,
+               "  Attached to the running process at 2026-12-02 15:04:05.000 UTC (attach 2; tracer: loaded into "
+               "the process; layers: driver and PyTorch): 2 allocations, 3.00 MiB (3,145,728 B) allocated "
+               "before attach; driver 1 allocation, 8.00 MiB (8,388,608 B)"))
+      << out;
+  EXPECT_NE(out.find("  events read 2, complete, detached (the process ran on), last event at 0.002 s"),
+            std::string::npos)
+      << out;
+  EXPECT_TRUE(has_line(out, "  unknown frees 0, double frees 0, allocations at a live address 0, failed allocations 0"))
+      << out;
+  EXPECT_TRUE(has_line(out, "      (no stack: allocated before attach, or recorded without a stack)")) << out;
+  EXPECT_EQ(out.find("ALLOCATED AT ATTACH"), std::string::npos) << out;
+}
+
+TEST(AttachText, LeaksListWhatWasAllocatedBeforeAttachApart) {
+  std::string out = memtrace_on("leaks", "attach-leaks.mtrace", test::attached_torch_trace());
+  EXPECT_TRUE(has_line(out, "Live at exit (leak candidates, at end of trace): 1 call site")) << out;
+  EXPECT_TRUE(has_line(
+      out, "    device 0, PyTorch blocks: allocated before attach, still live: 1 allocation, 2.00 MiB (2,097,152 B)"))
+      << out;
+  EXPECT_TRUE(has_line(out, "    #1 device 0: 1.00 MiB (1,048,576 B) in 1 allocation")) << out;
+}
+
+TEST(AttachText, TheBaselineMismatchIsOneHealthLine) {
+  std::string out = memtrace_on("summary", "attach-mismatch-text.mtrace", test::attached_torch_trace(5 * kMiB));
+  EXPECT_TRUE(has_line(out,
+                       "  ALLOCATED AT ATTACH DIFFERS FROM PYTORCH'S OWN TOTAL, device 0: memtrace 3.00 MiB "
+                       "(3,145,728 B), PyTorch 5.00 MiB (5,242,880 B)"))
+      << out;
+}
+
+TEST(AttachText, UnlistedBlocksAndADormantTracer) {
+  std::string out = memtrace_on("summary", "attach-unlisted-text.mtrace", test::attached_unlisted_blocks_trace());
+  EXPECT_TRUE(has_line(out,
+                       "  Attached to the running process at 2026-12-02 15:04:05.000 UTC (attach 1; tracer: dormant): "
+                       "0 allocations, 3.00 MiB (3,145,728 B) allocated before attach (3.00 MiB (3,145,728 B) of it in "
+                       "blocks not listed one by one)"))
+      << out;
+  EXPECT_TRUE(has_line(out, "  unknown frees 1, double frees 0, allocations at a live address 0, failed allocations 0"))
+      << out;
+  EXPECT_TRUE(has_line(out,
+                       "  frees of blocks allocated before attach whose addresses were not listed 3 (taken from their "
+                       "total, not unknown)"))
+      << out;
+  EXPECT_TRUE(has_line(out, "  driver allocations 0 (0 freed), block allocations 1 (0 freed)")) << out;
+}
+
+TEST(AttachText, ASnapshotReadsAsTheLiveSet) {
+  std::string out = memtrace_on("summary", "attach-snapshot-text.mtrace", test::snapshot_trace());
+  EXPECT_TRUE(has_line(out,
+                       "  Snapshot of the running process's live set at 2026-12-02 15:04:05.000 UTC: 2 allocations, "
+                       "2.00 MiB (2,097,152 B) live (the peaks are this live set); driver 2 allocations, 10.00 MiB "
+                       "(10,485,760 B)"))
+      << out;
+  EXPECT_TRUE(has_line(out, "  peak allocated 2.00 MiB (2,097,152 B) at 0.000 s (event 0)")) << out;
+  EXPECT_TRUE(has_line(out,
+                       "    device 1, driver: allocated before attach, still live: 1 allocation, 6.00 MiB "
+                       "(6,291,456 B)"))
+      << out;
+  EXPECT_NE(out.find("snapshot written (the process ran on)"), std::string::npos) << out;
+}
+
+TEST(AttachText, PyTorchOnlyWhereCuptiWasBusy) {
+  test::TraceBuilder b(3);
+  b.attach_start(proto::TraceStart::ATTACH_INJECTED, 3, /*driver_layer_attached=*/false, true, 1'000'000'000,
+                 test::kAttachUnixNs);
+  b.notice(proto::Notice::CUPTI_BUSY, "CUPTI already has a subscriber (Kineto?)");
+  b.torch_block_at_attach(0, 0x10000000, kMiB).end(0, 0, proto::TraceEnd::DETACH).end_chunk();
+  std::string out = memtrace_on("summary", "attach-cupti-busy.mtrace", b);
+  EXPECT_TRUE(
+      has_line(out,
+               "  Attached to the running process at 2026-12-02 15:04:05.000 UTC (attach 3; tracer: loaded into "
+               "the process; layers: PyTorch only: CUPTI was busy): 1 allocation, 1.00 MiB (1,048,576 B) "
+               "allocated before attach"))
+      << out;
+}
+
+TEST(AttachJson, TheAttachObject) {
+  nlohmann::json j =
+      nlohmann::json::parse(memtrace_on("summary --json", "attach-json.mtrace", test::attached_torch_trace()));
+  const nlohmann::json& attach = j["trace"]["attach"];
+  EXPECT_EQ(attach["origin"], "ATTACH_INJECTED");
+  EXPECT_EQ(attach["attach_number"], 2);
+  EXPECT_EQ(attach["driver_layer_attached"], true);
+  EXPECT_EQ(attach["torch_layer_attached"], true);
+  ASSERT_EQ(attach["devices"].size(), 1u);
+  const nlohmann::json& d = attach["devices"][0];
+  EXPECT_EQ(d["device"], 0);
+  EXPECT_EQ(d["block_allocations"], 2);
+  EXPECT_EQ(d["block_bytes"], 3 * kMiB);
+  EXPECT_EQ(d["driver_allocations"], 1);
+  EXPECT_EQ(d["driver_bytes"], 8 * kMiB);
+  EXPECT_EQ(d["unlisted_block_bytes"], 0);
+  EXPECT_EQ(d["baseline"]["allocator_allocated_bytes"], 3 * kMiB);
+  EXPECT_EQ(d["baseline"]["allocator_reserved_bytes"], 8 * kMiB);
+  EXPECT_EQ(d["baseline"]["device_free_bytes"], 70 * kMiB);
+  EXPECT_EQ(d["baseline"]["process_used_bytes"], nullptr);
+  EXPECT_EQ(attach["still_live_at_exit"],
+            nlohmann::json::parse(
+                R"([{"device":0,"layer":"block","allocations":1,"bytes":2097152,"unlisted_bytes":0}])"));
+  EXPECT_FALSE(attach.contains("allocated_vs_baseline"));
+  EXPECT_EQ(j["trace"]["end"]["how"], "DETACH");
+  EXPECT_EQ(j["trace"]["unknown_frees"], 0);
+  // A trace from launch has no attach object.
+  nlohmann::json launch =
+      nlohmann::json::parse(memtrace_on("summary --json", "attach-json-launch.mtrace", test::small_torch_trace()));
+  EXPECT_FALSE(launch["trace"].contains("attach"));
+}
+
+// Values no tracer writes: sizes near 2^64 saturate, ordinals outside -1..1023 are counted and not applied, and a
+// LiveAtAttach after an Event is accepted as live from its place in the file and counted; never a crash.
+TEST(AttachHostile, HugeSizesBadDevicesAndLateRecords) {
+  test::TraceBuilder b(3);
+  b.attach_start(proto::TraceStart::ATTACH_DORMANT, 1, true, true);
+  b.live_at_attach(proto::LAYER_DRIVER, proto::CUDA_MALLOC, 0, 0x1000, UINT64_MAX - 1);
+  b.live_at_attach(proto::LAYER_DRIVER, proto::CUDA_MALLOC, 0, 0x2000, UINT64_MAX - 1);
+  b.live_at_attach(proto::LAYER_DRIVER, proto::CUDA_MALLOC, 5000, 0x3000, 4096);
+  b.live_at_attach(proto::LAYER_BLOCK, proto::TORCH_ALLOCATOR, 0, 0, UINT64_MAX, /*blocks_unknown=*/true);
+  b.attach_baseline(-7, 0, 0, 1, 1);
+  b.event(test::driver_free(0, 0x1000, 1'000'000));
+  b.torch_block_at_attach(0, 0x9000, 4096);                                   // after the first Event
+  b.event(test::torch_event(proto::FREE, 0, 0x77000, 100, 0, 0, 1'000'000));  // taken from the aggregate
+  b.end_chunk();
+  std::string path = test::temp_path("attach-hostile.mtrace");
+  test::write_file(path, b.bytes());
+  auto a = analyze_trace(path, true);
+  const TraceHealth h = a->model.health();
+  EXPECT_EQ(h.attach_records_with_bad_device, 2u);
+  EXPECT_EQ(h.live_at_attach_after_events, 1u);
+  EXPECT_EQ(h.implausible_sizes, 3u);  // the two sizes of 2^64 - 2 and the aggregate's
+  EXPECT_EQ(h.unknown_frees, 0u);
+  EXPECT_EQ(h.frees_of_unlisted_before_attach, 1u);
+  const DeviceState& d = a->model.devices().at(0);
+  EXPECT_EQ(d.driver_layer_bytes, 1u);               // saturated at 2^64 - 1, less one 2^64 - 2
+  EXPECT_EQ(d.torch_block_bytes, UINT64_MAX - 100);  // saturated at 2^64 - 1 (+ 4096), less the free's 100
+  EXPECT_EQ(a->model.attach_facts().count(5000), 0u);
+  test::MemtraceRun r = test::run_memtrace_binary("summary " + path);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(has_line(r.out,
+                       "  allocations live at attach listed after the first event (live from their place in "
+                       "the file) 1"))
+      << r.out;
+  EXPECT_TRUE(has_line(r.out, "  attach records of a device ordinal outside -1..1023 (not applied) 2")) << r.out;
+  r = test::run_memtrace_binary("summary --json " + path);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+}  // namespace
+}  // namespace memtrace
