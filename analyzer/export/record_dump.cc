@@ -69,7 +69,8 @@ nlohmann::json live_at_attach_json(const proto::LiveAtAttach& l) {
           {"memory", proto::Memory_Name(l.memory())},
           {"stream", l.stream()},
           {"blocks_unknown", l.blocks_unknown()},
-          {"expandable_segment", l.expandable_segment()}};
+          {"expandable_segment", l.expandable_segment()},
+          {"torch_segment", l.torch_segment()}};
 }
 
 // The PyTorch totals and NVML's figure only where the record has them (absent: PyTorch not loaded, no NVML).

@@ -375,6 +375,9 @@ void MemoryModel::apply_live_at_attach(const proto::LiveAtAttach& live) {
       change_reservation(event, +1);  // address space, not memory: a later ADDRESS_FREE frees it
     } else {
       add_live(a);
+      // A segment PyTorch's snapshot listed: PyTorch's reserved memory, even if no block of it is seen.
+      if (live.torch_segment() && a.space == AddressSpace::kDriverPointer && a.memory == proto::MEMORY_DEVICE)
+        if (LiveAllocation* segment = live_.find(a.space, a.address)) mark_torch_segment(*segment);
       if (a.charged_to_device()) {  // the device's memory: not host memory, managed memory or imports
         bool block = is_block_space(a.space);
         ++(block ? facts.block_allocations : facts.driver_allocations);
@@ -401,9 +404,19 @@ void MemoryModel::apply_attach_baseline(const proto::AttachBaseline& baseline) {
   attach_facts_[baseline.device()].baseline = baseline;
   DeviceState& state = device_state(baseline.device());
   if (baseline.has_allocator_reserved_bytes() && !state.torch_totals_reported) {
-    // torch.cuda.memory_reserved() at attach: the reserved total until PyTorch's first report after it.
-    state.allocator_layer_seen = true;
-    state.torch_reserved_bytes = baseline.allocator_reserved_bytes();
+    if (state.pool_block_bytes != 0 && state.torch_block_bytes == 0) {
+      // The cudaMallocAsync backend: its blocks are stream-ordered pool blocks and it never reports to the c10
+      // hook, so reserved is the pools' (as in a trace from launch); what PyTorch said at attach is their reserved
+      // memory until the first POOL_RESERVED sample.
+      state.pool_reserved_sampled_bytes =
+          saturating_add(saturating_sub(state.pool_reserved_sampled_bytes, state.attach_pool_reserved_bytes),
+                         baseline.allocator_reserved_bytes());
+      state.attach_pool_reserved_bytes = baseline.allocator_reserved_bytes();
+    } else {
+      // torch.cuda.memory_reserved() at attach: the reserved total until PyTorch's first report after it.
+      state.allocator_layer_seen = true;
+      state.torch_reserved_bytes = baseline.allocator_reserved_bytes();
+    }
   }
   if (baseline.has_allocator_allocated_bytes() && baseline.allocator_allocated_bytes() != state.torch_block_bytes)
     note_mismatch(health_.allocated_vs_attach_baseline, state, event_index_, state.torch_block_bytes,
@@ -634,6 +647,9 @@ void MemoryModel::on_pool_sample(const EventFields& event) {
   if (event.address() == 0) {
     state.graph_reserved_bytes = event.size();
   } else {
+    // The first sample of a pool replaces what stood for the pools since attach (apply_attach_baseline).
+    state.pool_reserved_sampled_bytes = saturating_sub(state.pool_reserved_sampled_bytes, state.attach_pool_reserved_bytes);
+    state.attach_pool_reserved_bytes = 0;
     state.pool_reserved_sampled_bytes =
         saturating_add(saturating_sub(state.pool_reserved_sampled_bytes, previous), event.size());
   }
@@ -753,6 +769,7 @@ void MemoryModel::on_context_destroy(const EventFields& event) {
   // The device's pools (the graph memory pool too) go with its primary context.
   std::erase_if(pool_samples_, [&](const auto& entry) { return entry.first.first == event.device(); });
   state.pool_reserved_sampled_bytes = 0;
+  state.attach_pool_reserved_bytes = 0;
   state.graph_reserved_bytes = 0;
 }
 
@@ -790,15 +807,19 @@ void MemoryModel::activate_segment_index() {
   last_segment_bytes_ = 0;
 }
 
+void MemoryModel::mark_torch_segment(LiveAllocation& segment) {
+  if (!segment.held_blocks && incremental_fragmentation_)
+    free_space_.add_segment({segment.address, kDriverSegment}, {segment.address, segment.address + segment.size_bytes},
+                            segment.device);
+  segment.held_blocks = true;
+}
+
 void MemoryModel::find_segment_of_block(uint64_t address) {
   // The driver allocation (PyTorch segment) or mapping (expandable segment page) the block lies in.
   if (auto it = driver_pointers_.upper_bound(address); it != driver_pointers_.begin()) {
     --it;
     if (address - it->first < it->second) {
-      LiveAllocation& segment = *live_.find(AddressSpace::kDriverPointer, it->first);
-      if (!segment.held_blocks && incremental_fragmentation_)
-        free_space_.add_segment({it->first, kDriverSegment}, {it->first, it->first + it->second}, segment.device);
-      segment.held_blocks = true;
+      mark_torch_segment(*live_.find(AddressSpace::kDriverPointer, it->first));
       // Up to the next allocation's start (overlapping ones come only from damaged traces) this lookup
       // finds the same allocation again.
       auto next = std::next(it);

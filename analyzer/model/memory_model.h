@@ -102,6 +102,9 @@ struct DeviceState {
   // A TORCH_ALLOCATOR event of this device was applied (allocator_layer_seen may come from a hint instead): from
   // then on PyTorch's own reports give torch_reserved_bytes, not the AttachBaseline.
   bool torch_totals_reported = false;
+  // PyTorch's cudaMallocAsync backend at attach: torch.cuda.memory_reserved() (AttachBaseline) is its pools'
+  // reserved memory, standing in pool_reserved_sampled_bytes until the device's first POOL_RESERVED sample.
+  uint64_t attach_pool_reserved_bytes = 0;
   uint64_t driver_allocations = 0, driver_frees = 0, block_allocations = 0, block_frees = 0;
   uint64_t context_destroys = 0;     // CONTEXT_DESTROY events (cuCtxDestroy, cudaDeviceReset...)
   uint64_t context_freed_bytes = 0;  // bytes those events freed (charged or not), summed
@@ -496,6 +499,9 @@ class MemoryModel {
   }
   bool in_last_segment(uint64_t address) const { return address - last_segment_start_ < last_segment_bytes_; }
   void find_segment_of_block(uint64_t address);
+  // Marks `segment` (a live driver allocation) as one of PyTorch's segments (held_blocks), with its free space
+  // tracked where fragmentation is kept incrementally.
+  void mark_torch_segment(LiveAllocation& segment);
   void update_process_peaks();
   void charge(const LiveAllocation& a, int64_t sign);
   // Called after the event's blocks are applied.

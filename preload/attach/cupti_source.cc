@@ -11,6 +11,7 @@
 #include "hooks/driver_events.h"
 #include "hooks/resolver.h"
 #include "record/recorder.h"
+#include "samplers/pool_sampler.h"
 
 namespace memtrace {
 namespace {
@@ -43,6 +44,14 @@ constexpr CUpti_CallbackId kMemoryCallbacks[] = {
     CUPTI_DRIVER_TRACE_CBID_cuArrayDestroy,
     CUPTI_DRIVER_TRACE_CBID_cuMipmappedArrayCreate,
     CUPTI_DRIVER_TRACE_CBID_cuMipmappedArrayDestroy,
+    // The synchronizations at which a stream-ordered pool's reserved memory is sampled, as hooks/sync_hooks.cc
+    // samples it in a preloaded tracer (PyTorch's cudaMallocAsync backend reports torch.cuda.memory_reserved()
+    // from the same pool attribute).
+    CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize,
 };
 
 CuptiApi g_api;
@@ -125,6 +134,17 @@ const Params& params(const CUpti_CallbackData* data) {
 [[gnu::always_inline]] inline void dispatch_exit(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
   CUresult r = *static_cast<const CUresult*>(d->functionReturnValue);
   switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2:
+      if (r == CUDA_SUCCESS && pools_seen()) sample_known_pools(Api::kCuCtxSynchronize);
+      break;
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz:
+      if (r == CUDA_SUCCESS && pools_seen()) sample_known_pools(Api::kCuStreamSynchronize);
+      break;
+    case CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize:
+      if (r == CUDA_SUCCESS && pools_seen()) sample_known_pools(Api::kCuEventSynchronize);
+      break;
     case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
       const auto& p = params<cuMemAlloc_v2_params>(d);
       driver_mem_alloc_done(r, p.dptr, p.bytesize);

@@ -17,6 +17,7 @@ struct LiveEntry {
   uint64_t stream = 0;
   bool blocks_unknown = false;      // `size` bytes of `layer` on `device` not known one by one (LiveAtAttach)
   bool expandable_segment = false;  // a PyTorch segment made of mapped handles
+  bool torch_segment = false;       // a segment of PyTorch's caching allocator (its snapshot listed it)
 };
 
 // Per device, the totals at attach (an AttachBaseline record of memtrace.proto).

@@ -60,6 +60,7 @@ void parse_pass(int pass, const char* text, size_t size, const SnapshotSink& sin
       e.size = v[2];
       e.stream = v[3];
       e.expandable_segment = v[4] != 0;
+      e.torch_segment = true;
       sink.live(e, sink.context);
     } else if (kind == 'B' && pass == 1 && numbers(rest, stop, v, 4)) {
       LiveEntry e;

@@ -515,6 +515,7 @@ bool append_live_locked(const LiveEntry& e) {
   w.uint(7, e.stream);
   w.uint(8, e.blocks_unknown);
   w.uint(9, e.expandable_segment);
+  w.uint(10, e.torch_segment);
   return append_or_write_locked(field::kLiveAtAttach, w);
 }
 

@@ -169,7 +169,7 @@ TEST(Dump, AttachRecordsAndTheStartsAttachFields) {
   EXPECT_NE(lines[0].find(R"("origin":"ATTACH_DORMANT",)"), std::string::npos) << lines[0];
   EXPECT_EQ(lines[1], R"({"address":0,"api":"TORCH_ALLOCATOR","blocks_unknown":true,"device":0,)"
                       R"("expandable_segment":false,"layer":"LAYER_BLOCK","memory":"MEMORY_DEVICE",)"
-                      R"("record":"live_at_attach","size":3145728,"stream":0})");
+                      R"("record":"live_at_attach","size":3145728,"stream":0,"torch_segment":false})");
   EXPECT_EQ(lines[2], R"({"allocator_reserved_bytes":4194304,"device":0,"device_free_bytes":100,)"
                       R"("device_total_bytes":200,"record":"attach_baseline"})");
   EXPECT_NE(lines[3].find(R"("how":"DETACH")"), std::string::npos) << lines[3];

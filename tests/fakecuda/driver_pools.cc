@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 
+#include "cupti_callbacks.h"
 #include "device_memory.h"
 #include "driver_internal.h"
 
@@ -201,11 +202,31 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attribute,
 }
 
 // Every operation of the double completes at once, so synchronizing only gives the pools their release.
-CUresult cuStreamSynchronize(CUstream) { return synchronize(); }
-CUresult cuStreamSynchronize_ptsz(CUstream) { return synchronize(); }
-CUresult cuCtxSynchronize() { return synchronize(); }
-CUresult cuCtxSynchronize_v2(CUcontext) { return synchronize(); }
-CUresult cuEventSynchronize(CUevent event) { return event ? synchronize() : CUDA_ERROR_INVALID_HANDLE; }
+// A CUPTI subscriber sees each between its API_ENTER and API_EXIT (cupti_callbacks.h).
+CUresult cuStreamSynchronize(CUstream stream) {
+  cuStreamSynchronize_params params{stream};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, "cuStreamSynchronize", &params,
+                      [] { return synchronize(); });
+}
+CUresult cuStreamSynchronize_ptsz(CUstream stream) {
+  cuStreamSynchronize_ptsz_params params{stream};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz, "cuStreamSynchronize_ptsz", &params,
+                      [] { return synchronize(); });
+}
+CUresult cuCtxSynchronize() {
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize, "cuCtxSynchronize", nullptr,
+                      [] { return synchronize(); });
+}
+CUresult cuCtxSynchronize_v2(CUcontext context) {
+  cuCtxSynchronize_v2_params params{context};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2, "cuCtxSynchronize_v2", &params,
+                      [] { return synchronize(); });
+}
+CUresult cuEventSynchronize(CUevent event) {
+  cuEventSynchronize_params params{event};
+  return cupti_traced(CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize, "cuEventSynchronize", &params,
+                      [&] { return event ? synchronize() : CUDA_ERROR_INVALID_HANDLE; });
+}
 
 // Events are opaque handles to the double: nothing is ever recorded in them.
 CUresult cuEventCreate(CUevent* event, unsigned int) {
