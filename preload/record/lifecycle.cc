@@ -570,15 +570,20 @@ void* map_zeroed(size_t n) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
-// Each device of the listed entries gets NVML's figures (outside g_lock: NVML can take milliseconds), unless the
-// injected tracer gave them.
+// Each device of the listed entries gets NVML's figures (outside g_lock: NVML can take milliseconds): this
+// process's use, and free and total unless the injected tracer gave them (PyTorch's torch.cuda.mem_get_info).
 void stage_device_figures(Staging* staging) {
   for (size_t i = 0; i < staging->count; i++) stage_device(*staging, staging->entries[i].entry.device);
   for (int device = 0; device < EventEncoder::kDevices; device++) {
     DeviceBaseline& d = staging->devices[device];
-    if (!staging->device_listed[device] || d.device_total_bytes) continue;
-    device_usage_baseline(device, &d.device_free_bytes, &d.device_total_bytes, &d.has_process_used,
-                          &d.process_used_bytes);
+    if (!staging->device_listed[device] || (d.device_total_bytes && d.has_process_used)) continue;
+    uint64_t free_bytes = 0, total_bytes = 0;
+    if (!device_usage_baseline(device, &free_bytes, &total_bytes, &d.has_process_used, &d.process_used_bytes))
+      continue;
+    if (!d.device_total_bytes) {
+      d.device_free_bytes = free_bytes;
+      d.device_total_bytes = total_bytes;
+    }
   }
 }
 

@@ -3,7 +3,8 @@
 request and serves the endpoint, and each attach turns on the fake CUPTI's callbacks and the c10 hook's GOT slot.
 
 Every block is 2 MiB, one per 2 MiB segment at the same address. Before attach: alloc a, alloc b, free b
-(allocated 2 MiB, reserved 4 MiB). Attach 1: its LiveAtAttach records are block a and segments a and b, exactly.
+(allocated 2 MiB, reserved 4 MiB). Attach 1: its LiveAtAttach records are block a and segments a and b, exactly;
+its AttachBaseline has the stand-in's free and total and the fake NVML's use (the two segments).
 Then alloc c (b's cached block: a block event at b, no driver call), alloc d (a new segment: cuMemAlloc through the
 fake CUPTI, then the block), free a (a block made before attach): the four events in that order; allocated 4 MiB,
 reserved 6 MiB. Detach (TraceEnd DETACH). Untraced: free c. Snapshot: block d and segments a, b, d, TraceEnd
@@ -21,7 +22,7 @@ import e2e_lib
 import trace_file as tf
 
 MIB = 1 << 20
-case = e2e_lib.Case()
+case = e2e_lib.Case(lambda parser: parser.add_argument("--nvml-dir", required=True))
 out = case.args.out_dir
 runtime_dir = os.path.join(out, "xdg")
 os.makedirs(runtime_dir, mode=0o700)
@@ -33,7 +34,7 @@ O = tf.PROTO["TraceStart.Origin"]
 
 
 def start_job():
-    env = dict(os.environ, LD_LIBRARY_PATH=case.args.fake_lib_dir, XDG_RUNTIME_DIR=runtime_dir,
+    env = dict(os.environ, LD_LIBRARY_PATH=case.args.fake_lib_dir + ":" + case.args.nvml_dir, XDG_RUNTIME_DIR=runtime_dir,
                FAKECUDA_DEVICES="1", FAKECUDA_TOTAL_BYTES=str(1 << 30), MEMTRACE_QUIET="1")
     env.pop("LD_PRELOAD", None)
     env.pop("PYTHONPATH", None)
@@ -112,6 +113,13 @@ case.check("trace 1 live at attach", sorted([(BLOCK, a, 2 * MIB), (DRIVER, a, 2 
 case.check("trace 1 events", [(tf.ALLOC, BLOCK, b, 2 * MIB), (tf.ALLOC, DRIVER, d, 2 * MIB),
                               (tf.ALLOC, BLOCK, d, 2 * MIB), (tf.FREE, BLOCK, a, 2 * MIB)], events(t1))
 case.check("trace 1 end", "DETACH", (t1.end() or {}).get("how"))
+# The AttachBaseline: free and total as the stand-in torch.cuda.mem_get_info() said them, this process's use as the
+# fake NVML lists it (the fake driver's live device memory: the two 2 MiB segments).
+f = tf.BASELINE_FIELDS
+case.check("trace 1 baseline: device, free, total, process use", [(0, 1 << 29, 1 << 30, 4 * MIB)],
+           [(tf.zigzag(tf.first(b, f["device"], 0)), tf.first(b, f["device_free_bytes"], 0),
+             tf.first(b, f["device_total_bytes"], 0), tf.first(b, f["process_used_bytes"]))
+            for b in t1.of_kind(tf.ATTACH_BASELINE)])
 case.check("snapshot origin", O["SNAPSHOT"], tf.first(ts.start(), ORIGIN, 0))
 case.check("snapshot live set", sorted([(BLOCK, d, 2 * MIB), (DRIVER, a, 2 * MIB), (DRIVER, b, 2 * MIB),
                                         (DRIVER, d, 2 * MIB)]), live(ts))
