@@ -106,6 +106,26 @@ bool open_trace_file(const char* path, char* error, size_t error_size) {
   return true;
 }
 
+// Once the trace's file is open: whose trace it is, its time zero and its TraceStart. `live_set_only`: a
+// snapshot's trace, which records no event, needs neither the unwinder nor Python's frames.
+void begin_trace(bool live_set_only) {
+  make_absolute(g_trace_path, sizeof g_trace_path);
+  g_trace_pid = getpid();
+  if (!live_set_only) {
+    if (!stack_capture_init() && (g_config.max_native_frames > 0 || g_config.max_native_frames_python > 0))
+      fprintf(stderr, "memtrace: libunwind.so.8 not found (%s): recording without native stacks\n", dlerror());
+    detect_python();
+  }
+  device_usage_start();
+  g_start_ns = now_ns();
+  g_encoder.begin(g_start_ns);
+  pthread_mutex_lock(&g_lock);
+  append_start_locked(g_python_support == PythonSupport::kSupported ? g_python_hex : 0);
+  if (g_python_support == PythonSupport::kUnsupported) append_python_unsupported_locked();
+  g_python_notice_written = g_python_support == PythonSupport::kUnsupported;
+  pthread_mutex_unlock(&g_lock);
+}
+
 // Runs once, inside the first hook that records something (config_load has run).
 void start() {
   if (!init_tables_and_buffers()) return;
@@ -116,20 +136,7 @@ void start() {
     fprintf(stderr, "memtrace: %s; not tracing this process\n", error);
     return;
   }
-  make_absolute(g_trace_path, sizeof g_trace_path);
-  g_trace_pid = getpid();
-  if (!stack_capture_init() && (g_config.max_native_frames > 0 || g_config.max_native_frames_python > 0))
-    fprintf(stderr, "memtrace: libunwind.so.8 not found (%s): recording without native stacks\n", dlerror());
-  detect_python();
-  device_usage_start();
-
-  g_start_ns = now_ns();
-  g_encoder.begin(g_start_ns);
-  pthread_mutex_lock(&g_lock);
-  append_start_locked(g_python_support == PythonSupport::kSupported ? g_python_hex : 0);
-  if (g_python_support == PythonSupport::kUnsupported) append_python_unsupported_locked();
-  g_python_notice_written = g_python_support == PythonSupport::kUnsupported;
-  pthread_mutex_unlock(&g_lock);
+  begin_trace(/*live_set_only=*/false);
 
   if (!g_config.quiet) {
     static char line[sizeof g_trace_path + 32];  // static: see make_absolute
@@ -633,21 +640,7 @@ bool begin_attached_trace(const char* pattern, AttachOutcome* out) {
     return false;
   }
   if (!open_trace_file(path, out->error, sizeof out->error)) return false;
-  make_absolute(g_trace_path, sizeof g_trace_path);
-  g_trace_pid = getpid();
-  if (g_attach_start.origin != TraceOrigin::kSnapshot) {
-    if (!stack_capture_init() && (g_config.max_native_frames > 0 || g_config.max_native_frames_python > 0))
-      fprintf(stderr, "memtrace: libunwind.so.8 not found (%s): recording without native stacks\n", dlerror());
-    detect_python();
-  }
-  device_usage_start();
-  g_start_ns = now_ns();
-  g_encoder.begin(g_start_ns);
-  pthread_mutex_lock(&g_lock);
-  append_start_locked(g_python_support == PythonSupport::kSupported ? g_python_hex : 0);
-  if (g_python_support == PythonSupport::kUnsupported) append_python_unsupported_locked();
-  g_python_notice_written = g_python_support == PythonSupport::kUnsupported;
-  pthread_mutex_unlock(&g_lock);
+  begin_trace(/*live_set_only=*/g_attach_start.origin == TraceOrigin::kSnapshot);
   return true;
 }
 
