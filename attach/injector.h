@@ -14,15 +14,15 @@ namespace memtrace {
 // Why an injection did not happen, each with its one line for the user (inject_error_message).
 enum class InjectError {
   kNone,
-  kNoSuchProcess,      // the pid does not exist (or is a zombie)
-  kNotOwner,           // another user's process, and no CAP_SYS_PTRACE
-  kYamaScope,          // /proc/sys/kernel/yama/ptrace_scope forbids it (its value said)
-  kPtraceRefused,      // ptrace refused otherwise (a container's seccomp, already traced by a debugger)
-  kSetuid,             // a set-uid / set-gid program (its credentials differ)
-  kNoCuda,             // no CUDA library is loaded in the process: nothing to trace
-  kNoDlopen,           // the process's C library has no dlopen we can find
-  kNoSafePoint,        // no thread reached a safe point in time
-  kDlopenFailed,       // the process's dlopen returned NULL (its dlerror said)
+  kNoSuchProcess,  // the pid does not exist (or is a zombie)
+  kNotOwner,       // another user's process, and no CAP_SYS_PTRACE
+  kYamaScope,      // /proc/sys/kernel/yama/ptrace_scope forbids it (its value said)
+  kPtraceRefused,  // ptrace refused otherwise (a container's seccomp, already traced by a debugger)
+  kSetuid,         // a set-uid / set-gid program (its credentials differ)
+  kNoCuda,         // no CUDA library is loaded in the process: nothing to trace
+  kNoDlopen,       // the process's C library has no dlopen we can find
+  kNoSafePoint,    // no thread reached a safe point in time
+  kDlopenFailed,   // the process's dlopen returned NULL (its dlerror said)
 };
 
 struct InjectResult {

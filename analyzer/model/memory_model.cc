@@ -648,7 +648,8 @@ void MemoryModel::on_pool_sample(const EventFields& event) {
     state.graph_reserved_bytes = event.size();
   } else {
     // The first sample of a pool replaces what stood for the pools since attach (apply_attach_baseline).
-    state.pool_reserved_sampled_bytes = saturating_sub(state.pool_reserved_sampled_bytes, state.attach_pool_reserved_bytes);
+    state.pool_reserved_sampled_bytes =
+        saturating_sub(state.pool_reserved_sampled_bytes, state.attach_pool_reserved_bytes);
     state.attach_pool_reserved_bytes = 0;
     state.pool_reserved_sampled_bytes =
         saturating_add(saturating_sub(state.pool_reserved_sampled_bytes, previous), event.size());

@@ -154,7 +154,8 @@ void config_load(Config* out) {
   const char* start = getenv("MEMTRACE_START");
   out->start_dormant = start && *start && strcmp(start, "now") != 0;
   if (out->start_dormant && strcmp(start, "dormant") != 0)
-    fprintf(stderr, "memtrace: MEMTRACE_START=\"%s\" is neither now nor dormant; using dormant (no file until attach)\n",
+    fprintf(stderr,
+            "memtrace: MEMTRACE_START=\"%s\" is neither now nor dormant; using dormant (no file until attach)\n",
             start);
   out->rank = job_number("RANK");
   out->local_rank = job_number("LOCAL_RANK");

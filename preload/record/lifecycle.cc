@@ -6,11 +6,11 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -260,7 +260,6 @@ void on_fork_child() {
   transition(LifecycleEvent::kForked);
 }
 
-
 // ---- dormant mode (docs/attach.md) -----------------------------------------------------------------------
 
 // 1,048,576 slots of 40 bytes, virtual until used: kept below 3/4 full, about 780,000 live allocations.
@@ -388,7 +387,9 @@ struct Window {
 };
 Window* g_window = nullptr;  // g_lock; non-null while the window is open
 
-size_t window_home(uint64_t key) { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ULL) >> 48) & (kWindowKeys - 1); }
+size_t window_home(uint64_t key) {
+  return static_cast<size_t>((key * 0x9E3779B97F4A7C15ULL) >> 48) & (kWindowKeys - 1);
+}
 
 bool window_touched(const Window& w, uint64_t key) {
   for (size_t i = window_home(key);; i = (i + 1) & (kWindowKeys - 1)) {
@@ -585,8 +586,7 @@ void stage_device_figures(Staging* staging) {
     DeviceBaseline& d = staging->devices[device];
     if (!staging->device_listed[device] || (d.device_total_bytes && d.has_process_used)) continue;
     uint64_t free_bytes = 0, total_bytes = 0;
-    if (!device_usage_baseline(device, &free_bytes, &total_bytes, &d.has_process_used, &d.process_used_bytes))
-      continue;
+    if (!device_usage_baseline(device, &free_bytes, &total_bytes, &d.has_process_used, &d.process_used_bytes)) continue;
     if (!d.device_total_bytes) {
       d.device_free_bytes = free_bytes;
       d.device_total_bytes = total_bytes;
@@ -774,7 +774,6 @@ void recorder_flush() {
   if (g_state.load() == kRunning) sample_devices(/*always=*/false);
 }
 
-
 // ---- dormant mode and attach ------------------------------------------------------------------------------
 
 bool record_event_not_running(const MemoryEvent& e) {
@@ -836,8 +835,9 @@ void recorder_attach(const char* output_pattern, TraceOrigin origin, AttachOutco
       return;
     }
     if (sources.cupti_busy) {
-      static const char line[] = "memtrace: CUPTI already has a subscriber (Kineto, Nsight): attached at the "
-                                 "PyTorch layer only\n";
+      static const char line[] =
+          "memtrace: CUPTI already has a subscriber (Kineto, Nsight): attached at the "
+          "PyTorch layer only\n";
       write_to_stderr(line, sizeof line - 1);
     }
   }
@@ -953,8 +953,8 @@ void recorder_snapshot(const char* output_pattern, AttachOutcome* out) {
   const bool listed = stage_baseline(&staging, g_injected ? TraceOrigin::kAttachInjected : TraceOrigin::kAttachDormant,
                                      why, sizeof why);
   pthread_mutex_lock(&g_lock);
-  bool written = append_baseline_records_locked(
-      staging, nullptr, staging.overflow + live_set_overflow() + live_set_not_followed());
+  bool written = append_baseline_records_locked(staging, nullptr,
+                                                staging.overflow + live_set_overflow() + live_set_not_followed());
   if (written && !listed && why[0]) append_notice_locked(NoticeCode::kAttachIncomplete, why, 0);
   pthread_mutex_unlock(&g_lock);
   unstage(&staging);

@@ -184,7 +184,8 @@ size_t utf8_prefix(const char* s, size_t len, size_t max);
 
 // ---- other records and chunks (trace_records.cc) ---------------------------------------------------------
 
-// The TraceStart record (g_lock held), with g_attach_start's fields; `python_hex`: PY_VERSION_HEX of the Python whose frames are read, 0 none.
+// The TraceStart record (g_lock held), with g_attach_start's fields; `python_hex`: PY_VERSION_HEX of the Python whose
+// frames are read, 0 none.
 void append_start_locked(uint32_t python_hex);
 // The notice that Python frames are not recorded, with the reason (g_lock held).
 void append_python_unsupported_locked();
