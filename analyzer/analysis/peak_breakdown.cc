@@ -161,22 +161,50 @@ class BreakdownObserver {
     std::stable_sort(order_.begin(), order_.end(),
                      [&](size_t a, size_t b) { return moments[a].event_index < moments[b].event_index; });
     out_.resize(moments.size());
+    taken_.resize(moments.size());
     for (size_t i = 0; i < moments.size(); ++i) {
       out_[i].device = moments[i].device;
       out_[i].event_index = moments[i].event_index;
     }
   }
 
+  // Before the trace's first event: a moment at event 0 whose peak the live set at attach reached (LiveAtAttach
+  // records: the replay's allocated already is that peak) is the moment before that event, as Peak::event_index
+  // (the next event's index) says; one that event 0 raises is taken after it.
+  void before_event(const EventFields&) {
+    if (model_.next_event_index() == 0) take_moments_at_attach();
+  }
+
   ReplayStep after_event(const EventFields& event) {
     const uint64_t index = model_.next_event_index() - 1;
     if (follow_frees_ && !followed_.empty()) note_frees(event, index);
     if (event.kind() == proto::DEVICE_USAGE && !waiting_usage_.empty()) note_usage(event.device());
-    while (next_ < order_.size() && out_[order_[next_]].event_index == index) snapshot(out_[order_[next_++]]);
+    while (next_ < order_.size() && out_[order_[next_]].event_index == index) {
+      const size_t m = order_[next_++];
+      if (!taken_[m]) snapshot(out_[m]);
+    }
     return next_ == order_.size() && followed_.empty() && waiting_usage_.empty() ? ReplayStep::kStop
                                                                                  : ReplayStep::kGoOn;
   }
 
+  // After the replay: a trace without events (a snapshot of the live set) has its moments at attach.
+  void finish() {
+    if (model_.next_event_index() == 0) take_moments_at_attach();
+  }
+
  private:
+  void take_moments_at_attach() {
+    for (size_t m = 0; m < out_.size(); ++m) {
+      if (taken_[m] || out_[m].event_index != 0) continue;
+      auto state = model_.devices().find(out_[m].device);
+      if (state == model_.devices().end()) continue;
+      const uint64_t peak_bytes = state->second.peak_allocated().bytes;
+      if (peak_bytes == 0 || model_.totals(out_[m].device).allocated_bytes != peak_bytes) continue;
+      snapshot(out_[m]);
+      taken_[m] = true;
+    }
+  }
+
   struct Followed {
     size_t breakdown;
     size_t live;  // index into that breakdown's `live`
@@ -252,6 +280,7 @@ class BreakdownObserver {
   StackFacts& facts_;
   std::vector<size_t> order_;  // indices into out_ by event index
   size_t next_ = 0;            // into order_
+  std::vector<bool> taken_;    // the moment was snapshotted before the first event (take_moments_at_attach)
   std::unordered_map<uint64_t, std::vector<Followed>> followed_;  // by address (or handle), not yet freed
   std::vector<size_t> waiting_usage_;                             // into out_
 };
@@ -297,7 +326,10 @@ std::vector<MomentBreakdown> break_down_moments(const Analysis& analysis, std::s
   MemoryModel model;
   const bool follow_frees = phases.source != IterationSource::kNone;
   BreakdownObserver observer(model, moments, follow_frees, out, facts);
-  if (!moments.empty()) replay_trace(analysis.path, analysis.model.layer_hints(), model, observer);
+  if (!moments.empty()) {
+    replay_trace(analysis.path, analysis.model.layer_hints(), model, observer);
+    observer.finish();
+  }
   for (MomentBreakdown& b : out) place_live(b, phases, facts);
   return out;
 }

@@ -5,7 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/analysis.h"
+#include "analysis/peak_breakdown.h"
 #include "attach_traces.h"
+#include "stacks/frames.h"
+#include "stacks/symbolizer.h"
 
 namespace memtrace {
 namespace {
@@ -136,6 +139,27 @@ TEST(Attach, ASnapshotIsItsLiveSet) {
   EXPECT_EQ(before[1].layer, proto::LAYER_DRIVER);
   EXPECT_EQ(before[1].bytes, 6 * kMiB);
   EXPECT_EQ(a->info.end->how(), proto::TraceEnd::SNAPSHOT_DONE);
+}
+
+// The breakdown at device 0's peak allocated, replayed (what `memtrace peak` shows).
+MomentBreakdown replayed_peak(const Analysis& a) {
+  Symbolizer symbolizer(a.stacks.modules(), std::vector<std::string>{});
+  FrameResolver resolver(a.stacks, symbolizer);
+  Moment moment{0, a.model.devices().at(0).peak_allocated().event_index};
+  return break_down_moments(a, std::span(&moment, 1), EventPhases{}, resolver).at(0);
+}
+
+// A peak the live set at attach reached is the moment before the first event (which frees A), not after it; a
+// snapshot without events has its moment at the end of the replay.
+TEST(Attach, APeakAtAttachIsBrokenDownBeforeTheFirstEvent) {
+  auto a = analyze("attach-peak-breakdown.mtrace", test::attached_torch_trace());
+  MomentBreakdown b = replayed_peak(*a);
+  EXPECT_EQ(b.totals.allocated_bytes, 3 * kMiB);  // A + B
+  EXPECT_EQ(b.live.size(), 2u);
+  auto s = analyze("attach-peak-breakdown-snapshot.mtrace", test::snapshot_trace());
+  MomentBreakdown sb = replayed_peak(*s);
+  EXPECT_EQ(sb.totals.allocated_bytes, 2 * kMiB);
+  EXPECT_EQ(sb.live.size(), 2u);
 }
 
 // `memtrace CMD TRACE` of a trace builder's bytes, expecting exit status 0.
