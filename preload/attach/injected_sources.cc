@@ -48,9 +48,9 @@ void injected_sources_disable() {
 }
 
 bool injected_live_list(void (*live)(const LiveEntry& entry, void* context),
-                        void (*device)(const DeviceBaseline& baseline, void* context), void* context, char* why,
-                        size_t why_size) {
-  return torch_snapshot_list(SnapshotSink{live, device, context}, why, why_size);
+                        void (*device)(const DeviceBaseline& baseline, void* context),
+                        uint64_t (*pool_events)(void* context), void* context, char* why, size_t why_size) {
+  return torch_snapshot_list(SnapshotSink{live, device, pool_events, context}, why, why_size);
 }
 
 }  // namespace memtrace

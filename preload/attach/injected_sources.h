@@ -13,6 +13,7 @@
 // torch_snapshot.h; docs/injected-attach.md says what each sees and what it cannot.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 #include "attach/live_entry.h"
 
@@ -39,9 +40,12 @@ void injected_sources_disable();
 // was listed one by one. False with `why` (one line, for Notice ATTACH_INCOMPLETE) otherwise: no Python, no torch,
 // torch.cuda not initialized (nothing listed, no baselines either), the cudaMallocAsync backend (its allocated
 // bytes come as one blocks_unknown entry per device), or blocks that do not add up to memory_allocated() (what was
-// listed stands). Runs Python under the GIL (torch_snapshot.h): call it without the recorder's lock.
+// listed stands). `pool_events(context)` (may be null) counts the stream-ordered pool events recorded so far: under
+// the cudaMallocAsync backend the snapshot is taken again until it reads the same count before and after
+// memory_allocated() (torch_snapshot.h). Runs Python under the GIL (torch_snapshot.h): call it without the
+// recorder's lock.
 bool injected_live_list(void (*live)(const LiveEntry& entry, void* context),
-                        void (*device)(const DeviceBaseline& baseline, void* context), void* context, char* why,
-                        size_t why_size);
+                        void (*device)(const DeviceBaseline& baseline, void* context),
+                        uint64_t (*pool_events)(void* context), void* context, char* why, size_t why_size);
 
 }  // namespace memtrace

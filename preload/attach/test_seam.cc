@@ -2,6 +2,8 @@
 // libmemtrace-injected-test.so only (preload/CMakeLists.txt: MEMTRACE_EXTRA_EXPORTS), never into libmemtrace.so:
 // a test program loads that library with dlopen after its own CUDA calls and switches the sources itself, without
 // the control endpoint and the lifecycle (tests/e2e/injected).
+#include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
@@ -45,7 +47,15 @@ void on_device(const DeviceBaseline& b, void* context) {
   append(static_cast<Lines*>(context), line);
 }
 
+// The pool events a test says were recorded (memtrace_test_pool_events_add), for the snapshot's bracket.
+std::atomic<uint64_t> g_test_pool_events{0};
+
+uint64_t test_pool_events(void*) { return g_test_pool_events.load(); }
+
 }  // namespace
+
+// Counts `n` more pool events, as the recorder would for cudaMallocAsync/cudaFreeAsync calls.
+extern "C" MEMTRACE_EXPORT void memtrace_test_pool_events_add(uint64_t n) { g_test_pool_events.fetch_add(n); }
 
 // injected_sources_enable: bit 0 the driver layer, bit 1 the torch layer, bit 2 CUPTI busy; `why` its why_not.
 extern "C" MEMTRACE_EXPORT int memtrace_test_injected_enable(char* why, size_t why_size) {
@@ -62,5 +72,5 @@ extern "C" MEMTRACE_EXPORT int memtrace_test_injected_live_list(char* out, size_
                                                                 size_t why_size) {
   Lines lines{out, out_size, 0};
   if (out_size) out[0] = '\0';
-  return injected_live_list(on_live, on_device, &lines, why, why_size) ? 1 : 0;
+  return injected_live_list(on_live, on_device, test_pool_events, &lines, why, why_size) ? 1 : 0;
 }

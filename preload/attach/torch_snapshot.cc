@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 #include "hooks/resolver.h"
 
@@ -109,9 +110,11 @@ struct Answer {
   }
 };
 
-// Runs the snippet under the GIL and copies its answer. False with `why` when it could not run.
-bool run_snippet(const Python& py, Answer* answer, char* why, size_t why_size) {
+// Runs the snippet under the GIL and copies its answer; `*moved`: pool events were recorded while it ran
+// (SnapshotSink.pool_events). False with `why` when it could not run.
+bool run_snippet(const Python& py, const SnapshotSink& sink, Answer* answer, bool* moved, char* why, size_t why_size) {
   int gil = py.gil_ensure();
+  const uint64_t events_before = sink.pool_events ? sink.pool_events(sink.context) : 0;
   bool ok = false;
   void* globals = py.dict_new();
   if (globals && py.dict_set_item_string(globals, "__builtins__", py.eval_get_builtins()) == 0) {
@@ -141,8 +144,16 @@ bool run_snippet(const Python& py, Answer* answer, char* why, size_t why_size) {
     snprintf(why, why_size, "no dict for the snapshot snippet");
   }
   if (globals) py.dec_ref(globals);
+  *moved = sink.pool_events && sink.pool_events(sink.context) != events_before;
   py.gil_release(gil);
   return ok;
+}
+
+// The answer's first line names the cudaMallocAsync backend ("A cudaMallocAsync"; torch_snapshot_parse.cc).
+bool answer_is_async_backend(const Answer& answer) {
+  static const char kLine[] = "A cudaMallocAsync";
+  const size_t n = sizeof kLine - 1;
+  return answer.size >= n && memcmp(answer.bytes, kLine, n) == 0 && (answer.size == n || answer.bytes[n] == '\n');
 }
 
 }  // namespace
@@ -158,10 +169,29 @@ bool torch_snapshot_list(const SnapshotSink& sink, char* why, size_t why_size) {
     snprintf(why, why_size, "the Python interpreter is not running: no PyTorch snapshot");
     return false;
   }
-  Answer answer;
-  if (!run_snippet(py, &answer, why, why_size)) return false;
-  bool cut = why_size && why[0];
-  return torch_snapshot_parse(answer.bytes, answer.size, sink, why, why_size) && !cut;
+  // Under the cudaMallocAsync backend the answer must belong to one point of the event stream (SnapshotSink).
+  for (int attempt = 1;; attempt++) {
+    Answer answer;
+    bool moved = false;
+    if (!run_snippet(py, sink, &answer, &moved, why, why_size)) return false;
+    const bool settled = !moved || !answer_is_async_backend(answer);
+    if (!settled && attempt < kSnapshotAttempts) {
+      if (why_size) why[0] = '\0';
+      const timespec pause{0, 1000000};
+      nanosleep(&pause, nullptr);
+      continue;
+    }
+    bool cut = why_size && why[0];
+    bool complete = torch_snapshot_parse(answer.bytes, answer.size, sink, why, why_size) && !cut;
+    if (!settled) {
+      snprintf(why, why_size,
+               "allocations went on through each of %d readings of memory_allocated(): the bytes allocated before "
+               "attach may be off by what they moved",
+               kSnapshotAttempts);
+      complete = false;
+    }
+    return complete;
+  }
 }
 
 }  // namespace memtrace

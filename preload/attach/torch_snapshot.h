@@ -18,8 +18,18 @@ namespace memtrace {
 struct SnapshotSink {
   void (*live)(const LiveEntry& entry, void* context);
   void (*device)(const DeviceBaseline& baseline, void* context);
+  // May be null. The count of stream-ordered pool events recorded so far, read with the GIL held just before and
+  // just after the snippet runs. Under the cudaMallocAsync backend memory_allocated() is the pool's used bytes,
+  // read under PyTorch's allocator mutex, which every cudaMallocAsync/cudaFreeAsync of PyTorch's holds across the
+  // driver call and so across the event's recording: equal counts mean the bytes read belong to that point of the
+  // event stream. The snippet is run again (up to kSnapshotAttempts times) until they are equal.
+  uint64_t (*pool_events)(void* context);
   void* context;
 };
+
+// How many times the snapshot is taken under the cudaMallocAsync backend before it settles for counts that differ
+// (and says so in `why`); 1 ms apart, the GIL released in between.
+constexpr int kSnapshotAttempts = 200;
 
 // Takes the snapshot and lists it: every live entry first (blocks as LAYER_BLOCK / TORCH_ALLOCATOR, segments as
 // LAYER_DRIVER with CU_MEM_ALLOC, or expandable_segment set and api UNKNOWN for an expandable one; for the

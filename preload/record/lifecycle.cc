@@ -384,6 +384,11 @@ struct Window {
   size_t free_count;
   uint64_t overflow;  // keys or frees that found no room
   bool injected;      // no live set: a pre-attach free is described by its own event
+  // Stream-ordered pool blocks (cuMemAllocAsync...): their count of events, and per device the bytes they
+  // allocated less the bytes they freed. The injected tracer reads PyTorch's cudaMallocAsync total at one point
+  // of this stream (settle_unlisted_pool_bytes).
+  uint64_t pool_events;
+  int64_t pool_net_bytes[EventEncoder::kDevices];
 };
 Window* g_window = nullptr;  // g_lock; non-null while the window is open
 
@@ -413,8 +418,39 @@ void window_touch(Window& w, uint64_t key) {
   }
 }
 
+// The bytes a stream-ordered pool block event moves (+size allocated, -size freed), false for any other event:
+// what cudaMemPoolAttrUsedMemCurrent, PyTorch's memory_allocated() under cudaMallocAsync, moves by.
+bool pool_block_delta_bytes(const MemoryEvent& e, int64_t* delta_bytes) {
+  if (e.layer != Layer::kBlock || e.api == Api::kTorchAllocator || e.graph != 0 || e.capture_id != 0) return false;
+  if (e.device < 0 || e.device >= EventEncoder::kDevices) return false;
+  const int64_t size = static_cast<int64_t>(e.size);
+  if (e.kind == EventKind::kAlloc && e.result == 0) *delta_bytes = size;
+  else if (e.kind == EventKind::kFree && (e.result == 0 || e.result == 4)) *delta_bytes = -size;
+  else return false;
+  return true;
+}
+
+// The driver API that made what a free through `free_api` frees: a LiveAtAttach names the allocation, not its free.
+Api allocating_api(Api free_api) {
+  switch (free_api) {
+    case Api::kCuMemFree: return Api::kCuMemAlloc;
+    case Api::kCuMemFreeAsync: return Api::kCuMemAllocAsync;
+    case Api::kCuMemRelease: return Api::kCuMemCreate;
+    case Api::kCuMemFreeHost: return Api::kCuMemAllocHost;
+    case Api::kCuMemHostUnregister: return Api::kCuMemHostRegister;
+    case Api::kCuArrayDestroy: return Api::kCuArrayCreate;
+    case Api::kCuMipmappedArrayDestroy: return Api::kCuMipmappedArrayCreate;
+    default: return free_api;
+  }
+}
+
 // Before live_set_note(e): what the live set holds for a freed key is the allocation made before attach.
 void window_note(Window& w, const MemoryEvent& e) {
+  int64_t pool_delta_bytes = 0;
+  if (pool_block_delta_bytes(e, &pool_delta_bytes)) {
+    w.pool_events++;
+    w.pool_net_bytes[e.device] += pool_delta_bytes;
+  }
   uint64_t allocated, freed, freed_alt;
   live_set_keys_of(e, &allocated, &freed, &freed_alt);
   if (freed && !window_touched(w, freed) && !(freed_alt && window_touched(w, freed_alt))) {
@@ -427,7 +463,8 @@ void window_note(Window& w, const MemoryEvent& e) {
     }
     if (!known && w.injected) {
       entry.layer = e.layer;
-      entry.api = e.api;
+      entry.api = allocating_api(e.api);
+      entry.memory = e.memory;
       entry.device = e.device;
       entry.address = e.address;
       entry.size = e.size;
@@ -463,6 +500,9 @@ struct Staging {
   uint64_t overflow;
   DeviceBaseline devices[EventEncoder::kDevices];
   bool device_listed[EventEncoder::kDevices];
+  // The window's pool figures at the last reading (read_window_pool_events): those of the moment PyTorch's
+  // allocated bytes were read, once the snapshot settled.
+  int64_t pool_net_bytes_at_listing[EventEncoder::kDevices];
 };
 
 void stage(uint64_t key, const LiveEntry& entry, void* context) {
@@ -498,6 +538,43 @@ void stage_injected_device(const DeviceBaseline& baseline, void* context) {
   if (baseline.device < 0 || baseline.device >= EventEncoder::kDevices) return;
   s.device_listed[baseline.device] = true;
   s.devices[baseline.device] = baseline;
+}
+
+// The snapshot's reading of the event stream (SnapshotSink.pool_events): the window's count of pool block events,
+// its per-device bytes kept in the staging. 0 without a window (a snapshot: no events are recorded).
+uint64_t read_window_pool_events(void* context) {
+  Staging& s = *static_cast<Staging*>(context);
+  pthread_mutex_lock(&g_lock);
+  uint64_t events = 0;
+  if (g_window) {
+    events = g_window->pool_events;
+    memcpy(s.pool_net_bytes_at_listing, g_window->pool_net_bytes, sizeof s.pool_net_bytes_at_listing);
+  }
+  pthread_mutex_unlock(&g_lock);
+  return events;
+}
+
+// A blocks_unknown entry (the cudaMallocAsync backend's memory_allocated(), read at one point of the window) made
+// the bytes live when the window opened: less what the window's pool events had moved by that point, and less the
+// blocks made before attach that the window frees, which the baseline lists one by one (window_note). docs/attach.md
+// "How the switch stays exact". False when the figures do not add up (the entry is then 0 bytes).
+bool settle_unlisted_pool_bytes(Staging& staging, const Window& window) {
+  int64_t listed_frees_bytes[EventEncoder::kDevices] = {};
+  for (size_t i = 0; i < window.free_count; i++) {
+    const LiveEntry& f = window.frees[i];
+    if (f.layer == Layer::kBlock && f.api != Api::kTorchAllocator && f.device >= 0 && f.device < EventEncoder::kDevices)
+      listed_frees_bytes[f.device] += static_cast<int64_t>(f.size);
+  }
+  bool adds_up = true;
+  for (size_t i = 0; i < staging.count; i++) {
+    LiveEntry& e = staging.entries[i].entry;
+    if (!e.blocks_unknown || e.device < 0 || e.device >= EventEncoder::kDevices) continue;
+    const int64_t bytes =
+        static_cast<int64_t>(e.size) - staging.pool_net_bytes_at_listing[e.device] - listed_frees_bytes[e.device];
+    adds_up = adds_up && bytes >= 0;
+    e.size = bytes > 0 ? static_cast<uint64_t>(bytes) : 0;
+  }
+  return adds_up;
 }
 
 // Appends a record to the active buffer; when it is full, writes the buffer as a chunk of its own first (the
@@ -602,7 +679,8 @@ bool stage_baseline(Staging* staging, TraceOrigin origin, char* why, size_t why_
   for (DeviceBaseline& d : staging->devices) d.device = -1;
   for (int i = 0; i < EventEncoder::kDevices; i++) staging->devices[i].device = i;
   if (origin == TraceOrigin::kAttachInjected) {
-    if (!injected_live_list(stage_injected, stage_injected_device, staging, why, why_size)) return false;
+    if (!injected_live_list(stage_injected, stage_injected_device, read_window_pool_events, staging, why, why_size))
+      return false;
   } else {
     live_set_visit_keyed(stage, staging);
   }
@@ -885,9 +963,16 @@ void recorder_attach(const char* output_pattern, TraceOrigin origin, AttachOutco
   memcpy(scratch.data, active.data + start_bytes, window_bytes);
   active.size = start_bytes;
   uint64_t not_listed = staging.overflow + window->overflow + live_set_overflow() + live_set_not_followed();
+  const bool pool_bytes_add_up = settle_unlisted_pool_bytes(staging, *window);
   bool written = append_baseline_records_locked(staging, window, not_listed);
   if (written && !listed && why[0]) {
     append_notice_locked(NoticeCode::kAttachIncomplete, why, 0);
+  }
+  if (written && !pool_bytes_add_up) {
+    append_notice_locked(NoticeCode::kAttachIncomplete,
+                         "the pool blocks allocated before attach do not add up: the events of the attach window "
+                         "move more than PyTorch's allocated bytes held",
+                         0);
   }
   if (written && active.size + window_bytes > g_config.buffer_bytes) {
     written = g_writer.write_chunk(active.data, active.size);

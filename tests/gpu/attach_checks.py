@@ -16,7 +16,9 @@ What is compared:
     torch.cuda.memory_allocated() and memory_reserved(), byte for byte; at least 20 samples per trace;
   - the trace's health: no free of an unknown address (frees of blocks made before attach are matched against
     the live set at attach), no disagreement with PyTorch's own allocated total at any allocator report;
-  - while attached, the driver layer was seen (the 96 MiB temporary's segment) where CUPTI was free to subscribe.
+  - while attached, the driver layer was seen (the 96 MiB temporary's segment) where CUPTI was free to subscribe;
+    where another subscriber held it (--profile: Kineto), the attach said so in one line and the trace records the
+    PyTorch layer only (TraceStart.driver_layer_attached false, Notice CUPTI_BUSY).
 """
 import argparse
 import bisect
@@ -95,7 +97,9 @@ def check_trace(c, memtrace, trace, number, samples, mode):
     if attach.get("driver_layer_attached", True):
         c.check(f"{label} driver API events while attached", ">= 1", len(driver_rows), ok=len(driver_rows) >= 1)
     else:
-        c.info(f"{label} driver layer", "off (CUPTI busy)")
+        c.check(f"{label} driver API events while attached (CUPTI busy: the PyTorch layer only)", 0,
+                len(driver_rows))
+    return attach
 
 
 def main():
@@ -121,13 +125,21 @@ def main():
     c.check("losses equal the untraced run's, every step", len(ref["losses"]),
             sum(1 for x, y in zip(ref["losses"], job["losses"]) if x == y))
     c.check("final loss", ref["losses"][-1], job["losses"][-1])
-    c.check("job stdout", "", launch.get("job_stdout"))
-    foreign = [l for l in launch.get("job_stderr", "").splitlines() if l and not l.startswith("memtrace:")]
-    c.check("job stderr lines not memtrace's", [], foreign[:3])
+    c.check("job stdout", launch.get("reference_stdout", ""), launch.get("job_stdout"))
+    reference_stderr = set(launch.get("reference_stderr", "").splitlines())
+    foreign = [l for l in launch.get("job_stderr", "").splitlines()
+               if l and not l.startswith("memtrace:") and l not in reference_stderr]
+    c.check("job stderr lines neither memtrace's nor the untraced run's", [], foreign[:3])
     traces = sorted(glob.glob(f"{a.dir}/traces/*.mtrace"), key=os.path.getmtime)
     c.check("trace files (one per attach)", 2, len(traces))
+    busy_said = "memtrace: CUPTI already has a subscriber" in launch.get("job_stderr", "")
     for number, trace in enumerate(traces, 1):
-        check_trace(c, a.memtrace, trace, number, job["samples"], a.mode)
+        attach = check_trace(c, a.memtrace, trace, number, job["samples"], a.mode) or {}
+        if a.mode == "injected":
+            driver_layer = attach.get("driver_layer_attached", True)
+            c.check(f"trace {number}: CUPTI busy said in one line exactly when the driver layer is off",
+                    not driver_layer, busy_said)
+            c.info(f"trace {number} driver layer", "on" if driver_layer else "off: CUPTI had another subscriber")
     return 1 if c.failed else 0
 
 

@@ -15,7 +15,10 @@
       The attached run: attach at step >= 20, detach at step >= 70, attach again at >= 100, detach at >= 160; the job
       runs on to its end untraced. Writes DIR/reference.json, DIR/attached.json (the two runs' samples) and
       DIR/launch.json (the commands' exit codes and output, the step at which each one returned).
+      --profile: both runs train under torch.profiler.profile(activities=[CPU, CUDA]) from the first step to the
+      last, so that Kineto holds CUPTI while memtrace attaches.
 """
+import contextlib
 import argparse
 import json
 import os
@@ -44,6 +47,18 @@ def train(args):
             f.write(str(step))
         os.replace(args.progress + ".tmp", args.progress)
 
+    profiler = contextlib.nullcontext()
+    if args.profile:
+        activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        profiler = torch.profiler.profile(activities=activities)
+    with profiler:
+        train_steps(args, torch, dev, model, opt, data, target, kept, samples, losses, progress)
+    with open(args.samples, "w") as f:
+        json.dump({"pid": os.getpid(), "samples": samples, "losses": losses,
+                   "backend": torch.cuda.get_allocator_backend()}, f)
+
+
+def train_steps(args, torch, dev, model, opt, data, target, kept, samples, losses, progress):
     for step in range(1, args.steps + 1):
         opt.zero_grad(set_to_none=True)
         loss = torch.nn.functional.cross_entropy(model(data), target)
@@ -62,9 +77,6 @@ def train(args):
         time.sleep(0.005)
         progress(step)
         time.sleep(0.015)
-    with open(args.samples, "w") as f:
-        json.dump({"pid": os.getpid(), "samples": samples, "losses": losses,
-                   "backend": torch.cuda.get_allocator_backend()}, f)
 
 
 def wait_step(progress, at_least, proc, timeout_s=60):
@@ -96,10 +108,13 @@ def launch(args):
     env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF=args.conf, CUBLAS_WORKSPACE_CONFIG=":4096:8")
     env.pop("LD_PRELOAD", None)
     me = [sys.executable, os.path.abspath(__file__), "train", "--steps", str(args.steps)]
+    if args.profile:
+        me.append("--profile")
 
     ref = subprocess.run(me + ["--samples", f"{args.dir}/reference.json", "--progress", f"{args.dir}/ref.progress"],
                          env=env, capture_output=True, text=True, timeout=args.timeout)
-    log = {"reference_rc": ref.returncode, "reference_stderr": ref.stderr[-2000:], "commands": []}
+    log = {"reference_rc": ref.returncode, "reference_stdout": ref.stdout[-2000:], "reference_stderr": ref.stderr[-4000:],
+           "commands": []}
 
     job_env = dict(env)
     if args.mode == "dormant":
@@ -133,6 +148,7 @@ def main():
     t.add_argument("--steps", type=int, default=200)
     t.add_argument("--samples", required=True)
     t.add_argument("--progress", required=True)
+    t.add_argument("--profile", action="store_true")
     l = sub.add_parser("launch")
     l.add_argument("--mode", choices=["injected", "dormant"], required=True)
     l.add_argument("--conf", default="")
@@ -141,6 +157,7 @@ def main():
     l.add_argument("--dir", required=True)
     l.add_argument("--steps", type=int, default=200)
     l.add_argument("--timeout", type=int, default=100)
+    l.add_argument("--profile", action="store_true")
     args = p.parse_args()
     return train(args) if args.what == "train" else launch(args)
 

@@ -23,7 +23,7 @@ memtrace::SnapshotSink sink_of(Listed* listed) {
             static_cast<Listed*>(c)->devices.push_back(b);
             static_cast<Listed*>(c)->order.push_back('D');
           },
-          listed};
+          nullptr, listed};
 }
 
 bool parse(const std::string& text, Listed* listed, std::string* why) {

@@ -7,6 +7,10 @@ CU_MEM_ALLOC, 50 TORCH_ALLOCATOR, 23 CU_MEM_ALLOC_ASYNC, 0 unknown):
            allocated 512 KiB + 3 MiB = 3670016, reserved 6 MiB.
   mismatch: memory_allocated() says 1 KiB more: the same entries, and why says so.
   async:   cudaMallocAsync backend: one blocks_unknown entry of 3670016 bytes on device 0, and the baseline.
+  async-racing: the first 3 readings of memory_allocated() each come with a pool event counted while the snippet
+           ran (1 KiB more each time): the snapshot is taken 4 times and lists the 4th reading, 3670016 + 3 KiB.
+  async-never-settles: every reading comes with an event: after 200 readings the last one is listed
+           (3670016 + 199 KiB), and why says the figure may be off.
   uninitialized / no-torch: nothing listed, why says which.
 """
 import json
@@ -67,6 +71,24 @@ case.check("async: complete", 0, asynchronous["complete"])
 case.check("async: why", "the cudaMallocAsync backend lists no blocks: its allocated bytes are blocks_unknown",
            asynchronous["why"])
 case.check("async: listed", [live(2, 23, 0, 3670016, unknown=1), baseline], asynchronous["lines"])
+
+racing = run("async-racing")
+settled = 3670016 + 3 * 1024
+case.check("async racing: complete", 0, racing["complete"])
+case.check("async racing: why", asynchronous["why"], racing["why"])
+case.check("async racing: listed the 4th reading",
+           [live(2, 23, 0, settled, unknown=1), baseline.replace("allocated=3670016", f"allocated={settled}")],
+           racing["lines"])
+
+never = run("async-never-settles")
+last = 3670016 + 199 * 1024
+case.check("async never settles: complete", 0, never["complete"])
+case.check("async never settles: why",
+           "allocations went on through each of 200 readings of memory_allocated(): the bytes allocated before attach "
+           "may be off by what they moved", never["why"])
+case.check("async never settles: listed the last reading",
+           [live(2, 23, 0, last, unknown=1), baseline.replace("allocated=3670016", f"allocated={last}")],
+           never["lines"])
 
 uninitialized = run("uninitialized")
 case.check("uninitialized: complete", 0, uninitialized["complete"])

@@ -12,12 +12,12 @@ KIB = 1024
 MIB = 1 << 20
 
 
-def stand_in_torch(state):
+def stand_in_torch(state, tracer):
     torch = types.ModuleType("torch")
     cuda = types.ModuleType("torch.cuda")
     torch.cuda = cuda
     torch._C = types.SimpleNamespace(_cuda_hasPrimaryContext=lambda d: d == 0)
-    backend = "cudaMallocAsync" if state == "async" else "native"
+    backend = "cudaMallocAsync" if state.startswith("async") else "native"
     # Device 0: a 2 MiB segment at 0x10000000 with blocks 512 KiB allocated, 512 KiB pending free (freed while a
     # stream used it: already off memory_allocated), 1 MiB inactive; a 4 MiB expandable segment on stream 5 with one
     # 3 MiB block allocated. memory_allocated = 512 KiB + 3 MiB (one block short with state "mismatch").
@@ -36,7 +36,19 @@ def stand_in_torch(state):
     cuda.memory_snapshot = lambda: segments
     cuda.device_count = lambda: 2
     cuda.current_device = lambda: 0
-    cuda.memory_allocated = lambda d: allocated if d == 0 else 0
+    readings = []
+
+    def memory_allocated(d):
+        # "async-racing": the first 3 readings each see one more pool event counted while the snippet ran, as if a
+        # cudaMallocAsync of 1 KiB had come between the tracer's two counts; "async-never-settles": every reading.
+        if d != 0:
+            return 0
+        readings.append(d)
+        if state == "async-never-settles" or (state == "async-racing" and len(readings) <= 3):
+            tracer.memtrace_test_pool_events_add(ctypes.c_uint64(1))
+        return allocated + (len(readings) - 1) * KIB if state.startswith("async-") else allocated
+
+    cuda.memory_allocated = memory_allocated
     cuda.memory_reserved = lambda d: 6 * MIB if d == 0 else 0
     cuda.mem_get_info = lambda d: (70 * MIB, 80 * MIB)
     return torch, cuda
@@ -44,11 +56,11 @@ def stand_in_torch(state):
 
 def main():
     library, state = sys.argv[1], sys.argv[2]
+    tracer = ctypes.CDLL(library)  # the GIL is released during the call, as while the job runs
     if state != "no-torch":
-        torch, cuda = stand_in_torch(state)
+        torch, cuda = stand_in_torch(state, tracer)
         sys.modules["torch"] = torch
         sys.modules["torch.cuda"] = cuda
-    tracer = ctypes.CDLL(library)  # the GIL is released during the call, as while the job runs
     out = ctypes.create_string_buffer(4096)
     why = ctypes.create_string_buffer(256)
     result = {}
