@@ -36,6 +36,7 @@ struct Slot {
 };
 
 Slot* g_slots = nullptr;
+PointerResolver g_resolve = nullptr;
 size_t g_mask = 0;
 int g_shift = 64;
 alignas(64) std::atomic<uint64_t> g_overflow{0};
@@ -81,6 +82,8 @@ uint64_t pack_meta(const MemoryEvent& e) {
   return static_cast<uint32_t>(e.device) | uint64_t{static_cast<uint8_t>(e.api)} << 32 |
          uint64_t{static_cast<uint8_t>(e.memory)} << 40 | uint64_t{static_cast<uint8_t>(e.layer)} << 48;
 }
+
+int32_t device_of_meta(uint64_t meta) { return static_cast<int32_t>(static_cast<uint32_t>(meta)); }
 
 void write_fields(Slot& s, const MemoryEvent& e) {
   s.size.store(e.size, std::memory_order_relaxed);
@@ -172,7 +175,7 @@ LiveEntry entry_of(uint64_t key, uint64_t size, uint64_t stream, uint64_t meta) 
   entry.address = key & kAddressMask;
   entry.size = size;
   entry.stream = stream;
-  entry.device = static_cast<int32_t>(static_cast<uint32_t>(meta));
+  entry.device = device_of_meta(meta);
   entry.api = static_cast<Api>(meta >> 32 & 0xff);
   entry.memory = static_cast<Memory>(meta >> 40 & 0xff);
   entry.layer = static_cast<Layer>(meta >> 48 & 0xff);
@@ -194,6 +197,40 @@ bool read_slot(const Slot& s, uint64_t* key, LiveEntry* entry, uint64_t* context
   return true;
 }
 
+// Slot `s`, last seen holding `key` with its device unresolved, gets its device and context from the resolver
+// (-1 and none where it cannot say). The driver is asked first, without the slot: when the slot is taken
+// afterwards and no longer holds `key` unresolved (freed, or written again meanwhile), nothing is written. Returns
+// once the slot is not busy with `key` (another thread resolving it too), so that a read after it sees the slot.
+void resolve_slot(Slot& s, uint64_t key) {
+  int32_t device = -1;
+  uint64_t context = 0;
+  if (!g_resolve || !g_resolve(key & kAddressMask, &device, &context)) {
+    device = -1;
+    context = 0;
+  }
+  // As the hooks that look them up at once: a driver pointer names the context it was made in, a pool block none.
+  if (key >> kSpaceShift != kDriverPointer) context = 0;
+  while (!lock_slot(s, key)) {
+    const uint64_t k = s.key.load(std::memory_order_acquire);
+    if ((k & ~kBusy) != key) return;  // freed, or another key's now
+    if (k & kBusy) sched_yield();     // another thread writes it: a few stores
+  }
+  const uint64_t meta = s.meta.load(std::memory_order_relaxed);
+  if (device_of_meta(meta) == kDeviceUnresolved) {
+    s.context.store(context, std::memory_order_relaxed);
+    s.meta.store((meta & ~uint64_t{0xffffffff}) | static_cast<uint32_t>(device), std::memory_order_relaxed);
+  }
+  s.key.store(key, std::memory_order_release);
+}
+
+// Reads slot `s` as read_slot does, resolving its device and context first where they are unresolved.
+bool read_resolved_slot(Slot& s, uint64_t* key, LiveEntry* entry, uint64_t* context) {
+  if (!read_slot(s, key, entry, context)) return false;
+  if (entry->device != kDeviceUnresolved) return true;
+  resolve_slot(s, *key);
+  return read_slot(s, key, entry, context);
+}
+
 // What the driver frees with a context (the analyzer's freed_with_context): the allocations of its allocation
 // calls and the pool blocks; not VMM handles, reservations, imports or registered host memory.
 bool freed_with_context(uint64_t key, Memory memory) {
@@ -204,13 +241,14 @@ bool freed_with_context(uint64_t key, Memory memory) {
          memory == Memory::kHostPinned;
 }
 
-// CONTEXT_DESTROY: as the analyzer's on_context_destroy. Rare (a context's end), so a scan of the table.
+// CONTEXT_DESTROY: as the analyzer's on_context_destroy. Rare (a context's end), so a scan of the table. An entry
+// noted unresolved is resolved first: the event comes before the driver destroys the context (hook_events.h).
 void destroy_context(const MemoryEvent& e) {
   const bool primary = e.address == 0 || e.api == Api::kCudaDeviceReset || e.api == Api::kCuDevicePrimaryCtxReset;
   for (size_t i = 0; i <= g_mask; i++) {
     uint64_t key, context;
     LiveEntry entry;
-    if (!read_slot(g_slots[i], &key, &entry, &context)) continue;
+    if (!read_resolved_slot(g_slots[i], &key, &entry, &context)) continue;
     if (entry.device != e.device || !freed_with_context(key, entry.memory)) continue;
     if (context == 0 ? !primary : !(e.address == 0 || context == e.address)) continue;
     uint64_t expected = key;
@@ -220,7 +258,8 @@ void destroy_context(const MemoryEvent& e) {
 
 }  // namespace
 
-bool live_set_init(size_t capacity) {
+bool live_set_init(size_t capacity, PointerResolver resolve) {
+  g_resolve = resolve;
   if (g_slots) return true;
   if (capacity < 2 || (capacity & (capacity - 1))) return false;
   void* p = mmap(nullptr, capacity * sizeof(Slot), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
@@ -275,6 +314,15 @@ void live_set_note(const MemoryEvent& e) {
   live_set_keys_of(e, &allocated, &freed, &freed_alt);
   if (allocated) insert(allocated, e);
   if (freed && !remove(freed) && freed_alt) remove(freed_alt);
+}
+
+void live_set_resolve() {
+  if (!g_slots) return;
+  for (size_t i = 0; i <= g_mask; i++) {
+    uint64_t key, context;
+    LiveEntry entry;
+    read_resolved_slot(g_slots[i], &key, &entry, &context);
+  }
 }
 
 bool live_set_find(uint64_t key, LiveEntry* out) {

@@ -3,10 +3,11 @@
 // snapshot opens the trace with (LiveAtAttach records).
 //
 // The hot path of a dormant process is live_set_note() and nothing else, so it must cost little: at most 20 ns an
-// event over no tracer (bench/dormant_event). A fixed-capacity open-addressing table of atomics, mapped once at
-// the first event (virtual memory until used), without a lock: an ALLOC claims an empty slot with a
-// compare-and-swap on its key, a FREE clears it (a tombstone). Full: the allocation is counted as not kept, and the
-// attach says how many (Notice ATTACH_INCOMPLETE), never a wrong size.
+// event over no tracer (bench/dormant_event). A plain device allocation is noted without its device and context,
+// which the hook would have to ask the driver for; live_set_resolve asks for them before the set is read. A
+// fixed-capacity open-addressing table of atomics, mapped once at the first event (virtual memory until used), without
+// a lock: an ALLOC claims an empty slot with a compare-and-swap on its key, a FREE clears it (a tombstone). Full: the
+// allocation is counted as not kept, and the attach says how many (Notice ATTACH_INCOMPLETE), never a wrong size.
 //
 // The set is kept while the trace runs too (under the recorder's lock, by record_event), so that a detach returns
 // to a set that is still exact and a later attach opens with it again.
@@ -19,12 +20,24 @@
 
 namespace memtrace {
 
-// Maps the table (`capacity` slots, a power of two). False when the memory could not be mapped. Once.
-bool live_set_init(size_t capacity);
+// The device and context of the allocation at `address`, from the driver (hooks/resolver.cc:
+// device_and_context_of_pointer; 0: no context); false when it cannot say.
+using PointerResolver = bool (*)(uint64_t address, int32_t* device, uint64_t* context);
+
+// Maps the table (`capacity` slots, a power of two); `resolve` gives the device and context of entries noted
+// without them. False when the memory could not be mapped. Once.
+bool live_set_init(size_t capacity, PointerResolver resolve);
 
 // Applies one event: an allocation (ALLOC, and CU_MEM_CREATE's handle, cuMemAddressReserve's range) is added, the
-// matching free removed. Other kinds are ignored. Thread-safe, lock-free, never allocates.
+// matching free removed. Other kinds are ignored. Thread-safe, lock-free, never allocates. An ALLOC of device
+// kDeviceUnresolved (record/recorder.h) is kept so until live_set_resolve; a CONTEXT_DESTROY resolves the entries
+// it looks at first (the driver is asked before the context goes).
 void live_set_note(const MemoryEvent& event);
+
+// Gives every entry noted with kDeviceUnresolved its device and context from the resolver (-1 and none where the
+// driver cannot say): before an attach or snapshot lists the set, while the memory is still allocated. One
+// driver call per such entry; never under the recorder's lock. Entries noted unresolved while it runs may stay so.
+void live_set_resolve();
 
 // Calls `visit(entry, context)` for each live allocation. Concurrent notes may or may not be seen: the caller
 // (recorder_attach) makes that exact (docs/attach.md).

@@ -47,15 +47,13 @@ void driver_mipmapped_array_create_done(CUresult r, const CUmipmappedArray* hand
 // ---- definitions -------------------------------------------------------------------------------------------
 
 [[gnu::always_inline]] inline void driver_mem_alloc_done(CUresult r, const CUdeviceptr* dptr, size_t bytesize) {
-  on_alloc(Api::kCuMemAlloc, Layer::kDriver, r == CUDA_SUCCESS, r == kDriverOom, dptr ? *dptr : 0, bytesize, 0,
-           current_device(), r);
+  on_device_alloc(Api::kCuMemAlloc, r == CUDA_SUCCESS, r == kDriverOom, dptr ? *dptr : 0, bytesize, r);
 }
 
 [[gnu::always_inline]] inline void driver_mem_alloc_pitch_done(CUresult r, const CUdeviceptr* dptr, const size_t* pitch,
                                                                size_t width, size_t height) {
   bool ok = r == CUDA_SUCCESS;
-  on_alloc(Api::kCuMemAllocPitch, Layer::kDriver, ok, r == kDriverOom, ok ? *dptr : 0,
-           ok ? *pitch * height : width * height, 0, current_device(), r);
+  on_device_alloc(Api::kCuMemAllocPitch, ok, r == kDriverOom, ok ? *dptr : 0, ok ? *pitch * height : width * height, r);
 }
 
 [[gnu::always_inline]] inline void driver_mem_alloc_managed_done(CUresult r, const CUdeviceptr* dptr, size_t bytesize) {
@@ -73,7 +71,7 @@ void driver_mipmapped_array_create_done(CUresult r, const CUmipmappedArray* hand
                                                                CUstream stream, bool per_thread_stream) {
   record_async_alloc({.layer = Layer::kBlock,
                       .api = Api::kCuMemAllocAsync,
-                      .device = current_device(),
+                      .device = kDeviceUnresolved,
                       .stream = stream_value(stream),
                       .address = dptr ? *dptr : 0,
                       .size = bytesize,

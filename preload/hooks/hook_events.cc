@@ -40,12 +40,21 @@ void record_context_alloc(MemoryEvent e, bool ok, bool out_of_memory) {
   record_alloc(e, ok, out_of_memory);
 }
 
-void on_alloc(Api api, Layer layer, bool ok, bool out_of_memory, uint64_t address, uint64_t size, uint64_t stream,
-              int device, int result) {
-  record_context_alloc({.layer = layer,
+void on_device_alloc(Api api, bool ok, bool out_of_memory, uint64_t address, uint64_t size, int result) {
+  // The event is made twice rather than once before the test: a traced allocation pays only the test.
+  if (ok && trace_dormant()) {
+    const MemoryEvent e{.kind = EventKind::kAlloc,
+                        .layer = Layer::kDriver,
                         .api = api,
-                        .device = device,
-                        .stream = stream,
+                        .device = kDeviceUnresolved,
+                        .address = address,
+                        .size = size,
+                        .result = result};
+    if (note_in_live_set_if_dormant(e)) return;
+  }
+  record_context_alloc({.layer = Layer::kDriver,
+                        .api = api,
+                        .device = current_device(),
                         .address = address,
                         .size = size,
                         .result = result},
@@ -63,7 +72,10 @@ int pool_block_device(bool ok, uint64_t address) {
 }
 
 void record_async_alloc(MemoryEvent e, bool ok, bool out_of_memory, bool per_thread_stream) {
+  e.kind = EventKind::kAlloc;
   if (ok) e.capture_id = stream_capture_id(e.stream, per_thread_stream);
+  if (ok && trace_dormant() && note_in_live_set_if_dormant(e)) return;
+  if (e.device == kDeviceUnresolved) e.device = current_device();
   record_alloc(e, ok, out_of_memory);
   // The pool may have grown to hold the block (a captured allocation is not memory until the graph runs).
   if (ok && e.capture_id == 0) sample_pool_after_alloc(e.api, e.device, e.address);

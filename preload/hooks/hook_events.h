@@ -36,9 +36,11 @@ void record_alloc(MemoryEvent e, bool ok, bool out_of_memory);
 // same device. One driver call, for allocations that succeeded.
 void record_context_alloc(MemoryEvent e, bool ok, bool out_of_memory);
 
-// A plain allocation of device memory (record_context_alloc), from its parts.
-void on_alloc(Api api, Layer layer, bool ok, bool out_of_memory, uint64_t address, uint64_t size, uint64_t stream,
-              int device, int result);
+// A plain allocation of device memory in the current context (cudaMalloc, cuMemAlloc and their pitched forms):
+// record_context_alloc of the current device. In a dormant process an allocation that succeeded is noted in the
+// live set without its device and context, which the set asks the driver for at attach (recorder.h:
+// note_in_live_set_if_dormant): neither is needed before then, and asking took two driver calls an allocation.
+void on_device_alloc(Api api, bool ok, bool out_of_memory, uint64_t address, uint64_t size, int result);
 
 // The device and size of a free are those of the allocation it frees: the analyzer takes them from there,
 // so a block freed while another device is current is still charged to its own.
@@ -102,6 +104,8 @@ int pool_block_device(bool ok, uint64_t address);
 // A stream-ordered allocation: made while its stream is being captured, it is a memory node of the graph
 // being built, not memory yet (capture_id). One driver call, only for allocations that succeeded; then the
 // pool is sampled (it may have grown to hold the block). `per_thread_stream`: a _ptsz entry point.
+// `e.device` kDeviceUnresolved: the current device, looked up only where the event is recorded; in a dormant
+// process the live set resolves it (as on_device_alloc's), and no pool is sampled (nothing would record it).
 void record_async_alloc(MemoryEvent e, bool ok, bool out_of_memory, bool per_thread_stream);
 
 // The free event of a stream-ordered free; one driver call for the capture check, by the outermost hook only.

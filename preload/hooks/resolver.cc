@@ -13,6 +13,7 @@
 
 #include "hooks/export.h"
 #include "hooks/resolver.h"
+#include "record/clients.h"
 
 namespace memtrace {
 namespace {
@@ -224,6 +225,17 @@ int device_of_pointer(uint64_t address, int fallback) {
   int ordinal = -1;
   if (!fn || fn(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address) != CUDA_SUCCESS) return fallback;
   return ordinal;
+}
+
+bool device_and_context_of_pointer(uint64_t address, int32_t* device, uint64_t* context) {
+  auto fn = helper_fn<CUresult (*)(void*, CUpointer_attribute, CUdeviceptr)>(kPointerGetAttribute);
+  int ordinal = -1;
+  if (!fn || fn(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address) != CUDA_SUCCESS) return false;
+  CUcontext made_in = nullptr;
+  if (fn(&made_in, CU_POINTER_ATTRIBUTE_CONTEXT, address) != CUDA_SUCCESS) made_in = nullptr;
+  *device = ordinal;
+  *context = reinterpret_cast<uintptr_t>(made_in);
+  return true;
 }
 
 uint64_t current_context() {

@@ -18,8 +18,7 @@ MEMTRACE_EXPORT cudaError_t cudaMalloc(void** devPtr, size_t size) {
   HookScope scope;
   cudaError_t r = real(devPtr, size);
   if (scope.outermost())
-    on_alloc(Api::kCudaMalloc, Layer::kDriver, r == cudaSuccess, r == kRuntimeOom, devPtr ? ptr_value(*devPtr) : 0,
-             size, 0, current_device(), r);
+    on_device_alloc(Api::kCudaMalloc, r == cudaSuccess, r == kRuntimeOom, devPtr ? ptr_value(*devPtr) : 0, size, r);
   return r;
 }
 
@@ -40,8 +39,8 @@ MEMTRACE_EXPORT cudaError_t cudaMallocPitch(void** devPtr, size_t* pitch, size_t
   cudaError_t r = real(devPtr, pitch, width, height);
   if (scope.outermost()) {
     bool ok = r == cudaSuccess;
-    on_alloc(Api::kCudaMallocPitch, Layer::kDriver, ok, r == kRuntimeOom, ok ? ptr_value(*devPtr) : 0,
-             ok ? *pitch * height : width * height, 0, current_device(), r);
+    on_device_alloc(Api::kCudaMallocPitch, ok, r == kRuntimeOom, ok ? ptr_value(*devPtr) : 0,
+                    ok ? *pitch * height : width * height, r);
   }
   return r;
 }
@@ -96,7 +95,7 @@ namespace {
   if (scope.outermost())
     record_async_alloc({.layer = Layer::kBlock,
                         .api = Api::kCudaMallocAsync,
-                        .device = current_device(),
+                        .device = kDeviceUnresolved,
                         .stream = stream_value(stream),
                         .address = devPtr ? ptr_value(*devPtr) : 0,
                         .size = size,

@@ -1,8 +1,9 @@
 // What the trace's lifecycle and hot path need from the tracer's other rooms, declared here and defined
-// there: the samplers (samplers/device_usage.cc) and the process hooks (hooks/process_hooks.cc) include
+// there: the samplers (samplers/device_usage.cc), the resolver and the process hooks (hooks/) include
 // record/ to record, and record/ includes neither of them, so dependencies point one way. The functions
 // are bound at link time (a direct call on the hot path, as cheap as before the rooms were split).
 #pragma once
+#include <cstdint>
 
 namespace memtrace {
 
@@ -26,6 +27,13 @@ int device_usage_sample_all();
 // the device.
 bool device_usage_baseline(int device, uint64_t* free_bytes, uint64_t* total_bytes, bool* has_process_used,
                            uint64_t* process_used_bytes);
+
+// ---- defined by hooks/resolver.cc ----
+
+// The device and context of the allocation at `address` (cuPointerGetAttribute: DEVICE_ORDINAL, CONTEXT; context 0
+// when the driver names none), for the live set's entries a dormant hook noted without them
+// (attach/live_set.h: live_set_resolve). False when the driver cannot say. Not for a hook's own event.
+bool device_and_context_of_pointer(uint64_t address, int32_t* device, uint64_t* context);
 
 // ---- defined by hooks/process_hooks.cc ----
 

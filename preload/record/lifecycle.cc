@@ -45,6 +45,7 @@ void on_fork_parent();
 void on_fork_child();
 void reset_in_flight_counts();
 void register_membarrier();
+void stop_resolving_live_set();
 
 void* map_bytes(size_t n) {
   void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -234,6 +235,7 @@ void on_fork_child() {
   stack_capture_fork_child();
   t_tid = 0;
   g_generation.fetch_add(1);
+  stop_resolving_live_set();  // an attach or snapshot of the parent's control thread is not the child's
   if (g_state.load() == kDormant) {
     // The parent's live set is not the child's memory, nor its endpoint the child's: it starts again at its
     // own first event. Threads that were inside the dormant path at the fork are not the child's: their counts go.
@@ -267,7 +269,7 @@ constexpr size_t kLiveSetCapacity = size_t{1} << 20;
 
 // MEMTRACE_START=dormant at the first event: the live set and the endpoint, no file.
 void start_dormant() {
-  if (!live_set_init(kLiveSetCapacity)) {
+  if (!live_set_init(kLiveSetCapacity, device_and_context_of_pointer)) {
     fprintf(stderr, "memtrace: cannot map the live set (%s); not tracing this process\n", strerror(errno));
     return;
   }
@@ -301,6 +303,10 @@ constexpr size_t kOwnedCounts = 256;
 constexpr size_t kSharedCounts = 16;
 InFlightCount g_owned_counts[kOwnedCounts];
 InFlightCount g_shared_counts[kSharedCounts];
+// An attach or snapshot is resolving the live set (resolve_live_set): a dormant hook looks its allocation's device
+// and context up itself instead of leaving them to the set (note_in_live_set_if_dormant refuses). Read inside the
+// counted section, as the state is, so that the attach's wait covers every entry noted unresolved before it.
+std::atomic<bool> g_live_set_resolving{false};
 std::atomic<size_t> g_owned_claimed{0};
 bool g_membarrier_ready = false;  // registered at the dormant start, before any dormant event
 MEMTRACE_TLS InFlightCount* t_owned_count;
@@ -339,26 +345,31 @@ void reset_in_flight_counts() {
   for (InFlightCount& c : g_shared_counts) c.count.store(0, std::memory_order_relaxed);
 }
 
-// True when `e` was noted in the dormant live set; false when the state was not kDormant by then.
+// True when `e` was noted in the dormant live set; false when the state was not kDormant by then, or, for an
+// event whose device is unresolved (`kUnresolved`), when an attach or snapshot is resolving the set.
+template <bool kUnresolved>
 bool note_dormant(const MemoryEvent& e) {
   InFlightCount* owned = t_count_chosen ? t_owned_count : choose_count();
   if (owned) {
     owned->count.store(owned->count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     std::atomic_signal_fence(std::memory_order_seq_cst);  // the heavy side is recorder_attach's membarrier
-    const bool dormant = g_state.load(std::memory_order_relaxed) == kDormant;
+    const bool dormant = g_state.load(std::memory_order_relaxed) == kDormant &&
+                         !(kUnresolved && g_live_set_resolving.load(std::memory_order_relaxed));
     if (dormant) live_set_note(e);
     owned->count.store(owned->count.load(std::memory_order_relaxed) - 1, std::memory_order_release);
     return dormant;
   }
   InFlightCount& shared = g_shared_counts[(reinterpret_cast<uintptr_t>(&t_stripe_anchor) >> 6) % kSharedCounts];
   shared.count.fetch_add(1, std::memory_order_seq_cst);
-  const bool dormant = g_state.load(std::memory_order_seq_cst) == kDormant;
+  const bool dormant = g_state.load(std::memory_order_seq_cst) == kDormant &&
+                       !(kUnresolved && g_live_set_resolving.load(std::memory_order_seq_cst));
   if (dormant) live_set_note(e);
   shared.count.fetch_sub(1, std::memory_order_release);
   return dormant;
 }
 
-// After the state left kDormant (a sequentially consistent store): waits until no thread is in the dormant path.
+// After the state left kDormant or the set began resolving (a sequentially consistent store): waits until no
+// thread is in the dormant path.
 void wait_for_dormant_threads() {
   // Refused after it was registered: cannot happen (the same call succeeded at registration), but without the
   // barrier the owned counts could be read too early, so wait out a scheduling round as the next best thing.
@@ -368,6 +379,19 @@ void wait_for_dormant_threads() {
   for (InFlightCount& c : g_shared_counts)
     while (c.count.load(std::memory_order_seq_cst) != 0) sched_yield();
 }
+
+// Before an attach or snapshot lists the live set: from here on a dormant hook looks its allocation's device and
+// context up itself, the threads that noted one without them are waited for, and the set's unresolved entries are
+// resolved (live_set_resolve). So the set holds none once the attach's window opens: a free in the window of an
+// unresolved entry could not be resolved any more (its memory is gone by the time the baseline is composed), nor
+// may the driver be asked under g_lock. Until stop_resolving_live_set (a snapshot's end, a detach, a failed attach).
+void resolve_live_set() {
+  g_live_set_resolving.store(true);
+  wait_for_dormant_threads();
+  live_set_resolve();
+}
+
+void stop_resolving_live_set() { g_live_set_resolving.store(false); }
 
 // ---- the attach window (g_lock) ----------------------------------------------------------------------------
 // From the TraceStart of an attach until its baseline is written, the keys that events recorded meanwhile
@@ -860,11 +884,17 @@ bool record_event_not_running(const MemoryEvent& e) {
     if (state == kRunning) return true;
     if (state == kOff) return false;
     if (state == kDormant) {
-      if (note_dormant(e)) return false;
+      if (note_dormant</*kUnresolved=*/false>(e)) return false;
       continue;  // attached meanwhile: recorded
     }
     start_trace_once();
   }
+}
+
+bool trace_dormant() { return g_state.load(std::memory_order_acquire) == kDormant; }
+
+bool note_in_live_set_if_dormant(const MemoryEvent& e) {
+  return g_state.load(std::memory_order_acquire) == kDormant && note_dormant</*kUnresolved=*/true>(e);
 }
 
 bool note_live_set_locked(const MemoryEvent& e) {
@@ -925,6 +955,7 @@ void recorder_attach(const char* output_pattern, TraceOrigin origin, AttachOutco
     if (origin == TraceOrigin::kAttachInjected) injected_sources_disable();
     return;
   }
+  resolve_live_set();
   window->injected = origin == TraceOrigin::kAttachInjected;
   pthread_mutex_lock(&g_flush_lock);
   // (a)
@@ -933,6 +964,7 @@ void recorder_attach(const char* output_pattern, TraceOrigin origin, AttachOutco
   if (!begin_attached_trace(output_pattern, out)) {
     g_attach_start = previous;
     pthread_mutex_unlock(&g_flush_lock);
+    stop_resolving_live_set();
     munmap(window, sizeof(Window));
     if (origin == TraceOrigin::kAttachInjected) injected_sources_disable();
     return;
@@ -1008,6 +1040,9 @@ void recorder_detach(AttachOutcome* out) {
   pthread_mutex_lock(&g_lock);
   transition(LifecycleEvent::kDetached);
   pthread_mutex_unlock(&g_lock);
+  // Every entry has its device: those from before the attach were resolved then, the rest came from the trace's
+  // events. Dormant hooks may leave them unresolved again.
+  stop_resolving_live_set();
   finish_locked(EndHow::kDetach, 0);
   print_end_line_after_detach();
   snprintf(out->path, sizeof out->path, "%s", g_trace_path);
@@ -1035,8 +1070,10 @@ void recorder_snapshot(const char* output_pattern, AttachOutcome* out) {
   static Staging staging;
   staging = Staging{};
   char why[256] = "";
+  resolve_live_set();
   const bool listed = stage_baseline(&staging, g_injected ? TraceOrigin::kAttachInjected : TraceOrigin::kAttachDormant,
                                      why, sizeof why);
+  stop_resolving_live_set();
   pthread_mutex_lock(&g_lock);
   bool written = append_baseline_records_locked(staging, nullptr,
                                                 staging.overflow + live_set_overflow() + live_set_not_followed());

@@ -37,9 +37,23 @@ struct MemoryEvent {
   uint64_t context = 0;  // driver-layer ALLOC: the current CUcontext
 };
 
+// MemoryEvent.device of an allocation whose device and context the hook did not look up: a dormant process's
+// plain device allocation (note_in_live_set_if_dormant). Never recorded in a trace.
+constexpr int32_t kDeviceUnresolved = -2;
+
 // Records one event with the calling thread's stack (for allocations and OOMs). Thread-safe; never throws;
 // takes the recorder's lock only after the stack is captured. A no-op when tracing is off.
 void record_event(const MemoryEvent& event);
+
+// A dormant process's allocation `event` (MEMTRACE_START=dormant, docs/attach.md), with device kDeviceUnresolved
+// and no context: noted in the live set, which asks the driver for both from the address when an attach or
+// snapshot reads it (attach/live_set.h: live_set_resolve), so that the hook need not ask on every allocation.
+// True when noted. False when the caller must look them up and record the event with record_event: the trace
+// runs or has not started, or an attach is resolving the set now. Only for memory whose device and context the
+// driver's pointer attributes name (resolver.cc: device_and_context_of_pointer). Thread-safe, lock-free.
+bool note_in_live_set_if_dormant(const MemoryEvent& event);
+// Whether the state is dormant now: the test before an event is made for note_in_live_set_if_dormant, which decides.
+bool trace_dormant();
 
 // Records a DEVICE_USAGE `event` (no stack) with NVML's list of the other processes on its device: `others`
 // (`count` <= kMaxNvmlProcesses, ascending pids; nullptr with `list_known` false where NVML's list gave no

@@ -152,7 +152,8 @@ int memory_free_context(const void* context) {
   return freed;
 }
 
-bool memory_lookup(uintptr_t address, int* device, uintptr_t* start, uint64_t* size, MemoryKind* kind) {
+bool memory_lookup(uintptr_t address, int* device, uintptr_t* start, uint64_t* size, MemoryKind* kind,
+                   const void** context) {
   State& s = state();
   std::lock_guard<std::mutex> guard(s.lock);
   auto it = s.allocations.upper_bound(address);
@@ -163,6 +164,7 @@ bool memory_lookup(uintptr_t address, int* device, uintptr_t* start, uint64_t* s
   *start = it->first;
   *size = it->second.size;
   *kind = it->second.kind;
+  if (context) *context = it->second.context;
   return true;
 }
 

@@ -42,8 +42,10 @@ int memory_free_context(const void* context);
 // Releases an allocation made by memory_allocate. Returns false (and does nothing) for an address that
 // is not the start of a live allocation.
 bool memory_free(uintptr_t address);
-// Device and size of the live allocation containing `address`; false when there is none.
-bool memory_lookup(uintptr_t address, int* device, uintptr_t* start, uint64_t* size, MemoryKind* kind);
+// Device and size of the live allocation containing `address`; false when there is none. `context`, when
+// given, gets the context it was made in (null: none).
+bool memory_lookup(uintptr_t address, int* device, uintptr_t* start, uint64_t* size, MemoryKind* kind,
+                   const void** context = nullptr);
 
 // Physical allocations (cuMemCreate): a charge without an address, identified by a handle.
 uint64_t physical_create(int device, uint64_t size);  // 0 when the device is out of memory

@@ -124,8 +124,8 @@ static CUresult cuMemFreeAsync_ptsz_untraced(CUdeviceptr pointer, CUstream strea
   return free_async(pointer, stream, true);
 }
 
-// Answers the attributes a profiler asks about an address: its device, its allocation's range and
-// its memory type. Anything else is CUDA_ERROR_INVALID_VALUE.
+// Answers the attributes a profiler asks about an address: its device, the context it was made in, its
+// allocation's range and its memory type. Anything else is CUDA_ERROR_INVALID_VALUE.
 CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr pointer) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (!data) return CUDA_ERROR_INVALID_VALUE;
@@ -133,9 +133,13 @@ CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdevi
   uintptr_t start = 0;
   uint64_t size = 0;
   MemoryKind kind;
-  if (!memory_lookup(pointer, &device, &start, &size, &kind)) return CUDA_ERROR_INVALID_VALUE;
+  const void* context = nullptr;
+  if (!memory_lookup(pointer, &device, &start, &size, &kind, &context)) return CUDA_ERROR_INVALID_VALUE;
   switch (attribute) {
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *static_cast<int*>(data) = device; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_CONTEXT:  // null for memory made in no context (an import)
+      *static_cast<CUcontext*>(data) = static_cast<CUcontext>(const_cast<void*>(context));
+      return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr*>(data) = start; return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<size_t*>(data) = size; return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:  // null for memory that is not a pool block

@@ -205,6 +205,31 @@ TEST(Driver, CreatedContextIsNotThePrimaryContext) {
   EXPECT_EQ(free_bytes(), kTotalBytes);
 }
 
+// What a dormant tracer asks at attach (resolver.cc: device_and_context_of_pointer): the device and context an
+// address was allocated on and in, for any address inside the allocation; an address of none is refused.
+TEST(Driver, PointerAttributesNameTheDeviceAndContextOfTheAllocation) {
+  bind(1);
+  CUcontext primary = nullptr, own = nullptr;
+  ASSERT_EQ(cuDevicePrimaryCtxRetain(&primary, 1), CUDA_SUCCESS);
+  CUdeviceptr in_primary = 0, in_own = 0;
+  ASSERT_EQ(cuMemAlloc_v2(&in_primary, 2 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxCreate_v4(&own, nullptr, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc_v2(&in_own, kMiB), CUDA_SUCCESS);
+  int device = -1;
+  CUcontext context = nullptr;
+  EXPECT_EQ(cuPointerGetAttribute(&device, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, in_primary), CUDA_SUCCESS);
+  EXPECT_EQ(device, 1);
+  EXPECT_EQ(cuPointerGetAttribute(&context, CU_POINTER_ATTRIBUTE_CONTEXT, in_primary + 4096), CUDA_SUCCESS);
+  EXPECT_EQ(context, primary);
+  EXPECT_EQ(cuPointerGetAttribute(&context, CU_POINTER_ATTRIBUTE_CONTEXT, in_own), CUDA_SUCCESS);
+  EXPECT_EQ(context, own);
+  ASSERT_EQ(cuCtxDestroy_v2(own), CUDA_SUCCESS);
+  EXPECT_EQ(cuPointerGetAttribute(&context, CU_POINTER_ATTRIBUTE_CONTEXT, in_own), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuCtxSetCurrent(primary), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree_v2(in_primary), CUDA_SUCCESS);
+  EXPECT_EQ(free_bytes(), kTotalBytes);
+}
+
 TEST(Driver, OnlyDeferredMappingArraysHaveMemoryRequirements) {
   bind(0);
   CUarray plain = nullptr, deferred = nullptr;

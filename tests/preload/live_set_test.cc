@@ -47,6 +47,36 @@ MemoryEvent free_of(Layer layer, Api api, uint64_t address, int32_t result = 0) 
   return e;
 }
 
+// The driver's answers for the entries noted unresolved (a dormant hook's device allocations): address -> device and
+// context; an address not listed is one the driver cannot say anything about.
+struct Resolved {
+  uint64_t address;
+  int32_t device;
+  uint64_t context;
+};
+constexpr Resolved kDriverKnows[] = {{0x1000, 1, 0xC1}, {0x4000, 1, 0xC1}, {0x5000, 0, 0xA}, {0x6000, 0, 0xB}};
+int g_resolver_calls = 0;
+
+bool fake_resolve(uint64_t address, int32_t* device, uint64_t* context) {
+  g_resolver_calls++;
+  for (const Resolved& r : kDriverKnows) {
+    if (r.address != address) continue;
+    *device = r.device;
+    *context = r.context;
+    return true;
+  }
+  return false;
+}
+
+MemoryEvent context_destroy(int32_t device, uint64_t context) {
+  MemoryEvent e;
+  e.kind = EventKind::kContextDestroy;
+  e.api = Api::kCuCtxDestroy;
+  e.device = device;
+  e.address = context;
+  return e;
+}
+
 constexpr int kDriver = static_cast<int>(Layer::kDriver);
 constexpr int kBlock = static_cast<int>(Layer::kBlock);
 constexpr int kMalloc = static_cast<int>(Api::kCudaMalloc);
@@ -54,8 +84,11 @@ constexpr int kTorch = static_cast<int>(Api::kTorchAllocator);
 
 class LiveSetTest : public testing::Test {
  protected:
-  static void SetUpTestSuite() { ASSERT_TRUE(live_set_init(8)); }
-  void SetUp() override { live_set_clear(); }
+  static void SetUpTestSuite() { ASSERT_TRUE(live_set_init(8, fake_resolve)); }
+  void SetUp() override {
+    live_set_clear();
+    g_resolver_calls = 0;
+  }
 };
 
 TEST_F(LiveSetTest, ABlockAndItsSegmentAtOneAddressAreTwoEntries) {
@@ -200,6 +233,47 @@ TEST_F(LiveSetTest, KeysSayWhatAnEventAllocatesAndFrees) {
   EXPECT_EQ(entry.size, 4096u);
   EXPECT_EQ(entry.device, 1);
   EXPECT_FALSE(live_set_find(freed_alt, &entry));
+}
+
+// A dormant hook's allocations come without device and context; live_set_resolve asks the driver once per such
+// entry: a driver pointer takes both, a pool block the device only (as when the hook looks them up), an address the
+// driver does not know gets device -1. Entries noted with their device are not asked about.
+TEST_F(LiveSetTest, ResolvingGivesUnresolvedEntriesTheirDeviceAndContext) {
+  constexpr int kAsync = static_cast<int>(Api::kCudaMallocAsync);
+  live_set_note(alloc(Layer::kDriver, Api::kCudaMalloc, 0x1000, 100, kDeviceUnresolved));
+  live_set_note(alloc(Layer::kDriver, Api::kCudaMalloc, 0x2000, 200, /*device=*/0, /*context=*/0xC0));
+  live_set_note(alloc(Layer::kDriver, Api::kCudaMalloc, 0x3000, 300, kDeviceUnresolved));
+  live_set_note(alloc(Layer::kBlock, Api::kCudaMallocAsync, 0x4000, 400, kDeviceUnresolved));
+  EXPECT_EQ(rows(), (std::vector<Row>{{kDriver, kMalloc, -2, 0x1000, 100, 0},
+                                      {kDriver, kMalloc, -2, 0x3000, 300, 0},
+                                      {kDriver, kMalloc, 0, 0x2000, 200, 0},
+                                      {kBlock, kAsync, -2, 0x4000, 400, 0}}));
+  live_set_resolve();
+  const std::vector<Row> resolved{{kDriver, kMalloc, -1, 0x3000, 300, 0},
+                                  {kDriver, kMalloc, 0, 0x2000, 200, 0},
+                                  {kDriver, kMalloc, 1, 0x1000, 100, 0},
+                                  {kBlock, kAsync, 1, 0x4000, 400, 0}};
+  EXPECT_EQ(rows(), resolved);
+  EXPECT_EQ(g_resolver_calls, 3);
+  live_set_resolve();  // nothing left to ask
+  EXPECT_EQ(g_resolver_calls, 3);
+  EXPECT_EQ(rows(), resolved);
+  // The context each was given: destroying 0xC1 frees the cudaMalloc made in it, not the pool block.
+  live_set_note(context_destroy(1, 0xC1));
+  EXPECT_EQ(rows(), (std::vector<Row>{{kDriver, kMalloc, -1, 0x3000, 300, 0},
+                                      {kDriver, kMalloc, 0, 0x2000, 200, 0},
+                                      {kBlock, kAsync, 1, 0x4000, 400, 0}}));
+}
+
+// A context's destroy comes before the driver destroys it: the entries still unresolved are resolved by its scan,
+// so it frees those made in that context and leaves the others, with their device.
+TEST_F(LiveSetTest, AContextDestroyResolvesTheEntriesItLooksAt) {
+  live_set_note(alloc(Layer::kDriver, Api::kCuMemAlloc, 0x5000, 500, kDeviceUnresolved));
+  live_set_note(alloc(Layer::kDriver, Api::kCuMemAlloc, 0x6000, 600, kDeviceUnresolved));
+  live_set_note(context_destroy(0, 0xA));
+  constexpr int kCuMemAlloc = static_cast<int>(Api::kCuMemAlloc);
+  EXPECT_EQ(rows(), (std::vector<Row>{{kDriver, kCuMemAlloc, 0, 0x6000, 600, 0}}));
+  EXPECT_EQ(g_resolver_calls, 2);
 }
 
 }  // namespace
