@@ -94,7 +94,7 @@ def check_trace(c, memtrace, trace, number, samples, mode):
             driver_rows = [l for l in f if (",ALLOC," in l or ",FREE," in l) and ",TORCH_ALLOCATOR," not in l]
     except OSError:
         driver_rows = []
-    if attach.get("driver_layer_attached", True):
+    if mode == "dormant" or attach.get("driver_layer_attached", True):  # dormant: the preloaded hooks see it
         c.check(f"{label} driver API events while attached", ">= 1", len(driver_rows), ok=len(driver_rows) >= 1)
     else:
         c.check(f"{label} driver API events while attached (CUPTI busy: the PyTorch layer only)", 0,
