@@ -130,30 +130,6 @@ void replay_all(Analysis& analysis, PeakCapture* peaks) {
     analysis.final_fragmentation[device] = analysis.model.fragmentation(device);
 }
 
-// Replays again up to the last peak of `devices`, snapshotting each device at its own peak event.
-void collect_live_at_peak(Analysis& analysis, const std::vector<int32_t>& devices, const SiteGrouping& grouping) {
-  std::map<uint64_t, std::vector<int32_t>> devices_by_peak_event;
-  for (int32_t device : devices)
-    devices_by_peak_event[analysis.model.devices().at(device).peak_allocated().event_index].push_back(device);
-  std::vector<uint64_t> moments;
-  for (const auto& [event_index, at_peak] : devices_by_peak_event) moments.push_back(event_index);
-
-  MemoryModel replay;
-  replay_to_moments(analysis.path, analysis.model.layer_hints(), replay, moments, [&](uint64_t event_index) {
-    for (int32_t device : devices_by_peak_event.at(event_index)) {
-      std::vector<LiveAllocation> live, outside;
-      const DeviceState& state = replay.devices().at(device);
-      replay.visit_live([&](const LiveAllocation& a) {
-        if (state.counts_as_allocated(a)) live.push_back(a);
-        else if (PeakCapture::is_outside_candidate(state, a)) outside.push_back(a);
-      });
-      analysis.live_at_peak[device] = group_by_call_site(live, grouping);
-      analysis.outside_at_peak[device] = group_by_call_site(outside);  // one site per stack
-      analysis.fragmentation_at_peak[device] = replay.fragmentation(device);
-    }
-  });
-}
-
 }  // namespace
 
 const proto::Device* TraceInfo::device(uint32_t ordinal) const {
@@ -172,6 +148,34 @@ std::optional<uint64_t> Analysis::last_event_unix_ns() const {
   uint64_t start = info.start->start_unix_ns();
   if (last_event_time_ns < 0 && uint64_t(-(last_event_time_ns + 1)) >= start) return 0;
   return start + uint64_t(last_event_time_ns);  // modular: adding a negative time subtracts it
+}
+
+void collect_live_at_peak(Analysis& analysis, const std::vector<int32_t>& devices, const SiteGrouping& grouping) {
+  std::map<ReplayMoment, std::vector<int32_t>> devices_by_peak;
+  for (int32_t device : devices)
+    devices_by_peak[ReplayMoment::of(analysis.model.devices().at(device).peak_allocated())].push_back(device);
+  std::vector<ReplayMoment> moments;
+  for (const auto& [moment, at_peak] : devices_by_peak) moments.push_back(moment);
+
+  MemoryModel replay;
+  replay_to_moments(analysis.path, analysis.model.layer_hints(), replay, moments, [&](ReplayMoment moment) {
+    for (int32_t device : devices_by_peak.at(moment)) {
+      std::vector<LiveAllocation> live, outside;
+      const DeviceState& state = replay.devices().at(device);
+      replay.visit_live([&](const LiveAllocation& a) {
+        if (state.counts_as_allocated(a)) live.push_back(a);
+        else if (PeakCapture::is_outside_candidate(state, a)) outside.push_back(a);
+      });
+      analysis.live_at_peak[device] = group_by_call_site(live, grouping);
+      analysis.outside_at_peak[device] = group_by_call_site(outside);  // one site per stack
+      analysis.fragmentation_at_peak[device] = replay.fragmentation(device);
+    }
+  });
+}
+
+std::string origin_name(proto::TraceStart::Origin origin) {
+  return proto::TraceStart_Origin_IsValid(origin) ? proto::TraceStart_Origin_Name(origin)
+                                                  : "ORIGIN_" + std::to_string(int(origin));
 }
 
 std::unique_ptr<Analysis> analyze_trace(const std::string& path, bool with_live_at_peak) {

@@ -77,6 +77,14 @@ struct Analysis {
 // Throws TraceError (see read_trace) for a file that is not a readable trace.
 std::unique_ptr<Analysis> analyze_trace(const std::string& path, bool with_live_at_peak);
 
+// Fills live_at_peak, outside_at_peak and fragmentation_at_peak of `devices` by replaying the trace up to each one's
+// peak allocated (ReplayMoment::of: the moment before the next event where the peak was reached at attach): what
+// analyze_trace does for the devices whose peak its one pass did not capture (PeakCapture's budget).
+void collect_live_at_peak(Analysis& analysis, const std::vector<int32_t>& devices, const SiteGrouping& grouping);
+
+// TraceStart.Origin's name ("ATTACH_INJECTED"), or "ORIGIN_N" for a value this memtrace does not know.
+std::string origin_name(proto::TraceStart::Origin origin);
+
 // Seconds from trace start.
 inline double seconds(int64_t ns) { return double(ns) / 1e9; }
 

@@ -156,53 +156,38 @@ class BreakdownObserver {
  public:
   BreakdownObserver(const MemoryModel& model, std::span<const Moment> moments, bool follow_frees,
                     std::vector<MomentBreakdown>& out, StackFacts& facts)
-      : model_(model), follow_frees_(follow_frees), out_(out), facts_(facts) {
-    for (size_t i = 0; i < moments.size(); ++i) order_.push_back(i);
-    std::stable_sort(order_.begin(), order_.end(),
-                     [&](size_t a, size_t b) { return moments[a].event_index < moments[b].event_index; });
+      : model_(model), follow_frees_(follow_frees), out_(out), facts_(facts), cursor_(replay_moments(moments)) {
     out_.resize(moments.size());
-    taken_.resize(moments.size());
     for (size_t i = 0; i < moments.size(); ++i) {
       out_[i].device = moments[i].device;
       out_[i].event_index = moments[i].event_index;
     }
   }
 
-  // Before the trace's first event: a moment at event 0 whose peak the live set at attach reached (LiveAtAttach
-  // records: the replay's allocated already is that peak) is the moment before that event, as Peak::event_index
-  // (the next event's index) says; one that event 0 raises is taken after it.
+  // A moment at attach (a peak the live set at attach reached) is the state before the event it names.
   void before_event(const EventFields&) {
-    if (model_.next_event_index() == 0) take_moments_at_attach();
+    cursor_.before_event(model_.next_event_index(), [&](size_t m) { snapshot(out_[m]); });
   }
 
   ReplayStep after_event(const EventFields& event) {
     const uint64_t index = model_.next_event_index() - 1;
     if (follow_frees_ && !followed_.empty()) note_frees(event, index);
     if (event.kind() == proto::DEVICE_USAGE && !waiting_usage_.empty()) note_usage(event.device());
-    while (next_ < order_.size() && out_[order_[next_]].event_index == index) {
-      const size_t m = order_[next_++];
-      if (!taken_[m]) snapshot(out_[m]);
-    }
-    return next_ == order_.size() && followed_.empty() && waiting_usage_.empty() ? ReplayStep::kStop
-                                                                                 : ReplayStep::kGoOn;
+    cursor_.after_event(index, [&](size_t m) { snapshot(out_[m]); });
+    return cursor_.done() && followed_.empty() && waiting_usage_.empty() ? ReplayStep::kStop : ReplayStep::kGoOn;
   }
 
-  // After the replay: a trace without events (a snapshot of the live set) has its moments at attach.
+  // After the replay: a trace without events after its attach records (a snapshot of the live set) has its
+  // moments at attach there.
   void finish() {
-    if (model_.next_event_index() == 0) take_moments_at_attach();
+    cursor_.at_end(model_.next_event_index(), [&](size_t m) { snapshot(out_[m]); });
   }
 
  private:
-  void take_moments_at_attach() {
-    for (size_t m = 0; m < out_.size(); ++m) {
-      if (taken_[m] || out_[m].event_index != 0) continue;
-      auto state = model_.devices().find(out_[m].device);
-      if (state == model_.devices().end()) continue;
-      const uint64_t peak_bytes = state->second.peak_allocated().bytes;
-      if (peak_bytes == 0 || model_.totals(out_[m].device).allocated_bytes != peak_bytes) continue;
-      snapshot(out_[m]);
-      taken_[m] = true;
-    }
+  static std::vector<ReplayMoment> replay_moments(std::span<const Moment> moments) {
+    std::vector<ReplayMoment> out;
+    for (const Moment& m : moments) out.push_back(ReplayMoment{m.event_index, m.at_attach});
+    return out;
   }
 
   struct Followed {
@@ -278,9 +263,7 @@ class BreakdownObserver {
   const bool follow_frees_;
   std::vector<MomentBreakdown>& out_;
   StackFacts& facts_;
-  std::vector<size_t> order_;  // indices into out_ by event index
-  size_t next_ = 0;            // into order_
-  std::vector<bool> taken_;    // the moment was snapshotted before the first event (take_moments_at_attach)
+  MomentCursor cursor_;                                           // over the moments, whose indices are out_'s
   std::unordered_map<uint64_t, std::vector<Followed>> followed_;  // by address (or handle), not yet freed
   std::vector<size_t> waiting_usage_;                             // into out_
 };
@@ -442,7 +425,7 @@ std::map<int32_t, MomentBreakdown> breakdowns_at_peaks(const Analysis& analysis,
                                                        FrameResolver& resolver) {
   std::vector<Moment> moments;
   for (const auto& [device, state] : analysis.model.devices())
-    if (state.peak_allocated().bytes > 0) moments.push_back(Moment{device, state.peak_allocated().event_index});
+    if (state.peak_allocated().bytes > 0) moments.push_back(moment_of_peak(device, state.peak_allocated()));
   std::map<int32_t, MomentBreakdown> by_device;
   if (phases.source == IterationSource::kNone) {
     for (const Moment& m : moments) by_device[m.device] = break_down_captured_peak(analysis, m.device, resolver);

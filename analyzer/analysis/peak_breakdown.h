@@ -140,11 +140,17 @@ struct MomentBreakdown {
   ByteCount unsymbolized_total() const;  // the sum of `unsymbolized` over the rows
 };
 
-// One moment asked for: right after event `event_index`, on `device`.
+// One moment asked for: right after event `event_index`, on `device`; `at_attach`: right before it, after the
+// records of what was live at attach (model/replay.h ReplayMoment).
 struct Moment {
   int32_t device = -1;
   uint64_t event_index = 0;
+  bool at_attach = false;
 };
+// The moment of `device`'s `peak` (its peak allocated, say), at attach where the peak was reached there.
+inline Moment moment_of_peak(int32_t device, const Peak& peak) {
+  return Moment{device, peak.event_index, peak.at_attach};
+}
 
 // Replays the trace of `analysis` (its path, with its layer hints) and breaks down each of `moments` (any order,
 // a device and event listed twice is broken down twice) with `phases` (which may be of source kNone: then every

@@ -27,7 +27,8 @@ void PeakCapture::after_applied() {
   if (!model_.allocated_peak_raised()) return;  // no device's peak is at this event
   for (const DeviceState* state : model_.devices_touched()) {
     const Peak& peak = state->block_layer_seen ? state->peak_blocks : state->peak_driver;  // peak_allocated()
-    if (peak.event_index == last && peak.bytes > 0) note_peak(state->device, last);
+    if (!peak.at_attach && peak.event_index == last && peak.bytes > 0)
+      note_peak(state->device, ReplayMoment{last, false});
   }
 }
 
@@ -41,13 +42,13 @@ void PeakCapture::drop_unraised(uint64_t last) {
   has_pending_ = !pending_.empty();
 }
 
-void PeakCapture::note_peak(int32_t device, uint64_t event_index) {
+void PeakCapture::note_peak(int32_t device, ReplayMoment moment) {
   for (Pending& p : pending_) {
     if (p.device != device) continue;
-    p = Pending{device, event_index, false};
+    p = Pending{device, moment, false};
     return;
   }
-  pending_.push_back(Pending{device, event_index, false});
+  pending_.push_back(Pending{device, moment, false});
   has_pending_ = true;
 }
 
@@ -60,7 +61,7 @@ void PeakCapture::capture(const Pending& pending) {
     return;
   }
   Snapshot& s = snapshots_[pending.device];
-  s.event_index = pending.event_index;
+  s.moment = pending.moment;
   by_stack_.clear();
   s.outside.clear();
   const DeviceState& state = model_.devices().at(pending.device);
@@ -100,7 +101,7 @@ std::vector<int32_t> PeakCapture::finish(std::map<int32_t, std::vector<CallSite>
     Peak peak = state.peak_allocated();
     if (peak.bytes == 0) continue;
     auto s = snapshots_.find(device);
-    if (gave_up_ || s == snapshots_.end() || s->second.event_index != peak.event_index) {
+    if (gave_up_ || s == snapshots_.end() || s->second.moment != ReplayMoment::of(peak)) {
       missing.push_back(device);
       continue;
     }

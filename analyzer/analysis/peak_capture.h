@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "model/memory_model.h"
+#include "model/replay.h"
 #include "stacks/call_sites.h"
 #include "util/flat_hash_map.h"
 
@@ -49,13 +50,14 @@ class PeakCapture {
   }
 
   // Call after the model applied a LiveAtAttach or AttachBaseline record (before the first event, as the tracer
-  // writes them): a peak it raised is the peak of the moment before the next event (Peak::event_index is that
-  // event's index), snapshotted before that event is applied, unless it certainly raises the peak again.
+  // writes them): a peak it raised is the peak of the moment before the next event (Peak::at_attach),
+  // snapshotted before that event is applied, unless it certainly raises the peak again.
   void after_attach_record() {
     if (gave_up_ || !model_.allocated_peak_raised()) return;
     for (const DeviceState* state : model_.devices_touched()) {
       const Peak& peak = state->peak_allocated();
-      if (peak.event_index == model_.next_event_index() && peak.bytes > 0) note_peak(state->device, peak.event_index);
+      if (peak.at_attach && peak.event_index == model_.next_event_index() && peak.bytes > 0)
+        note_peak(state->device, ReplayMoment::of(peak));
     }
   }
 
@@ -81,11 +83,11 @@ class PeakCapture {
  private:
   struct Pending {
     int32_t device = 0;
-    uint64_t event_index = 0;   // the peak's event
+    ReplayMoment moment;        // the peak's
     bool expect_raise = false;  // the event being applied was predicted to raise the peak again
   };
   struct Snapshot {
-    uint64_t event_index = 0;
+    ReplayMoment moment;
     std::vector<CallSite> sites;    // not sorted (only the last snapshot of a device is)
     std::vector<CallSite> outside;  // is_outside_candidate allocations, one entry per stack
     Fragmentation with_allocator_layer;
@@ -96,7 +98,7 @@ class PeakCapture {
   // after_event() for an event that raised a peak or was predicted to.
   void after_applied();
   void drop_unraised(uint64_t last);
-  void note_peak(int32_t device, uint64_t event_index);
+  void note_peak(int32_t device, ReplayMoment moment);
   void capture(const Pending& pending);
 
   const MemoryModel& model_;

@@ -66,7 +66,8 @@ int choose_moments(const PeakArgs& args, const Analysis& a, std::vector<Moment>*
     at_event = found.event;
   }
   for (int32_t device : devices)
-    moments->push_back(Moment{device, at_event ? *at_event : a.model.devices().at(device).peak_allocated().event_index});
+    moments->push_back(at_event ? Moment{device, *at_event}
+                                : moment_of_peak(device, a.model.devices().at(device).peak_allocated()));
   return kExitOk;
 }
 

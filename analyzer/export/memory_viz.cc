@@ -163,17 +163,8 @@ class DeviceTrace {
     if (!record.has_live_at_attach()) return;
     const proto::LiveAtAttach& live = record.live_at_attach();
     if (live.address() == 0 || live.device() != device_) return;  // an aggregate of unlisted blocks has no address
-    EventFields e;
-    e.set(EventFields::kKind, proto::ALLOC);
-    e.set(EventFields::kLayer, uint64_t(int64_t(live.layer())));
-    e.set(EventFields::kApi, uint64_t(int64_t(live.api())));
-    e.set(EventFields::kDevice, uint64_t(int64_t(live.device())));
-    e.set(EventFields::kStream, live.stream());
-    e.set(EventFields::kAddress, live.address());
-    e.set(EventFields::kSize, live.size());
-    e.set(EventFields::kMemory, uint64_t(int64_t(live.memory())));
     index_ = model_->next_event_index();  // the model's LiveAllocation::event_index of it
-    on_alloc(e);
+    on_alloc(alloc_event_of(live));
   }
 
   bool ended_at_finalizing() const { return ended_at_finalizing_; }
@@ -526,6 +517,9 @@ bool has_entries(const Analysis& analysis, int32_t device) {
   auto it = analysis.model.devices().find(device);
   if (it != analysis.model.devices().end() && it->second.driver_allocations + it->second.block_allocations > 0)
     return true;
+  // Allocations live at attach are not among the trace's own (DeviceState's counts), and are entries too.
+  if (auto facts = analysis.model.attach_facts().find(device); facts != analysis.model.attach_facts().end())
+    if (facts->second.block_allocations + facts->second.driver_allocations > 0) return true;
   for (const OomEvent& oom : analysis.model.ooms())
     if (oom.device == device) return true;
   return analysis.model.health().ooms_not_listed > 0 && it != analysis.model.devices().end();

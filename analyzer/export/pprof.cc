@@ -33,7 +33,11 @@ constexpr const char* kSampleTypes[][2] = {{"alloc_objects", "count"}, {"alloc_s
                                            {"exit_objects", "count"},  {"exit_space", "bytes"},
                                            {"inuse_objects", "count"}, {"inuse_space", "bytes"}};
 
-using StackKey = std::tuple<uint64_t, int32_t, Phase>;  // (stack id, device, phase)
+// (stack id, device, phase, allocated before attach): what was live at attach has no stack, and a frame of its own.
+using StackKey = std::tuple<uint64_t, int32_t, Phase, bool>;
+
+// The one frame of what was live at attach, made before the tracer recorded.
+constexpr const char* kBeforeAttachFrame = "[allocated before attach]";
 
 int64_t clamp_value(uint64_t v) { return v > uint64_t(INT64_MAX) ? INT64_MAX : int64_t(v); }
 uint64_t add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
@@ -42,7 +46,8 @@ std::string device_name(int32_t device) {
   return device >= 0 ? "cuda:" + std::to_string(device) : std::string("unknown device");
 }
 
-// The replay: every allocation of the allocated kind, and what is live at each device's peak allocated.
+// The replay: every allocation of the allocated kind, and what is live at each device's peak allocated (before the
+// first event where the peak was reached at attach).
 class PprofReplay {
  public:
   PprofReplay(const Analysis& analysis, const EventPhases& phases, const MemoryModel& model,
@@ -51,20 +56,28 @@ class PprofReplay {
         model_(model),
         values_(values),
         hints_(analysis.model.layer_hints()),
-        budget_(kWalkSlack, kWalkPerEvent, analysis.model.health().events) {
-    for (const auto& [device, state] : analysis.model.devices())
-      if (state.peak_allocated().bytes > 0) peaks_[state.peak_allocated().event_index].push_back(device);
+        peak_devices_(devices_with_peaks(analysis)),
+        peaks_(peak_moments(analysis, peak_devices_)),
+        budget_(kWalkSlack, kWalkPerEvent, analysis.model.health().events) {}
+  void before_event(const EventFields&) {
+    peaks_.before_event(model_.next_event_index(), [&](size_t i) { take_peak(peak_devices_[i]); });
   }
   ReplayStep after_event(const EventFields& e) {
     const uint64_t index = model_.next_event_index() - 1;
     if (e.kind() == proto::ALLOC && e.result() == 0) count_allocation(e, index);
-    auto peak = peaks_.find(index);
-    if (peak != peaks_.end())
-      for (int32_t device : peak->second) take_peak(device);
+    peaks_.after_event(index, [&](size_t i) { take_peak(peak_devices_[i]); });
     return ReplayStep::kGoOn;
+  }
+  // After the replay: a peak at attach with no event after it.
+  void finish() {
+    peaks_.at_end(model_.next_event_index(), [&](size_t i) { take_peak(peak_devices_[i]); });
   }
   Phase phase_of(uint64_t event_index) const {
     return event_index < phases_.phase_of_event.size() ? phases_.phase_of_event[event_index] : Phase::kOutside;
+  }
+  StackKey key_of(const LiveAllocation& a) const {
+    return a.before_attach ? StackKey{0, a.device, Phase::kOutside, true}
+                           : StackKey{a.stack_id, a.device, phase_of(a.event_index), false};
   }
 
  private:
@@ -73,7 +86,8 @@ class PprofReplay {
     for (AddressSpace space : {AddressSpace::kTorchBlock, AddressSpace::kPoolBlock, AddressSpace::kDriverPointer,
                                AddressSpace::kDriverHandle}) {
       const LiveAllocation* a = model_.find_live(space, e.address());
-      if (a && a->event_index == index) return a;
+      // One live at attach has the next event's index (event 0's) but was not made by it.
+      if (a && a->event_index == index && !a->before_attach) return a;
     }
     return nullptr;
   }
@@ -87,24 +101,42 @@ class PprofReplay {
   void count_allocation(const EventFields& e, uint64_t index) {
     const LiveAllocation* a = made_by(e, index);
     if (!a || !allocated_kind(*a)) return;
-    Values& v = values_[StackKey{a->stack_id, a->device, phase_of(index)}];
+    Values& v = values_[StackKey{a->stack_id, a->device, phase_of(index), false}];
     v.alloc_objects = add(v.alloc_objects, 1);
     v.alloc_bytes = add(v.alloc_bytes, a->size_bytes);
   }
   void take_peak(int32_t device) {
     if (!budget_.take(model_.live_allocations())) return;
     model_.visit_allocated(device, [&](const LiveAllocation& a) {
-      Values& v = values_[StackKey{a.stack_id, a.device, phase_of(a.event_index)}];
+      Values& v = values_[key_of(a)];
       v.inuse_objects = add(v.inuse_objects, 1);
       v.inuse_bytes = add(v.inuse_bytes, a.size_bytes);
     });
+    // Blocks live at attach that were not listed one by one (blocks_unknown): bytes, no allocation to count.
+    if (uint64_t unlisted = model_.unlisted_allocated_bytes(device)) {
+      Values& v = values_[StackKey{0, device, Phase::kOutside, true}];
+      v.inuse_bytes = add(v.inuse_bytes, unlisted);
+    }
+  }
+  static std::vector<int32_t> devices_with_peaks(const Analysis& analysis) {
+    std::vector<int32_t> devices;
+    for (const auto& [device, state] : analysis.model.devices())
+      if (state.peak_allocated().bytes > 0) devices.push_back(device);
+    return devices;
+  }
+  static std::vector<ReplayMoment> peak_moments(const Analysis& analysis, const std::vector<int32_t>& devices) {
+    std::vector<ReplayMoment> moments;
+    for (int32_t device : devices)
+      moments.push_back(ReplayMoment::of(analysis.model.devices().at(device).peak_allocated()));
+    return moments;
   }
 
   const EventPhases& phases_;
   const MemoryModel& model_;
   std::map<StackKey, Values>& values_;
   std::map<int32_t, LayerHint> hints_;
-  std::map<uint64_t, std::vector<int32_t>> peaks_;  // event index -> devices whose peak allocated it reached
+  std::vector<int32_t> peak_devices_;  // the devices with a peak allocated, in the order of peaks_' moments
+  MomentCursor peaks_;
   WalkBudget budget_;
 };
 
@@ -117,6 +149,8 @@ class ProfileBuilder {
     if (added) profile_.add_string_table(s);
     return it->second;
   }
+  // The one location of what was live at attach.
+  std::vector<uint64_t> before_attach_locations() { return {location_id(FoldedFrame{kBeforeAttachFrame})}; }
   // The locations of `stack`, leaf first.
   const std::vector<uint64_t>& locations(uint64_t stack_id, FrameResolver& resolver) {
     auto it = stacks_.find(stack_id);
@@ -190,10 +224,17 @@ void write_pprof(const ExportSource& source, std::ostream& out) {
   MemoryModel model;
   PprofReplay observer(analysis, phases, model, values);
   replay_trace(source.path(), analysis.model.layer_hints(), model, observer);
+  observer.finish();
   for (const LiveAllocation& a : analysis.model.live_at_exit()) {
-    Values& v = values[StackKey{a.stack_id, a.device, observer.phase_of(a.event_index)}];
+    Values& v = values[observer.key_of(a)];
     v.exit_objects = add(v.exit_objects, 1);
     v.exit_bytes = add(v.exit_bytes, a.size_bytes);
+  }
+  // What was live at attach and still is at exit: listed apart from the call sites (they have none).
+  for (const BeforeAttachLive& b : analysis.model.before_attach_live_at_exit()) {
+    Values& v = values[StackKey{0, b.device, Phase::kOutside, true}];
+    v.exit_objects = add(v.exit_objects, b.allocations);
+    v.exit_bytes = add(v.exit_bytes, add(b.bytes, b.unlisted_bytes));
   }
 
   ProfileBuilder builder;
@@ -206,8 +247,10 @@ void write_pprof(const ExportSource& source, std::ostream& out) {
   // Stacks that fold alike are one sample.
   std::map<std::tuple<std::vector<uint64_t>, int32_t, Phase>, Values> samples;
   for (const auto& [key, v] : values) {
-    const auto& [stack_id, device, phase] = key;
-    Values& s = samples[{builder.locations(stack_id, source.resolver()), device, phase}];
+    const auto& [stack_id, device, phase, before_attach] = key;
+    Values& s =
+        samples[{before_attach ? builder.before_attach_locations() : builder.locations(stack_id, source.resolver()),
+                 device, phase}];
     s.alloc_objects = add(s.alloc_objects, v.alloc_objects);
     s.alloc_bytes = add(s.alloc_bytes, v.alloc_bytes);
     s.exit_objects = add(s.exit_objects, v.exit_objects);

@@ -53,7 +53,8 @@ class AllocatedBytesByStack {
     for (AddressSpace space : {AddressSpace::kTorchBlock, AddressSpace::kPoolBlock, AddressSpace::kDriverPointer,
                                AddressSpace::kDriverHandle}) {
       const LiveAllocation* a = replay_.find_live(space, address);
-      if (a && a->event_index == index) return a;
+      // One live at attach has the next event's index (event 0's) but was not made by it.
+      if (a && a->event_index == index && !a->before_attach) return a;
     }
     return nullptr;
   }

@@ -149,6 +149,15 @@ ProcessDevice summarize_device(const Analysis& a, FrameResolver& resolver, int32
   return out;
 }
 
+std::optional<ProcessAttach> summarize_attach(const Analysis& a) {
+  if (!a.info.start || a.info.start->origin() == proto::TraceStart::LAUNCH) return std::nullopt;
+  const proto::TraceStart& s = *a.info.start;
+  const AttachFacts all = sum_attach_facts(a.model.attach_facts());
+  return ProcessAttach{
+      origin_name(s.origin()),     s.attach_number(),     std::min<uint64_t>(s.start_unix_ns(), INT64_MAX),
+      all.allocated_allocations(), all.allocated_bytes(), all.unlisted_bytes};
+}
+
 }  // namespace
 
 ProcessSummary summarize_process(const Analysis& a, FrameResolver& resolver, size_t top_leaks) {
@@ -168,6 +177,7 @@ ProcessSummary summarize_process(const Analysis& a, FrameResolver& resolver, siz
   }
   p.end_unix_ns = unix_ns_of(a, a.duration_ns());
   p.truncated = a.read.truncated;
+  p.attach = summarize_attach(a);
   for (const auto& [ordinal, state] : a.model.devices())
     p.devices.push_back(summarize_device(a, resolver, ordinal, state));
   for (const LeakSite& l : a.leaks) {
@@ -192,6 +202,13 @@ nlohmann::json optional_number(const std::optional<uint32_t>& value) {
 }
 
 nlohmann::json timed_json(const TimedBytes& t) { return {{"bytes", t.bytes}, {"unix_ns", t.unix_ns}}; }
+
+nlohmann::json attach_json(const std::optional<ProcessAttach>& attach) {
+  if (!attach) return nullptr;
+  return {{"origin", attach->origin},   {"attach_number", attach->attach_number},
+          {"unix_ns", attach->unix_ns}, {"allocations", attach->allocations},
+          {"bytes", attach->bytes},     {"unlisted_bytes", attach->unlisted_bytes}};
+}
 
 nlohmann::json device_json(const ProcessDevice& d) {
   nlohmann::json samples = nlohmann::json::array();
@@ -233,6 +250,7 @@ nlohmann::json process_summary_json(const ProcessSummary& p) {
           {"start_unix_ns", p.start_unix_ns},
           {"end_unix_ns", p.end_unix_ns},
           {"truncated", p.truncated},
+          {"attach", attach_json(p.attach)},
           {"devices", devices},
           {"leaked_bytes", p.leaked_bytes},
           {"leak_sites", p.leak_sites},
@@ -298,6 +316,15 @@ DeviceSample sample_from_json(const nlohmann::json& s, const std::string& where)
   return {s[0].get<uint64_t>(), s[1].get<uint64_t>(), s[2].get<uint64_t>(), s[3].get<uint64_t>()};
 }
 
+// "attach": null, or absent in a summary written before it was kept, for a trace that began at launch.
+std::optional<ProcessAttach> attach_from_json(const nlohmann::json& process, const std::string& where) {
+  auto it = process.find("attach");
+  if (it == process.end() || it->is_null()) return std::nullopt;
+  const std::string at = where + "'s \"attach\"";
+  return ProcessAttach{text(*it, "origin", at),     u32(*it, "attach_number", at), u64(*it, "unix_ns", at),
+                       u64(*it, "allocations", at), u64(*it, "bytes", at),         u64(*it, "unlisted_bytes", at)};
+}
+
 ProcessDevice device_from_json(const nlohmann::json& j, const std::string& where) {
   ProcessDevice d;
   d.ordinal = i32(j, "ordinal", where);
@@ -349,6 +376,7 @@ ProcessSummary process_summary_from_json(const nlohmann::json& j) {
   const nlohmann::json& truncated = member(j, "truncated", named);
   if (!truncated.is_boolean()) throw std::runtime_error(named + "'s \"truncated\" is not true or false");
   p.truncated = truncated.get<bool>();
+  p.attach = attach_from_json(j, named);
   const nlohmann::json& devices = array(j, "devices", named);
   for (size_t i = 0; i < devices.size(); ++i)
     p.devices.push_back(device_from_json(devices[i], named + "'s device " + std::to_string(i)));

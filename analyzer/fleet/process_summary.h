@@ -80,6 +80,18 @@ struct ProcessLeak {
   bool operator==(const ProcessLeak&) const = default;
 };
 
+// How a process's trace began where it began in the running process (TraceStart.origin other than LAUNCH): when,
+// which attach of the process it was, and what was allocated before it (AttachFacts' allocated kind, every device).
+struct ProcessAttach {
+  std::string origin;           // "ATTACH_DORMANT", "ATTACH_INJECTED", "SNAPSHOT" (ORIGIN_N: one not known here)
+  uint32_t attach_number = 0;   // 1 for the process's first attach
+  uint64_t unix_ns = 0;         // the moment of attach: the trace's start (0 where it has none)
+  uint64_t allocations = 0;     // listed one by one
+  uint64_t bytes = 0;           // allocated before attach, the blocks not listed one by one included
+  uint64_t unlisted_bytes = 0;  // of those, in blocks not listed one by one
+  bool operator==(const ProcessAttach&) const = default;
+};
+
 struct ProcessSummary {
   std::string trace;  // the file it was read from (or the summary file it came from, for `merge`)
   uint32_t pid = 0;
@@ -91,7 +103,8 @@ struct ProcessSummary {
   uint64_t start_unix_ns = 0;
   uint64_t end_unix_ns = 0;  // of the last complete event (or the end record)
   bool truncated = false;
-  std::vector<ProcessDevice> devices;  // by ordinal
+  std::optional<ProcessAttach> attach;  // where the trace began at an attach, not at launch
+  std::vector<ProcessDevice> devices;   // by ordinal
   std::vector<ProcessLeak> leaks;      // largest bytes first, at most the `top_leaks` given to summarize_process
   // Over all its leak candidates, however many `leaks` keeps.
   uint64_t leaked_bytes = 0;

@@ -53,9 +53,9 @@ bool freed_with_context(const LiveAllocation& a) {
 }
 
 // Whether the peak rose.
-bool raise(Peak& peak, uint64_t bytes, int64_t now_ns, uint64_t event_index) {
+bool raise(Peak& peak, uint64_t bytes, int64_t now_ns, uint64_t event_index, bool at_attach = false) {
   if (bytes <= peak.bytes) return false;
-  peak = Peak{bytes, now_ns, event_index};
+  peak = Peak{bytes, now_ns, event_index, at_attach};
   return true;
 }
 
@@ -170,7 +170,7 @@ void MemoryModel::on_oom(const EventFields& event) {
 // - no size or allocator total of kMaxPlausibleBytes or more (the general path counts those);
 // - ALLOC: no allocation live at the address (LiveTable::emplace changes nothing when there is one, and
 //   the event goes to the general path, which drops the old allocation first);
-// - FREE: a live block at the address, of device memory of this same device.
+// - FREE: a live block at the address, of device memory of this same device, not one live at attach.
 // Only this device is touched then, and of its quantities only torch_block_bytes and
 // torch_reserved_bytes change: every other peak is already at least its quantity (each event raises the
 // peaks of every device it touches), so only those two peaks can rise, and a FREE's blocks only fall.
@@ -209,7 +209,8 @@ inline bool MemoryModel::apply_torch_block(const EventFields& event) {
   } else {
     if (!live_.remembers_next_free()) return false;
     LiveTable::Found it = live_.find_entry(AddressSpace::kTorchBlock, event.address());
-    if (!it || it->device != cached_device_ || it->memory != proto::MEMORY_DEVICE) return false;
+    // A block live at attach: its free is counted apart (release()).
+    if (!it || it->device != cached_device_ || it->memory != proto::MEMORY_DEVICE || it->before_attach) return false;
     state.torch_block_bytes -= std::min(state.torch_block_bytes, it->size_bytes);
     ++state.block_frees;
     torch_blocks_.remove(it->address);
@@ -232,7 +233,7 @@ void MemoryModel::finish_torch_block(const EventFields& event) {
   // Before the callback, as on the general path: a callback may ask for the fragmentation, which reads
   // the segments' marks. That end_event() came first changes nothing a callback is given or reads
   // (timeline's reads the totals, the time and the fragmentation).
-  if (on_totals_changed_) notify_if_changed(*cached_state_, *cached_last_totals_);
+  if (on_totals_changed_) notify_if_changed(*cached_state_, *cached_last_totals_, now_ns_);
 }
 
 void MemoryModel::check_torch_totals(const EventFields& event, const DeviceState& state, uint64_t event_index) {
@@ -264,6 +265,7 @@ void MemoryModel::apply(const EventFields& event) {
 
 void MemoryModel::apply_general(const EventFields& event) {
   ++general_path_events_;
+  notify_attach_totals();  // where the caller did not before this event
   if (incremental_fragmentation_) check_fragmentation_work();
   touched_.clear();
   if (!valid_device_ordinal(event.device())) {
@@ -317,28 +319,50 @@ void MemoryModel::apply_general(const EventFields& event) {
 }
 
 void MemoryModel::apply_end(const proto::TraceEnd& end) {
+  notify_attach_totals();
   if (end.time_delta_ns() < 0) ++health_.backward_timestamps;
   if (!plausible_delta_ns(end.time_delta_ns())) ++health_.implausible_time_deltas;
   now_ns_ = saturating_add(now_ns_, end.time_delta_ns());
 }
 
-namespace {
-
-// The event an ALLOC of `live`'s layer, api and memory would be, for the rules that place an ALLOC (space_of,
-// memory_of).
-EventFields as_alloc_event(const proto::LiveAtAttach& live) {
+// The event an ALLOC of `live`'s layer, api and memory would be: the rules that place an ALLOC (space_of,
+// memory_of) place it.
+EventFields alloc_event_of(const proto::LiveAtAttach& live) {
   EventFields e;
   e.set(EventFields::kKind, proto::ALLOC);
   e.set(EventFields::kLayer, uint64_t(int64_t(live.layer())));
   e.set(EventFields::kApi, uint64_t(int64_t(live.api())));
   e.set(EventFields::kDevice, uint64_t(int64_t(live.device())));
+  e.set(EventFields::kStream, live.stream());
   e.set(EventFields::kAddress, live.address());
   e.set(EventFields::kSize, live.size());
   e.set(EventFields::kMemory, uint64_t(int64_t(live.memory())));
   return e;
 }
 
-}  // namespace
+AttachFacts sum_attach_facts(const std::map<int32_t, AttachFacts>& facts) {
+  AttachFacts all;
+  for (const auto& [device, f] : facts) {
+    all.block_allocations = saturating_add(all.block_allocations, f.block_allocations);
+    all.block_bytes = saturating_add(all.block_bytes, f.block_bytes);
+    all.driver_allocations = saturating_add(all.driver_allocations, f.driver_allocations);
+    all.driver_bytes = saturating_add(all.driver_bytes, f.driver_bytes);
+    all.block_frees = saturating_add(all.block_frees, f.block_frees);
+    all.driver_frees = saturating_add(all.driver_frees, f.driver_frees);
+    all.unlisted_bytes = saturating_add(all.unlisted_bytes, f.unlisted_bytes);
+  }
+  return all;
+}
+
+uint64_t MemoryModel::unlisted_allocated_bytes(int32_t device) const {
+  auto state = devices_.find(device);
+  if (state == devices_.end()) return 0;
+  uint64_t bytes = 0;
+  for (const auto& [key, left] : unlisted_before_attach_)
+    if (key.first == device && (!state->second.block_layer_seen || is_block_space(key.second)))
+      bytes = saturating_add(bytes, left);
+  return bytes;
+}
 
 void MemoryModel::apply_live_at_attach(const proto::LiveAtAttach& live) {
   if (!valid_device_ordinal(live.device())) {
@@ -349,7 +373,7 @@ void MemoryModel::apply_live_at_attach(const proto::LiveAtAttach& live) {
   allocated_peak_raised_ = false;
   if (live.size() >= kMaxPlausibleBytes) ++health_.implausible_sizes;
   touched_.clear();
-  EventFields event = as_alloc_event(live);
+  EventFields event = alloc_event_of(live);
   AttachFacts& facts = attach_facts_[live.device()];
   if (live.address() == 0 && live.blocks_unknown()) {
     // An aggregate: charged as one allocation of its space would be, kept apart from the live table.
@@ -357,10 +381,12 @@ void MemoryModel::apply_live_at_attach(const proto::LiveAtAttach& live) {
     uint64_t& left = unlisted_before_attach_[{live.device(), space}];
     left = saturating_add(left, live.size());
     facts.unlisted_bytes = saturating_add(facts.unlisted_bytes, live.size());
-    charge(
-        LiveAllocation{.space = space, .memory = memory_of(event), .device = live.device(), .size_bytes = live.size()},
-        +1);
-    uncount(space, live.device(), /*allocation=*/true);  // bytes, not an allocation
+    charge(LiveAllocation{.space = space,
+                          .memory = memory_of(event),
+                          .before_attach = true,
+                          .device = live.device(),
+                          .size_bytes = live.size()},
+           +1);
   } else {
     LiveAllocation a{.space = space_of(event),
                      .memory = memory_of(event),
@@ -386,12 +412,7 @@ void MemoryModel::apply_live_at_attach(const proto::LiveAtAttach& live) {
       }
     }
   }
-  for (DeviceState* state : touched_) update_peaks_and_notify(*state);
-  if (process_touched_) {
-    update_process_peaks();
-    process_touched_ = false;
-  }
-  update_torch_fast_path_ready();
+  end_attach_record();
 }
 
 void MemoryModel::apply_attach_baseline(const proto::AttachBaseline& baseline) {
@@ -421,7 +442,32 @@ void MemoryModel::apply_attach_baseline(const proto::AttachBaseline& baseline) {
   if (baseline.has_allocator_allocated_bytes() && baseline.allocator_allocated_bytes() != state.torch_block_bytes)
     note_mismatch(health_.allocated_vs_attach_baseline, state, event_index_, state.torch_block_bytes,
                   baseline.allocator_allocated_bytes());
-  for (DeviceState* touched : touched_) update_peaks_and_notify(*touched);
+  end_attach_record();
+}
+
+void MemoryModel::end_attach_record() {
+  applying_attach_record_ = true;  // the peaks it raises are reached before the next event (Peak::at_attach)
+  for (DeviceState* state : touched_) {
+    update_peaks(*state);
+    // The live set is rebuilt one record at a time: its totals mean something once every record is read, so the
+    // totals callback hears of them once, before the next event (notify_attach_totals).
+    if (on_totals_changed_ &&
+        std::find(attach_totals_held_.begin(), attach_totals_held_.end(), state->device) == attach_totals_held_.end())
+      attach_totals_held_.push_back(state->device);
+  }
+  if (process_touched_) {
+    update_process_peaks();
+    process_touched_ = false;
+  }
+  applying_attach_record_ = false;
+  attach_totals_time_ns_ = now_ns_;
+  update_torch_fast_path_ready();
+}
+
+void MemoryModel::notify_held_attach_totals() {
+  std::vector<int32_t> held;
+  held.swap(attach_totals_held_);
+  for (int32_t device : held) notify_if_changed(devices_.at(device), last_totals_[device], attach_totals_time_ns_);
   update_torch_fast_path_ready();
 }
 
@@ -432,19 +478,12 @@ bool MemoryModel::take_from_unlisted(AddressSpace space, int32_t device, uint64_
   // A free that does not say its size takes nothing: it is still one of the aggregate's blocks.
   uint64_t taken = std::min(it->second, size_bytes);
   it->second -= taken;
-  charge(LiveAllocation{.space = space, .device = device, .size_bytes = taken}, -1);
-  uncount(space, device, /*allocation=*/false);  // the aggregate was not counted as an allocation
+  charge(LiveAllocation{.space = space, .before_attach = true, .device = device, .size_bytes = taken}, -1);
   return true;
 }
 
-void MemoryModel::uncount(AddressSpace space, int32_t device, bool allocation) {
-  DeviceState& state = device_state(device);
-  uint64_t& count = is_block_space(space) ? (allocation ? state.block_allocations : state.block_frees)
-                                          : (allocation ? state.driver_allocations : state.driver_frees);
-  if (count) --count;
-}
-
 void MemoryModel::finish() {
+  notify_attach_totals();
   if (!exit_snapshot_taken_) snapshot_live_at_exit();
   keep_only_leak_candidates();
 }
@@ -503,6 +542,10 @@ void MemoryModel::add_live(const LiveAllocation& a) {
 void MemoryModel::release(const LiveAllocation& a) {
   if (on_live_changed_) on_live_changed_(a, false);
   charge(a, -1);
+  if (a.before_attach && a.charged_to_device() && valid_device_ordinal(a.device)) {
+    AttachFacts& facts = attach_facts_[a.device];
+    ++(is_block_space(a.space) ? facts.block_frees : facts.driver_frees);
+  }
   switch (a.space) {
     case AddressSpace::kTorchBlock:
       torch_blocks_.remove(a.address);
@@ -863,6 +906,12 @@ void MemoryModel::charge(const LiveAllocation& a, int64_t sign) {
     if (allocating) bytes = saturating_add(bytes, a.size_bytes);
     else bytes -= std::min(bytes, a.size_bytes);  // never below zero
   };
+  // The counts are of the trace's own allocations and their frees: what was live at attach is counted apart
+  // (AttachFacts), its frees by release().
+  uint64_t uncounted = 0;
+  auto count = [&](uint64_t& allocations, uint64_t& frees) -> uint64_t& {
+    return a.before_attach ? uncounted : allocating ? allocations : frees;
+  };
   switch (a.memory) {
     case proto::MEMORY_HOST_PINNED: process_touched_ = true; return add(process_.host_pinned_bytes);
     case proto::MEMORY_HOST_REGISTERED: process_touched_ = true; return add(process_.host_registered_bytes);
@@ -870,7 +919,7 @@ void MemoryModel::charge(const LiveAllocation& a, int64_t sign) {
     case proto::MEMORY_IMPORTED: return add(device_state(a.device).imported_bytes);
     case proto::MEMORY_ARRAY: {
       DeviceState& state = device_state(a.device);
-      ++(allocating ? state.driver_allocations : state.driver_frees);
+      ++count(state.driver_allocations, state.driver_frees);
       return add(state.array_bytes);
     }
     default: break;
@@ -880,25 +929,33 @@ void MemoryModel::charge(const LiveAllocation& a, int64_t sign) {
     case AddressSpace::kDriverPointer:
     case AddressSpace::kDriverHandle:
       add(state.driver_layer_bytes);
-      ++(allocating ? state.driver_allocations : state.driver_frees);
+      ++count(state.driver_allocations, state.driver_frees);
       break;
     case AddressSpace::kTorchBlock:
       add(state.torch_block_bytes);
       state.block_layer_seen = true;
-      ++(allocating ? state.block_allocations : state.block_frees);
+      ++count(state.block_allocations, state.block_frees);
       break;
     case AddressSpace::kPoolBlock:
       add(state.pool_block_bytes);
       if (a.graph) add(state.graph_block_bytes);
       state.block_layer_seen = true;
-      ++(allocating ? state.block_allocations : state.block_frees);
+      ++count(state.block_allocations, state.block_frees);
       break;
   }
 }
 
 void MemoryModel::update_peaks_and_notify(DeviceState& state) {
+  update_peaks(state);
+  if (!on_totals_changed_) return;
+  notify_if_changed(state, &state == cached_state_ ? *cached_last_totals_ : last_totals_[state.device], now_ns_);
+}
+
+void MemoryModel::update_peaks(DeviceState& state) {
   DeviceTotals t = state.totals();
-  auto raise = [this](Peak& peak, uint64_t bytes) { return memtrace::raise(peak, bytes, now_ns_, event_index_); };
+  auto raise = [this](Peak& peak, uint64_t bytes) {
+    return memtrace::raise(peak, bytes, now_ns_, event_index_, applying_attach_record_);
+  };
   if (raise(state.peak_driver, t.driver_bytes)) allocated_peak_raised_ = true;
   if (raise(state.peak_blocks, state.blocks_bytes())) allocated_peak_raised_ = true;
   raise(state.peak_torch_reserved, state.torch_reserved_bytes);
@@ -907,15 +964,13 @@ void MemoryModel::update_peaks_and_notify(DeviceState& state) {
   raise(state.peak_imported, state.imported_bytes);
   raise(state.peak_graph, state.graph_bytes());
   raise(state.peak_pools_reserved, state.pools_reserved_bytes());
-  if (!on_totals_changed_) return;
-  notify_if_changed(state, &state == cached_state_ ? *cached_last_totals_ : last_totals_[state.device]);
 }
 
-void MemoryModel::notify_if_changed(const DeviceState& state, std::optional<DeviceTotals>& last) {
+void MemoryModel::notify_if_changed(const DeviceState& state, std::optional<DeviceTotals>& last, int64_t time_ns) {
   DeviceTotals t = state.totals();
   if (last == t) return;
   last = t;
-  on_totals_changed_(state.device, now_ns_, t);
+  on_totals_changed_(state.device, time_ns, t);
 }
 
 std::map<int32_t, LayerHint> MemoryModel::layer_hints() const {
@@ -950,9 +1005,10 @@ std::map<std::pair<int32_t, uint64_t>, int64_t> MemoryModel::first_allocation_ns
 }
 
 void MemoryModel::update_process_peaks() {
-  raise(process_.peak_host_pinned, process_.host_pinned_bytes, now_ns_, event_index_);
-  raise(process_.peak_host_registered, process_.host_registered_bytes, now_ns_, event_index_);
-  raise(process_.peak_address_space_reserved, process_.address_space_reserved_bytes, now_ns_, event_index_);
+  raise(process_.peak_host_pinned, process_.host_pinned_bytes, now_ns_, event_index_, applying_attach_record_);
+  raise(process_.peak_host_registered, process_.host_registered_bytes, now_ns_, event_index_, applying_attach_record_);
+  raise(process_.peak_address_space_reserved, process_.address_space_reserved_bytes, now_ns_, event_index_,
+        applying_attach_record_);
 }
 
 DeviceTotals MemoryModel::totals(int32_t device) const {

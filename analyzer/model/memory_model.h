@@ -36,7 +36,12 @@ struct DeviceTotals {
 struct Peak {
   uint64_t bytes = 0;
   int64_t time_ns = 0;
+  // The event that raised it; with at_attach, the event before which it was reached.
   uint64_t event_index = 0;
+  // Reached by the records of what was live at attach (LiveAtAttach, AttachBaseline), which come before the event
+  // at event_index (the first event, as the tracer writes them): the peak is the state before that event is
+  // applied, not after it. A replay looks there (model/replay.h, ReplayMoment).
+  bool at_attach = false;
 };
 
 // Free space inside the reserved memory of one device (see MemoryModel::fragmentation).
@@ -105,6 +110,7 @@ struct DeviceState {
   // PyTorch's cudaMallocAsync backend at attach: torch.cuda.memory_reserved() (AttachBaseline) is its pools'
   // reserved memory, standing in pool_reserved_sampled_bytes until the device's first POOL_RESERVED sample.
   uint64_t attach_pool_reserved_bytes = 0;
+  // The trace's own allocations and their frees: not what was live at attach, nor its frees (AttachFacts).
   uint64_t driver_allocations = 0, driver_frees = 0, block_allocations = 0, block_frees = 0;
   uint64_t context_destroys = 0;     // CONTEXT_DESTROY events (cuCtxDestroy, cudaDeviceReset...)
   uint64_t context_freed_bytes = 0;  // bytes those events freed (charged or not), summed
@@ -276,9 +282,23 @@ struct AttachFacts {
   uint64_t block_bytes = 0;
   uint64_t driver_allocations = 0;
   uint64_t driver_bytes = 0;
+  // Of those, freed in the trace (not counted in DeviceState's frees, which are of the trace's own allocations).
+  uint64_t block_frees = 0;
+  uint64_t driver_frees = 0;
   uint64_t unlisted_bytes = 0;                    // blocks_unknown aggregates, summed
   std::optional<proto::AttachBaseline> baseline;  // the device's AttachBaseline, the last one read
+
+  // What was allocated before attach, of the allocated kind: the blocks where there are any (listed or not: the
+  // driver allocations then hold them), else the driver allocations. Bytes include the blocks_unknown aggregates.
+  bool blocks_allocated() const { return block_allocations || unlisted_bytes; }
+  uint64_t allocated_allocations() const { return blocks_allocated() ? block_allocations : driver_allocations; }
+  uint64_t allocated_bytes() const {
+    return blocks_allocated() ? saturating_add(block_bytes, unlisted_bytes) : driver_bytes;
+  }
 };
+
+// Every device's AttachFacts summed (sizes saturating; no baseline): what the reports say of the whole process.
+AttachFacts sum_attach_facts(const std::map<int32_t, AttachFacts>& facts);
 
 // Allocations made before attach still live at the end (at the leak window's moment, as live_at_exit), of one
 // layer on one device, among those that would be leak candidates (DeviceState::counts_as_leak): the reports
@@ -291,6 +311,10 @@ struct BeforeAttachLive {
   uint64_t unlisted_bytes = 0;  // what is left of the layer's blocks_unknown aggregate (no allocation count)
 };
 
+// The ALLOC event a LiveAtAttach record stands for (its layer, api, device, stream, address, size and memory): what
+// the model charges it as, and what the exports write of it.
+EventFields alloc_event_of(const proto::LiveAtAttach& live);
+
 class MemoryModel {
  public:
   void set_layer_hints(std::map<int32_t, LayerHint> hints) { hints_ = std::move(hints); }
@@ -299,8 +323,16 @@ class MemoryModel {
   using TotalsCallback = std::function<void(int32_t device, int64_t time_ns, const DeviceTotals&)>;
 
   // Called after every event that changes a device's totals (and after a device's first event). Set it
-  // before the first apply(): without one, changes are not followed.
+  // before the first apply(): without one, changes are not followed. The attach records' changes are called once,
+  // with the state after the last of them (notify_attach_totals), not record by record.
   void set_totals_callback(TotalsCallback callback) { on_totals_changed_ = std::move(callback); }
+  // Calls the totals callback for the devices whose totals the attach records (LiveAtAttach, AttachBaseline)
+  // changed since the last event, at their time: what was live at attach, all of it. apply() calls it before the
+  // next event, apply_end() and finish() too; a replay calls it before it lets its observer see the next event, and
+  // after the last record (model/replay.h), so that a trace without events has its row.
+  void notify_attach_totals() {
+    if (!attach_totals_held_.empty()) notify_held_attach_totals();
+  }
 
   // Applies the next Event of the file.
   void apply(const EventFields& event);
@@ -325,6 +357,9 @@ class MemoryModel {
   }
   // Per device: what the LiveAtAttach and AttachBaseline records said (empty for a trace that did not attach).
   const std::map<int32_t, AttachFacts>& attach_facts() const { return attach_facts_; }
+  // What is left now of `device`'s blocks_unknown aggregates of the allocated kind (DeviceState::counts_as_allocated):
+  // bytes of its allocated total that no live allocation stands for.
+  uint64_t unlisted_allocated_bytes(int32_t device) const;
   // Allocations made before attach still live at exit, by (device, layer), ascending; complete after finish().
   // Not in live_at_exit(): they have no call site.
   const std::vector<BeforeAttachLive>& before_attach_live_at_exit() const { return before_attach_at_exit_; }
@@ -524,8 +559,15 @@ class MemoryModel {
   void note_mismatch(FigureMismatch& m, const DeviceState& state, uint64_t event_index, uint64_t replay_bytes,
                      uint64_t trace_bytes);
   void update_peaks_and_notify(DeviceState& state);
+  void update_peaks(DeviceState& state);
   // Calls on_totals_changed_ (set) if `state`'s totals differ from `last`, its entry in last_totals_.
-  void notify_if_changed(const DeviceState& state, std::optional<DeviceTotals>& last);
+  void notify_if_changed(const DeviceState& state, std::optional<DeviceTotals>& last, int64_t time_ns);
+  // The last step of applying an attach record: the peaks (at_attach), and the totals callback held.
+  void end_attach_record();
+  void notify_held_attach_totals();
+  bool applying_attach_record_ = false;
+  std::vector<int32_t> attach_totals_held_;  // devices whose totals the attach records changed, not yet notified
+  int64_t attach_totals_time_ns_ = 0;        // the time of the last attach record
   // Inlined into apply(): the dominant event; apply_general is the rest.
   [[gnu::always_inline]] bool apply_torch_block(const EventFields& event);
   // apply_torch_block's steps that make calls: rare, but for the totals callback.
@@ -538,8 +580,6 @@ class MemoryModel {
   // Where a free of an address the replay does not know, of `space` on `device`, is taken from that space's
   // blocks_unknown aggregate: true (having uncharged up to `size_bytes` of it) where the aggregate has bytes left.
   bool take_from_unlisted(AddressSpace space, int32_t device, uint64_t size_bytes);
-  // Takes back the allocation (or free) charge() counted for a change of the blocks_unknown aggregate.
-  void uncount(AddressSpace space, int32_t device, bool allocation);
   // The blocks_unknown aggregates: (device, space) -> bytes left, charged to the device as its space's memory.
   std::map<std::pair<int32_t, AddressSpace>, uint64_t> unlisted_before_attach_;
   std::map<int32_t, AttachFacts> attach_facts_;
@@ -670,8 +710,8 @@ class MemoryModel {
   static constexpr int64_t kNoTorchFastPathDevice = INT64_MIN;
   int64_t torch_fast_path_device_ = kNoTorchFastPathDevice;
   void update_torch_fast_path_ready() {
-    bool ready = fast_paths_ && !incremental_fragmentation_ && !on_live_changed_ && cached_state_ &&
-                 segment_index_active_ && pending_driver_ooms_.empty() && touched_.size() == 1 &&
+    bool ready = fast_paths_ && !incremental_fragmentation_ && !on_live_changed_ && attach_totals_held_.empty() &&
+                 cached_state_ && segment_index_active_ && pending_driver_ooms_.empty() && touched_.size() == 1 &&
                  touched_[0] == cached_state_ && cached_state_->block_layer_seen && cached_state_->allocator_layer_seen;
     torch_fast_path_device_ = ready ? int64_t(cached_device_) : kNoTorchFastPathDevice;
   }

@@ -1,37 +1,51 @@
 #include "model/replay.h"
 
+#include <optional>
+
 #include "util/checked_math.h"
 
 namespace memtrace {
 namespace {
 
-// Calls at_moment after each listed event and stops after the last: one comparison per event.
+// Calls at_moment at each listed moment and stops after the last: a comparison or two per event.
 class MomentObserver {
  public:
-  MomentObserver(std::span<const uint64_t> moments, const std::function<void(uint64_t)>& at_moment)
-      : next_(moments.begin()), end_(moments.end()), at_moment_(at_moment) {}
+  MomentObserver(std::span<const ReplayMoment> moments, const std::function<void(ReplayMoment)>& at_moment)
+      : moments_(moments), cursor_(moments), at_moment_(at_moment) {}
+  void before_event(const EventFields&) {
+    cursor_.before_event(index_, [&](size_t i) { take(i); });
+  }
   ReplayStep after_event(const EventFields&) {
-    uint64_t index = index_++;
-    if (index != *next_) return ReplayStep::kGoOn;
-    at_moment_(index);
-    while (next_ != end_ && *next_ == index) ++next_;  // an index listed twice is one moment
-    return next_ == end_ ? ReplayStep::kStop : ReplayStep::kGoOn;
+    cursor_.after_event(index_++, [&](size_t i) { take(i); });
+    return cursor_.done() ? ReplayStep::kStop : ReplayStep::kGoOn;
+  }
+  void at_end() {
+    cursor_.at_end(index_, [&](size_t i) { take(i); });
   }
 
  private:
-  std::span<const uint64_t>::iterator next_, end_;
-  const std::function<void(uint64_t)>& at_moment_;
-  uint64_t index_ = 0;  // of the event just applied
+  void take(size_t i) {
+    if (taken_ && *taken_ == moments_[i]) return;  // a moment listed twice is one moment
+    taken_ = moments_[i];
+    at_moment_(moments_[i]);
+  }
+  std::span<const ReplayMoment> moments_;
+  MomentCursor cursor_;
+  const std::function<void(ReplayMoment)>& at_moment_;
+  uint64_t index_ = 0;  // of the next event
+  std::optional<ReplayMoment> taken_;
 };
 
 }  // namespace
 
 ReplayOutcome replay_to_moments(const std::string& path, const std::map<int32_t, LayerHint>& hints, MemoryModel& model,
-                                std::span<const uint64_t> moments,
-                                const std::function<void(uint64_t event_index)>& at_moment) {
+                                std::span<const ReplayMoment> moments,
+                                const std::function<void(ReplayMoment moment)>& at_moment) {
   if (moments.empty()) return ReplayOutcome{};
   MomentObserver observer(moments, at_moment);
-  return replay_trace(path, hints, model, observer);
+  ReplayOutcome outcome = replay_trace(path, hints, model, observer);
+  if (!outcome.stopped) observer.at_end();
+  return outcome;
 }
 
 WalkBudget::WalkBudget(uint64_t slack, uint64_t per_event, uint64_t events)

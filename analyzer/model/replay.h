@@ -4,9 +4,9 @@
 // timeline), and the model keeps no history, so they replay the events again and look at the model there.
 //
 // One replay, two ways to say where to stop:
-//   - replay_to_moments: a sorted list of event indices (positions among the file's events, from 0, as
-//     Peak::event_index counts them); the callback runs right after each of those events is applied, and
-//     the file is read no further than the last of them.
+//   - replay_to_moments: a list of moments (ReplayMoment: an event index, a position among the file's events
+//     from 0 as Peak::event_index counts them, and whether the moment is right after that event or right before
+//     it, at attach); the callback runs at each of them, and the file is read no further than the last.
 //   - replay_trace: an observer called around every event (before_event, optional; after_event, which
 //     says whether to go on) and with every other record (on_record, optional): for callers that find
 //     their moments as they go (an OOM listed by the model) or want every event (a timeline).
@@ -28,12 +28,14 @@
 // inlined (a template, no std::function per event).
 #pragma once
 
+#include <algorithm>
 #include <concepts>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "model/memory_model.h"
 #include "read/trace_reader.h"
@@ -42,6 +44,56 @@ namespace memtrace {
 
 // What an observer's after_event answers: read on, or stop the replay after this event.
 enum class ReplayStep { kGoOn, kStop };
+
+// A moment of a replay: right after the event of index `event_index` is applied, or, `at_attach`, right before it,
+// after the attach records read before it: where a peak that what was live at attach reached is (Peak::at_attach).
+struct ReplayMoment {
+  uint64_t event_index = 0;
+  bool at_attach = false;
+  static ReplayMoment of(const Peak& peak) { return ReplayMoment{peak.event_index, peak.at_attach}; }
+  bool operator==(const ReplayMoment&) const = default;
+  // The replay's order: the moment before an event comes before the moment after it.
+  bool operator<(const ReplayMoment& other) const {
+    return event_index != other.event_index ? event_index < other.event_index : at_attach && !other.at_attach;
+  }
+};
+
+// Which of a list of moments are due as a replay goes on: before an event is applied (a moment at attach), after
+// it, and after the last record (a moment at attach before an event that never came: a trace whose live set at
+// attach is all it holds). Each call passes take(i) the index in the list of each moment due, each once.
+class MomentCursor {
+ public:
+  explicit MomentCursor(std::span<const ReplayMoment> moments) : moments_(moments.begin(), moments.end()) {
+    for (size_t i = 0; i < moments_.size(); ++i) order_.push_back(i);
+    std::stable_sort(order_.begin(), order_.end(), [&](size_t a, size_t b) { return moments_[a] < moments_[b]; });
+  }
+  // Before the event of index `next` is applied.
+  template <typename Take>
+  void before_event(uint64_t next, Take&& take) {
+    take_while(ReplayMoment{next, true}, take);
+  }
+  // After the event of index `index` is applied.
+  template <typename Take>
+  void after_event(uint64_t index, Take&& take) {
+    take_while(ReplayMoment{index, false}, take);
+  }
+  // After the last record, `events` events having been applied.
+  template <typename Take>
+  void at_end(uint64_t events, Take&& take) {
+    take_while(ReplayMoment{events, true}, take);
+  }
+  // Every moment has been taken.
+  bool done() const { return next_ == order_.size(); }
+
+ private:
+  template <typename Take>
+  void take_while(ReplayMoment now, Take& take) {
+    while (next_ < order_.size() && moments_[order_[next_]] == now) take(order_[next_++]);
+  }
+  std::vector<ReplayMoment> moments_;
+  std::vector<size_t> order_;  // indices into moments_, in the replay's order
+  size_t next_ = 0;            // into order_
+};
 
 struct ReplayOutcome {
   // Stopped by its observer or after its last moment: the rest of the file (a TraceEnd after the last event,
@@ -75,6 +127,7 @@ class ReplaySink {
  public:
   ReplaySink(MemoryModel& model, Observer& observer) : model_(model), observer_(observer) {}
   void on_event(const EventFields& event) {
+    model_.notify_attach_totals();  // before the observer looks at the state before this event
     if constexpr (ObservesBeforeEvent<Observer>) observer_.before_event(event);
     model_.apply(event);
     ++events_;
@@ -98,8 +151,9 @@ class ReplaySink {
 // (an empty map: none, as a first pass has), then for every event in file order calls
 // observer.before_event(event) if the observer has one, model.apply(event), observer.after_event(event); and
 // observer.on_record(record), if it has one, for every other record (after model.apply_attach_record(record): the
-// allocations live at attach are the model's from their record on). Stops after the event whose after_event
-// answers ReplayStep::kStop. The observer sees the model through its own reference to it.
+// allocations live at attach are the model's from their record on; the totals callback hears of them once, before
+// the next event or after the last record: MemoryModel::notify_attach_totals). Stops after the event whose
+// after_event answers ReplayStep::kStop. The observer sees the model through its own reference to it.
 // Throws TraceError where the file does not read (read_trace); anything the observer throws passes through.
 template <ReplayObserver Observer>
 ReplayOutcome replay_trace(const std::string& path, const std::map<int32_t, LayerHint>& hints, MemoryModel& model,
@@ -109,6 +163,7 @@ ReplayOutcome replay_trace(const std::string& path, const std::map<int32_t, Laye
   ReplayOutcome outcome;
   try {
     outcome.read = read_trace(path, sink);
+    model.notify_attach_totals();  // a trace with no event after its attach records
   } catch (const replay_detail::StopReplay&) {
     outcome.stopped = true;
   }
@@ -116,14 +171,14 @@ ReplayOutcome replay_trace(const std::string& path, const std::map<int32_t, Laye
   return outcome;
 }
 
-// Replays the trace at `path` into `model` (as replay_trace, with `hints`) and calls at_moment(event_index)
-// right after applying each event whose index is in `moments` (ascending; an index listed twice is called
-// once), then stops: the file is read up to the last moment only. With no moments, reads nothing. A moment
-// past the file's last event is never called (the outcome is then not `stopped`).
+// Replays the trace at `path` into `model` (as replay_trace, with `hints`) and calls at_moment(moment) at each
+// of `moments` (any order; a moment listed twice is called once), then stops: the file is read up to the last
+// moment only. With no moments, reads nothing. A moment after the file's last event is never called (the outcome
+// is then not `stopped`); one at attach before an event that never came is called after the last record.
 // Throws TraceError where the file does not read up to the last moment.
 ReplayOutcome replay_to_moments(const std::string& path, const std::map<int32_t, LayerHint>& hints, MemoryModel& model,
-                                std::span<const uint64_t> moments,
-                                const std::function<void(uint64_t event_index)>& at_moment);
+                                std::span<const ReplayMoment> moments,
+                                const std::function<void(ReplayMoment moment)>& at_moment);
 
 // A budget of live allocations walked at a replay's moments, all moments together: `slack` plus `per_event`
 // for each of the trace's `events`, saturating. Once one walk is refused, every later one is too, so that

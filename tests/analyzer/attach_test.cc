@@ -7,6 +7,8 @@
 #include "analysis/analysis.h"
 #include "analysis/peak_breakdown.h"
 #include "attach_traces.h"
+#include "fleet/process_summary.h"
+#include "model/replay.h"
 #include "stacks/frames.h"
 #include "stacks/symbolizer.h"
 
@@ -34,15 +36,21 @@ TEST(Attach, APreAttachBlockFreedAfterAttachIsMatched) {
   EXPECT_EQ(d.peak_allocated().bytes, 3 * kMiB);
   EXPECT_EQ(d.peak_allocated().time_ns, 0);  // the live set at attach: A + B
   EXPECT_EQ(d.peak_allocated().event_index, 0u);
+  EXPECT_TRUE(d.peak_allocated().at_attach);  // before e0, not after it
   EXPECT_EQ(d.peak_reserved().bytes, 8 * kMiB);
   EXPECT_EQ(d.peak_reserved().time_ns, 0);
-  EXPECT_EQ(d.block_allocations, 3u);  // A and B at attach, C after
-  EXPECT_EQ(d.block_frees, 1u);
+  EXPECT_TRUE(d.peak_reserved().at_attach);
+  // The trace's own allocations: C; A and B are counted apart, and so is A's free.
+  EXPECT_EQ(d.block_allocations, 1u);
+  EXPECT_EQ(d.block_frees, 0u);
+  EXPECT_EQ(d.driver_allocations, 0u);
   const AttachFacts& facts = a->model.attach_facts().at(0);
   EXPECT_EQ(facts.block_allocations, 2u);
   EXPECT_EQ(facts.block_bytes, 3 * kMiB);
+  EXPECT_EQ(facts.block_frees, 1u);  // A
   EXPECT_EQ(facts.driver_allocations, 1u);
   EXPECT_EQ(facts.driver_bytes, 8 * kMiB);
+  EXPECT_EQ(facts.driver_frees, 0u);
   EXPECT_EQ(facts.unlisted_bytes, 0u);
   // At the peak (attach): A and B, with no stack.
   ASSERT_EQ(a->live_at_peak.at(0).size(), 1u);
@@ -78,6 +86,9 @@ TEST(Attach, TheUnlistedAggregateAbsorbsFreesUpToItsSize) {
   EXPECT_EQ(d.peak_allocated().bytes, 3 * kMiB);
   EXPECT_EQ(a->model.attach_facts().at(0).unlisted_bytes, 3 * kMiB);
   EXPECT_EQ(a->model.attach_facts().at(0).block_allocations, 0u);
+  EXPECT_EQ(a->model.attach_facts().at(0).block_frees, 0u);  // the aggregate's frees are counted in health
+  EXPECT_EQ(d.block_allocations, 1u);                        // D
+  EXPECT_EQ(d.block_frees, 0u);
   EXPECT_TRUE(a->model.before_attach_live_at_exit().empty());  // all three unlisted MiB were freed
 }
 
@@ -97,8 +108,8 @@ TEST(Attach, ReservedComesFromTheBaselineBeforePyTorchsFirstReport) {
   model.set_totals_callback([&](int32_t, int64_t, const DeviceTotals& t) { seen.push_back(t); });
   read_trace(path, SinkOf{[&](const EventFields& e) { model.apply(e); },
                           [&](const proto::Record& r) { model.apply_attach_record(r); }});
-  // {allocated, reserved, driver} after A, after the baseline, after e0.
-  EXPECT_EQ(seen, (std::vector<DeviceTotals>{{kMiB, 0, 0}, {kMiB, 8 * kMiB, 0}, {2 * kMiB, 6 * kMiB, 0}}));
+  // {allocated, reserved, driver} at attach (A and the baseline: one change, not one per record), after e0.
+  EXPECT_EQ(seen, (std::vector<DeviceTotals>{{kMiB, 8 * kMiB, 0}, {2 * kMiB, 6 * kMiB, 0}}));
   EXPECT_EQ(model.devices().at(0).peak_reserved().bytes, 8 * kMiB);
   EXPECT_EQ(model.devices().at(0).peak_reserved().time_ns, 0);
 }
@@ -145,7 +156,7 @@ TEST(Attach, ASnapshotIsItsLiveSet) {
 MomentBreakdown replayed_peak(const Analysis& a) {
   Symbolizer symbolizer(a.stacks.modules(), std::vector<std::string>{});
   FrameResolver resolver(a.stacks, symbolizer);
-  Moment moment{0, a.model.devices().at(0).peak_allocated().event_index};
+  Moment moment = moment_of_peak(0, a.model.devices().at(0).peak_allocated());
   return break_down_moments(a, std::span(&moment, 1), EventPhases{}, resolver).at(0);
 }
 
@@ -160,6 +171,58 @@ TEST(Attach, APeakAtAttachIsBrokenDownBeforeTheFirstEvent) {
   MomentBreakdown sb = replayed_peak(*s);
   EXPECT_EQ(sb.totals.allocated_bytes, 2 * kMiB);
   EXPECT_EQ(sb.live.size(), 2u);
+}
+
+// What `summary` replays where its one pass did not capture a peak (collect_live_at_peak): a peak reached at attach
+// is read before the first event (which frees A), with the fragmentation there; a snapshot's, after the last record.
+TEST(Attach, TheReplayedLiveAtAPeakAtAttachIsBeforeTheFirstEvent) {
+  std::string path = test::temp_path("attach-replayed-peak.mtrace");
+  test::write_file(path, test::attached_torch_trace().bytes());
+  auto a = analyze_trace(path, /*with_live_at_peak=*/false);
+  collect_live_at_peak(*a, {0}, SiteGrouping(a->stacks));
+  ASSERT_EQ(a->live_at_peak.at(0).size(), 1u);
+  EXPECT_EQ(a->live_at_peak.at(0)[0].stack_id, 0u);
+  EXPECT_EQ(a->live_at_peak.at(0)[0].bytes, 3 * kMiB);  // A + B; after e0, B alone
+  EXPECT_EQ(a->live_at_peak.at(0)[0].count, 2u);
+  const Fragmentation& f = a->fragmentation_at_peak.at(0);
+  EXPECT_EQ(f.reserved_minus_allocated_bytes, 5 * kMiB);  // the baseline's 8 MiB - 3 MiB
+  EXPECT_EQ(f.segment_count, 1u);                         // S
+  EXPECT_EQ(f.largest_free_block_bytes, 5 * kMiB);        // S's tail after B (after e0, still 5 MiB: A's 1 MiB gap)
+
+  test::write_file(path, test::snapshot_trace().bytes());
+  auto s = analyze_trace(path, false);
+  collect_live_at_peak(*s, {0, 1}, SiteGrouping(s->stacks));
+  ASSERT_EQ(s->live_at_peak.at(0).size(), 1u);
+  EXPECT_EQ(s->live_at_peak.at(0)[0].bytes, 2 * kMiB);
+  EXPECT_EQ(s->live_at_peak.at(0)[0].count, 2u);
+  ASSERT_EQ(s->live_at_peak.at(1).size(), 1u);
+  EXPECT_EQ(s->live_at_peak.at(1)[0].bytes, 6 * kMiB);
+  EXPECT_EQ(s->live_at_peak.at(1)[0].count, 1u);
+}
+
+// replay_to_moments: a moment at attach is the state before its event, after every attach record; the moment after
+// the same event follows it; one at attach with no event after it comes after the last record.
+TEST(Attach, MomentsAtAttachComeBeforeTheirEvent) {
+  std::string path = test::temp_path("attach-moments.mtrace");
+  test::write_file(path, test::attached_torch_trace().bytes());
+  MemoryModel model;
+  std::vector<std::pair<uint64_t, DeviceTotals>> seen;  // (events applied, totals of device 0)
+  auto note = [&](ReplayMoment) { seen.emplace_back(model.next_event_index(), model.totals(0)); };
+  const std::vector<ReplayMoment> moments = {{0, false}, {0, true}, {1, false}};
+  ReplayOutcome outcome = replay_to_moments(path, {{0, LayerHint{true, true}}}, model, moments, note);
+  EXPECT_TRUE(outcome.stopped);
+  EXPECT_EQ(seen, (std::vector<std::pair<uint64_t, DeviceTotals>>{{0, {3 * kMiB, 8 * kMiB, 8 * kMiB}},
+                                                                  {1, {2 * kMiB, 8 * kMiB, 8 * kMiB}},
+                                                                  {2, {3 * kMiB, 8 * kMiB, 8 * kMiB}}}));
+  test::write_file(path, test::snapshot_trace().bytes());
+  MemoryModel snapshot;
+  seen.clear();
+  const std::vector<ReplayMoment> at_attach = {{0, true}};
+  outcome = replay_to_moments(path, {}, snapshot, at_attach, [&](ReplayMoment) {
+    seen.emplace_back(snapshot.next_event_index(), snapshot.totals(0));
+  });
+  EXPECT_FALSE(outcome.stopped);
+  EXPECT_EQ(seen, (std::vector<std::pair<uint64_t, DeviceTotals>>{{0, {2 * kMiB, 4 * kMiB, 4 * kMiB}}}));
 }
 
 // `memtrace CMD TRACE` of a trace builder's bytes, expecting exit status 0.
@@ -190,6 +253,36 @@ TEST(AttachText, SummarySaysHowTheTraceBeganAndEnded) {
       << out;
   EXPECT_TRUE(has_line(out, "      (no stack: allocated before attach, or recorded without a stack)")) << out;
   EXPECT_EQ(out.find("ALLOCATED AT ATTACH"), std::string::npos) << out;
+  // C is the trace's one allocation; A, B and S are counted apart, A's free with them.
+  EXPECT_TRUE(has_line(out,
+                       "  driver allocations 0 (0 freed), block allocations 1 (0 freed); live at attach: driver 1 "
+                       "(0 freed), block 2 (1 freed)"))
+      << out;
+}
+
+// One row at time 0 holds what was live at attach, all of it, with the baseline's reserved (not a row per record,
+// the first with reserved 0); then one per event. Fragmentation: S (8 MiB) holds A [0, 1 MiB) and B [1, 3 MiB),
+// then B, then B and C [3, 4 MiB).
+TEST(AttachText, TheTimelineStartsWithOneRowAtAttach) {
+  std::string csv = memtrace_on("timeline --csv", "attach-timeline.mtrace", test::attached_torch_trace());
+  EXPECT_EQ(csv,
+            "time_s,device,allocated_bytes,reserved_bytes,driver_bytes,reserved_minus_allocated_bytes,segment_count,"
+            "largest_free_block_bytes\n"
+            "0.000000000,0,3145728,8388608,8388608,5242880,1,5242880\n"
+            "0.001000000,0,2097152,8388608,8388608,6291456,1,5242880\n"
+            "0.002000000,0,3145728,8388608,8388608,5242880,1,4194304\n");
+  nlohmann::json j = nlohmann::json::parse(
+      memtrace_on("timeline --json", "attach-timeline-json.mtrace", test::attached_torch_trace()));
+  ASSERT_EQ(j["rows"].size(), 3u);
+  EXPECT_EQ(j["rows"][0]["time_s"], 0.0);
+  EXPECT_EQ(j["rows"][0]["allocated_bytes"], 3 * kMiB);
+  EXPECT_EQ(j["rows"][0]["reserved_bytes"], 8 * kMiB);
+  // A snapshot: one row per device, at time 0; device 1 has no PyTorch blocks, so no segments.
+  EXPECT_EQ(memtrace_on("timeline --csv", "attach-timeline-snapshot.mtrace", test::snapshot_trace()),
+            "time_s,device,allocated_bytes,reserved_bytes,driver_bytes,reserved_minus_allocated_bytes,segment_count,"
+            "largest_free_block_bytes\n"
+            "0.000000000,0,2097152,4194304,4194304,2097152,1,2097152\n"
+            "0.000000000,1,6291456,6291456,6291456,0,,\n");
 }
 
 TEST(AttachText, LeaksListWhatWasAllocatedBeforeAttachApart) {
@@ -222,7 +315,7 @@ TEST(AttachText, UnlistedBlocksAndADormantTracer) {
                        "  frees of blocks allocated before attach whose addresses were not listed 3 (taken from their "
                        "total, not unknown)"))
       << out;
-  EXPECT_TRUE(has_line(out, "  driver allocations 0 (0 freed), block allocations 1 (0 freed)")) << out;
+  EXPECT_TRUE(has_line(out, "  driver allocations 0 (0 freed), block allocations 1 (0 freed)")) << out;  // D
 }
 
 TEST(AttachText, ASnapshotReadsAsTheLiveSet) {
@@ -238,6 +331,10 @@ TEST(AttachText, ASnapshotReadsAsTheLiveSet) {
                        "(6,291,456 B)"))
       << out;
   EXPECT_NE(out.find("snapshot written (the process ran on)"), std::string::npos) << out;
+  EXPECT_TRUE(has_line(out,
+                       "  driver allocations 0 (0 freed), block allocations 0 (0 freed); live at attach: driver 1 "
+                       "(0 freed), block 2 (0 freed)"))
+      << out;
 }
 
 TEST(AttachText, PyTorchOnlyWhereCuptiWasBusy) {
@@ -270,6 +367,8 @@ TEST(AttachJson, TheAttachObject) {
   EXPECT_EQ(d["block_bytes"], 3 * kMiB);
   EXPECT_EQ(d["driver_allocations"], 1);
   EXPECT_EQ(d["driver_bytes"], 8 * kMiB);
+  EXPECT_EQ(d["block_frees"], 1);  // A
+  EXPECT_EQ(d["driver_frees"], 0);
   EXPECT_EQ(d["unlisted_block_bytes"], 0);
   EXPECT_EQ(d["baseline"]["allocator_allocated_bytes"], 3 * kMiB);
   EXPECT_EQ(d["baseline"]["allocator_reserved_bytes"], 8 * kMiB);
@@ -281,10 +380,68 @@ TEST(AttachJson, TheAttachObject) {
   EXPECT_FALSE(attach.contains("allocated_vs_baseline"));
   EXPECT_EQ(j["trace"]["end"]["how"], "DETACH");
   EXPECT_EQ(j["trace"]["unknown_frees"], 0);
+  // The device's counts are the trace's own allocations: C.
+  EXPECT_EQ(j["devices"][0]["block_allocations"], 1);
+  EXPECT_EQ(j["devices"][0]["block_frees"], 0);
+  EXPECT_EQ(j["devices"][0]["driver_allocations"], 0);
   // A trace from launch has no attach object.
   nlohmann::json launch =
       nlohmann::json::parse(memtrace_on("summary --json", "attach-json-launch.mtrace", test::small_torch_trace()));
   EXPECT_FALSE(launch["trace"].contains("attach"));
+}
+
+// One process's summary for the many-process views (fleet/process_summary.h) says its trace began at an attach: when,
+// which attach, and what was allocated before it (the blocks, listed or not); JSON both ways, and a summary file
+// written before the key existed reads as a trace from launch.
+TEST(AttachFleet, AProcessSummarySaysItBeganAtAnAttach) {
+  auto summarize = [](const std::string& name, const test::TraceBuilder& b) {
+    std::string path = test::temp_path(name);
+    test::write_file(path, b.bytes());
+    auto a = analyze_trace(path, false);
+    Symbolizer symbolizer(a->stacks.modules(), std::vector<std::string>{});
+    FrameResolver resolver(a->stacks, symbolizer);
+    return summarize_process(*a, resolver, 10);
+  };
+  ProcessSummary p = summarize("attach-fleet-summary.mtrace", test::attached_torch_trace());
+  ASSERT_TRUE(p.attach);
+  EXPECT_EQ(*p.attach, (ProcessAttach{"ATTACH_INJECTED", 2, test::kAttachUnixNs, 2, 3 * kMiB, 0}));
+  EXPECT_EQ(p.devices.at(0).allocations, 1u);  // C: the trace's own
+  nlohmann::json j = process_summary_json(p);
+  EXPECT_EQ(j["attach"], nlohmann::json::parse(R"({"origin": "ATTACH_INJECTED", "attach_number": 2,
+      "unix_ns": 1796223845000000000, "allocations": 2, "bytes": 3145728, "unlisted_bytes": 0})"));
+  EXPECT_EQ(process_summary_from_json(j), p);
+  j.erase("attach");
+  EXPECT_FALSE(process_summary_from_json(j).attach);
+  ProcessSummary u = summarize("attach-fleet-unlisted.mtrace", test::attached_unlisted_blocks_trace());
+  EXPECT_EQ(*u.attach, (ProcessAttach{"ATTACH_DORMANT", 1, test::kAttachUnixNs, 0, 3 * kMiB, 3 * kMiB}));
+  EXPECT_FALSE(summarize("attach-fleet-launch.mtrace", test::small_torch_trace()).attach);
+}
+
+// `memtrace summary A B`: the process tree's line of an attached process says so, and `--json` has the object.
+// The launched process (pid 4242 too, started 1 s before the attach) is time 0.
+TEST(AttachFleet, TheManyProcessSummarySaysWhichBeganAtAnAttach) {
+  test::TraceBuilder launched;
+  launched.start(1'000'000'000, test::kAttachUnixNs - 1'000'000'000);
+  launched.event(test::driver_alloc(0, 0x1000, kMiB, 1'000'000)).end(1, 0).end_chunk();
+  const std::string first = test::temp_path("attach-fleet-launched.mtrace");
+  const std::string second = test::temp_path("attach-fleet-attached.mtrace");
+  test::write_file(first, launched.bytes());
+  test::write_file(second, test::attached_torch_trace().bytes());
+  test::MemtraceRun r = test::run_memtrace_binary("summary " + first + " " + second);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("[" + second +
+                       "] (began at attach 2, +1.000 s: 2 allocations, 3.00 MiB (3,145,728 B) allocated before "
+                       "attach)\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("[" + first + "]\n"), std::string::npos) << r.out;
+  r = test::run_memtrace_binary("summary --json " + first + " " + second);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["processes"].size(), 2u);
+  EXPECT_TRUE(j["processes"][0]["attach"].is_null());
+  EXPECT_EQ(j["processes"][1]["attach"]["attach_number"], 2);
+  EXPECT_EQ(j["processes"][1]["attach"]["bytes"], 3 * kMiB);
 }
 
 // Values no tracer writes: sizes near 2^64 saturate, ordinals outside -1..1023 are counted and not applied, and a

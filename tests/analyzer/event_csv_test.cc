@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "attach_traces.h"
 #include "trace_builder.h"
 
 namespace memtrace {
@@ -14,6 +15,29 @@ namespace {
 
 using test::run_memtrace_binary;
 using test::TraceBuilder;
+
+// An attached trace (attach_traces.h): a row per allocation live at attach, at time 0, before the events, with no
+// event index; an aggregate of blocks not listed one by one is LIVE_AT_ATTACH_TOTAL at address 0.
+TEST(EventCsv, WhatWasLiveAtAttachComesFirst) {
+  const std::string trace = test::temp_path("csv-attach.mtrace"), csv = test::temp_path("csv-attach.csv");
+  test::write_file(trace, test::attached_torch_trace().bytes());
+  test::MemtraceRun r = run_memtrace_binary("export --format csv " + trace + " -o " + csv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(test::read_file(csv),
+            "event,time_ns,kind,layer,api,memory,device,stream,tid,address,size_bytes,result,stack_id,handle\n"
+            ",0,LIVE_AT_ATTACH,LAYER_DRIVER,CUDA_MALLOC,MEMORY_DEVICE,0,0,0,0x10000000,8388608,0,0,0\n"
+            ",0,LIVE_AT_ATTACH,LAYER_BLOCK,TORCH_ALLOCATOR,MEMORY_DEVICE,0,0,0,0x10000000,1048576,0,0,0\n"
+            ",0,LIVE_AT_ATTACH,LAYER_BLOCK,TORCH_ALLOCATOR,MEMORY_DEVICE,0,0,0,0x10100000,2097152,0,0,0\n"
+            "0,1000000,FREE,LAYER_BLOCK,TORCH_ALLOCATOR,MEMORY_DEVICE,0,0,0,0x10000000,1048576,0,0,0\n"
+            "1,2000000,ALLOC,LAYER_BLOCK,TORCH_ALLOCATOR,MEMORY_DEVICE,0,0,0,0x10300000,1048576,0,10,0\n");
+  test::write_file(trace, test::attached_unlisted_blocks_trace().bytes());
+  r = run_memtrace_binary("export --format csv " + trace + " -o " + csv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string rows = test::read_file(csv);
+  EXPECT_EQ(rows.substr(0, rows.find("\n0,")),
+            "event,time_ns,kind,layer,api,memory,device,stream,tid,address,size_bytes,result,stack_id,handle\n"
+            ",0,LIVE_AT_ATTACH_TOTAL,LAYER_BLOCK,TORCH_ALLOCATOR,MEMORY_DEVICE,0,0,0,0x0,3145728,0,0,0");
+}
 
 TEST(EventCsv, EveryEventOneRowWithTheTraceClock) {
   TraceBuilder b;

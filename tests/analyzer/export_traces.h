@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "analysis_trace.h"
 #include "trace_builder.h"
 
 namespace memtrace::test {
@@ -28,7 +29,6 @@ inline proto::Record range_event_record(proto::RangeEvent::Kind kind, uint64_t n
   return r;
 }
 
-constexpr uint64_t kMiB = 1 << 20;
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 constexpr uint64_t kSegment = 0x7f0000000000;
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "analysis/analysis.h"
+#include "attach_traces.h"
 #include "cli/report_session.h"
 #include "export/perfetto.h"
 #include "export_traces.h"
@@ -164,6 +165,20 @@ TEST(PerfettoExport, ThinnedCountersKeepEveryPeakAndTrough) {
   size_t counters = 0;
   for (const std::string& line : describe(exact)) counters += line.find(" 2 counter") != std::string::npos;
   EXPECT_EQ(counters, 8u);
+}
+
+// An attached trace (attach_traces.h): each counter starts at time 0 at what was live at attach, all of it, with
+// the baseline's reserved (one value, not one per record); then the events change allocated only.
+TEST(PerfettoExport, CountersStartAtTheLiveSetAtAttach) {
+  pf::Trace trace = export_perfetto(test::attached_torch_trace().bytes(), "perfetto-attach.mtrace");
+  std::vector<std::string> counters;
+  for (const std::string& line : describe(trace))
+    if (line.find("counter") != std::string::npos || line.find("'cuda:0") != std::string::npos)
+      counters.push_back(line);
+  EXPECT_EQ(counters, (std::vector<std::string>{"track 2 'cuda:0 allocated' in 1 bytes", "@0 2 counter = 3145728",
+                                                "track 3 'cuda:0 reserved' in 1 bytes", "@0 3 counter = 8388608",
+                                                "track 4 'cuda:0 driver' in 1 bytes", "@0 4 counter = 8388608",
+                                                "@1000000 2 counter = 2097152", "@2000000 2 counter = 3145728"}));
 }
 
 // Ranges that overlap without nesting go to a second track of the thread; a range never closed ends at the trace's

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "attach_traces.h"
 #include "export_traces.h"
 #include "profile.pb.h"
 
@@ -120,6 +121,37 @@ TEST(PprofExport, SampleTypesStacksAndLabels) {
   EXPECT_EQ(str(p.comment(0)), strings.back());
   EXPECT_EQ(p.time_nanos(), 0);         // the builder's TraceStart has start_unix_ns 0
   EXPECT_EQ(p.duration_nanos(), 9000);  // the last event, at 9 us
+}
+
+// An attached trace (attach_traces.h): its peak is at attach (A + B, before e0 frees A), under one frame of their
+// own; at exit B is still live, beside C (stack 10), the trace's one allocation.
+TEST(PprofExport, WhatWasLiveAtAttachIsOneFrameOfItsOwn) {
+  pp::Profile p = export_pprof(test::attached_torch_trace().bytes(), "pprof_attach");
+  auto str = [&](int64_t i) { return p.string_table(int(i)); };
+  ASSERT_EQ(p.function_size(), 2);
+  EXPECT_EQ(str(p.function(0).name()), "[allocated before attach]");
+  EXPECT_EQ(str(p.function(1).name()), "train.py:42 train_step");
+  ASSERT_EQ(p.sample_size(), 2);
+  auto values = [&](const pp::Sample& s) {
+    std::vector<int64_t> v(s.value().begin(), s.value().end());
+    v.insert(v.begin(), int64_t(s.location_id(0)));
+    return v;
+  };
+  // location; alloc objects, bytes; exit objects, bytes; inuse objects, bytes
+  EXPECT_EQ(values(p.sample(0)), (std::vector<int64_t>{1, 0, 0, 1, 2 * kMiB, 2, 3 * kMiB}));
+  EXPECT_EQ(values(p.sample(1)), (std::vector<int64_t>{2, 1, kMiB, 1, kMiB, 0, 0}));
+  // Blocks not listed one by one: bytes at the peak (3 MiB at attach), no allocation to count; none left at exit.
+  // D (no stack) is the trace's: a sample of its own.
+  pp::Profile u = export_pprof(test::attached_unlisted_blocks_trace().bytes(), "pprof_attach_unlisted");
+  std::vector<std::string> seen;
+  for (const pp::Sample& sample : u.sample()) {
+    const pp::Location& location = u.location(int(sample.location_id(0)) - 1);
+    std::string text = u.string_table(int(u.function(int(location.line(0).function_id()) - 1).name()));
+    for (int64_t v : sample.value()) text += " " + std::to_string(v);
+    seen.push_back(text);
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"[no stack] 1 524288 1 524288 0 0",
+                                            "[allocated before attach] 0 0 0 0 0 " + std::to_string(3 * kMiB)}));
 }
 
 TEST(PprofExport, NoIterationsNoPhaseLabel) {

@@ -52,9 +52,11 @@ std::vector<Seen> seen_at(const std::string& path, const std::vector<uint64_t>& 
                           const std::map<int32_t, LayerHint>& hints = {}) {
   MemoryModel model;
   std::vector<Seen> seen;
-  *outcome = replay_to_moments(path, hints, model, moments, [&](uint64_t index) {
+  std::vector<ReplayMoment> after;  // right after each event
+  for (uint64_t index : moments) after.push_back(ReplayMoment{index, false});
+  *outcome = replay_to_moments(path, hints, model, after, [&](ReplayMoment moment) {
     DeviceTotals t = model.totals(0);
-    seen.push_back({index, t.allocated_bytes, t.driver_bytes, model.now_ns(), model.live_allocations()});
+    seen.push_back({moment.event_index, t.allocated_bytes, t.driver_bytes, model.now_ns(), model.live_allocations()});
   });
   return seen;
 }

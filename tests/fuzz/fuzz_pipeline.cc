@@ -457,7 +457,8 @@ void run_peak(Session& s, uint8_t flags, std::optional<int64_t> at_ns) {
   }
   for (const auto& [device, state] : a.model.devices())
     if (state.peak_allocated().bytes > 0)
-      moments.push_back(memtrace::Moment{device, at_event ? *at_event : state.peak_allocated().event_index});
+      moments.push_back(at_event ? memtrace::Moment{device, *at_event}
+                                 : memtrace::moment_of_peak(device, state.peak_allocated()));
   std::vector<memtrace::MomentBreakdown> breakdowns = accepted_stage(what, [&] {
     return memtrace::break_down_moments(a, moments, memtrace::event_phases_of(a, s.resolver), s.resolver);
   });

@@ -83,6 +83,8 @@ json attach_json(const Analysis& a) {
                        {"block_bytes", f.block_bytes},
                        {"driver_allocations", f.driver_allocations},
                        {"driver_bytes", f.driver_bytes},
+                       {"block_frees", f.block_frees},
+                       {"driver_frees", f.driver_frees},
                        {"unlisted_block_bytes", f.unlisted_bytes},
                        {"baseline", baseline}});
   }
@@ -94,9 +96,7 @@ json attach_json(const Analysis& a) {
                           {"bytes", b.bytes},
                           {"unlisted_bytes", b.unlisted_bytes}});
   const TraceHealth& h = a.model.health();
-  json attach = {{"origin", proto::TraceStart_Origin_IsValid(start.origin())
-                                ? proto::TraceStart_Origin_Name(start.origin())
-                                : "ORIGIN_" + std::to_string(int(start.origin()))},
+  json attach = {{"origin", origin_name(start.origin())},
                  {"attach_number", start.attach_number()},
                  {"driver_layer_attached", start.driver_layer_attached()},
                  {"torch_layer_attached", start.torch_layer_attached()},

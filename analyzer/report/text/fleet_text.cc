@@ -133,6 +133,16 @@ Tree process_tree(const FleetView& view) {
   return tree;
 }
 
+// "(began at attach 2, +1.000 s: 3.00 MiB (3,145,728 B) allocated before attach)", "(a snapshot of its live set at
+// +1.000 s: ... live)": the trace holds the process from then on only, with what was live before as one figure.
+std::string attach_words(const FleetView& view, const ProcessAttach& attach) {
+  const std::string bytes = count_of(attach.allocations, "allocation") + ", " + format_bytes(attach.bytes);
+  if (attach.origin == "SNAPSHOT")
+    return "(a snapshot of its live set at " + when(view, attach.unix_ns) + ": " + bytes + " live)";
+  return "(began at attach " + std::to_string(attach.attach_number) + ", " + when(view, attach.unix_ns) + ": " + bytes +
+         " allocated before attach)";
+}
+
 constexpr size_t kMaxTreeIndent = 16;  // levels indented; deeper ones (a chain of forks) stay at this depth
 
 void print_tree_line(std::ostream& out, const FleetView& view, size_t i, size_t depth) {
@@ -142,6 +152,7 @@ void print_tree_line(std::ostream& out, const FleetView& view, size_t i, size_t 
   if (p.argv.empty()) out << " (command line not recorded)";
   for (const std::string& arg : p.argv) out << ' ' << terminal_safe(arg);
   out << "  [" << terminal_safe(p.trace) << ']' << (p.truncated ? " (trace truncated)" : "");
+  if (p.attach) out << ' ' << attach_words(view, *p.attach);
   // Every process's OOMs are named here, a process without a rank's too (the rank table has the ranks').
   uint64_t ooms = 0;
   for (const ProcessDevice& d : p.devices) ooms = saturating_add(ooms, d.ooms);

@@ -125,19 +125,10 @@ std::string describe_attach(const Analysis& a) {
   std::string tracer = attach_tracer_words(a);
   if (!tracer.empty()) details += (details.empty() ? "" : "; ") + tracer;
   if (!details.empty()) line += " (" + details + ")";
-  AttachFacts all;
-  for (const auto& [device, facts] : a.model.attach_facts()) {
-    all.block_allocations += facts.block_allocations;
-    all.block_bytes = saturating_add(all.block_bytes, facts.block_bytes);
-    all.driver_allocations += facts.driver_allocations;
-    all.driver_bytes = saturating_add(all.driver_bytes, facts.driver_bytes);
-    all.unlisted_bytes = saturating_add(all.unlisted_bytes, facts.unlisted_bytes);
-  }
+  const AttachFacts all = sum_attach_facts(a.model.attach_facts());
   // The allocated kind first: blocks where there are any (the driver allocations then hold them), else the driver's.
-  bool blocks = all.block_allocations || all.unlisted_bytes;
-  uint64_t allocations = blocks ? all.block_allocations : all.driver_allocations;
-  uint64_t bytes = blocks ? saturating_add(all.block_bytes, all.unlisted_bytes) : all.driver_bytes;
-  line += ": " + count_of(allocations, "allocation") + ", " + format_bytes(bytes) +
+  const bool blocks = all.blocks_allocated();
+  line += ": " + count_of(all.allocated_allocations(), "allocation") + ", " + format_bytes(all.allocated_bytes()) +
           (snapshot ? " live (the peaks are this live set)" : " allocated before attach");
   if (all.unlisted_bytes) line += " (" + format_bytes(all.unlisted_bytes) + " of it in blocks not listed one by one)";
   if (blocks && all.driver_allocations)
@@ -189,7 +180,14 @@ void print_devices(std::ostream& out, const Analysis& a, FrameResolver& resolver
         << format_bytes(final_totals.reserved_bytes) << ", driver " << format_bytes(final_totals.driver_bytes) << '\n';
     out << "  driver allocations " << with_thousands(d.driver_allocations) << " (" << with_thousands(d.driver_frees)
         << " freed), block allocations " << with_thousands(d.block_allocations) << " (" << with_thousands(d.block_frees)
-        << " freed)\n";
+        << " freed)";
+    // What was live at attach is no allocation of the trace's: counted apart, with the frees of it the trace saw.
+    if (auto f = a.model.attach_facts().find(device);
+        f != a.model.attach_facts().end() && f->second.driver_allocations + f->second.block_allocations > 0)
+      out << "; live at attach: driver " << with_thousands(f->second.driver_allocations) << " ("
+          << with_thousands(f->second.driver_frees) << " freed), block " << with_thousands(f->second.block_allocations)
+          << " (" << with_thousands(f->second.block_frees) << " freed)";
+    out << '\n';
     print_categories(out, d);
     if (auto f = a.fragmentation_at_peak.find(device); f != a.fragmentation_at_peak.end())
       print_fragmentation(out, "at peak allocated", f->second);
