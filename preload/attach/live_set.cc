@@ -78,18 +78,31 @@ uint64_t make_key(Space space, uint64_t address) {
 
 size_t home_of(uint64_t key) { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ULL) >> g_shift); }
 
-uint64_t pack_meta(const MemoryEvent& e) {
-  return static_cast<uint32_t>(e.device) | uint64_t{static_cast<uint8_t>(e.api)} << 32 |
-         uint64_t{static_cast<uint8_t>(e.memory)} << 40 | uint64_t{static_cast<uint8_t>(e.layer)} << 48;
+uint64_t pack_meta(int32_t device, Api api, Memory memory, Layer layer) {
+  return static_cast<uint32_t>(device) | uint64_t{static_cast<uint8_t>(api)} << 32 |
+         uint64_t{static_cast<uint8_t>(memory)} << 40 | uint64_t{static_cast<uint8_t>(layer)} << 48;
+}
+
+// What a slot holds besides its key: made from the few values the dormant hooks pass (live_set_note_device_alloc,
+// live_set_note_torch_block) without a whole MemoryEvent.
+struct Fields {
+  uint64_t size;
+  uint64_t stream;
+  uint64_t context;
+  uint64_t meta;
+};
+
+Fields fields_of(const MemoryEvent& e) {
+  return {e.size, e.stream, e.context, pack_meta(e.device, e.api, e.memory, e.layer)};
 }
 
 int32_t device_of_meta(uint64_t meta) { return static_cast<int32_t>(static_cast<uint32_t>(meta)); }
 
-void write_fields(Slot& s, const MemoryEvent& e) {
-  s.size.store(e.size, std::memory_order_relaxed);
-  s.stream.store(e.stream, std::memory_order_relaxed);
-  s.context.store(e.context, std::memory_order_relaxed);
-  s.meta.store(pack_meta(e), std::memory_order_relaxed);
+void write_fields(Slot& s, const Fields& f) {
+  s.size.store(f.size, std::memory_order_relaxed);
+  s.stream.store(f.stream, std::memory_order_relaxed);
+  s.context.store(f.context, std::memory_order_relaxed);
+  s.meta.store(f.meta, std::memory_order_relaxed);
 }
 
 // Takes slot `s` holding `expected` for writing (bit 63); false when it holds something else by then.
@@ -97,7 +110,7 @@ bool lock_slot(Slot& s, uint64_t expected) {
   return s.key.compare_exchange_strong(expected, expected | kBusy, std::memory_order_acquire);
 }
 
-void insert(uint64_t key, const MemoryEvent& e) {
+void insert(uint64_t key, const Fields& fields) {
   for (;;) {
     const size_t home = home_of(key);
     Slot* reusable = nullptr;
@@ -112,7 +125,7 @@ void insert(uint64_t key, const MemoryEvent& e) {
           retry = true;
           break;
         }
-        write_fields(s, e);
+        write_fields(s, fields);
         s.key.store(key, std::memory_order_release);
         return;
       }
@@ -137,7 +150,7 @@ void insert(uint64_t key, const MemoryEvent& e) {
     }
     uint64_t expected = reusable_key;
     if (!reusable->key.compare_exchange_strong(expected, key | kBusy, std::memory_order_acquire)) continue;
-    write_fields(*reusable, e);
+    write_fields(*reusable, fields);
     reusable->key.store(key, std::memory_order_release);
     return;
   }
@@ -312,8 +325,33 @@ void live_set_note(const MemoryEvent& e) {
   }
   uint64_t allocated, freed, freed_alt;
   live_set_keys_of(e, &allocated, &freed, &freed_alt);
-  if (allocated) insert(allocated, e);
+  if (allocated) insert(allocated, fields_of(e));
   if (freed && !remove(freed) && freed_alt) remove(freed_alt);
+}
+
+void live_set_note_device_alloc(Api api, uint64_t address, uint64_t size) {
+  if (!g_slots) return;
+  if (const uint64_t key = make_key(kDriverPointer, address))
+    insert(key, {size, 0, 0, pack_meta(kDeviceUnresolved, api, Memory::kDevice, Layer::kDriver)});
+}
+
+void live_set_note_device_free(uint64_t address) {
+  if (!g_slots) return;
+  const uint64_t key = make_key(kDriverPointer, address);
+  const uint64_t pool_key = make_key(kPoolBlock, address);  // as live_set_keys_of: both counted if not followed
+  if (key && !remove(key) && pool_key) remove(pool_key);
+}
+
+void live_set_note_torch_block(uint64_t address, int64_t size_delta, int32_t device) {
+  if (!g_slots) return;
+  const uint64_t key = make_key(kTorchBlock, address);
+  if (!key) return;
+  if (size_delta < 0) {
+    remove(key);
+    return;
+  }
+  insert(key, {static_cast<uint64_t>(size_delta), 0, 0,
+               pack_meta(device, Api::kTorchAllocator, Memory::kDevice, Layer::kBlock)});
 }
 
 void live_set_resolve() {

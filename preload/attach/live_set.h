@@ -2,12 +2,13 @@
 // with its size, device, memory and API, and nothing else (no stack, no time). It is what a later attach or
 // snapshot opens the trace with (LiveAtAttach records).
 //
-// The hot path of a dormant process is live_set_note() and nothing else, so it must cost little: at most 20 ns an
-// event over no tracer (bench/dormant_event). A plain device allocation is noted without its device and context,
-// which the hook would have to ask the driver for; live_set_resolve asks for them before the set is read. A
-// fixed-capacity open-addressing table of atomics, mapped once at the first event (virtual memory until used), without
-// a lock: an ALLOC claims an empty slot with a compare-and-swap on its key, a FREE clears it (a tombstone). Full: the
-// allocation is counted as not kept, and the attach says how many (Notice ATTACH_INCOMPLETE), never a wrong size.
+// The hot path of a dormant process is live_set_note() (or its forms for the commonest events) and nothing else, so it
+// must cost little: at most 20 ns an event over no tracer (bench/dormant_event). A plain device allocation is noted
+// without its device and context, which the hook would have to ask the driver for; live_set_resolve asks for them
+// before the set is read. A fixed-capacity open-addressing table of atomics, mapped once at the first event (virtual
+// memory until used), without a lock: an ALLOC claims an empty slot with a compare-and-swap on its key, a FREE clears
+// it (a tombstone). Full: the allocation is counted as not kept, and the attach says how many (Notice
+// ATTACH_INCOMPLETE), never a wrong size.
 //
 // The set is kept while the trace runs too (under the recorder's lock, by record_event), so that a detach returns
 // to a set that is still exact and a later attach opens with it again.
@@ -33,6 +34,16 @@ bool live_set_init(size_t capacity, PointerResolver resolve);
 // kDeviceUnresolved (record/recorder.h) is kept so until live_set_resolve; a CONTEXT_DESTROY resolves the entries
 // it looks at first (the driver is asked before the context goes).
 void live_set_note(const MemoryEvent& event);
+
+// live_set_note of the two commonest events, with nothing to work out but the key: a successful plain device
+// allocation of the driver layer (`api`, `address`, `size` bytes; device kDeviceUnresolved, no context, no stream),
+// and the free of a driver pointer (cudaFree, cuMemFree), which frees the pool block at `address` when no driver
+// pointer is live there.
+void live_set_note_device_alloc(Api api, uint64_t address, uint64_t size);
+void live_set_note_device_free(uint64_t address);
+// And a PyTorch block (Api::kTorchAllocator, Layer::kBlock): allocated when `size_delta` > 0 (that many bytes, on
+// `device`), freed when it is negative.
+void live_set_note_torch_block(uint64_t address, int64_t size_delta, int32_t device);
 
 // Gives every entry noted with kDeviceUnresolved its device and context from the resolver (-1 and none where the
 // driver cannot say): before an attach or snapshot lists the set, while the memory is still allocated. One

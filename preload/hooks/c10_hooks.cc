@@ -60,7 +60,8 @@ MEMTRACE_EXPORT void reportMemoryUsageToProfiler(void* ptr, int64_t alloc_size, 
   MEMTRACE_PHASE(kEnter);
   {
     HookScope scope;
-    if (scope.outermost() && alloc_size != 0 && device.type == kCudaDeviceType && !MEMTRACE_PHASE_SKIP_RECORD()) {
+    if (scope.outermost() && alloc_size != 0 && device.type == kCudaDeviceType && !MEMTRACE_PHASE_SKIP_RECORD() &&
+        !note_torch_block_if_dormant(ptr_value(ptr), alloc_size, device.index)) {
       record_event({.kind = alloc_size > 0 ? EventKind::kAlloc : EventKind::kFree,
                     .layer = Layer::kBlock,
                     .api = Api::kTorchAllocator,

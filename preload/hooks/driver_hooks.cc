@@ -16,6 +16,7 @@ using namespace memtrace;
 MEMTRACE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   auto real = real_fn<decltype(&::cuMemAlloc_v2)>(kHook_cuMemAlloc_v2);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  if (nested_in_hook()) return real(dptr, bytesize);  // cudaMalloc's own call: the runtime hook records it
   HookScope scope;
   CUresult r = real(dptr, bytesize);
   if (scope.outermost()) driver_mem_alloc_done(r, dptr, bytesize);
@@ -35,7 +36,9 @@ MEMTRACE_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, si
 MEMTRACE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   auto real = real_fn<decltype(&::cuMemFree_v2)>(kHook_cuMemFree_v2);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  if (nested_in_hook()) return real(dptr);  // cudaFree's own call: the runtime hook records it
   HookScope scope;
+  if (note_device_free_if_dormant(dptr)) return real(dptr);  // as cudaFree's
   FreeEvent event(scope, Api::kCuMemFree, Layer::kDriver, dptr, 0);
   CUresult r = real(dptr);
   event.done(r);

@@ -41,17 +41,8 @@ void record_context_alloc(MemoryEvent e, bool ok, bool out_of_memory) {
 }
 
 void on_device_alloc(Api api, bool ok, bool out_of_memory, uint64_t address, uint64_t size, int result) {
-  // The event is made twice rather than once before the test: a traced allocation pays only the test.
-  if (ok && trace_dormant()) {
-    const MemoryEvent e{.kind = EventKind::kAlloc,
-                        .layer = Layer::kDriver,
-                        .api = api,
-                        .device = kDeviceUnresolved,
-                        .address = address,
-                        .size = size,
-                        .result = result};
-    if (note_in_live_set_if_dormant(e)) return;
-  }
+  // No event is made for the dormant path: the live set needs only these three (a traced allocation pays one test).
+  if (ok && note_device_alloc_if_dormant(api, address, size)) return;
   record_context_alloc({.layer = Layer::kDriver,
                         .api = api,
                         .device = current_device(),

@@ -39,7 +39,7 @@ void record_context_alloc(MemoryEvent e, bool ok, bool out_of_memory);
 // A plain allocation of device memory in the current context (cudaMalloc, cuMemAlloc and their pitched forms):
 // record_context_alloc of the current device. In a dormant process an allocation that succeeded is noted in the
 // live set without its device and context, which the set asks the driver for at attach (recorder.h:
-// note_in_live_set_if_dormant): neither is needed before then, and asking took two driver calls an allocation.
+// note_device_alloc_if_dormant): neither is needed before then, and asking took two driver calls an allocation.
 void on_device_alloc(Api api, bool ok, bool out_of_memory, uint64_t address, uint64_t size, int result);
 
 // The device and size of a free are those of the allocation it frees: the analyzer takes them from there,

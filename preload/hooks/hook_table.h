@@ -95,9 +95,16 @@ void* hook_real(HookId id, HookPath path);
 // The real function the hook being entered forwards to, as its own type `Fn` (decltype(&::symbol)); null
 // when no CUDA library is loaded, when the hook returns its "not initialized" error. Each hook calls this
 // first, once: it takes the path the hook was entered by.
+// Inline: the pointer found already (every call but the first) costs a load or two, not a call; hook_real looks the
+// rest up as before.
 template <typename Fn>
 Fn real_fn(HookId id) {
-  return reinterpret_cast<Fn>(hook_real(id, take_hook_path()));
+  const HookPath path = take_hook_path();
+  const HookSlot& h = g_hooks[id];
+  void* fn = path == HookPath::kHandedOut ? h.real.load(std::memory_order_acquire) : nullptr;
+  if (!fn) fn = h.real_next.load(std::memory_order_acquire);
+  if (!fn) fn = hook_real(id, path);
+  return reinterpret_cast<Fn>(fn);
 }
 
 }  // namespace memtrace

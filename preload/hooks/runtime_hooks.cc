@@ -26,6 +26,8 @@ MEMTRACE_EXPORT cudaError_t cudaFree(void* devPtr) {
   auto real = real_fn<decltype(&::cudaFree)>(kHook_cudaFree);
   if (!real) return cudaErrorInitializationError;
   HookScope scope;
+  // Dormant: the live set forgets the pointer before the real call, as FreeEvent records a free (hook_events.h).
+  if (scope.outermost() && note_device_free_if_dormant(ptr_value(devPtr))) return real(devPtr);
   FreeEvent event(scope, Api::kCudaFree, Layer::kDriver, ptr_value(devPtr), 0);
   cudaError_t r = real(devPtr);
   event.done(r);

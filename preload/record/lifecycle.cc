@@ -22,6 +22,7 @@
 #include "attach/control_server.h"
 #include "attach/injected_sources.h"
 #include "attach/live_set.h"
+#include "measure/bench_toggle.h"
 #include "record/clients.h"
 #include "record/recorder_state.h"
 #include "stacks/module_map.h"
@@ -345,17 +346,17 @@ void reset_in_flight_counts() {
   for (InFlightCount& c : g_shared_counts) c.count.store(0, std::memory_order_relaxed);
 }
 
-// True when `e` was noted in the dormant live set; false when the state was not kDormant by then, or, for an
-// event whose device is unresolved (`kUnresolved`), when an attach or snapshot is resolving the set.
-template <bool kUnresolved>
-bool note_dormant(const MemoryEvent& e) {
+// True when `note()` noted an event in the dormant live set; false when the state was not kDormant by then, or, for
+// an event whose device is unresolved (`kUnresolved`), when an attach or snapshot is resolving the set.
+template <bool kUnresolved, typename Note>
+bool note_dormant_with(Note note) {
   InFlightCount* owned = t_count_chosen ? t_owned_count : choose_count();
   if (owned) {
     owned->count.store(owned->count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     std::atomic_signal_fence(std::memory_order_seq_cst);  // the heavy side is recorder_attach's membarrier
     const bool dormant = g_state.load(std::memory_order_relaxed) == kDormant &&
                          !(kUnresolved && g_live_set_resolving.load(std::memory_order_relaxed));
-    if (dormant) live_set_note(e);
+    if (dormant) note();
     owned->count.store(owned->count.load(std::memory_order_relaxed) - 1, std::memory_order_release);
     return dormant;
   }
@@ -363,9 +364,14 @@ bool note_dormant(const MemoryEvent& e) {
   shared.count.fetch_add(1, std::memory_order_seq_cst);
   const bool dormant = g_state.load(std::memory_order_seq_cst) == kDormant &&
                        !(kUnresolved && g_live_set_resolving.load(std::memory_order_seq_cst));
-  if (dormant) live_set_note(e);
+  if (dormant) note();
   shared.count.fetch_sub(1, std::memory_order_release);
   return dormant;
+}
+
+template <bool kUnresolved>
+bool note_dormant(const MemoryEvent& e) {
+  return note_dormant_with<kUnresolved>([&e] { live_set_note(e); });
 }
 
 // After the state left kDormant or the set began resolving (a sequentially consistent store): waits until no
@@ -895,6 +901,23 @@ bool trace_dormant() { return g_state.load(std::memory_order_acquire) == kDorman
 
 bool note_in_live_set_if_dormant(const MemoryEvent& e) {
   return g_state.load(std::memory_order_acquire) == kDormant && note_dormant</*kUnresolved=*/true>(e);
+}
+
+bool note_device_alloc_if_dormant(Api api, uint64_t address, uint64_t size) {
+  return MEMTRACE_BENCH_RECORDING() && g_state.load(std::memory_order_acquire) == kDormant &&
+         note_dormant_with</*kUnresolved=*/true>([=] { live_set_note_device_alloc(api, address, size); });
+}
+
+// At exit a free is recorded after its call, with its result (hook_events.h: FreeEvent): the general path.
+bool note_device_free_if_dormant(uint64_t address) {
+  return MEMTRACE_BENCH_RECORDING() && g_state.load(std::memory_order_acquire) == kDormant && address != 0 &&
+         !g_exited.load(std::memory_order_relaxed) &&
+         note_dormant_with</*kUnresolved=*/false>([=] { live_set_note_device_free(address); });
+}
+
+bool note_torch_block_if_dormant(uint64_t address, int64_t size_delta, int32_t device) {
+  return MEMTRACE_BENCH_RECORDING() && g_state.load(std::memory_order_acquire) == kDormant &&
+         note_dormant_with</*kUnresolved=*/false>([=] { live_set_note_torch_block(address, size_delta, device); });
 }
 
 bool note_live_set_locked(const MemoryEvent& e) {

@@ -45,8 +45,9 @@ MEMTRACE_TLS uint32_t t_tid;
 MEMTRACE_TLS bool t_holds_lock;
 MEMTRACE_TLS bool t_never_waits;
 
-namespace {
 MEMTRACE_TLS int t_hook_depth;
+
+namespace {
 MEMTRACE_TLS uint32_t t_announced_generation;
 }  // namespace
 
@@ -345,9 +346,6 @@ void record_range(RangeKind kind, const char* name, size_t name_len, uint64_t ra
   t_holds_lock = false;
   pthread_mutex_unlock(&g_lock);
 }
-
-HookScope::HookScope() : outermost_(t_hook_depth++ == 0) {}
-HookScope::~HookScope() { t_hook_depth--; }
 
 void record_event(const MemoryEvent& e) {
   if (!MEMTRACE_BENCH_RECORDING()) return;

@@ -10,6 +10,7 @@
 
 #include "record/nvml_list.h"
 #include "record/schema.h"
+#include "record/tls.h"
 
 namespace memtrace {
 
@@ -55,6 +56,16 @@ bool note_in_live_set_if_dormant(const MemoryEvent& event);
 // Whether the state is dormant now: the test before an event is made for note_in_live_set_if_dormant, which decides.
 bool trace_dormant();
 
+// The dormant path of the two commonest events, without a MemoryEvent or the general helpers: a plain device
+// allocation of the driver layer (cudaMalloc, cuMemAlloc: `address`, `size` bytes, noted unresolved as
+// note_in_live_set_if_dormant does) and the free of a driver pointer (cudaFree, cuMemFree; it frees the pool block
+// at `address` when no driver pointer is live there). True when noted; false when the caller must take the general
+// path: not dormant, an attach resolving the set (allocation), the process exiting (free: recorded after the call).
+bool note_device_alloc_if_dormant(Api api, uint64_t address, uint64_t size);
+bool note_device_free_if_dormant(uint64_t address);
+// The same for a PyTorch block (c10_hooks.cc): allocated when `size_delta` > 0, else freed, on `device`.
+bool note_torch_block_if_dormant(uint64_t address, int64_t size_delta, int32_t device);
+
 // Records a DEVICE_USAGE `event` (no stack) with NVML's list of the other processes on its device: `others`
 // (`count` <= kMaxNvmlProcesses, ascending pids; nullptr with `list_known` false where NVML's list gave no
 // figures). An NvmlProcesses record goes right before the event when the list differs from the one last written
@@ -79,14 +90,20 @@ void record_range(RangeKind kind, const char* name, size_t name_len, uint64_t ra
 // Marks the calling thread as inside a hook for the scope's lifetime. An allocation is recorded once, by the
 // outermost hook that sees it (cudaMalloc of the shared runtime reaches the driver's cuMemAlloc through our
 // resolver wrapper too; only the runtime call is recorded).
+// Inline: every hook takes one, and a nested hook (the driver call inside the runtime's) does nothing else.
+extern MEMTRACE_TLS int t_hook_depth;
 class HookScope {
  public:
-  HookScope();
-  ~HookScope();
+  HookScope() : outermost_(t_hook_depth++ == 0) {}
+  ~HookScope() { t_hook_depth--; }
   bool outermost() const { return outermost_; }
 
  private:
   bool outermost_;
 };
+
+// Inside another hook on this thread: a hook that records only when outermost may forward at once, without a scope
+// (whatever its real call reaches is nested still).
+inline bool nested_in_hook() { return t_hook_depth != 0; }
 
 }  // namespace memtrace

@@ -276,5 +276,32 @@ TEST_F(LiveSetTest, AContextDestroyResolvesTheEntriesItLooksAt) {
   EXPECT_EQ(g_resolver_calls, 2);
 }
 
+// The dormant hooks' own notes (live_set_note_device_alloc, _free, _torch_block) keep what live_set_note keeps for
+// the same events: a driver pointer unresolved, a PyTorch block with its device; a device free frees the driver
+// pointer, else the pool block at its address, and never a PyTorch block.
+TEST_F(LiveSetTest, TheDormantHooksNotesMatchTheEventsOnes) {
+  constexpr int kCuMemAlloc = static_cast<int>(Api::kCuMemAlloc);
+  constexpr int kAsync = static_cast<int>(Api::kCudaMallocAsync);
+  live_set_note_device_alloc(Api::kCuMemAlloc, 0x1000, 4096);
+  live_set_note_torch_block(0x1000, 512, 3);
+  live_set_note(alloc(Layer::kBlock, Api::kCudaMallocAsync, 0x9000, 1536, 1));
+  EXPECT_EQ(rows(), (std::vector<Row>{{kDriver, kCuMemAlloc, -2, 0x1000, 4096, 0},
+                                      {kBlock, kAsync, 1, 0x9000, 1536, 0},
+                                      {kBlock, kTorch, 3, 0x1000, 512, 0}}));
+  live_set_note_device_free(0x1000);
+  live_set_note_device_free(0x9000);
+  live_set_note_device_free(0x2000);  // not live: ignored
+  EXPECT_EQ(rows(), (std::vector<Row>{{kBlock, kTorch, 3, 0x1000, 512, 0}}));
+  live_set_note_torch_block(0x1000, -512, 3);
+  EXPECT_EQ(rows(), std::vector<Row>{});
+  // An address the key cannot hold is counted as not followed, as live_set_note counts it (twice for a free: the
+  // driver pointer's key and the pool block's).
+  const uint64_t not_followed = live_set_not_followed();
+  live_set_note_device_alloc(Api::kCudaMalloc, uint64_t{1} << 60, 4096);
+  live_set_note_device_free(uint64_t{1} << 60);
+  EXPECT_EQ(live_set_not_followed(), not_followed + 3);
+  EXPECT_EQ(rows(), std::vector<Row>{});
+}
+
 }  // namespace
 }  // namespace memtrace
