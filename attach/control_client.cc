@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -130,8 +131,11 @@ std::string no_tracer_message(int pid) {
          "` loads one)";
 }
 
-bool write_inject_request(const ControlEndpoint& endpoint, std::string* why) {
-  // DIR: created for the process's uid (the tracer refuses one that is not its own alone).
+namespace {
+
+// DIR, created where missing for the process's uid (the tracer refuses one that is not its own alone). False, with
+// `why`, when it cannot be, or is not a directory of that uid alone.
+bool prepare_endpoint_dir(const ControlEndpoint& endpoint, std::string* why) {
   if (mkdir(endpoint.dir.c_str(), 0700) == 0) {
     if (chown(endpoint.dir.c_str(), endpoint.uid, gid_t(-1)) != 0) {
       *why = endpoint.dir + ": cannot give it to uid " + std::to_string(endpoint.uid) + ": " + std::strerror(errno);
@@ -148,6 +152,45 @@ bool write_inject_request(const ControlEndpoint& endpoint, std::string* why) {
     *why = endpoint.dir + " is not a directory of uid " + std::to_string(endpoint.uid) + " alone";
     return false;
   }
+  return true;
+}
+
+constexpr char kInjectLockSuffix[] = ".inject.lock";
+
+}  // namespace
+
+InjectLock::~InjectLock() {
+  if (fd_ >= 0) close(fd_);  // releases the flock
+}
+
+bool InjectLock::acquire(const ControlEndpoint& endpoint, std::string* why) {
+  if (!prepare_endpoint_dir(endpoint, why)) return false;
+  char path[4096];
+  if (!control_path(endpoint.dir.c_str(), endpoint.pid, kInjectLockSuffix, path, sizeof path)) {
+    *why = endpoint.dir + ": the inject lock's path is too long";
+    return false;
+  }
+  fd_ = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, S_IRUSR | S_IWUSR);
+  if (fd_ < 0) {
+    *why = std::string(path) + ": cannot open it: " + std::strerror(errno);
+    return false;
+  }
+  if (fchown(fd_, endpoint.uid, gid_t(-1)) != 0) {
+    // root giving it to the process's uid failed: the lock works all the same
+  }
+  int locked;
+  do {
+    locked = flock(fd_, LOCK_EX);
+  } while (locked != 0 && errno == EINTR);
+  if (locked != 0) {
+    *why = std::string(path) + ": cannot lock it: " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+bool write_inject_request(const ControlEndpoint& endpoint, std::string* why) {
+  if (!prepare_endpoint_dir(endpoint, why)) return false;
   unlink(endpoint.inject_path.c_str());  // a stale one, of an injection that failed
   const int fd =
       open(endpoint.inject_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, S_IRUSR | S_IWUSR);

@@ -38,6 +38,24 @@ ControlReply control_request(const ControlEndpoint& endpoint, const std::string&
 // "PID has no memtrace tracer (...)": the line for kNoTracer, with what to do.
 std::string no_tracer_message(int pid);
 
+// Serializes the memtrace commands that load a tracer into one process: an exclusive flock(2) on
+// DIR/PID.inject.lock, held from before the inject request is written until the endpoint answers or the load
+// failed. Without it a second `memtrace attach` of the same process would take the first one's request for a stale
+// one and remove it before the tracer's constructor read it: the tracer would load without an endpoint, for good.
+// The lock file stays in DIR (empty, mode 0600).
+class InjectLock {
+ public:
+  InjectLock() = default;
+  InjectLock(const InjectLock&) = delete;
+  InjectLock& operator=(const InjectLock&) = delete;
+  ~InjectLock();
+  // Waits for the lock, creating DIR as write_inject_request does. False, with `why` (one line), when it cannot.
+  bool acquire(const ControlEndpoint& endpoint, std::string* why);
+
+ private:
+  int fd_ = -1;
+};
+
 // Writes the inject request DIR/PID.inject (mode 0600, owned by the endpoint's uid), creating DIR (mode 0700)
 // where missing. False, with `why`, when DIR is not a directory of that uid alone, or a file cannot be written.
 bool write_inject_request(const ControlEndpoint& endpoint, std::string* why);

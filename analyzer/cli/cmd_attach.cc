@@ -114,7 +114,12 @@ int control(Action action, const std::string& command, const ControlArgs& args) 
   if (status.status == ControlStatus::kError) return fail(action, pid, status.text);
   if (status.status == ControlStatus::kNoTracer) {
     if (action == Action::kDetach) return fail(action, pid, no_tracer_message(pid));
-    if (std::string loaded = load_tracer(target, endpoint); !loaded.empty()) return fail(action, pid, loaded);
+    InjectLock lock;  // another memtrace command loading a tracer into `pid` finishes first
+    if (!lock.acquire(endpoint, &why)) return fail(action, pid, why);
+    const ControlReply again = control_request(endpoint, "status", kStatusTimeoutMs);
+    if (again.status == ControlStatus::kError) return fail(action, pid, again.text);
+    if (again.status == ControlStatus::kNoTracer)
+      if (std::string loaded = load_tracer(target, endpoint); !loaded.empty()) return fail(action, pid, loaded);
   }
   const std::string request = action == Action::kAttach   ? "attach " + pattern
                               : action == Action::kDetach ? std::string("detach")

@@ -942,6 +942,9 @@ bool recorder_start_injected() {
     g_trace_pid = getpid();
     register_exit_handler();
     transition(LifecycleEvent::kStartedDormant);
+    // As in dormant mode: a signal that ends the process ends an attached trace and removes the endpoint. The
+    // handlers chain to what the process had installed (ending_signals_install keeps it).
+    ending_signals_install();
     started = true;
   }
   pthread_mutex_unlock(&g_start_lock);
@@ -953,9 +956,12 @@ bool recorder_start_injected() {
 // for; (d) the baseline is listed; (e) under g_lock the buffer becomes [TraceStart][LiveAtAttach...]
 // [AttachBaseline...][the window's records], the window closes and the writer thread starts.
 void recorder_attach(const char* output_pattern, TraceOrigin origin, AttachOutcome* out) {
+  if (g_state.load() == kRunning && getpid() == g_trace_pid) {
+    snprintf(out->error, sizeof out->error, "already attached, tracing to %.400s: detach first", g_trace_path);
+    return;
+  }
   if (g_state.load() != kDormant || getpid() != g_trace_pid) {
-    snprintf(out->error, sizeof out->error, "%s",
-             g_state.load() == kRunning ? "already attached: detach first" : "the tracer is not dormant");
+    snprintf(out->error, sizeof out->error, "the tracer is not dormant");
     return;
   }
   InjectedSources sources;
@@ -1076,9 +1082,15 @@ void recorder_detach(AttachOutcome* out) {
 }
 
 void recorder_snapshot(const char* output_pattern, AttachOutcome* out) {
+  if (g_state.load() == kRunning && getpid() == g_trace_pid) {
+    snprintf(out->error, sizeof out->error,
+             "attached, tracing to %.400s (which holds the live set at attach and every event since): a snapshot "
+             "is taken after detach",
+             g_trace_path);
+    return;
+  }
   if (g_state.load() != kDormant || getpid() != g_trace_pid) {
-    snprintf(out->error, sizeof out->error, "%s",
-             g_state.load() == kRunning ? "attached: a snapshot is taken while dormant" : "the tracer is not dormant");
+    snprintf(out->error, sizeof out->error, "the tracer is not dormant");
     return;
   }
   pthread_mutex_lock(&g_flush_lock);

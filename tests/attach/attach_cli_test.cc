@@ -8,12 +8,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "attach/control_client.h"
 #include "attach_test_support.h"
 
 namespace memtrace {
@@ -182,6 +186,41 @@ TEST_F(AttachCli, ASocketOfAnotherUserIsNotTalkedTo) {
   EXPECT_EQ(r.err, "memtrace: cannot detach from " + pid_ + ": " + path +
                        " belongs to uid 65534, not to the process's uid 0: not talking to it\n");
   EXPECT_TRUE(requests.empty());
+}
+
+}  // namespace
+}  // namespace memtrace
+
+namespace memtrace {
+namespace {
+
+// A second memtrace loading a tracer into the same process waits for the first one's InjectLock, then holds it.
+TEST(InjectLock, ASecondHolderWaitsForTheFirst) {
+  const std::string dir = test::make_temp_dir();
+  chmod(dir.c_str(), 0700);
+  ControlEndpoint endpoint;
+  endpoint.pid = 4242;
+  endpoint.uid = getuid();
+  endpoint.dir = dir + "/memtrace";
+  std::string why;
+  auto first = std::make_unique<InjectLock>();
+  ASSERT_TRUE(first->acquire(endpoint, &why)) << why;
+  std::atomic<bool> second_holds{false};
+  std::thread second([&] {
+    InjectLock lock;
+    std::string second_why;
+    EXPECT_TRUE(lock.acquire(endpoint, &second_why)) << second_why;
+    second_holds = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(second_holds.load());  // the first still holds it
+  first.reset();
+  second.join();
+  EXPECT_TRUE(second_holds.load());
+  struct stat lock_file {};
+  EXPECT_EQ(stat((endpoint.dir + "/4242.inject.lock").c_str(), &lock_file), 0);
+  EXPECT_EQ(lock_file.st_mode & 0777, 0600u);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

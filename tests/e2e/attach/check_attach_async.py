@@ -10,6 +10,9 @@ attach, which the baseline lists with its address (3 MiB). So the bytes not list
 9 - 5 - 3 = 1 MiB (x), and the trace starts at 1 + 3 = 4 MiB, as the job had.
 Then alloc w (2 MiB), free x (made before attach: the free's size comes from the driver at the call, and the
 blocks_unknown bytes absorb it), sync: allocated 9 + 2 - 1 = 10 MiB. Detach.
+Then a second job without a tracer gets four `memtrace attach` at once: exactly one injects and attaches, the others
+wait for it and are refused in one line; SIGTERM while attached ends the trace with the signal and removes the
+endpoint.
 The analyzer: allocated 4 MiB at time 0 in the timeline, the job's allocated and reserved at its last, no free
 of an unknown address.
 """
@@ -32,9 +35,16 @@ env = dict(os.environ, LD_LIBRARY_PATH=case.args.fake_lib_dir + ":" + case.args.
            FAKECUDA_DEVICES="1", FAKECUDA_TOTAL_BYTES=str(1 << 30), MEMTRACE_QUIET="1")
 env.pop("LD_PRELOAD", None)
 env.pop("PYTHONPATH", None)
-proc = subprocess.Popen([case.args.python, case.source("attached_job.py"), "cudaMallocAsync"], env=env,
-                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-case.check("the job started", "ready", proc.stdout.readline().split(" ")[0])
+
+
+def start_job():
+    job = subprocess.Popen([case.args.python, case.source("attached_job.py"), "cudaMallocAsync"], env=env,
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    case.check("the job started", "ready", job.stdout.readline().split(" ")[0])
+    return job
+
+
+proc = start_job()
 
 
 def ask(line):
@@ -64,6 +74,28 @@ proc.stdin.flush()
 _, stderr = proc.communicate(timeout=60)
 case.check("job exit", 0, proc.returncode)
 case.check("job stderr", "", stderr)
+
+# A second job, without a tracer: four attaches at once. One loads the tracer and attaches; the others wait for it
+# (the inject lock) and are refused in one line.
+proc = start_job()
+ask(f"alloc v {MIB}")
+attaches = [subprocess.Popen([case.args.memtrace, "attach", "-o", os.path.join(out, "again-%p.mtrace"), str(proc.pid)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(4)]
+answers = sorted((a.wait(timeout=120), a.stdout.read().strip().split(",")[0]) for a in attaches)
+case.check("four attaches at once: one attached, three refused",
+           [(0, f"memtrace: attached to {proc.pid}")] + [(1, f"memtrace: cannot attach to {proc.pid}: already attached")]
+           * 3, [(rc, text) for rc, text in answers])
+again = [p for p in os.listdir(out) if p.startswith("again-")]
+# SIGTERM while attached: the trace ends with the signal, and the endpoint goes with the process.
+proc.terminate()
+_, stderr = proc.communicate(timeout=60)
+case.check("job killed by SIGTERM", -15, proc.returncode)
+case.check("job stderr", "", stderr)
+case.check("the endpoint is removed", [], [p for p in os.listdir(os.path.join(runtime_dir, "memtrace"))
+                                           if p.endswith(".sock")])
+ended = tf.TraceFile(os.path.join(out, again[0])) if len(again) == 1 else None
+case.check("the trace of the attach that won ends with SIGTERM", ("SIGNAL", 15),
+           ((ended.end() or {}).get("how"), (ended.end() or {}).get("signal")) if ended else again)
 
 trace = tf.TraceFile(path)
 case.check("live at attach: the bytes not listed one by one (x), and y, freed in the window",
