@@ -438,11 +438,32 @@ void MemoryModel::apply_attach_baseline(const proto::AttachBaseline& baseline) {
       state.allocator_layer_seen = true;
       state.torch_reserved_bytes = baseline.allocator_reserved_bytes();
     }
+  } else if (!state.torch_totals_reported && state.torch_block_bytes != 0) {
+    // A dormant tracer's baseline has no PyTorch totals: PyTorch's reserved memory at attach is its segments, the
+    // driver allocations its live blocks lie in, until its first report after attach.
+    state.allocator_layer_seen = true;
+    state.torch_reserved_bytes = torch_segment_bytes_at_attach(baseline.device());
   }
   if (baseline.has_allocator_allocated_bytes() && baseline.allocator_allocated_bytes() != state.torch_block_bytes)
     note_mismatch(health_.allocated_vs_attach_baseline, state, event_index_, state.torch_block_bytes,
                   baseline.allocator_allocated_bytes());
   end_attach_record();
+}
+
+uint64_t MemoryModel::torch_segment_bytes_at_attach(int32_t device) {
+  // The records list blocks and segments in any order: a block listed before its segment left it unmarked.
+  if (!segment_index_active_) activate_segment_index();
+  std::vector<uint64_t> blocks;
+  live_.for_each([&](const LiveAllocation& a) {
+    if (a.device == device && a.space == AddressSpace::kTorchBlock) blocks.push_back(a.address);
+  });
+  for (uint64_t address : blocks) find_segment_of_block(address);
+  uint64_t bytes = 0;
+  for (const auto& [address, size] : driver_pointers_) {
+    const LiveAllocation& a = *live_.find(AddressSpace::kDriverPointer, address);
+    if (a.device == device && a.held_blocks) bytes = saturating_add(bytes, size);
+  }
+  return bytes;
 }
 
 void MemoryModel::end_attach_record() {

@@ -534,6 +534,9 @@ class MemoryModel {
   }
   bool in_last_segment(uint64_t address) const { return address - last_segment_start_ < last_segment_bytes_; }
   void find_segment_of_block(uint64_t address);
+  // The bytes of `device`'s driver allocations that hold a live PyTorch block (marking them as its segments): its
+  // reserved memory at attach where the AttachBaseline has no PyTorch totals (a dormant tracer's).
+  uint64_t torch_segment_bytes_at_attach(int32_t device);
   // Marks `segment` (a live driver allocation) as one of PyTorch's segments (held_blocks), with its free space
   // tracked where fragmentation is kept incrementally.
   void mark_torch_segment(LiveAllocation& segment);

@@ -114,6 +114,28 @@ TEST(Attach, ReservedComesFromTheBaselineBeforePyTorchsFirstReport) {
   EXPECT_EQ(model.devices().at(0).peak_reserved().time_ns, 0);
 }
 
+TEST(Attach, ADormantTracersReservedAtAttachIsPyTorchsSegments) {
+  // A dormant tracer's baseline has no PyTorch totals. Its live set lists a 512 KiB block before the 2 MiB segment
+  // it lies in, and a 2 MiB segment with no live block (not known to be PyTorch's). Reserved at attach: the first
+  // segment, 2 MiB; driver 4 MiB. PyTorch's first report after attach says allocated 1 MiB, reserved 2 MiB.
+  test::TraceBuilder b(3);
+  b.attach_start(proto::TraceStart::ATTACH_DORMANT, 1, true, true);
+  b.torch_block_at_attach(0, 0x10001000, 512 * 1024);
+  b.live_at_attach(proto::LAYER_DRIVER, proto::CUDA_MALLOC, 0, 0x10000000, 2 * kMiB);
+  b.live_at_attach(proto::LAYER_DRIVER, proto::CUDA_MALLOC, 0, 0x20000000, 2 * kMiB);
+  b.attach_baseline(0, 0, 0);
+  b.event(test::torch_event(proto::ALLOC, 0, 0x10081000, 512 * 1024, kMiB, 2 * kMiB, 1'000'000)).end_chunk();
+  std::string path = test::temp_path("attach-dormant-reserved.mtrace");
+  test::write_file(path, b.bytes());
+  std::vector<DeviceTotals> seen;
+  MemoryModel model;
+  model.set_totals_callback([&](int32_t, int64_t, const DeviceTotals& t) { seen.push_back(t); });
+  read_trace(path, SinkOf{[&](const EventFields& e) { model.apply(e); },
+                          [&](const proto::Record& r) { model.apply_attach_record(r); }});
+  // {allocated, reserved, driver} at attach, after e0.
+  EXPECT_EQ(seen, (std::vector<DeviceTotals>{{512 * 1024, 2 * kMiB, 4 * kMiB}, {kMiB, 2 * kMiB, 4 * kMiB}}));
+}
+
 TEST(Attach, AllocatedAtAttachThatDiffersFromTheBaselineIsOneHealthFigure) {
   auto a = analyze("attach-mismatch.mtrace", test::attached_torch_trace(5 * kMiB));
   const FigureMismatch& m = a->model.health().allocated_vs_attach_baseline;
