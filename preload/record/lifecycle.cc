@@ -1084,7 +1084,7 @@ void recorder_detach(AttachOutcome* out) {
 void recorder_snapshot(const char* output_pattern, AttachOutcome* out) {
   if (g_state.load() == kRunning && getpid() == g_trace_pid) {
     snprintf(out->error, sizeof out->error,
-             "attached, tracing to %.400s (which holds the live set at attach and every event since): a snapshot "
+             "attached, tracing to %.380s (which holds the live set at attach and every event since): a snapshot "
              "is taken after detach",
              g_trace_path);
     return;
