@@ -10,8 +10,10 @@ import glob
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
 
 import json_schema
 
@@ -155,3 +157,20 @@ def has_frame(frames, file_suffix=None, line=None, function_part=None):
             continue
         return True
     return False
+
+
+def control_request(path, line):
+    """One request line to a tracer's control socket (proto/control_protocol.h) and its reply line."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(30)
+        s.connect(path)
+        s.sendall((line + "\n").encode())
+        return s.makefile().readline().rstrip("\n")
+
+
+def wait_for_file(path, timeout_s=10):
+    """Whether `path` exists within `timeout_s` seconds."""
+    deadline = time.time() + timeout_s
+    while not os.path.exists(path) and time.time() < deadline:
+        time.sleep(0.02)
+    return os.path.exists(path)

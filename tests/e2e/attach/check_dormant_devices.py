@@ -10,9 +10,7 @@ the destroyed context: the destroy found its context), and an AttachBaseline for
 follows opens with the same records; after its detach, a second snapshot lists them again.
 """
 import os
-import socket
 import subprocess
-import time
 
 import e2e_lib
 import faults_lib
@@ -26,19 +24,8 @@ LAYER_DRIVER, LAYER_BLOCK = (tf.PROTO["Layer"][name] for name in ("LAYER_DRIVER"
 API = tf.PROTO["Api"]
 
 
-def request(path, line):
-    with socket.socket(socket.AF_UNIX) as s:
-        s.settimeout(30)
-        s.connect(path)
-        s.sendall((line + "\n").encode())
-        return s.makefile().readline().rstrip("\n")
-
-
-def wait_for(path):
-    deadline = time.time() + 10
-    while not os.path.exists(path) and time.time() < deadline:
-        time.sleep(0.02)
-    return os.path.exists(path)
+request = e2e_lib.control_request
+wait_for = e2e_lib.wait_for_file
 
 
 def listed(trace):

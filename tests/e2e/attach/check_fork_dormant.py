@@ -24,19 +24,8 @@ os.makedirs(runtime, mode=0o700)
 LAYER_DRIVER = tf.PROTO["Layer"]["LAYER_DRIVER"]
 
 
-def request(path, line):
-    with socket.socket(socket.AF_UNIX) as s:
-        s.settimeout(30)
-        s.connect(path)
-        s.sendall((line + "\n").encode())
-        return s.makefile().readline().rstrip("\n")
-
-
-def wait_for(path):
-    deadline = time.time() + 10
-    while not os.path.exists(path) and time.time() < deadline:
-        time.sleep(0.02)
-    return os.path.exists(path)
+request = e2e_lib.control_request
+wait_for = e2e_lib.wait_for_file
 
 
 def snapshot(sock, name):
