@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "util/checked_math.h"
 #include "util/format.h"
 
 namespace memtrace {
@@ -82,8 +83,8 @@ TraceFigures gather_trace_figures(const Analysis& analysis, const IterationRepor
   for (const auto& [device, sites] : analysis.live_at_peak) {
     for (const CallSite& site : sites) {
       SiteFigures& s = site_of(site);
-      s.peak_bytes += site.bytes;
-      s.peak_count += site.count;
+      s.peak_bytes = saturating_add(s.peak_bytes, site.bytes);
+      s.peak_count = saturating_add(s.peak_count, site.count);
     }
   }
   // The leak analysis decides for every site whether it grows: one it does not name grew by nothing.
@@ -102,9 +103,9 @@ TraceFigures gather_trace_figures(const Analysis& analysis, const IterationRepor
         site.device = device;
         site.stack_id = growing.stack_id;
         SiteFigures& s = site_of(site);
-        s.growth_per_iteration_bytes =
-            s.growth_per_iteration_bytes.value_or(0) +
-            int64_t(std::min<uint64_t>(growing.growth_per_iteration_bytes, std::numeric_limits<int64_t>::max()));
+        s.growth_per_iteration_bytes = saturating_add(s.growth_per_iteration_bytes.value_or(0),
+                                                      int64_t(std::min<uint64_t>(growing.growth_per_iteration_bytes,
+                                                                                 std::numeric_limits<int64_t>::max())));
       }
     }
   }
@@ -153,13 +154,6 @@ int64_t signed_change(int64_t before, int64_t after) {
   return change;
 }
 
-int64_t saturating_add(int64_t a, int64_t b) {
-  int64_t sum = 0;
-  if (__builtin_add_overflow(a, b, &sum))
-    return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
-  return sum;
-}
-
 uint64_t magnitude(int64_t value) { return value < 0 ? 0 - uint64_t(value) : uint64_t(value); }
 
 GrowthMeasure common_measure(const TraceFigures& before, const TraceFigures& after) {
@@ -186,8 +180,8 @@ void add_to_side(std::optional<SiteSide>& side, const SiteFigures& site, GrowthM
     return;
   }
   if (site.peak_bytes > side->peak_bytes) side->stack_id = site.stack_id, side->stack_count = site.stack_count;
-  side->peak_bytes += site.peak_bytes;
-  side->peak_count += site.peak_count;
+  side->peak_bytes = saturating_add(side->peak_bytes, site.peak_bytes);
+  side->peak_count = saturating_add(side->peak_count, site.peak_count);
   if (growth) side->growth_bytes = saturating_add(side->growth_bytes.value_or(0), *growth);
 }
 
@@ -255,13 +249,13 @@ std::vector<CategoryChange> diff_categories(const DeviceFigures* before, const D
     for (const auto& [name, bytes] : before->category_bytes) {
       auto at = find(name);
       if (at == out.end()) at = out.insert(out.end(), CategoryChange{name, std::nullopt, std::nullopt, std::nullopt});
-      at->before_bytes = at->before_bytes.value_or(0) + bytes;
+      at->before_bytes = saturating_add(at->before_bytes.value_or(0), bytes);
     }
   if (after)
     for (const auto& [name, bytes] : after->category_bytes) {
       auto at = find(name);
       if (at == out.end()) at = out.insert(out.end(), CategoryChange{name, std::nullopt, std::nullopt, std::nullopt});
-      at->after_bytes = at->after_bytes.value_or(0) + bytes;
+      at->after_bytes = saturating_add(at->after_bytes.value_or(0), bytes);
     }
   for (CategoryChange& c : out)
     if (c.before_bytes && c.after_bytes) c.change_bytes = signed_change(*c.before_bytes, *c.after_bytes);

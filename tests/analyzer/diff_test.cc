@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <limits>
 #include <sstream>
 
 #include "analysis/diff.h"
@@ -400,6 +401,24 @@ TEST(Diff, GrowthPerIterationAndCategoriesWhereBothTracesHaveThem) {
                                                               {"after_bytes", 2 * kMiB},
                                                               {"change_bytes", nullptr}}));
   EXPECT_EQ(j["notes"], nlohmann::json::array());
+}
+
+// A damaged trace's figures stop at the type's limit instead of overflowing: two growing entries of one site
+// whose growth per iteration sums past INT64_MAX (the fuzzer's finding; signed overflow is undefined).
+TEST(Diff, SiteGrowthPerIterationSaturates) {
+  auto before = analyze_trace(before_trace(), true);
+  IterationReport iterations;
+  iterations.phases.iterations.resize(2);
+  iterations.figures.device = 0;
+  LeakGroup group;
+  group.sites = {GrowingSite{10 + kB, 0, UINT64_MAX}, GrowingSite{10 + kB, 0, 5 * kMiB}};
+  iterations.groups = {group};
+  const TraceFigures figures = gather_trace_figures(*before, iterations);
+  auto b = std::find_if(figures.sites.begin(), figures.sites.end(),
+                        [](const SiteFigures& s) { return s.stack_id == 10 + kB; });
+  ASSERT_NE(b, figures.sites.end());
+  EXPECT_EQ(b->growth_per_iteration_bytes, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(b->peak_bytes, kMiB);  // its one block live at the peak, unchanged
 }
 
 // AFTER cut off in its last chunk: E and A (chunk 2, events at 2 and 3 ms) read, B and D (chunk 3) lost. Its peak
