@@ -62,11 +62,25 @@ int pool_block_device(bool ok, uint64_t address) {
   return ok ? device_of_pointer(address, current) : current;
 }
 
+namespace {
+// A block of the current pool of its stream's device: cuMemAllocAsync takes it from "the memory pool associated
+// with the stream's device" (CUDA's reference), whichever device is current. A default stream (0, legacy,
+// per-thread) is the current device's: one cuCtxGetDevice. A stream the program made may be another device's:
+// the driver is asked whose the block is instead (one cuPointerGetAttribute), the current device if it cannot say.
+int async_block_device(bool ok, uint64_t address, uint64_t stream) {
+  const bool default_stream = stream == 0 || stream == reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY) ||
+                              stream == reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD);
+  if (!ok || default_stream) return current_device();
+  const int device = device_of_pointer(address, -1);
+  return device >= 0 ? device : current_device();
+}
+}  // namespace
+
 void record_async_alloc(MemoryEvent e, bool ok, bool out_of_memory, bool per_thread_stream) {
   e.kind = EventKind::kAlloc;
   if (ok) e.capture_id = stream_capture_id(e.stream, per_thread_stream);
   if (ok && trace_dormant() && note_in_live_set_if_dormant(e)) return;
-  if (e.device == kDeviceUnresolved) e.device = current_device();
+  if (e.device == kDeviceUnresolved) e.device = async_block_device(ok, e.address, e.stream);
   record_alloc(e, ok, out_of_memory);
   // The pool may have grown to hold the block (a captured allocation is not memory until the graph runs).
   if (ok && e.capture_id == 0) sample_pool_after_alloc(e.api, e.device, e.address);

@@ -104,8 +104,9 @@ int pool_block_device(bool ok, uint64_t address);
 // A stream-ordered allocation: made while its stream is being captured, it is a memory node of the graph
 // being built, not memory yet (capture_id). One driver call, only for allocations that succeeded; then the
 // pool is sampled (it may have grown to hold the block). `per_thread_stream`: a _ptsz entry point.
-// `e.device` kDeviceUnresolved: the current device, looked up only where the event is recorded; in a dormant
-// process the live set resolves it (as on_device_alloc's), and no pool is sampled (nothing would record it).
+// `e.device` kDeviceUnresolved: the device of the block's stream (async_block_device), looked up only where the
+// event is recorded; in a dormant process the live set resolves it (as on_device_alloc's), and no pool is
+// sampled (nothing would record it).
 void record_async_alloc(MemoryEvent e, bool ok, bool out_of_memory, bool per_thread_stream);
 
 // The free event of a stream-ordered free; one driver call for the capture check, by the outermost hook only.

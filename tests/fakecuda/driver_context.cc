@@ -1,6 +1,8 @@
 // Initialization, devices and contexts of the fake driver: just enough state to know the calling
 // thread's current device, as the memory functions and a tracer asking cuCtxGetDevice need.
 #include <atomic>
+#include <mutex>
+#include <set>
 
 #include "device_memory.h"
 #include "driver_internal.h"
@@ -14,7 +16,23 @@ CUctx_st g_primary_contexts[kMaxDevices];
 CUmemPoolHandle_st g_default_pools[kMaxDevices];
 thread_local CUcontext t_current = nullptr;
 
+// The streams cuStreamCreate made and cuStreamDestroy has not destroyed.
+struct Streams {
+  std::mutex lock;
+  std::set<CUstream> live;
+};
+Streams& streams() {
+  static Streams* s = new Streams;  // never destroyed: streams may be used from atexit handlers
+  return *s;
+}
+
 }  // namespace
+
+CUcontext stream_context(CUstream stream) {
+  Streams& s = streams();
+  std::lock_guard<std::mutex> guard(s.lock);
+  return s.live.count(stream) ? stream->context : t_current;
+}
 
 bool driver_initialized() { return g_initialized.load(); }
 
@@ -133,6 +151,27 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice device) {
 }
 
 CUresult cuDevicePrimaryCtxReset(CUdevice device) { return cuDevicePrimaryCtxReset_v2(device); }
+
+// A stream of the current context (flags are ignored: every operation of the double completes at once).
+CUresult cuStreamCreate(CUstream* stream, unsigned int) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!stream) return CUDA_ERROR_INVALID_VALUE;
+  if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
+  *stream = new CUstream_st{t_current};
+  Streams& s = streams();
+  std::lock_guard<std::mutex> guard(s.lock);
+  s.live.insert(*stream);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy_v2(CUstream stream) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  Streams& s = streams();
+  std::lock_guard<std::mutex> guard(s.lock);
+  if (!s.live.erase(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  delete stream;
+  return CUDA_SUCCESS;
+}
 
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;

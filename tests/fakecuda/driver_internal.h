@@ -11,6 +11,9 @@ struct CUctx_st {
 struct CUmemPoolHandle_st {
   int device;
 };
+struct CUstream_st {
+  CUcontext context;  // current when the stream was made: the stream's device is its device
+};
 
 // CUDA 7.0's cuDevicePrimaryCtxReset, exported under the name that cuda.h #defines to the _v2 function (the
 // same argument). cuGetProcAddress hands it out below 11000, where the CUDA 13 runtime asks for it.
@@ -27,6 +30,11 @@ namespace fakecuda {
 CUresult current_device(int* device);
 // The calling thread's current context; null without one.
 CUcontext current_context();
+// The context of `stream` (driver_context.cc): for a stream from cuStreamCreate, the context current when it
+// was made, whichever is current now; for any other handle (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, and
+// the made-up values tests pass), the current context. A stream-ordered allocation comes from the pool of
+// its stream's device, as CUDA's cuMemAllocAsync documents.
+CUcontext stream_context(CUstream stream);
 bool driver_initialized();
 // The primary context / default memory pool of a valid device (one static object each).
 CUcontext primary_context(int device);

@@ -36,14 +36,20 @@ CUresult allocate_current(CUdeviceptr* pointer, size_t size, MemoryKind kind) {
   return CUDA_SUCCESS;
 }
 
-// A stream-ordered allocation: a graph memory node while `stream` is capturing.
+// A stream-ordered allocation: a graph memory node while `stream` is capturing. It is made in the stream's
+// context, from the current pool of that context's device, whichever device is current.
 CUresult allocate_async(CUdeviceptr* pointer, size_t size, CUstream stream, bool per_thread_stream) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  CUcontext context = stream_context(stream);
+  if (!context) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!pointer || size == 0) return CUDA_ERROR_INVALID_VALUE;
   bool capturing = stream_capturing(stream, per_thread_stream);
-  CUresult result = allocate_current(pointer, size, capturing ? MemoryKind::kGraph : MemoryKind::kPool);
-  int device = 0;
-  if (result == CUDA_SUCCESS && !capturing && current_device(&device) == CUDA_SUCCESS)
-    pool_block_allocated(current_pool(device), *pointer, size);
-  return result;
+  uintptr_t address =
+      memory_allocate(context->device, size, capturing ? MemoryKind::kGraph : MemoryKind::kPool, context);
+  if (!address) return CUDA_ERROR_OUT_OF_MEMORY;
+  *pointer = address;
+  if (!capturing) pool_block_allocated(current_pool(context->device), address, size);
+  return CUDA_SUCCESS;
 }
 
 CUresult free_async(CUdeviceptr pointer, CUstream stream, bool per_thread_stream) {

@@ -92,6 +92,8 @@ const Entry kEntries[] = {
     FAKECUDA_ENTRY("cuDevicePrimaryCtxReset", 7000, false, cuDevicePrimaryCtxReset),
     FAKECUDA_ENTRY("cuDevicePrimaryCtxReset", 11000, false, cuDevicePrimaryCtxReset_v2),
     FAKECUDA_ENTRY("cuDevicePrimaryCtxRelease", 11000, false, cuDevicePrimaryCtxRelease_v2),
+    FAKECUDA_ENTRY("cuStreamCreate", 2000, false, cuStreamCreate),
+    FAKECUDA_ENTRY("cuStreamDestroy", 4000, false, cuStreamDestroy_v2),
     // Graphs (driver_graphs.cc). From 12000 "cuGraphInstantiate" has cuGraphInstantiateWithFlags' ABI.
     FAKECUDA_ENTRY("cuStreamBeginCapture", 10010, false, cuStreamBeginCapture_v2),
     FAKECUDA_ENTRY("cuStreamBeginCapture", 10010, true, cuStreamBeginCapture_v2_ptsz),

@@ -66,6 +66,8 @@ struct Driver {
   decltype(&cuIpcCloseMemHandle) ipc_close_mem_handle = nullptr;
   // "cuDevicePrimaryCtxReset" at 7000, as the CUDA 13 runtime asks (measured on the H200): CUDA 7.0's ABI.
   decltype(&cuDevicePrimaryCtxReset_v2) device_primary_ctx_reset = nullptr;
+  decltype(&cuStreamCreate) stream_create = nullptr;
+  decltype(&cuStreamDestroy_v2) stream_destroy = nullptr;
   decltype(&cuStreamBeginCapture_v2) stream_begin_capture = nullptr;
   decltype(&cuStreamBeginCapture_v2) stream_begin_capture_ptsz = nullptr;
   decltype(&cuStreamEndCapture) stream_end_capture = nullptr;
@@ -104,6 +106,8 @@ bool lookup_more(ResolverV2 resolver, Driver* d) {
          lookup(resolver, "cuIpcOpenMemHandle", 11000, legacy, &d->ipc_open_mem_handle) &&
          lookup(resolver, "cuIpcCloseMemHandle", 4010, legacy, &d->ipc_close_mem_handle) &&
          lookup(resolver, "cuDevicePrimaryCtxReset", 7000, legacy, &d->device_primary_ctx_reset) &&
+         lookup(resolver, "cuStreamCreate", 2000, legacy, &d->stream_create) &&
+         lookup(resolver, "cuStreamDestroy", 4000, legacy, &d->stream_destroy) &&
          lookup(resolver, "cuStreamBeginCapture", 10010, legacy, &d->stream_begin_capture) &&
          lookup(resolver, "cuStreamBeginCapture", 10010, ptsz, &d->stream_begin_capture_ptsz) &&
          lookup(resolver, "cuStreamEndCapture", 10000, legacy, &d->stream_end_capture) &&
@@ -164,6 +168,7 @@ cudaError_t to_runtime_error(CUresult result) {
     case CUDA_ERROR_OUT_OF_MEMORY: return cudaErrorMemoryAllocation;
     case CUDA_ERROR_NOT_INITIALIZED: return cudaErrorInitializationError;
     case CUDA_ERROR_INVALID_DEVICE: return cudaErrorInvalidDevice;
+    case CUDA_ERROR_INVALID_HANDLE: return cudaErrorInvalidResourceHandle;
     case CUDA_ERROR_DEINITIALIZED: return cudaErrorCudartUnloading;  // both 4: the process is exiting
     case CUDA_ERROR_ILLEGAL_STATE: return cudaErrorIllegalState;
     case CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED: return cudaErrorHostMemoryAlreadyRegistered;
@@ -419,6 +424,16 @@ cudaError_t cudaDeviceReset() {
     cudaError_t error = to_runtime_error(d.ctx_get_device(&device));
     return error == cudaSuccess ? to_runtime_error(d.device_primary_ctx_reset(device)) : error;
   });
+}
+
+// A stream of the current device: stream-ordered allocations on it come from that device's pool, whichever
+// device is current when they are made.
+cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  return with_driver([&](const Driver& d) { return to_runtime_error(d.stream_create(stream, CU_STREAM_DEFAULT)); });
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  return with_driver([&](const Driver& d) { return to_runtime_error(d.stream_destroy(stream)); });
 }
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
