@@ -74,9 +74,23 @@ std::string site_key_text(const PortableSiteKey& key) {
   return text;
 }
 
+// The line of a stack without Python frames that the program itself allocated from: its innermost native frame as
+// "file.cc:12 function()", where that frame is symbolized with a source line and is no library's of the known
+// layers (PyTorch's allocator, cuBLAS, cuDNN, NCCL, the CUDA API) nor an ATen operator or autograd node; else
+// what its native frames did (native_summary).
+std::string native_site_text(const ResolvedStack& stack) {
+  const NativeRoles roles = native_roles(stack);
+  const Frame* innermost = stack.frames.empty() ? nullptr : &stack.frames.front();
+  const bool own_line = innermost && !innermost->python && innermost->line != 0 && !innermost->file.empty() &&
+                        roles.layer == AllocatingLayer::kOther && !roles.aten_operator && !roles.autograd_node;
+  if (!own_line) return native_summary(stack);
+  return basename_of(innermost->file) + ":" + std::to_string(innermost->line) + " " +
+         shorten_cpp_name(innermost->function);
+}
+
 // A call site as a reader names it: the innermost Python frame of the user's own code ("train.py:42 main"), else
-// the innermost Python frame (its display path), else what its native frames did (native_summary; the only case
-// that symbolizes). "" for stack 0.
+// the innermost Python frame (its display path), else the program's own native line or what its native frames did
+// (native_site_text; the only case that symbolizes). "" for stack 0.
 std::string site_text(const Analysis& a, FrameResolver& resolver, uint64_t stack_id) {
   if (stack_id == 0) return "";
   std::optional<PortableSiteKey> key = site_key(a.stacks, stack_id);
@@ -92,7 +106,7 @@ std::string site_text(const Analysis& a, FrameResolver& resolver, uint64_t stack
   if (innermost_python)
     return std::string(python_display_path(innermost_python->file)) + ":" + std::to_string(innermost_python->line) +
            " " + innermost_python->function;
-  return native_summary(resolver.resolve(stack_id));
+  return native_site_text(resolver.resolve(stack_id));
 }
 
 // At most kMaxDeviceSamples samples, evenly spread, the one with the largest other_processes_used_bytes kept.
