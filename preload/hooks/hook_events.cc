@@ -66,7 +66,8 @@ namespace {
 // A block of the current pool of its stream's device: cuMemAllocAsync takes it from "the memory pool associated
 // with the stream's device" (CUDA's reference), whichever device is current. A default stream (0, legacy,
 // per-thread) is the current device's: one cuCtxGetDevice. A stream the program made may be another device's:
-// the driver is asked whose the block is instead (one cuPointerGetAttribute), the current device if it cannot say.
+// the driver is asked whose the block is instead (one cuPointerGetAttribute), the current device if it cannot say
+// (a graph node's address before the graph runs) or there is no block (a failed allocation).
 int async_block_device(bool ok, uint64_t address, uint64_t stream) {
   const bool default_stream = stream == 0 || stream == reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY) ||
                               stream == reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD);
