@@ -159,10 +159,10 @@ def has_frame(frames, file_suffix=None, line=None, function_part=None):
     return False
 
 
-def control_request(path, line):
+def control_request(path, line, timeout_s=30):
     """One request line to a tracer's control socket (proto/control_protocol.h) and its reply line."""
     with socket.socket(socket.AF_UNIX) as s:
-        s.settimeout(30)
+        s.settimeout(timeout_s)
         s.connect(path)
         s.sendall((line + "\n").encode())
         return s.makefile().readline().rstrip("\n")

@@ -16,7 +16,6 @@ directory is group/other-writable says so in one line and makes no socket. After
 """
 import ctypes
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -48,19 +47,9 @@ def start_storm(runtime):
     return proc
 
 
-def wait_for(path, seconds=10):
-    deadline = time.time() + seconds
-    while not os.path.exists(path) and time.time() < deadline:
-        time.sleep(0.02)
-    return os.path.exists(path)
-
-
 def request(path, line):
-    with socket.socket(socket.AF_UNIX) as s:
-        s.settimeout(60)
-        s.connect(path)
-        s.sendall((line + "\n").encode())
-        return s.makefile().readline().rstrip("\n")
+    """A control request; 60 s, as the storm's 16 threads load the machine."""
+    return e2e_lib.control_request(path, line, timeout_s=60)
 
 
 def replay(trace, label):
@@ -185,7 +174,7 @@ def peer_of_another_uid(sock):
 
 proc = start_storm(runtime_dir)
 sock = os.path.join(runtime_dir, "memtrace", f"{proc.pid}.sock")
-case.check("the endpoint appeared", True, wait_for(sock))
+case.check("the endpoint appeared", True, e2e_lib.wait_for_file(sock))
 case.check("socket mode", 0o600, os.stat(sock).st_mode & 0o777)
 case.check("endpoint directory mode", 0o700, os.stat(os.path.dirname(sock)).st_mode & 0o777)
 storm_traces(proc, sock)

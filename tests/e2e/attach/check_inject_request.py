@@ -8,7 +8,6 @@ the file removed all the same, no socket.
 """
 import os
 import subprocess
-import socket
 import time
 
 import e2e_lib
@@ -29,19 +28,11 @@ def run(mode):
     return proc, base
 
 
-def request(path, line):
-    with socket.socket(socket.AF_UNIX) as s:
-        s.settimeout(30)
-        s.connect(path)
-        s.sendall((line + "\n").encode())
-        return s.makefile().readline().rstrip("\n")
-
-
 proc, base = run("0600")
 case.check("0600: the request is taken", False, os.path.exists(base + ".inject"))
 case.check("0600: the endpoint", True, os.path.exists(base + ".sock"))
 if os.path.exists(base + ".sock"):
-    case.check("0600: status", "ok injected -", request(base + ".sock", "status"))
+    case.check("0600: status", "ok injected -", e2e_lib.control_request(base + ".sock", "status"))
 proc.stdin.write("exit\n")
 proc.stdin.flush()
 _, stderr = proc.communicate(timeout=30)
