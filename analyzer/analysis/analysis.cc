@@ -173,6 +173,8 @@ void collect_live_at_peak(Analysis& analysis, const std::vector<int32_t>& device
   });
 }
 
+bool began_at_attach(const Analysis& a) { return a.info.start && a.info.start->origin() != proto::TraceStart::LAUNCH; }
+
 std::string origin_name(proto::TraceStart::Origin origin) {
   return proto::TraceStart_Origin_IsValid(origin) ? proto::TraceStart_Origin_Name(origin)
                                                   : "ORIGIN_" + std::to_string(int(origin));

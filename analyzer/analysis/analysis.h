@@ -85,6 +85,10 @@ void collect_live_at_peak(Analysis& analysis, const std::vector<int32_t>& device
 // TraceStart.Origin's name ("ATTACH_INJECTED"), or "ORIGIN_N" for a value this memtrace does not know.
 std::string origin_name(proto::TraceStart::Origin origin);
 
+// Whether the trace began at an attach to the running process or is a snapshot of it (its TraceStart's origin is
+// not LAUNCH): what was live then has no stack. False without a start record.
+bool began_at_attach(const Analysis& a);
+
 // Seconds from trace start.
 inline double seconds(int64_t ns) { return double(ns) / 1e9; }
 

@@ -97,7 +97,8 @@ int peak(const PeakArgs& args) {
   print_trace_overview(std::cout, a);
   if (breakdowns.empty()) std::cout << "\nNo device has allocated memory in this trace.\n";
   for (const MomentBreakdown& b : breakdowns)
-    print_peak_report(std::cout, b, live_tree(b.live, *s.resolver, grouping), at_time, *s.resolver, s.options);
+    print_peak_report(std::cout, b, live_tree(b.live, *s.resolver, grouping), at_time, began_at_attach(a), *s.resolver,
+                      s.options);
   return kExitOk;
 }
 

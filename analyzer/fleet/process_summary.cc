@@ -164,7 +164,7 @@ ProcessDevice summarize_device(const Analysis& a, FrameResolver& resolver, int32
 }
 
 std::optional<ProcessAttach> summarize_attach(const Analysis& a) {
-  if (!a.info.start || a.info.start->origin() == proto::TraceStart::LAUNCH) return std::nullopt;
+  if (!began_at_attach(a)) return std::nullopt;
   const proto::TraceStart& s = *a.info.start;
   const AttachFacts all = sum_attach_facts(a.model.attach_facts());
   return ProcessAttach{

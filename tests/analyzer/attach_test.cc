@@ -282,6 +282,15 @@ TEST(AttachText, SummarySaysHowTheTraceBeganAndEnded) {
       << out;
 }
 
+// `peak` names what was live at attach as `summary` does: A and B, at the peak (attach), have no stack.
+TEST(AttachText, PeakNamesTheLiveSetAtAttach) {
+  std::string out = memtrace_on("peak", "attach-peak.mtrace", test::attached_torch_trace());
+  EXPECT_TRUE(has_line(out,
+                       "      #1.1 3.00 MiB (3,145,728 B) in 2 allocations: (no stack: allocated before attach, or "
+                       "recorded without a stack)"))
+      << out;
+}
+
 // One row at time 0 holds what was live at attach, all of it, with the baseline's reserved (not a row per record,
 // the first with reserved 0); then one per event. Fragmentation: S (8 MiB) holds A [0, 1 MiB) and B [1, 3 MiB),
 // then B, then B and C [3, 4 MiB).

@@ -477,7 +477,7 @@ void run_peak(Session& s, uint8_t flags, std::optional<int64_t> at_ns) {
   if (breakdowns.empty()) out << "\nNo device has allocated memory in this trace.\n";
   for (const memtrace::MomentBreakdown& b : breakdowns)
     memtrace::print_peak_report(out, b, memtrace::live_tree(b.live, s.resolver, grouping), at_ns.has_value(),
-                                s.resolver, options);
+                                memtrace::began_at_attach(a), s.resolver, options);
   check_text(out.str(), what);
 }
 

@@ -173,7 +173,7 @@ json trace_json(const Analysis& a) {
     // CLOCK_MONOTONIC at time zero: every time_s is seconds since this moment.
     trace["start_monotonic_ns"] = a.info.start->start_monotonic_ns();
     // Only for a trace that began by attach (or is a snapshot): a trace from launch has no `attach` key.
-    if (a.info.start->origin() != proto::TraceStart::LAUNCH) trace["attach"] = attach_json(a);
+    if (began_at_attach(a)) trace["attach"] = attach_json(a);
   }
   // How the process ended; "how" is null when the trace has no end record (it was cut off).
   trace["end"] = a.info.end ? json{{"how", end_how_name(*a.info.end)}, {"signal", a.info.end->signal()}}

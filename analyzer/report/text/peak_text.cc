@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "report/text/site_lines.h"
 #include "stacks/frame_roles.h"
 #include "util/format.h"
 #include "util/terminal_text.h"
@@ -157,11 +158,11 @@ std::string call_site_line(const ResolvedStack& stack) {
   }
   std::string line = python.empty() ? (op.empty() ? native : std::string()) : python;
   if (!op.empty()) line += (line.empty() ? "" : " ") + std::string("[") + op + ']';
-  return line.empty() ? std::string("(no stack)") : terminal_safe(line);
+  return line.empty() ? std::string(kNoStack) : terminal_safe(line);
 }
 
-void print_peak_report(std::ostream& out, const MomentBreakdown& b, const std::vector<UserLineNode>& tree,
-                       bool at_time, FrameResolver& resolver, const TextOptions& options) {
+void print_peak_report(std::ostream& out, const MomentBreakdown& b, const std::vector<UserLineNode>& tree, bool at_time,
+                       bool began_at_attach, FrameResolver& resolver, const TextOptions& options) {
   out << "\nDevice " << b.device << ": live " << (at_time ? "at " : "at peak allocated, ")
       << format_moment_seconds(b.time_ns) << " (event " << with_thousands(b.event_index) << ")\n";
   out << "  allocated " << format_bytes(b.totals.allocated_bytes) << ", reserved "
@@ -201,7 +202,9 @@ void print_peak_report(std::ostream& out, const MomentBreakdown& b, const std::v
       const CallSite& site = node.sites[j];
       ResolvedStack stack = resolver.resolve(site.stack_id);
       out << "      #" << i + 1 << '.' << j + 1 << ' ' << format_bytes(site.bytes) << " in "
-          << count_of(site.count, "allocation") << ": " << call_site_line(stack) << '\n';
+          << count_of(site.count, "allocation") << ": "
+          << (site.stack_id == 0 && began_at_attach ? std::string(kNoStackInAttachedTrace) : call_site_line(stack))
+          << '\n';
       if (options.all_frames) print_site_frames(out, site, resolver, options);
     }
     if (node.sites.size() > options.top)

@@ -19,8 +19,9 @@ void print_breakdown_lines(std::ostream& out, const MomentBreakdown& breakdown, 
 // `memtrace peak`'s report of one device at one moment: a heading (the moment, the totals), every row of the
 // breakdown with its bytes and count, what lies beside the allocated total, the trap, then the tree by user line
 // (`options.top` user lines, and as many call sites under each). `at_time`: the moment is --at's, not the peak.
+// `began_at_attach` (analysis.h): a site without a stack is named as what was live at attach may be.
 void print_peak_report(std::ostream& out, const MomentBreakdown& breakdown, const std::vector<UserLineNode>& tree,
-                       bool at_time, FrameResolver& resolver, const TextOptions& options);
+                       bool at_time, bool began_at_attach, FrameResolver& resolver, const TextOptions& options);
 
 // A moment as `memtrace peak` prints it, precisely enough to be given back to --at: nanoseconds from trace start
 // in seconds to the microsecond, "6.701912 s" (--at takes the last event at or before the time given).

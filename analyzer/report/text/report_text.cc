@@ -115,7 +115,7 @@ std::string attach_tracer_words(const Analysis& a) {
 }  // namespace
 
 std::string describe_attach(const Analysis& a) {
-  if (!a.info.start || a.info.start->origin() == proto::TraceStart::LAUNCH) return "";
+  if (!began_at_attach(a)) return "";
   const proto::TraceStart& start = *a.info.start;
   bool snapshot = start.origin() == proto::TraceStart::SNAPSHOT;
   std::string line = snapshot ? "Snapshot of the running process's live set" : "Attached to the running process";
@@ -209,8 +209,7 @@ void print_devices(std::ostream& out, const Analysis& a, FrameResolver& resolver
       out << "    #" << i + 1 << ' ' << format_bytes(sites[i].bytes) << " in " << count_of(sites[i].count, "allocation")
           << '\n';
       // Allocations made before attach have no stack; so have those the tracer recorded without one.
-      if (sites[i].stack_id == 0 && !describe_attach(a).empty())
-        out << kIndent << "(no stack: allocated before attach, or recorded without a stack)\n";
+      if (sites[i].stack_id == 0 && began_at_attach(a)) out << kIndent << kNoStackInAttachedTrace << '\n';
       else print_site_frames(out, sites[i], resolver, options);
     }
   }

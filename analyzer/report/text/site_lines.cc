@@ -190,7 +190,7 @@ void print_call_site_stack(std::ostream& out, const ResolvedStack& stack, const 
   if (stack.python_frames_from_backward)
     out << kIndent << "(on the autograd thread; Python stack of the thread waiting in backward())\n";
   if (stack.frames.empty()) {
-    out << kIndent << "(no stack)\n";
+    out << kIndent << kNoStack << '\n';
     return;
   }
   const bool has_python =

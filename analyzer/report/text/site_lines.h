@@ -15,6 +15,12 @@
 
 namespace memtrace {
 
+// What a call site without a stack is called: "(no stack)", and in a trace that began at attach (analysis.h,
+// began_at_attach), where what was live then has none either, the longer line.
+inline constexpr const char* kNoStack = "(no stack)";
+inline constexpr const char* kNoStackInAttachedTrace =
+    "(no stack: allocated before attach, or recorded without a stack)";
+
 // A run of this many library (or standard library) Python frames or more, between two of the user's frames or at
 // either end, shows its innermost frame and one line for the rest: "... 18 more library frames: transformers, torch".
 inline constexpr size_t kFoldedLibraryRun = 3;
