@@ -125,8 +125,11 @@ ControlReply control_request(const ControlEndpoint& endpoint, const std::string&
                                      : "the tracer closed the connection without a whole reply");
 }
 
-std::string no_tracer_message(int pid) {
+std::string no_tracer_message(int pid, bool cuda_loaded) {
   const std::string id = std::to_string(pid);
+  if (!cuda_loaded)
+    return id + " has no memtrace tracer and has not loaded CUDA (no libcuda.so in /proc/" + id +
+           "/maps): nothing is recorded there";
   return id + " has no memtrace tracer (start it with MEMTRACE_START=dormant, or `memtrace attach " + id +
          "` loads one)";
 }

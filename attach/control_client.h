@@ -35,8 +35,9 @@ struct ControlReply {
 // Sends `request` (one line, without '\n') and reads the one reply line, each within `timeout_ms`.
 ControlReply control_request(const ControlEndpoint& endpoint, const std::string& request, int timeout_ms);
 
-// "PID has no memtrace tracer (...)": the line for kNoTracer, with what to do.
-std::string no_tracer_message(int pid);
+// "PID has no memtrace tracer (...)": the line for kNoTracer, with what to do: a process that has loaded CUDA
+// can be attached to (or started dormant); one that has not has nothing to record.
+std::string no_tracer_message(int pid, bool cuda_loaded);
 
 // Serializes the memtrace commands that load a tracer into one process: an exclusive flock(2) on
 // DIR/PID.inject.lock, held from before the inject request is written until the endpoint answers or the load

@@ -534,8 +534,7 @@ InjectResult seize_refused(int pid, int refused, int yama_scope) {
   if (refused == ESRCH) return {InjectError::kNoSuchProcess, {}};
   TargetProcess now;
   if (read_target_process(pid, &now) && now.tracer_pid != 0)
-    return {InjectError::kPtraceRefused,
-            "ptrace refused: it is already traced by process " + std::to_string(now.tracer_pid) + " (a debugger?)"};
+    return {InjectError::kPtraceRefused, already_traced_message(now.tracer_pid, command_name(now.tracer_pid))};
   if (refused == EPERM && yama_scope == 1) return {InjectError::kYamaScope, "1"};
   return {InjectError::kPtraceRefused, std::string("ptrace refused: ") + std::strerror(refused) +
                                            " (a container needs --cap-add=SYS_PTRACE; a seccomp profile may "

@@ -71,6 +71,20 @@ std::string uid_triple(const char* what, const unsigned ids[3]) {
 
 }  // namespace
 
+std::string command_name(int pid) {
+  bool ok = false;
+  std::string name = slurp("/proc/" + std::to_string(pid) + "/comm", &ok);
+  while (!name.empty() && name.back() == '\n') name.pop_back();
+  return ok ? name : std::string();
+}
+
+std::string already_traced_message(int tracer_pid, const std::string& tracer_name) {
+  const std::string line = "ptrace refused: it is already traced by process " + std::to_string(tracer_pid);
+  if (tracer_name == "memtrace") return line + " (memtrace, loading its tracer): try again once it is done";
+  if (tracer_name.empty()) return line + ": detach that one first";
+  return line + " (" + tracer_name + "): detach that one first";  // the CLI's line is made terminal-safe
+}
+
 bool read_target_process(int pid, TargetProcess* out) {
   if (pid <= 0) return false;
   const std::string dir = "/proc/" + std::to_string(pid);
@@ -81,6 +95,7 @@ bool read_target_process(int pid, TargetProcess* out) {
   if (state.find('Z') != std::string::npos || state.find('X') != std::string::npos) return false;
   TargetProcess t;
   t.pid = pid;
+  t.tgid = std::atoi(status_field(status, "Tgid").c_str());
   parse_ids(status_field(status, "Uid"), t.uid);
   parse_ids(status_field(status, "Gid"), t.gid);
   t.tracer_pid = std::atoi(status_field(status, "TracerPid").c_str());
@@ -134,6 +149,12 @@ InjectResult check_attachable(const TargetProcess& target, const Privileges& who
   if (allowed.error != InjectError::kNone) return allowed;
   if (!target.cuda_loaded) return {InjectError::kNoCuda, {}};
   return {};
+}
+
+std::string thread_refusal(const TargetProcess& target) {
+  if (target.tgid <= 0 || target.tgid == target.pid) return {};
+  return std::to_string(target.pid) + " is a thread of process " + std::to_string(target.tgid) +
+         ", not a process: give " + std::to_string(target.tgid);
 }
 
 std::string namespace_refusal(const TargetProcess& target) {

@@ -13,6 +13,7 @@ namespace memtrace {
 // Process PID as /proc shows it.
 struct TargetProcess {
   int pid = 0;
+  int tgid = 0;                        // Tgid: the process's id; another than `pid` where pid is one of its threads
   unsigned uid[3] = {};                // real, effective, saved (the Uid: line of /proc/PID/status)
   unsigned gid[3] = {};                // real, effective, saved (the Gid: line)
   bool dumpable = true;                // false: /proc/PID belongs to root while the process's real uid is another
@@ -26,6 +27,13 @@ struct TargetProcess {
 
 // Reads /proc/PID. False when no such process runs (or it is a zombie, which cannot run anything).
 bool read_target_process(int pid, TargetProcess* out);
+
+// The line for a process already traced by process `tracer_pid` whose command name (/proc/PID/comm) is
+// `tracer_name` ("" where unreadable): who holds it, and what to do.
+std::string already_traced_message(int tracer_pid, const std::string& tracer_name);
+
+// Process PID's command name (/proc/PID/comm, without the line break), or "" where it cannot be read.
+std::string command_name(int pid);
 
 // Who is asking: this process's real uid, and whether it holds CAP_SYS_PTRACE (root normally does; root in a
 // container without --cap-add=SYS_PTRACE does not).
@@ -46,6 +54,10 @@ InjectResult check_ptrace_allowed(const TargetProcess& target, const Privileges&
 // check_ptrace_allowed, then kNoCuda when the target has not loaded CUDA: what `memtrace attach` checks before it
 // loads the tracer into a process.
 InjectResult check_attachable(const TargetProcess& target, const Privileges& who, int yama_scope);
+
+// Why `target` is not a process to control, in one line, or empty: PID names one of a process's threads (/proc
+// answers for thread ids too), whose process has the endpoint.
+std::string thread_refusal(const TargetProcess& target);
 
 // Why the CLI cannot serve `target` from where it runs, in one line, or empty: a process in another mount
 // namespace (a container) sees other files under the same paths (the endpoint's, the library's).

@@ -106,6 +106,7 @@ int control(Action action, const std::string& command, const ControlArgs& args) 
   TargetProcess target;
   if (!read_target_process(pid, &target))
     return fail(action, pid, inject_error_message(pid, {InjectError::kNoSuchProcess, {}}));
+  if (std::string refusal = thread_refusal(target); !refusal.empty()) return fail(action, pid, refusal);
   if (std::string refusal = namespace_refusal(target); !refusal.empty()) return fail(action, pid, refusal);
   ControlEndpoint endpoint;
   std::string why;
@@ -113,7 +114,7 @@ int control(Action action, const std::string& command, const ControlArgs& args) 
   const ControlReply status = control_request(endpoint, "status", kStatusTimeoutMs);
   if (status.status == ControlStatus::kError) return fail(action, pid, status.text);
   if (status.status == ControlStatus::kNoTracer) {
-    if (action == Action::kDetach) return fail(action, pid, no_tracer_message(pid));
+    if (action == Action::kDetach) return fail(action, pid, no_tracer_message(pid, target.cuda_loaded));
     InjectLock lock;  // another memtrace command loading a tracer into `pid` finishes first
     if (!lock.acquire(endpoint, &why)) return fail(action, pid, why);
     const ControlReply again = control_request(endpoint, "status", kStatusTimeoutMs);
@@ -125,7 +126,7 @@ int control(Action action, const std::string& command, const ControlArgs& args) 
                               : action == Action::kDetach ? std::string("detach")
                                                           : "snapshot " + pattern;
   const ControlReply reply = control_request(endpoint, request, kRecordingTimeoutMs);
-  if (reply.status == ControlStatus::kNoTracer) return fail(action, pid, no_tracer_message(pid));
+  if (reply.status == ControlStatus::kNoTracer) return fail(action, pid, no_tracer_message(pid, target.cuda_loaded));
   if (reply.status != ControlStatus::kOk) return fail(action, pid, reply.text);
   const std::string path = terminal_safe(reply.text);
   switch (action) {

@@ -102,9 +102,27 @@ TEST_F(AttachCli, DetachOfAProcessWithoutATracerSaysSo) {
   test::MemtraceRun r = run_memtrace("detach " + pid_);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "memtrace: cannot detach from " + pid_ + ": " + pid_ +
-                       " has no memtrace tracer (start it with MEMTRACE_START=dormant, or `memtrace attach " + pid_ +
-                       "` loads one)\n");
+                       " has no memtrace tracer and has not loaded CUDA (no libcuda.so in /proc/" + pid_ +
+                       "/maps): nothing is recorded there\n");
   EXPECT_EQ(r.out, "");
+}
+
+// /proc answers for a thread id too: a thread of a process is named as such, with the process to give instead.
+TEST(AttachCliThread, AThreadIdIsRefusedNamingItsProcess) {
+  std::atomic<pid_t> tid{0};
+  std::atomic<bool> done{false};
+  std::thread thread([&] {
+    tid = gettid();
+    while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  });
+  while (tid == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const std::string id = std::to_string(tid.load()), process = std::to_string(getpid());
+  test::MemtraceRun r = run_memtrace("detach " + id);
+  done = true;
+  thread.join();
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "memtrace: cannot detach from " + id + ": " + id + " is a thread of process " + process +
+                       ", not a process: give " + process + "\n");
 }
 
 TEST_F(AttachCli, AttachToAProcessWithoutCudaRefusesAndLeavesNothing) {
@@ -151,8 +169,8 @@ TEST_F(AttachCli, AStaleSocketIsNoTracer) {
   test::MemtraceRun r = run_memtrace("detach " + pid_);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "memtrace: cannot detach from " + pid_ + ": " + pid_ +
-                       " has no memtrace tracer (start it with MEMTRACE_START=dormant, or `memtrace attach " + pid_ +
-                       "` loads one)\n");
+                       " has no memtrace tracer and has not loaded CUDA (no libcuda.so in /proc/" + pid_ +
+                       "/maps): nothing is recorded there\n");
 }
 
 TEST(AttachCliTracerLoaded, ATracerWithoutEndpointIsNotLoadedAgain) {

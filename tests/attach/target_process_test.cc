@@ -104,8 +104,25 @@ TEST(TargetChecks, TheOtherLines) {
             "loaded); try again, or start it with MEMTRACE_START=dormant");
   EXPECT_EQ(inject_error_message(9, {InjectError::kNoSuchProcess, "it exited during the injection"}),
             "no process 9 is running (it exited during the injection)");
-  EXPECT_EQ(no_tracer_message(9),
+  EXPECT_EQ(no_tracer_message(9, true),
             "9 has no memtrace tracer (start it with MEMTRACE_START=dormant, or `memtrace attach 9` loads one)");
+  EXPECT_EQ(no_tracer_message(9, false),
+            "9 has no memtrace tracer and has not loaded CUDA (no libcuda.so in /proc/9/maps): nothing is recorded "
+            "there");
+  EXPECT_EQ(already_traced_message(40, "gdb"),
+            "ptrace refused: it is already traced by process 40 (gdb): detach that one first");
+  EXPECT_EQ(already_traced_message(40, ""),
+            "ptrace refused: it is already traced by process 40: detach that one first");
+  EXPECT_EQ(already_traced_message(40, "memtrace"),
+            "ptrace refused: it is already traced by process 40 (memtrace, loading its tracer): try again once it is "
+            "done");
+  EXPECT_EQ(command_name(getpid()), "attach_tests");
+  TargetProcess thread;
+  thread.pid = 12;
+  thread.tgid = 10;
+  EXPECT_EQ(thread_refusal(thread), "12 is a thread of process 10, not a process: give 10");
+  thread.tgid = 12;
+  EXPECT_EQ(thread_refusal(thread), "");
 }
 
 TEST(TargetProcessRead, SaysWhetherCudaIsLoadedAndTheRuntimeDir) {
