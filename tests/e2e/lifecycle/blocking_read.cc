@@ -69,7 +69,9 @@ bool blocked_in_read(pid_t pid) {
   if (fd >= 0) {
     ssize_t n = read(fd, buf, sizeof buf - 1);
     close(fd);
-    if (n > 0) return std::strtol(buf, nullptr, 10) == SYS_read && buf[0] != '-';
+    // "running" while it runs, "-1 ..." outside a system call: only a number is one. (strtol reads "running" as 0,
+    // which is SYS_read on x86-64: the child then signalled a parent that had not reached its read yet.)
+    if (n > 0) return buf[0] >= '0' && buf[0] <= '9' && std::strtol(buf, nullptr, 10) == SYS_read;
   }
   path = "/proc/" + std::to_string(pid) + "/stat";
   fd = open(path.c_str(), O_RDONLY);
